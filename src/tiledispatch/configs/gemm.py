@@ -1,0 +1,70 @@
+"""GemmConfig: one GEMM kernel instance. Every field changes the generated code; `name` carries all of them."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tiledispatch.dtypes import default_acc_dtype, default_out_dtype
+from tiledispatch.errors import InvalidConfig
+from tiledispatch.problems.gemm import Epilogue
+
+GEMM_FAMILIES = ("tiled", "splitk")
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmConfig:
+    family: str = "tiled"
+    layout: str = "rcr"
+    dtype: str = "fp16"
+    out_dtype: str = ""
+    acc_dtype: str = ""
+    block_m: int = 128
+    block_n: int = 128
+    block_k: int = 32
+    num_warps: int = 4
+    num_stages: int = 3
+    group_m: int = 8
+    split_k: int = 1
+    align: int = 16
+    activation: str = "none"
+    bias: str = "none"
+    num_d: int = 0
+    with_c: bool = False
+
+    op = "gemm"
+
+    def __post_init__(self) -> None:
+        if not self.out_dtype:
+            object.__setattr__(self, "out_dtype", default_out_dtype(self.dtype) if self.dtype in _IN else "")
+        if not self.acc_dtype:
+            object.__setattr__(self, "acc_dtype", default_acc_dtype(self.dtype) if self.dtype in _IN else "")
+
+    @property
+    def name(self) -> str:
+        return (f"gemm-{self.family}-{self.layout}-{self.dtype}-{self.out_dtype}-{self.acc_dtype}-"
+                f"{self.block_m}x{self.block_n}x{self.block_k}-w{self.num_warps}-s{self.num_stages}-"
+                f"g{self.group_m}-k{self.split_k}-a{self.align}-{self.activation}-b{self.bias}-"
+                f"d{self.num_d}-c{int(self.with_c)}")
+
+    @property
+    def epilogue(self) -> Epilogue:
+        return Epilogue(self.activation, self.bias, self.num_d, self.with_c)
+
+    def with_epilogue(self, epilogue: Epilogue) -> GemmConfig:
+        return dataclasses.replace(self, activation=epilogue.activation, bias=epilogue.bias,
+                                   num_d=epilogue.num_d, with_c=epilogue.with_c)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GemmConfig:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - fields - {"op", "name"})
+        if unknown:
+            raise InvalidConfig(f"unknown GemmConfig field(s) {unknown}; legal fields: {sorted(fields)}",
+                                field=unknown[0])
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+
+_IN = ("fp16", "bf16", "fp32", "tf32", "int8")

@@ -1,0 +1,36 @@
+"""name <-> config. `parse_name(cfg.name) == cfg` for every config any preset or space can produce."""
+from __future__ import annotations
+
+import re
+
+from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.errors import InvalidConfig
+
+_GEMM_PATTERN = re.compile(
+    r"gemm-(?P<family>[a-z_]+)-(?P<layout>[rc]{3})-(?P<dtype>[a-z0-9]+)-(?P<out_dtype>[a-z0-9]+)-"
+    r"(?P<acc_dtype>[a-z0-9]+)-(?P<block_m>\d+)x(?P<block_n>\d+)x(?P<block_k>\d+)-w(?P<num_warps>\d+)-"
+    r"s(?P<num_stages>\d+)-g(?P<group_m>\d+)-k(?P<split_k>\d+)-a(?P<align>\d+)-(?P<activation>[a-z_]+)-"
+    r"b(?P<bias>[a-z]+)-d(?P<num_d>\d+)-c(?P<with_c>[01])"
+)
+_GEMM_TEMPLATE = ("gemm-<family>-<layout>-<dtype>-<out_dtype>-<acc_dtype>-<BMxBNxBK>-w<warps>-s<stages>-"
+                  "g<group_m>-k<split_k>-a<align>-<activation>-b<bias>-d<num_d>-c<0|1>")
+_INT_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m", "split_k", "align", "num_d")
+
+
+def parse_name(name: str) -> GemmConfig:
+    """Parse a canonical instance name back into its config (raises InvalidConfig naming the problem)."""
+    if not isinstance(name, str):
+        raise InvalidConfig(f"kernel name must be a string, got {type(name).__name__}", field="name")
+    if not name.startswith("gemm-"):
+        raise InvalidConfig(f"name {name!r}: unknown op prefix; legal ops: 'gemm'", field="name")
+    match = _GEMM_PATTERN.fullmatch(name)
+    if match is None:
+        raise InvalidConfig(f"name {name!r} is malformed; expected {_GEMM_TEMPLATE}", field="name")
+    fields: dict[str, object] = dict(match.groupdict())
+    for key in _INT_FIELDS:
+        fields[key] = int(fields[key])  # type: ignore[arg-type]
+    fields["with_c"] = fields["with_c"] == "1"
+    cfg = GemmConfig(**fields)  # type: ignore[arg-type]
+    if cfg.name != name:
+        raise InvalidConfig(f"name {name!r} is not canonical; canonical form: {cfg.name!r}", field="name")
+    return cfg

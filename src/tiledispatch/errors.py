@@ -1,0 +1,49 @@
+"""The one exception hierarchy of tiledispatch.
+
+Every error names the offending field and, where there is a closed set, the legal values.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class TileDispatchError(Exception):
+    """Base of every error tiledispatch raises on purpose."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class InvalidConfig(TileDispatchError):
+    """A kernel configuration, name or config file is malformed or invalid for the target."""
+
+
+class UnsupportedProblem(TileDispatchError):
+    """No kernel can compute this problem exactly (not even after exact padding)."""
+
+
+class NoKernelFound(TileDispatchError):
+    """A registry holds no (built) kernel for the requested problem or name."""
+
+
+class CompileError(TileDispatchError):
+    """Compiling a kernel instance failed (recorded per instance during builds)."""
+
+
+class BadInput(TileDispatchError):
+    """Tensors or arguments given to a run do not match what the call needs."""
+
+
+class CacheError(TileDispatchError):
+    """The on-disk cache or tuning database is unusable (version mismatch, unreadable)."""
+
+
+def legal(values: Iterable[object]) -> str:
+    """Format a closed set of legal values for an error message."""
+    return ", ".join(repr(v) for v in values)
+
+
+def bad_choice(kind: type[TileDispatchError], field: str, value: object, choices: Iterable[object]) -> TileDispatchError:
+    """Build the standard 'field has an illegal value' error."""
+    return kind(f"{field}={value!r} is not valid; legal values: {legal(choices)}", field=field)

@@ -1,0 +1,158 @@
+"""Source pieces shared by the GEMM families: parameters, tile swizzle, main loop and fused epilogue."""
+from __future__ import annotations
+
+from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.dtypes import DTYPES
+from tiledispatch.kernels.spec import Param
+
+TL_TYPES = {"fp16": "tl.float16", "bf16": "tl.bfloat16", "fp32": "tl.float32", "int32": "tl.int32"}
+# The interpreter of Triton 3.6 multiplies bf16 dot operands wrongly; DOT_F32 (False in every compiled
+# kernel) lets the CPU interpreter run the same kernel with fp32 dot operands instead.
+DOT_F32 = "DOT_F32"
+
+
+def ptr(name: str, dtype: str, aligned: bool = False) -> Param:
+    return Param(name, "*" + DTYPES[dtype].triton, divisible16=aligned)
+
+
+def strides(prefix: str, layout_letter: str | None, aligned: bool) -> list[Param]:
+    """Batch, row and column strides of a matrix operand; the contiguous one is the constexpr 1."""
+    row_unit = layout_letter == "c"
+    col_unit = layout_letter == "r"
+    params = [Param(f"stride_{prefix}b", "i64")]
+    for axis, unit in (("r", row_unit), ("c", col_unit)):
+        name = f"stride_{prefix}{axis}"
+        params.append(Param(name, "constexpr", 1) if unit else Param(name, "i64", divisible16=aligned))
+    return params
+
+
+def operand_params(cfg: GemmConfig) -> list[Param]:
+    aligned = cfg.align == 16
+    return [*strides("a", cfg.layout[0], aligned), *strides("b", cfg.layout[1], aligned)]
+
+
+def epilogue_pointer_params(cfg: GemmConfig) -> list[Param]:
+    out = []
+    if cfg.with_c:
+        out.append(ptr("c_ptr", cfg.out_dtype))
+    if cfg.bias != "none":
+        out.append(ptr("bias_ptr", cfg.out_dtype))
+    out.extend(ptr(f"d{i}_ptr", cfg.out_dtype) for i in range(cfg.num_d))
+    return out
+
+
+def epilogue_scalar_params(cfg: GemmConfig) -> list[Param]:
+    out = [*strides("o", cfg.layout[2], cfg.align == 16)]
+    if cfg.with_c:
+        out.extend(strides("c", None, False))
+    if cfg.bias != "none":
+        out.append(Param("stride_biasb", "i64"))
+    for i in range(cfg.num_d):
+        out.extend(strides(f"d{i}", None, False))
+    scalar = "i32" if cfg.acc_dtype == "int32" else "fp32"
+    out.append(Param("alpha", scalar))
+    if cfg.with_c:
+        out.append(Param("beta", scalar))
+    return out
+
+
+def tile_constexprs(cfg: GemmConfig) -> list[Param]:
+    return [Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n),
+            Param("BLOCK_K", "constexpr", cfg.block_k), Param("GROUP_M", "constexpr", cfg.group_m),
+            Param(DOT_F32, "constexpr", False)]
+
+
+def signature_text(params: list[Param]) -> str:
+    parts = [f"{p.name}: tl.constexpr" if p.is_constexpr else p.name for p in params]
+    return ",\n    ".join(parts)
+
+
+SWIZZLE = """\
+    pid = tl.program_id(0)
+    num_pid_m = (M + BLOCK_M - 1) // BLOCK_M
+    num_pid_n = (N + BLOCK_N - 1) // BLOCK_N
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+"""
+
+
+def dot_line(cfg: GemmConfig) -> str:
+    if cfg.acc_dtype == "int32":
+        return "acc += tl.dot(a, b, out_dtype=tl.int32)"
+    precision = "tf32" if cfg.dtype == "tf32" else "ieee"
+    return (f"if {DOT_F32}:\n"
+            f"            acc += tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=\"ieee\")\n"
+            f"        else:\n"
+            f"            acc += tl.dot(a, b, input_precision=\"{precision}\")")
+
+
+def main_loop(cfg: GemmConfig, k_start: str, k_end: str) -> str:
+    """Accumulate A[rm, k_start:k_end] @ B[k_start:k_end, rn] into `acc` (int64 addressing, K masked)."""
+    acc_ty = TL_TYPES[cfg.acc_dtype]
+    return f"""\
+    rm_safe = (rm % M).to(tl.int64)
+    rn_safe = (rn % N).to(tl.int64)
+    rk = tl.arange(0, BLOCK_K)
+    k_first = {k_start}
+    a_ptrs = (a_ptr + pid_b.to(tl.int64) * stride_ab + rm_safe[:, None] * stride_ar
+              + (k_first + rk)[None, :].to(tl.int64) * stride_ac)
+    b_ptrs = (b_ptr + pid_b.to(tl.int64) * stride_bb + (k_first + rk)[:, None].to(tl.int64) * stride_br
+              + rn_safe[None, :] * stride_bc)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype={acc_ty})
+    k_last = {k_end}
+    for k0 in range(k_first, k_last, BLOCK_K):
+        k_mask = (k0 + rk) < k_last
+        a = tl.load(a_ptrs, mask=k_mask[None, :], other=0)
+        b = tl.load(b_ptrs, mask=k_mask[:, None], other=0)
+        {dot_line(cfg)}
+        a_ptrs += BLOCK_K * stride_ac
+        b_ptrs += BLOCK_K * stride_br
+"""
+
+
+# Only core builtins: Triton's library helpers (tl.cdiv, tl.sigmoid) are @jit functions that the CPU
+# interpreter cannot call when Triton was imported without TRITON_INTERPRET.
+# gelu_tanh uses 0.5*(1 + tanh(y)) = 1/(1 + exp(-2y)); tanh(x) = 2/(1 + exp(-2x)) - 1.
+ACTIVATION_EXPR = {
+    "none": "{x}",
+    "relu": "tl.maximum({x}, 0)",
+    "gelu": "0.5 * {x} * (1.0 + tl.erf({x} * 0.7071067811865476))",
+    "gelu_tanh": "{x} / (1.0 + tl.exp(-1.5957691216057308 * ({x} + 0.044715 * {x} * {x} * {x})))",
+    "silu": "{x} / (1.0 + tl.exp(-{x}))",
+    "sigmoid": "1.0 / (1.0 + tl.exp(-{x}))",
+    "tanh": "2.0 / (1.0 + tl.exp(-2.0 * {x})) - 1.0",
+}
+
+
+def _matrix_load(name: str, acc_ty: str) -> str:
+    return (f"tl.load({name}_ptr + pid_b.to(tl.int64) * stride_{name}b + rm64[:, None] * stride_{name}r"
+            f" + rn64[None, :] * stride_{name}c, mask=mask, other=0).to({acc_ty})")
+
+
+def epilogue(cfg: GemmConfig) -> str:
+    """alpha*acc + beta*C + bias + D0 + D1 -> activation -> cast -> masked store to out."""
+    acc_ty = TL_TYPES[cfg.acc_dtype]
+    lines = ["    rm64 = rm.to(tl.int64)", "    rn64 = rn.to(tl.int64)",
+             "    mask = (rm[:, None] < M) & (rn[None, :] < N)", "    acc = acc * alpha"]
+    if cfg.with_c:
+        lines.append(f"    acc += beta * {_matrix_load('c', acc_ty)}")
+    if cfg.bias == "row":
+        lines.append(f"    acc += tl.load(bias_ptr + pid_b.to(tl.int64) * stride_biasb + rm64, mask=rm < M, "
+                     f"other=0).to({acc_ty})[:, None]")
+    elif cfg.bias == "col":
+        lines.append(f"    acc += tl.load(bias_ptr + pid_b.to(tl.int64) * stride_biasb + rn64, mask=rn < N, "
+                     f"other=0).to({acc_ty})[None, :]")
+    for i in range(cfg.num_d):
+        lines.append(f"    acc += {_matrix_load(f'd{i}', acc_ty)}")
+    if cfg.activation != "none":
+        lines.append("    acc = " + ACTIVATION_EXPR[cfg.activation].format(x="acc"))
+    lines.append("    o_ptrs = out_ptr + pid_b.to(tl.int64) * stride_ob + rm64[:, None] * stride_or"
+                 " + rn64[None, :] * stride_oc")
+    lines.append(f"    tl.store(o_ptrs, acc.to({TL_TYPES[cfg.out_dtype]}), mask=mask)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,78 @@
+"""Family `splitk`: K split over SPLIT_K programs into an fp32/int32 workspace, then a deterministic
+reduce (fixed summation order, no atomics) that also runs the fused epilogue."""
+from __future__ import annotations
+
+from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.kernels import gemm_common as common
+from tiledispatch.kernels.spec import EntrySpec, Param
+
+PARTIAL_FN = "gemm_splitk_partial_kernel"
+REDUCE_FN = "gemm_splitk_reduce_kernel"
+REDUCE_WARPS = 4
+
+
+def _split_param(cfg: GemmConfig) -> Param:
+    return Param("SPLIT_K", "constexpr", cfg.split_k)
+
+
+def entries(cfg: GemmConfig) -> list[EntrySpec]:
+    aligned = cfg.align == 16
+    partial = [
+        common.ptr("a_ptr", cfg.dtype, aligned), common.ptr("b_ptr", cfg.dtype, aligned),
+        common.ptr("ws_ptr", cfg.acc_dtype, True),
+        Param("M", "i32"), Param("N", "i32"), Param("K", "i32"),
+        *common.operand_params(cfg), *common.tile_constexprs(cfg), _split_param(cfg),
+    ]
+    reduce = [
+        common.ptr("ws_ptr", cfg.acc_dtype, True), common.ptr("out_ptr", cfg.out_dtype, aligned),
+        *common.epilogue_pointer_params(cfg), Param("M", "i32"), Param("N", "i32"),
+        *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg), _split_param(cfg),
+    ]
+    return [EntrySpec(PARTIAL_FN, tuple(partial), cfg.num_warps, cfg.num_stages),
+            EntrySpec(REDUCE_FN, tuple(reduce), REDUCE_WARPS, 1)]
+
+
+def _workspace_offsets() -> str:
+    return """\
+    rm64 = rm.to(tl.int64)
+    rn64 = rn.to(tl.int64)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    ws_tile = ws_ptr + rm64[:, None] * N + rn64[None, :]
+    ws_step = M.to(tl.int64) * N
+"""
+
+
+def render(cfg: GemmConfig) -> str:
+    partial, reduce = entries(cfg)
+    acc_ty = common.TL_TYPES[cfg.acc_dtype]
+    partial_src = (
+        f"@triton.jit\ndef {PARTIAL_FN}(\n    {common.signature_text(list(partial.params))},\n):\n"
+        "    pid_s = tl.program_id(1)\n    pid_b = tl.program_id(2)\n"
+        + common.SWIZZLE
+        + "    k_span = ((K + SPLIT_K - 1) // SPLIT_K + BLOCK_K - 1) // BLOCK_K * BLOCK_K\n"
+        + common.main_loop(cfg, "pid_s * k_span",
+                           "min(k_first + k_span, K)")
+        + _workspace_offsets()
+        + "    slot = pid_b.to(tl.int64) * SPLIT_K + pid_s\n"
+        + "    tl.store(ws_tile + slot * ws_step, acc, mask=mask)\n"
+    )
+    reduce_src = (
+        f"@triton.jit\ndef {REDUCE_FN}(\n    {common.signature_text(list(reduce.params))},\n):\n"
+        "    pid_b = tl.program_id(1)\n"
+        + common.SWIZZLE
+        + _workspace_offsets()
+        + f"    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype={acc_ty})\n"
+        + "    for s in tl.static_range(SPLIT_K):\n"
+        + "        acc += tl.load(ws_tile + (pid_b.to(tl.int64) * SPLIT_K + s) * ws_step, mask=mask, other=0)\n"
+        + common.epilogue(cfg)
+    )
+    return partial_src + "\n\n" + reduce_src
+
+
+def grids(cfg: GemmConfig, m: int, n: int, k: int, batch: int) -> list[tuple[int, int, int]]:
+    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
+    return [(tiles, cfg.split_k, batch), (tiles, batch, 1)]
+
+
+def workspace_elements(cfg: GemmConfig, m: int, n: int, batch: int) -> int:
+    return batch * cfg.split_k * m * n

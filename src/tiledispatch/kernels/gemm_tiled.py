@@ -1,0 +1,35 @@
+"""Family `tiled`: one program per output tile, pointer loads with masks, group-M swizzle, fused epilogue."""
+from __future__ import annotations
+
+from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.kernels import gemm_common as common
+from tiledispatch.kernels.spec import EntrySpec, Param
+
+FN = "gemm_tiled_kernel"
+
+
+def entries(cfg: GemmConfig) -> list[EntrySpec]:
+    aligned = cfg.align == 16
+    params = [
+        common.ptr("a_ptr", cfg.dtype, aligned), common.ptr("b_ptr", cfg.dtype, aligned),
+        common.ptr("out_ptr", cfg.out_dtype, aligned), *common.epilogue_pointer_params(cfg),
+        Param("M", "i32"), Param("N", "i32"), Param("K", "i32"),
+        *common.operand_params(cfg), *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg),
+    ]
+    return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages)]
+
+
+def render(cfg: GemmConfig) -> str:
+    (entry,) = entries(cfg)
+    return (
+        f"@triton.jit\ndef {FN}(\n    {common.signature_text(list(entry.params))},\n):\n"
+        "    pid_b = tl.program_id(1)\n"
+        + common.SWIZZLE
+        + common.main_loop(cfg, "0", "K")
+        + common.epilogue(cfg)
+    )
+
+
+def grids(cfg: GemmConfig, m: int, n: int, k: int, batch: int) -> list[tuple[int, int, int]]:
+    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
+    return [(tiles, batch, 1)]

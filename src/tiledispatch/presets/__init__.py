@@ -1,0 +1,39 @@
+"""Packaged presets: JSON files listing configs by name ("configs") or as a space ("space")."""
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+
+from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.configs.naming import parse_name
+from tiledispatch.errors import InvalidConfig, bad_choice
+
+
+def list_presets() -> list[str]:
+    files = resources.files("tiledispatch.presets").iterdir()
+    return sorted(f.name[:-5] for f in files if f.name.endswith(".json"))
+
+
+@functools.cache
+def _read(name: str) -> dict:
+    if name not in list_presets():
+        raise bad_choice(InvalidConfig, "preset", name, list_presets())
+    return json.loads(resources.files("tiledispatch.presets").joinpath(f"{name}.json").read_text())
+
+
+def preset_info(name: str) -> dict:
+    return dict(_read(name))
+
+
+def load_preset(name: str) -> list[GemmConfig]:
+    data = _read(name)
+    if "configs" in data:
+        return [parse_name(n) if isinstance(n, str) else GemmConfig.from_dict(n) for n in data["configs"]]
+    from tiledispatch.arch.spec import get_arch
+    from tiledispatch.configs.space import gemm_space
+
+    space = dict(data["space"])
+    families = tuple(space.pop("families"))
+    grid = {k: tuple(v) for k, v in space.pop("grid", {}).items()}
+    return list(gemm_space(space["dtype"], space["layout"], get_arch(space["arch"]), families, grid))

@@ -1,0 +1,131 @@
+"""GemmProblem: what a GEMM call computes, independent of any kernel."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tiledispatch.dtypes import (ACC_DTYPES, INPUT_DTYPES, OUTPUT_DTYPES, default_acc_dtype,
+                                 default_out_dtype, get_dtype)
+from tiledispatch.errors import BadInput, bad_choice
+
+LAYOUTS = ("rcr", "rrr", "crr", "ccr")
+ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
+BIAS_MODES = ("none", "row", "col")
+MAX_D = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Epilogue:
+    """Fused epilogue: out = act(alpha*A@B + beta*C + bias + D0 + D1), cast to the output dtype.
+
+    bias="row" adds bias[m] (one value per output row), "col" adds bias[n] (one per column).
+    with_c says whether beta*C is read (beta itself is a run-time scalar).
+    """
+
+    activation: str = "none"
+    bias: str = "none"
+    num_d: int = 0
+    with_c: bool = False
+
+    def __post_init__(self) -> None:
+        if self.activation not in ACTIVATIONS:
+            raise bad_choice(BadInput, "epilogue.activation", self.activation, ACTIVATIONS)
+        if self.bias not in BIAS_MODES:
+            raise bad_choice(BadInput, "epilogue.bias", self.bias, BIAS_MODES)
+        if not isinstance(self.num_d, int) or not 0 <= self.num_d <= MAX_D:
+            raise bad_choice(BadInput, "epilogue.num_d", self.num_d, range(MAX_D + 1))
+
+    @property
+    def is_identity(self) -> bool:
+        return self == Epilogue()
+
+
+def _check_positive(field: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise BadInput(f"{field}={value!r} must be a positive integer", field=field)
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmProblem:
+    """out[b] = epilogue(A[b] @ B[b]) with A: M x K, B: K x N, out: M x N.
+
+    layout letters give the major order of A, B and out: r = row-major, c = column-major.
+    align is the byte alignment guaranteed for every base pointer and leading dimension (16 or 1);
+    by default it is derived from the sizes as for freshly allocated contiguous tensors.
+    """
+
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+    dtype: str = "bf16"
+    out_dtype: str | None = None
+    acc_dtype: str | None = None
+    layout: str = "rcr"
+    epilogue: Epilogue = Epilogue()
+    align: int | None = None
+
+    def __post_init__(self) -> None:
+        for field in ("m", "n", "k", "batch"):
+            _check_positive(field, getattr(self, field))
+        if self.dtype not in INPUT_DTYPES:
+            raise bad_choice(BadInput, "dtype", self.dtype, INPUT_DTYPES)
+        if self.out_dtype is None:
+            object.__setattr__(self, "out_dtype", default_out_dtype(self.dtype))
+        if self.out_dtype not in OUTPUT_DTYPES:
+            raise bad_choice(BadInput, "out_dtype", self.out_dtype, OUTPUT_DTYPES)
+        if self.acc_dtype is None:
+            object.__setattr__(self, "acc_dtype", default_acc_dtype(self.dtype))
+        if self.acc_dtype not in ACC_DTYPES:
+            raise bad_choice(BadInput, "acc_dtype", self.acc_dtype, ACC_DTYPES)
+        if self.layout not in LAYOUTS:
+            raise bad_choice(BadInput, "layout", self.layout, LAYOUTS)
+        if not isinstance(self.epilogue, Epilogue):
+            raise BadInput(f"epilogue must be an Epilogue, got {type(self.epilogue).__name__}", field="epilogue")
+        if self.align is None:
+            object.__setattr__(self, "align", self.natural_align())
+        if self.align not in (1, 16):
+            raise bad_choice(BadInput, "align", self.align, (1, 16))
+
+    def leading_dims(self) -> tuple[int, int, int]:
+        """Leading dimensions (elements) of contiguous A, B and out in this layout."""
+        a_row, b_row, o_row = (letter == "r" for letter in self.layout)
+        return (self.k if a_row else self.m, self.n if b_row else self.k, self.n if o_row else self.m)
+
+    def natural_align(self) -> int:
+        """16 when every leading dimension is a multiple of 16 elements (contiguous tensors assumed)."""
+        return 16 if all(ld % 16 == 0 for ld in self.leading_dims()) else 1
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.m * self.n * self.k
+
+    @property
+    def min_bytes(self) -> int:
+        """Bytes that must move at least: A, B and out once (plus C, bias and D when read)."""
+        in_b = get_dtype(self.dtype).bytes
+        out_b = get_dtype(self.out_dtype).bytes
+        mn = self.batch * self.m * self.n
+        extra = mn * out_b * (self.epilogue.num_d + int(self.epilogue.with_c))
+        return self.batch * (self.m * self.k + self.k * self.n) * in_b + mn * out_b + extra
+
+    def signature(self) -> str:
+        """A stable key for tuning databases."""
+        e = self.epilogue
+        return (f"gemm:{self.m}x{self.n}x{self.k}:b{self.batch}:{self.dtype}-{self.out_dtype}-{self.acc_dtype}:"
+                f"{self.layout}:a{self.align}:{e.activation}-{e.bias}-d{e.num_d}-c{int(e.with_c)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GemmProblem:
+        data = dict(data)
+        epi = data.pop("epilogue", None) or {}
+        return cls(**data, epilogue=Epilogue(**epi))
+
+    def describe(self) -> str:
+        batch = f" batch={self.batch}" if self.batch > 1 else ""
+        epi = "" if self.epilogue.is_identity else f" epilogue={self.signature().rsplit(':', 1)[1]}"
+        return f"GEMM {self.m}x{self.n}x{self.k}{batch} {self.dtype}->{self.out_dtype} {self.layout}{epi}"

@@ -1,0 +1,130 @@
+"""Tensors of a GEMM call -> validated GemmProblem and the kernel's run-time argument values."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tiledispatch.dtypes import from_torch
+from tiledispatch.errors import BadInput
+from tiledispatch.problems.gemm import Epilogue, GemmProblem
+
+
+@dataclasses.dataclass
+class GemmArgs:
+    a: Any
+    b: Any
+    out: Any = None
+    c: Any = None
+    bias: Any = None
+    bias_mode: str = "none"
+    d: tuple = ()
+    alpha: float = 1.0
+    beta: float = 0.0
+    activation: str = "none"
+    out_dtype: str | None = None
+    allow_tf32: bool = False
+
+    @property
+    def device(self):
+        return self.a.device
+
+
+def _major(t, field: str) -> str:
+    if t.stride(-1) == 1:
+        return "r"
+    if t.stride(-2) == 1:
+        return "c"
+    raise BadInput(f"{field} has strides {tuple(t.stride())}: no kernel handles a matrix whose rows and columns "
+                   "are both strided; pass a row- or column-major tensor (e.g. .contiguous())", field=field)
+
+
+def _check_matrix(t, field: str, rows: int, cols: int, batch: int) -> None:
+    shape = tuple(t.shape)
+    if t.dim() not in (2, 3) or shape[-2:] != (rows, cols) or (t.dim() == 3 and shape[0] != batch):
+        want = f"({rows}, {cols})" if batch == 1 else f"({batch}, {rows}, {cols}) or ({rows}, {cols})"
+        raise BadInput(f"{field} has shape {shape}; expected {want}", field=field)
+
+
+def _aligned(t) -> bool:
+    if t.data_ptr() % 16:
+        return False
+    return all(s % 16 == 0 for s in t.stride() if s != 1)
+
+
+def problem_from_args(args: GemmArgs) -> GemmProblem:
+    a, b = args.a, args.b
+    for field, t in (("a", a), ("b", b)):
+        if not hasattr(t, "dim") or t.dim() not in (2, 3):
+            raise BadInput(f"{field} must be a 2-D or 3-D torch tensor", field=field)
+    if a.shape[-1] != b.shape[-2]:
+        raise BadInput(f"b has shape {tuple(b.shape)}: its rows must equal a's columns K={a.shape[-1]}", field="b")
+    if a.dim() == 3 and b.dim() == 3 and a.shape[0] != b.shape[0]:
+        raise BadInput(f"batch sizes differ: a {a.shape[0]}, b {b.shape[0]}", field="b")
+    if a.dtype != b.dtype:
+        raise BadInput(f"a is {a.dtype} but b is {b.dtype}; both must have the same dtype", field="b")
+    if a.device != b.device:
+        raise BadInput(f"a is on {a.device} but b is on {b.device}", field="b")
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
+    if min(m, n, k) == 0:
+        raise BadInput(f"empty GEMM {m}x{n}x{k}: sizes must be positive", field="a")
+    dtype = from_torch(a.dtype, "a.dtype", args.allow_tf32)
+    _check_epilogue_tensors(args, m, n, batch)
+    out_dtype = args.out_dtype or (from_torch(args.out.dtype, "out.dtype") if args.out is not None else None)
+    layout = _major(a, "a") + _major(b, "b") + "r"
+    tensors = [a, b] + ([args.out] if args.out is not None else [])
+    epilogue = Epilogue(args.activation, args.bias_mode, len(args.d), args.beta != 0)
+    return GemmProblem(m, n, k, batch, dtype, out_dtype, None, layout, epilogue,
+                       align=16 if all(_aligned(t) for t in tensors) else 1)
+
+
+def _check_epilogue_tensors(args: GemmArgs, m: int, n: int, batch: int) -> None:
+    device, ref = args.a.device, args.a
+    named = [("out", args.out), ("c", args.c if args.beta != 0 else None), ("bias", args.bias)]
+    named += [(f"d[{i}]", t) for i, t in enumerate(args.d)]
+    for field, t in named:
+        if t is None:
+            continue
+        if t.device != device:
+            raise BadInput(f"{field} is on {t.device} but a is on {device}", field=field)
+        if field == "bias":
+            length = m if args.bias_mode == "row" else n
+            if t.dim() not in (1, 2) or t.shape[-1] != length or t.stride(-1) != 1:
+                raise BadInput(f"bias has shape {tuple(t.shape)}; a contiguous ({length},) or (batch, {length}) "
+                               f"tensor is needed for bias='{args.bias_mode}'", field="bias")
+            continue
+        _check_matrix(t, field, m, n, batch)
+    if args.out is not None:
+        if args.out.dim() == 2 and batch > 1:
+            raise BadInput(f"out must have shape ({batch}, {m}, {n}) for a batched GEMM", field="out")
+        if args.out.stride(-1) != 1:
+            raise BadInput(f"out has strides {tuple(args.out.stride())}: it must be row-major", field="out")
+    if args.beta != 0 and args.c is None:
+        raise BadInput(f"beta={args.beta} needs the tensor c", field="c")
+    if args.bias is not None and args.bias_mode == "none":
+        raise BadInput("bias given without a bias mode; legal: 'row', 'col'", field="bias")
+    del ref
+
+
+def _strides3(t) -> tuple[int, int, int]:
+    if t.dim() == 3:
+        return t.stride(0), t.stride(1), t.stride(2)
+    return 0, t.stride(0), t.stride(1)
+
+
+def argument_values(args: GemmArgs, m: int, n: int, k: int, extra: dict[str, Any]) -> dict[str, Any]:
+    """Values of every run-time parameter a GEMM entry may have, by parameter name."""
+    values: dict[str, Any] = {"a_ptr": args.a, "b_ptr": args.b, "out_ptr": args.out, "M": m, "N": n, "K": k,
+                              "alpha": args.alpha, "beta": args.beta, **extra}
+    for prefix, t in (("a", args.a), ("b", args.b), ("o", args.out), ("c", args.c)):
+        if t is not None:
+            values.update(zip((f"stride_{prefix}b", f"stride_{prefix}r", f"stride_{prefix}c"), _strides3(t)))
+    for i, t in enumerate(args.d):
+        values[f"d{i}_ptr"] = t
+        values.update(zip((f"stride_d{i}b", f"stride_d{i}r", f"stride_d{i}c"), _strides3(t)))
+    if args.c is not None:
+        values["c_ptr"] = args.c
+    if args.bias is not None:
+        values["bias_ptr"] = args.bias
+        values["stride_biasb"] = args.bias.stride(0) if args.bias.dim() == 2 else 0
+    return values

@@ -1,0 +1,64 @@
+"""Float64 reference of a GEMM with its epilogue, and the error metrics used by validation."""
+from __future__ import annotations
+
+import math
+
+from tiledispatch.runtime.arguments import GemmArgs
+
+# Relative-error limits ‖out − ref‖/‖ref‖ per input dtype (output rounding included).
+TOLERANCES = {"fp16": 2e-3, "bf16": 1e-2, "fp32": 1e-5, "tf32": 5e-3, "int8": 0.0}
+
+
+def _act(x, name: str):
+    import torch
+
+    if name == "none":
+        return x
+    if name == "relu":
+        return torch.relu(x)
+    if name == "gelu":
+        return torch.nn.functional.gelu(x)
+    if name == "gelu_tanh":
+        return torch.nn.functional.gelu(x, approximate="tanh")
+    if name == "silu":
+        return torch.nn.functional.silu(x)
+    if name == "sigmoid":
+        return torch.sigmoid(x)
+    if name == "tanh":
+        return torch.tanh(x)
+    raise ValueError(name)
+
+
+def reference(args: GemmArgs):
+    """The exact result in float64 on the CPU (before the cast to the output dtype)."""
+    import torch
+
+    f64 = lambda t: t.detach().to("cpu", torch.float64)  # noqa: E731
+    acc = torch.matmul(f64(args.a), f64(args.b)) * args.alpha
+    if args.c is not None and args.beta != 0:
+        acc = acc + args.beta * f64(args.c)
+    if args.bias is not None:
+        bias = f64(args.bias)
+        acc = acc + (bias.unsqueeze(-1) if args.bias_mode == "row" else bias.unsqueeze(-2))
+    for t in args.d:
+        acc = acc + f64(t)
+    return _act(acc, args.activation)
+
+
+def errors(out, ref) -> dict[str, float]:
+    import torch
+
+    got = out.detach().to("cpu", torch.float64)
+    diff = got - ref
+    ref_norm = float(torch.linalg.vector_norm(ref))
+    rel = float(torch.linalg.vector_norm(diff)) / ref_norm if ref_norm > 0 else float(torch.linalg.vector_norm(diff))
+    max_abs = float(diff.abs().max()) if diff.numel() else 0.0
+    if not math.isfinite(rel) or torch.isnan(got).any():
+        rel = math.inf
+    return {"max_abs_err": max_abs, "rel_err": rel}
+
+
+def validate(out, args: GemmArgs, dtype: str) -> dict[str, float | bool]:
+    result: dict[str, float | bool] = dict(errors(out, reference(args)))
+    result["passed"] = result["rel_err"] <= TOLERANCES[dtype]
+    return result

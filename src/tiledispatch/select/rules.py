@@ -1,0 +1,61 @@
+"""Analytic ranking: estimated time from tile waste, wave quantization over the SMs, occupancy and K-loop length."""
+from __future__ import annotations
+
+import math
+
+from tiledispatch.arch.spec import ArchSpec
+from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.configs.validity import shared_memory_bytes
+from tiledispatch.dtypes import DTYPES
+from tiledispatch.problems.gemm import GemmProblem
+
+LAUNCH_US = 3.0            # per kernel launch
+CTA_OVERHEAD_US = 0.6      # prologue (pipeline fill) + epilogue latency of one program
+L2_BANDWIDTH_FACTOR = 2.5  # operand re-reads mostly hit L2, which is faster than HBM
+REFERENCE_TILE = 128 * 256
+
+
+def _occupancy(cfg: GemmConfig, arch: ArchSpec) -> int:
+    by_smem = arch.smem_per_sm // max(1, shared_memory_bytes(cfg))
+    by_warps = arch.max_warps_per_sm // cfg.num_warps
+    return max(1, min(by_smem, by_warps, 4))
+
+
+def _tile_efficiency(cfg: GemmConfig) -> float:
+    """Small tiles reach a lower fraction of the MMA peak (less reuse per loaded byte, short instructions)."""
+    eff = min(1.0, (cfg.block_m * cfg.block_n) / REFERENCE_TILE) ** 0.35
+    return eff * (1.0 if cfg.block_k >= 32 else 0.8)
+
+
+def estimate_us(cfg: GemmConfig, problem: GemmProblem, arch: ArchSpec) -> float:
+    """Estimated run time in microseconds (a ranking score, not a prediction to report)."""
+    split = cfg.split_k if cfg.family == "splitk" else 1
+    tiles = math.ceil(problem.m / cfg.block_m) * math.ceil(problem.n / cfg.block_n) * problem.batch
+    ctas = tiles * split
+    occ = _occupancy(cfg, arch)
+    waves = math.ceil(ctas / (arch.sm_count * occ))
+    k_part = math.ceil(problem.k / split)
+    k_iters = math.ceil(k_part / cfg.block_k)
+    in_bytes = DTYPES[problem.dtype].bytes
+    peak = arch.peak_tflops_fp16 * 1e6 * (2.0 if problem.dtype == "int8" else 1.0)   # flop per µs
+    if problem.dtype in ("fp32",):
+        peak /= 16.0
+    elif problem.dtype == "tf32":
+        peak /= 2.0
+    sm_flops = peak / arch.sm_count
+    sm_bytes = arch.hbm_gbps * 1e3 * L2_BANDWIDTH_FACTOR / arch.sm_count           # bytes per µs
+    flops_cta = 2.0 * cfg.block_m * cfg.block_n * k_iters * cfg.block_k
+    bytes_cta = (cfg.block_m + cfg.block_n) * k_iters * cfg.block_k * in_bytes
+    t_cta = max(flops_cta / (sm_flops * _tile_efficiency(cfg)), bytes_cta / sm_bytes) + CTA_OVERHEAD_US
+    latency_hiding = 1.0 + 0.15 * (occ - 1)
+    total = waves * t_cta * occ / latency_hiding + LAUNCH_US
+    if split > 1:
+        ws_bytes = 2 * 4 * problem.m * problem.n * problem.batch * split
+        total += LAUNCH_US + ws_bytes / (arch.hbm_gbps * 1e3)
+    return total
+
+
+def rank(kernels: list, problem: GemmProblem, arch: ArchSpec) -> list[tuple[object, float]]:
+    """(kernel, estimated µs) sorted best first; ties keep registry order."""
+    scored = [(kernel, estimate_us(kernel.config, problem, arch)) for kernel in kernels]
+    return sorted(scored, key=lambda pair: pair[1])

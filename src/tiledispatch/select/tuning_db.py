@@ -1,0 +1,76 @@
+"""The tuning database: measured winners per (device, problem signature), one file per arch + versions."""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+from filelock import FileLock
+
+from tiledispatch import settings
+from tiledispatch.errors import CacheError
+from tiledispatch.fsutil import atomic_write_text
+from tiledispatch.version import __version__
+
+FORMAT_VERSION = 1
+
+
+def _stamp(arch: str) -> dict:
+    import triton
+
+    return {"format": FORMAT_VERSION, "tiledispatch": __version__, "triton": triton.__version__, "arch": arch}
+
+
+def default_path(arch: str) -> Path:
+    explicit = settings.tuning_db_path()
+    if explicit is not None:
+        return explicit
+    stamp = _stamp(arch)
+    digest = hashlib.sha256(json.dumps(stamp, sort_keys=True).encode()).hexdigest()[:12]
+    return settings.cache_dir() / "tuning" / f"{arch}-{digest}.json"
+
+
+class TuningDB:
+    def __init__(self, arch: str, path: str | Path | None = None) -> None:
+        self.arch = arch
+        self.path = Path(path) if path is not None else default_path(arch)
+        self._entries: dict[str, dict] | None = None
+
+    def _read(self) -> dict[str, dict]:
+        if not self.path.exists():
+            return {}
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError) as exc:
+            raise CacheError(f"tuning DB {self.path} is unreadable ({exc}); delete it to start over",
+                             field="tuning_db") from exc
+        stamp = {k: data.get(k) for k in _stamp(self.arch)}
+        if stamp != _stamp(self.arch):
+            raise CacheError(f"tuning DB {self.path} was written for {stamp}, this process is {_stamp(self.arch)}; "
+                             "it is refused", field="tuning_db")
+        return data.get("entries", {})
+
+    @property
+    def entries(self) -> dict[str, dict]:
+        if self._entries is None:
+            self._entries = self._read()
+        return self._entries
+
+    @staticmethod
+    def key(device: str, signature: str) -> str:
+        return f"{device}|{signature}"
+
+    def lookup(self, device: str, signature: str) -> dict | None:
+        return self.entries.get(self.key(device, signature))
+
+    def store(self, device: str, signature: str, kernel: str, timings_ms: dict[str, float]) -> None:
+        """Merge one winner into the file (locked read-modify-write, atomic replace)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.path) + ".lock"):
+            entries = self._read()
+            entries[self.key(device, signature)] = {
+                "kernel": kernel, "time_ms": timings_ms[kernel], "timings_ms": timings_ms,
+                "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            atomic_write_text(self.path, json.dumps({**_stamp(self.arch), "entries": entries}, indent=1))
+            self._entries = entries

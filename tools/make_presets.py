@@ -1,0 +1,66 @@
+"""Regenerate the packaged GEMM presets (src/tiledispatch/presets/*.json).
+
+essential: a hand-picked set of tiles covering large, small-M, skinny-N and long-K shapes, plus unaligned
+(a1) fallbacks; _all: the full valid space of the families, stored as a space description.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tiledispatch.arch import get_arch
+from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.configs.validity import is_valid_gemm_config
+
+OUT = Path(__file__).resolve().parents[1] / "src" / "tiledispatch" / "presets"
+# (family, BM, BN, BK, warps, stages, split_k, align)
+ESSENTIAL = [
+    ("tiled", 128, 256, 64, 8, 3, 1, 16), ("tiled", 256, 128, 64, 8, 3, 1, 16),
+    ("tiled", 128, 128, 64, 4, 4, 1, 16), ("tiled", 128, 128, 64, 8, 4, 1, 16),
+    ("tiled", 128, 128, 32, 4, 4, 1, 16), ("tiled", 128, 64, 64, 4, 4, 1, 16),
+    ("tiled", 64, 128, 64, 4, 4, 1, 16), ("tiled", 64, 64, 64, 4, 4, 1, 16),
+    ("tiled", 64, 256, 64, 8, 3, 1, 16), ("tiled", 64, 128, 128, 4, 3, 1, 16),
+    ("tiled", 32, 128, 128, 4, 4, 1, 16), ("tiled", 16, 128, 128, 4, 4, 1, 16),
+    ("tiled", 16, 64, 256, 4, 3, 1, 16), ("tiled", 32, 64, 128, 4, 5, 1, 16),
+    ("tiled", 128, 32, 64, 4, 4, 1, 16), ("tiled", 64, 32, 128, 4, 4, 1, 16),
+    ("splitk", 64, 64, 128, 4, 3, 4, 16), ("splitk", 64, 128, 64, 4, 4, 4, 16),
+    ("splitk", 32, 64, 128, 4, 4, 8, 16), ("splitk", 128, 128, 64, 8, 3, 4, 16),
+    ("splitk", 16, 64, 128, 4, 4, 8, 16), ("splitk", 64, 64, 64, 4, 4, 16, 16),
+    ("tiled", 128, 128, 32, 4, 3, 1, 1), ("tiled", 64, 64, 32, 4, 3, 1, 1),
+    ("tiled", 32, 64, 64, 4, 3, 1, 1), ("tiled", 64, 128, 32, 4, 3, 1, 1),
+    ("splitk", 32, 64, 64, 4, 3, 8, 1),
+]
+DTYPES = ("fp16", "bf16", "fp32", "tf32", "int8")
+LAYOUTS = ("rcr", "rrr", "crr", "ccr")
+
+
+def essential(dtype: str, layout: str) -> list[str]:
+    arch = get_arch("sm_90")
+    names = []
+    for family, bm, bn, bk, w, s, k, a in ESSENTIAL:
+        if dtype in ("fp32", "tf32"):   # 4-byte operands: halve the K tile to keep the stages in shared memory
+            bk = max(32, bk // 2)
+        cfg = GemmConfig(family, layout, dtype, block_m=bm, block_n=bn, block_k=bk, num_warps=w, num_stages=s,
+                         split_k=k, align=a)
+        if is_valid_gemm_config(cfg, arch) and cfg.name not in names:
+            names.append(cfg.name)
+    return names
+
+
+def main() -> None:
+    for dtype in DTYPES:
+        for layout in LAYOUTS:
+            name = f"gemm_{dtype}_{layout}_essential"
+            doc = {"name": name, "op": "gemm", "arch": "sm_90",
+                   "description": f"{dtype} {layout}: large, small-M, skinny and long-K tiles, split-K, "
+                                  "unaligned fallbacks", "configs": essential(dtype, layout)}
+            (OUT / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+            name = f"gemm_{dtype}_{layout}_all"
+            doc = {"name": name, "op": "gemm", "description": f"the full valid space of tiled + splitk, {dtype} "
+                                                             f"{layout}, sm_90",
+                   "space": {"families": ["tiled", "splitk"], "dtype": dtype, "layout": layout, "arch": "sm_90"}}
+            (OUT / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
