@@ -1,0 +1,1 @@
+"""Building kernel instances: tensor-free compile tasks, spawned worker pool, persistent cache."""
