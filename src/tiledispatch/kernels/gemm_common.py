@@ -15,6 +15,11 @@ def ptr(name: str, dtype: str, aligned: bool = False) -> Param:
     return Param(name, "*" + DTYPES[dtype].triton, divisible16=aligned)
 
 
+def size_params(cfg: GemmConfig, names: str) -> list[Param]:
+    """M, N, K as i32; aligned kernels know they are multiples of 16 (vector loads, edge masks per vector)."""
+    return [Param(name, "i32", divisible16=cfg.align == 16) for name in names]
+
+
 def strides(prefix: str, layout_letter: str | None, aligned: bool) -> list[Param]:
     """Batch, row and column strides of a matrix operand; the contiguous one is the constexpr 1."""
     row_unit = layout_letter == "c"
@@ -93,7 +98,11 @@ def dot_line(cfg: GemmConfig) -> str:
 
 
 def main_loop(cfg: GemmConfig, k_start: str, k_end: str) -> str:
-    """Accumulate A[rm, k_start:k_end] @ B[k_start:k_end, rn] into `acc` (int64 addressing, K masked)."""
+    """Accumulate A[rm, k_start:k_end] @ B[k_start:k_end, rn] into `acc` (int64 addressing, K masked).
+
+    k_start and k_end - k_start are multiples of BLOCK_K except at K itself, so masking against K (whose
+    divisibility aligned kernels know) is exact and keeps the loads vectorized.
+    """
     acc_ty = TL_TYPES[cfg.acc_dtype]
     return f"""\
     rm_safe = (rm % M).to(tl.int64)
@@ -107,7 +116,7 @@ def main_loop(cfg: GemmConfig, k_start: str, k_end: str) -> str:
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype={acc_ty})
     k_last = {k_end}
     for k0 in range(k_first, k_last, BLOCK_K):
-        k_mask = (k0 + rk) < k_last
+        k_mask = (k0 + rk) < K
         a = tl.load(a_ptrs, mask=k_mask[None, :], other=0)
         b = tl.load(b_ptrs, mask=k_mask[:, None], other=0)
         {dot_line(cfg)}

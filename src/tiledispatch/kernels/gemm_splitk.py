@@ -20,12 +20,12 @@ def entries(cfg: GemmConfig) -> list[EntrySpec]:
     partial = [
         common.ptr("a_ptr", cfg.dtype, aligned), common.ptr("b_ptr", cfg.dtype, aligned),
         common.ptr("ws_ptr", cfg.acc_dtype, True),
-        Param("M", "i32"), Param("N", "i32"), Param("K", "i32"),
+        *common.size_params(cfg, "MNK"),
         *common.operand_params(cfg), *common.tile_constexprs(cfg), _split_param(cfg),
     ]
     reduce = [
         common.ptr("ws_ptr", cfg.acc_dtype, True), common.ptr("out_ptr", cfg.out_dtype, aligned),
-        *common.epilogue_pointer_params(cfg), Param("M", "i32"), Param("N", "i32"),
+        *common.epilogue_pointer_params(cfg), *common.size_params(cfg, "MN"),
         *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg), _split_param(cfg),
     ]
     return [EntrySpec(PARTIAL_FN, tuple(partial), cfg.num_warps, cfg.num_stages),

@@ -13,7 +13,7 @@ def entries(cfg: GemmConfig) -> list[EntrySpec]:
     params = [
         common.ptr("a_ptr", cfg.dtype, aligned), common.ptr("b_ptr", cfg.dtype, aligned),
         common.ptr("out_ptr", cfg.out_dtype, aligned), *common.epilogue_pointer_params(cfg),
-        Param("M", "i32"), Param("N", "i32"), Param("K", "i32"),
+        *common.size_params(cfg, "MNK"),
         *common.operand_params(cfg), *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg),
     ]
     return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages)]

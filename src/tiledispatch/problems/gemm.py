@@ -50,8 +50,9 @@ class GemmProblem:
     """out[b] = epilogue(A[b] @ B[b]) with A: M x K, B: K x N, out: M x N.
 
     layout letters give the major order of A, B and out: r = row-major, c = column-major.
-    align is the byte alignment guaranteed for every base pointer and leading dimension (16 or 1);
-    by default it is derived from the sizes as for freshly allocated contiguous tensors.
+    align=16 guarantees 16-byte aligned base pointers, leading dimensions and M, N, K that are multiples of
+    16 elements (what vectorized, unmasked-edge kernels need); align=1 guarantees nothing. By default it is
+    derived from the sizes as for freshly allocated contiguous tensors.
     """
 
     m: int
@@ -93,8 +94,15 @@ class GemmProblem:
         return (self.k if a_row else self.m, self.n if b_row else self.k, self.n if o_row else self.m)
 
     def natural_align(self) -> int:
-        """16 when every leading dimension is a multiple of 16 elements (contiguous tensors assumed)."""
-        return 16 if all(ld % 16 == 0 for ld in self.leading_dims()) else 1
+        """16 when M, N, K and every leading dimension are multiples of 16 (contiguous tensors assumed)."""
+        dims = (self.m, self.n, self.k, *self.leading_dims())
+        return 16 if all(x % 16 == 0 for x in dims) else 1
+
+    def padded16(self) -> GemmProblem:
+        """The same computation on zero-padded operands whose sizes are multiples of 16 (exact: padded K
+        contributes zeros, padded rows and columns of the output are dropped)."""
+        r16 = lambda x: -(-x // 16) * 16  # noqa: E731
+        return dataclasses.replace(self, m=r16(self.m), n=r16(self.n), k=r16(self.k), align=16)
 
     @property
     def flops(self) -> int:

@@ -71,7 +71,7 @@ class Kernel:
         args = GemmArgs(a, b, out, c, bias, cfg.bias if bias is not None else "none", tuple(d), alpha, beta,
                         cfg.activation, out_dtype or cfg.out_dtype,
                         cfg.dtype == "tf32" if allow_tf32 is None else allow_tf32)
-        problem = problem_from_args(args)
+        problem = problem_from_args(args, prefer_layout=cfg.layout)
         support = self.is_supported(problem)
         if not support:
             raise UnsupportedProblem(f"{self.name} cannot run {problem.describe()}: {support.reason}",

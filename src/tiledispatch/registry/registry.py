@@ -179,21 +179,21 @@ class Registry:
     def candidates(self, problem: GemmProblem) -> list[Kernel]:
         return [k for k in self.kernels if k.built and k.is_supported(problem)]
 
+    def plans(self, problem: GemmProblem) -> list[selector.Plan]:
+        """Every built kernel that computes `problem` directly, then those that compute it exactly on operands
+        padded to multiples of 16 (only for problems that are not already aligned)."""
+        plans = [selector.Plan(k, problem) for k in self.candidates(problem)]
+        if problem.align == 1:
+            padded = problem.padded16()
+            plans += [selector.Plan(k, padded, True) for k in self.candidates(padded)]
+        return plans
+
     def select(self, problem: GemmProblem, strategy: str = "auto", top_k: int | None = selector.DEFAULT_TOP_K
                ) -> selector.Selection:
-        """Pick a built kernel for `problem`; pads exactly (aligned copies) when only that makes it runnable."""
-        candidates = self.candidates(problem)
-        if candidates:
-            return selector.choose(self, candidates, problem, strategy, top_k)
-        if problem.align == 1:
-            aligned = dataclasses.replace(problem, align=16)
-            candidates = self.candidates(aligned)
-            if candidates:
-                chosen = selector.choose(self, candidates, aligned, strategy, top_k)
-                chosen.padded = True
-                chosen.notes.insert(0, "padded: operands copied into 16-byte-aligned buffers with leading "
-                                       "dimensions rounded up to multiples of 16 (exact)")
-                return chosen
+        """Pick a built kernel (run directly or on exactly padded operands) for `problem`."""
+        plans = self.plans(problem)
+        if plans:
+            return selector.choose(self, plans, problem, strategy, top_k)
         if not any(k.built for k in self.kernels):
             raise NoKernelFound("no kernel of this registry is built; call build() first", field="registry")
         raise UnsupportedProblem(f"no kernel supports {problem.describe()}: "
@@ -216,6 +216,8 @@ class Registry:
         try:
             data = json.loads(text)
             arch, names = data["arch"], data["kernels"]
+            if not isinstance(names, list):
+                raise TypeError(f"'kernels' must be a list of instance names, got {type(names).__name__}")
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidConfig(f"registry JSON is malformed ({exc}); expected {{'arch', 'kernels'}}",
                                 field="registry") from exc

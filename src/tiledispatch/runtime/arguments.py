@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tiledispatch.dtypes import from_torch
+from tiledispatch.dtypes import default_out_dtype, from_torch
 from tiledispatch.errors import BadInput
 from tiledispatch.problems.gemm import Epilogue, GemmProblem
 
@@ -29,7 +29,16 @@ class GemmArgs:
         return self.a.device
 
 
-def _major(t, field: str) -> str:
+def _admits(t, letter: str) -> bool:
+    """Whether t can be read as a row- ('r') or column-major ('c') matrix: its unit-stride axis has stride 1
+    or a single element (a dimension of size 1 makes its stride irrelevant)."""
+    axis = -1 if letter == "r" else -2
+    return t.stride(axis) == 1 or t.shape[axis] == 1
+
+
+def _major(t, field: str, prefer: str = "") -> str:
+    if prefer in ("r", "c") and _admits(t, prefer):
+        return prefer
     if t.stride(-1) == 1:
         return "r"
     if t.stride(-2) == 1:
@@ -51,7 +60,9 @@ def _aligned(t) -> bool:
     return all(s % 16 == 0 for s in t.stride() if s != 1)
 
 
-def problem_from_args(args: GemmArgs) -> GemmProblem:
+def problem_from_args(args: GemmArgs, prefer_layout: str | None = None) -> GemmProblem:
+    """The problem the tensors describe. A matrix with a dimension of size 1 is both row- and column-major;
+    `prefer_layout` (e.g. the layout of the kernel that will run it) decides such ties."""
     a, b = args.a, args.b
     for field, t in (("a", a), ("b", b)):
         if not hasattr(t, "dim") or t.dim() not in (2, 3):
@@ -71,11 +82,13 @@ def problem_from_args(args: GemmArgs) -> GemmProblem:
     dtype = from_torch(a.dtype, "a.dtype", args.allow_tf32)
     _check_epilogue_tensors(args, m, n, batch)
     out_dtype = args.out_dtype or (from_torch(args.out.dtype, "out.dtype") if args.out is not None else None)
-    layout = _major(a, "a") + _major(b, "b") + "r"
+    _check_epilogue_dtypes(args, out_dtype or default_out_dtype(dtype))
+    prefer = prefer_layout or ""
+    layout = _major(a, "a", prefer[:1]) + _major(b, "b", prefer[1:2]) + "r"
     tensors = [a, b] + ([args.out] if args.out is not None else [])
     epilogue = Epilogue(args.activation, args.bias_mode, len(args.d), args.beta != 0)
     return GemmProblem(m, n, k, batch, dtype, out_dtype, None, layout, epilogue,
-                       align=16 if all(_aligned(t) for t in tensors) else 1)
+                       align=16 if all(_aligned(t) for t in tensors) and not (m % 16 or n % 16 or k % 16) else 1)
 
 
 def _check_epilogue_tensors(args: GemmArgs, m: int, n: int, batch: int) -> None:
@@ -89,8 +102,9 @@ def _check_epilogue_tensors(args: GemmArgs, m: int, n: int, batch: int) -> None:
             raise BadInput(f"{field} is on {t.device} but a is on {device}", field=field)
         if field == "bias":
             length = m if args.bias_mode == "row" else n
-            if t.dim() not in (1, 2) or t.shape[-1] != length or t.stride(-1) != 1:
-                raise BadInput(f"bias has shape {tuple(t.shape)}; a contiguous ({length},) or (batch, {length}) "
+            if (t.dim() not in (1, 2) or t.shape[-1] != length or t.stride(-1) != 1
+                    or (t.dim() == 2 and t.shape[0] != batch)):
+                raise BadInput(f"bias has shape {tuple(t.shape)}; a contiguous ({length},) or ({batch}, {length}) "
                                f"tensor is needed for bias='{args.bias_mode}'", field="bias")
             continue
         _check_matrix(t, field, m, n, batch)
@@ -103,7 +117,22 @@ def _check_epilogue_tensors(args: GemmArgs, m: int, n: int, batch: int) -> None:
         raise BadInput(f"beta={args.beta} needs the tensor c", field="c")
     if args.bias is not None and args.bias_mode == "none":
         raise BadInput("bias given without a bias mode; legal: 'row', 'col'", field="bias")
+    if args.bias is None and args.bias_mode != "none":
+        raise BadInput(f"bias_mode={args.bias_mode!r} given without a bias tensor", field="bias")
     del ref
+
+
+def _check_epilogue_dtypes(args: GemmArgs, out_dtype: str) -> None:
+    """out, C, bias and D are read and written in the output dtype (kernels take typed pointers)."""
+    from tiledispatch.dtypes import get_dtype, torch_dtype
+
+    want = torch_dtype(get_dtype(out_dtype, "out_dtype").name)
+    named = [("out", args.out), ("c", args.c if args.beta != 0 else None), ("bias", args.bias)]
+    named += [(f"d[{i}]", t) for i, t in enumerate(args.d)]
+    for field, t in named:
+        if t is not None and t.dtype != want:
+            raise BadInput(f"{field} is {t.dtype} but the output dtype is {out_dtype} ({want}); out, c, bias and d "
+                           f"must all have the output dtype", field=field)
 
 
 def _strides3(t) -> tuple[int, int, int]:

@@ -29,28 +29,39 @@ def _check_matches(problem: GemmProblem, derived: GemmProblem) -> None:
                            f"tensors and {getattr(problem, field)!r} in the problem", field=field)
 
 
-def _round16(x: int) -> int:
-    return -(-x // 16) * 16
-
-
-def aligned_copy(t: Any, letter: str) -> Any:
-    """Copy t into a fresh buffer whose leading dimension is a multiple of 16 elements; returns the view."""
+def padded_to(t: Any, rows: int, cols: int, letter: str) -> Any:
+    """A zero-filled (rows x cols) matrix in layout `letter` ('r'/'c') holding t in its top-left corner."""
     import torch
 
-    rows, cols = t.shape[-2], t.shape[-1]
-    batch = t.shape[:-2]
+    batch = tuple(t.shape[:-2])
     if letter == "r":
-        view = torch.empty(*batch, rows, _round16(cols), dtype=t.dtype, device=t.device)[..., :cols]
+        buf = torch.zeros(*batch, rows, cols, dtype=t.dtype, device=t.device)
     else:
-        view = torch.empty(*batch, cols, _round16(rows), dtype=t.dtype, device=t.device).transpose(-1, -2)[..., :rows, :]
-    view.copy_(t)
-    return view
+        buf = torch.zeros(*batch, cols, rows, dtype=t.dtype, device=t.device).transpose(-1, -2)
+    buf[..., : t.shape[-2], : t.shape[-1]].copy_(t)
+    return buf
+
+
+def pad_args(args: GemmArgs, padded: GemmProblem) -> GemmArgs:
+    """Copies of every operand padded to the sizes of `padded` (see GemmProblem.padded16)."""
+    import torch
+
+    p = padded
+    bias = None
+    if args.bias is not None:
+        length = p.m if args.bias_mode == "row" else p.n
+        bias = torch.zeros(*args.bias.shape[:-1], length, dtype=args.bias.dtype, device=args.bias.device)
+        bias[..., : args.bias.shape[-1]].copy_(args.bias)
+    return dataclasses.replace(
+        args, a=padded_to(args.a, p.m, p.k, p.layout[0]), b=padded_to(args.b, p.k, p.n, p.layout[1]), out=None,
+        c=padded_to(args.c, p.m, p.n, "r") if args.c is not None else None, bias=bias,
+        d=tuple(padded_to(t, p.m, p.n, "r") for t in args.d))
 
 
 def execute(registry: Registry, problem: GemmProblem | None, a: Any, b: Any, *, strategy: str = "auto",
             return_selection: bool = False, **kwargs: Any) -> Any:
     args = make_gemm_args(a, b, **kwargs)
-    derived = problem_from_args(args)
+    derived = problem_from_args(args, prefer_layout=problem.layout if problem is not None else None)
     if problem is not None:
         _check_matches(problem, derived)
     selection = registry.select(derived, strategy)
@@ -59,24 +70,12 @@ def execute(registry: Registry, problem: GemmProblem | None, a: Any, b: Any, *, 
 
 
 def run_selection(selection: Selection, args: GemmArgs) -> Any:
+    """Run a selection; a padded one runs on padded copies and writes the exact result back."""
     if not selection.padded:
         return selection.kernel.launch(args, selection.problem)
-    layout = selection.problem.layout
-    user_out = args.out
-    padded = dataclasses.replace(args, a=aligned_copy(args.a, layout[0]), b=aligned_copy(args.b, layout[1]), out=None)
-    if user_out is not None:
-        padded.out = aligned_copy(user_out, "r") if args.c is user_out else _empty_aligned_like(user_out)
-        if args.c is user_out:
-            padded.c = padded.out
-    result = selection.kernel.launch(padded, selection.problem)
-    if user_out is None:
+    m, n = args.a.shape[-2], args.b.shape[-1]
+    result = selection.kernel.launch(pad_args(args, selection.problem), selection.problem)[..., :m, :n]
+    if args.out is None:
         return result.contiguous()
-    user_out.copy_(result)
-    return user_out
-
-
-def _empty_aligned_like(t: Any) -> Any:
-    import torch
-
-    rows, cols = t.shape[-2], t.shape[-1]
-    return torch.empty(*t.shape[:-2], rows, _round16(cols), dtype=t.dtype, device=t.device)[..., :cols]
+    args.out.copy_(result)
+    return args.out

@@ -13,6 +13,7 @@ LAUNCH_US = 3.0            # per kernel launch
 CTA_OVERHEAD_US = 0.6      # prologue (pipeline fill) + epilogue latency of one program
 L2_BANDWIDTH_FACTOR = 2.5  # operand re-reads mostly hit L2, which is faster than HBM
 REFERENCE_TILE = 128 * 256
+UNALIGNED_SLOWDOWN = 1.5   # align=1 kernels load element-wise (no 16-byte vectors, no async copies)
 
 
 def _occupancy(cfg: GemmConfig, arch: ArchSpec) -> int:
@@ -47,12 +48,24 @@ def estimate_us(cfg: GemmConfig, problem: GemmProblem, arch: ArchSpec) -> float:
     flops_cta = 2.0 * cfg.block_m * cfg.block_n * k_iters * cfg.block_k
     bytes_cta = (cfg.block_m + cfg.block_n) * k_iters * cfg.block_k * in_bytes
     t_cta = max(flops_cta / (sm_flops * _tile_efficiency(cfg)), bytes_cta / sm_bytes) + CTA_OVERHEAD_US
+    if cfg.align == 1:
+        t_cta *= UNALIGNED_SLOWDOWN
     latency_hiding = 1.0 + 0.15 * (occ - 1)
     total = waves * t_cta * occ / latency_hiding + LAUNCH_US
     if split > 1:
         ws_bytes = 2 * 4 * problem.m * problem.n * problem.batch * split
         total += LAUNCH_US + ws_bytes / (arch.hbm_gbps * 1e3)
     return total
+
+
+def padding_us(problem: GemmProblem, arch: ArchSpec) -> float:
+    """Cost of running `problem` on zero-padded copies: memsets, copies in, copy of the result back."""
+    padded = problem.padded16()
+    in_b, out_b = DTYPES[problem.dtype].bytes, DTYPES[problem.out_dtype].bytes
+    operands = (padded.m * padded.k + padded.k * padded.n) * padded.batch * in_b
+    outputs = padded.m * padded.n * padded.batch * out_b * (1 + problem.epilogue.num_d + int(problem.epilogue.with_c))
+    launches = 5 + 2 * (problem.epilogue.num_d + int(problem.epilogue.with_c))
+    return 3 * (operands + outputs) / (arch.hbm_gbps * 1e3) + launches * LAUNCH_US
 
 
 def rank(kernels: list, problem: GemmProblem, arch: ArchSpec) -> list[tuple[object, float]]:

@@ -30,60 +30,94 @@ class Selection:
                 "notes": self.notes, "ranking": [{"kernel": n, "score": s} for n, s in self.ranking]}
 
 
-def first_fit(candidates: list[Kernel]) -> list[tuple[Kernel, float]]:
-    return [(k, float(i)) for i, k in enumerate(candidates)]
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A way to compute the request: a kernel run directly, or on operands padded to multiples of 16."""
+
+    kernel: Kernel
+    problem: GemmProblem
+    padded: bool = False
+
+    @property
+    def label(self) -> str:
+        return self.kernel.name + (" (padded)" if self.padded else "")
 
 
-def by_rules(registry: Registry, candidates: list[Kernel], problem: GemmProblem) -> list[tuple[Kernel, float]]:
-    return rules.rank(candidates, problem, registry.arch)  # type: ignore[return-value]
+def first_fit(plans: list[Plan]) -> list[tuple[Plan, float]]:
+    return [(plan, float(i)) for i, plan in enumerate(plans)]
 
 
-def tune(registry: Registry, candidates: list[Kernel], problem: GemmProblem, top_k: int | None,
-         device=None) -> tuple[Kernel, dict[str, float]]:
-    """Time the top-k of the rules ranking on `device` (k=None: all) and store the winner in the tuning DB."""
+def by_rules(registry: Registry, plans: list[Plan], request: GemmProblem) -> list[tuple[Plan, float]]:
+    pad_us = rules.padding_us(request, registry.arch)
+    scored = [(plan, rules.estimate_us(plan.kernel.config, plan.problem, registry.arch) + (pad_us if plan.padded
+                                                                                            else 0.0))
+              for plan in plans]
+    return sorted(scored, key=lambda pair: pair[1])
+
+
+def _plan_runner(plan: Plan, args):
+    from tiledispatch.runtime.execute import run_selection
+
+    selection = Selection(plan.kernel, "tune", plan.problem, plan.padded)
+    out = run_selection(selection, dataclasses.replace(args, out=None))
+    fixed = dataclasses.replace(args, out=out)
+    return lambda: run_selection(selection, fixed)
+
+
+def tune(registry: Registry, plans: list[Plan], request: GemmProblem, top_k: int | None,
+         device=None) -> tuple[Plan, dict[str, float]]:
+    """Time the top-k plans of the rules ranking on `device` (k=None: all), padding included, and store the
+    winner in the tuning DB."""
     from tiledispatch.bench.timer import time_ms
     from tiledispatch.runtime.inputs import make_args
 
     device = device or registry.default_device()
-    ranked = [k for k, _ in by_rules(registry, candidates, problem)]
+    ranked = [plan for plan, _ in by_rules(registry, plans, request)]
     chosen = ranked if top_k is None else ranked[: max(1, top_k)]
-    args = make_args(problem, device)
-    timings: dict[str, float] = {}
-    for kernel in chosen:
-        out = kernel.launch(dataclasses.replace(args, out=None), problem)
-        fixed = dataclasses.replace(args, out=out)
-        timings[kernel.name] = time_ms(lambda: kernel.launch(fixed, problem), device)
-    winner = min(chosen, key=lambda k: timings[k.name])
-    registry.tuning_db.store(registry.device_name(device), problem.signature(), winner.name, timings)
+    args = make_args(request, device)
+    timings = {plan.label: time_ms(_plan_runner(plan, args), device) for plan in chosen}
+    winner = min(chosen, key=lambda plan: timings[plan.label])
+    registry.tuning_db.store(registry.device_name(device), request.signature(), winner.label, timings)
     return winner, timings
 
 
-def from_tuning_db(registry: Registry, candidates: list[Kernel], problem: GemmProblem) -> Kernel | None:
-    hit = registry.tuning_db.lookup(registry.device_name(registry.default_device()), problem.signature())
+def from_tuning_db(registry: Registry, plans: list[Plan], request: GemmProblem) -> Plan | None:
+    hit = registry.tuning_db.lookup(registry.device_name(registry.default_device()), request.signature())
     if hit is None:
         return None
-    return next((k for k in candidates if k.name == hit["kernel"]), None)
+    return next((plan for plan in plans if plan.label == hit["kernel"]), None)
 
 
-def choose(registry: Registry, candidates: list[Kernel], problem: GemmProblem, strategy: str,
+def choose(registry: Registry, plans: list[Plan], request: GemmProblem, strategy: str,
            top_k: int | None = DEFAULT_TOP_K) -> Selection:
     if strategy not in STRATEGIES:
         raise bad_choice(BadInput, "strategy", strategy, STRATEGIES)
     if strategy == "first_fit":
-        ranking = first_fit(candidates)
-        return Selection(ranking[0][0], "first_fit", problem, ranking=_names(ranking))
+        ranking = first_fit(plans)
+        return _selection(ranking[0][0], "first_fit", ranking)
     if strategy == "tune":
-        winner, timings = tune(registry, candidates, problem, top_k)
-        return Selection(winner, "tune", problem, ranking=sorted(timings.items(), key=lambda kv: kv[1]),
-                         notes=[f"timed {len(timings)} candidates (ms), winner stored in {registry.tuning_db.path}"])
+        winner, timings = tune(registry, plans, request, top_k)
+        chosen = _selection(winner, "tune", [])
+        chosen.ranking = sorted(timings.items(), key=lambda kv: kv[1])
+        chosen.notes.append(f"timed {len(timings)} candidates (ms), winner stored in {registry.tuning_db.path}")
+        return chosen
     if strategy == "auto":
-        hit = from_tuning_db(registry, candidates, problem)
+        hit = from_tuning_db(registry, plans, request)
         if hit is not None:
-            return Selection(hit, "tuning_db", problem, notes=["measured winner from the tuning DB"])
-    ranking = by_rules(registry, candidates, problem)
-    notes = ["no cost model for this arch/op yet; ranked by rules"] if strategy == "auto" else []
-    return Selection(ranking[0][0], "rules", problem, ranking=_names(ranking), notes=notes)
+            chosen = _selection(hit, "tuning_db", [])
+            chosen.notes.append("measured winner from the tuning DB")
+            return chosen
+    ranking = by_rules(registry, plans, request)
+    chosen = _selection(ranking[0][0], "rules", ranking)
+    if strategy == "auto":
+        chosen.notes.append("no cost model for this arch/op yet; ranked by rules")
+    return chosen
 
 
-def _names(ranking: list[tuple[Kernel, float]]) -> list[tuple[str, float]]:
-    return [(k.name, round(score, 3)) for k, score in ranking]
+def _selection(plan: Plan, strategy: str, ranking: list[tuple[Plan, float]]) -> Selection:
+    notes = []
+    if plan.padded:
+        notes.append("padded: operands copied into zero-padded buffers with M, N, K rounded up to multiples of "
+                     "16 (exact; padded rows and columns are dropped)")
+    return Selection(plan.kernel, strategy, plan.problem, plan.padded, notes,
+                     [(p.label, round(score, 3)) for p, score in ranking])
