@@ -24,7 +24,7 @@ def strides(prefix: str, layout_letter: str | None, aligned: bool) -> list[Param
     """Batch, row and column strides of a matrix operand; the contiguous one is the constexpr 1."""
     row_unit = layout_letter == "c"
     col_unit = layout_letter == "r"
-    params = [Param(f"stride_{prefix}b", "i64")]
+    params = [Param(f"stride_{prefix}b", "i64", divisible16=aligned)]
     for axis, unit in (("r", row_unit), ("c", col_unit)):
         name = f"stride_{prefix}{axis}"
         params.append(Param(name, "constexpr", 1) if unit else Param(name, "i64", divisible16=aligned))
@@ -37,23 +37,25 @@ def operand_params(cfg: GemmConfig) -> list[Param]:
 
 
 def epilogue_pointer_params(cfg: GemmConfig) -> list[Param]:
-    out = []
+    aligned, out = cfg.align == 16, []
     if cfg.with_c:
-        out.append(ptr("c_ptr", cfg.out_dtype))
+        out.append(ptr("c_ptr", cfg.out_dtype, aligned))
     if cfg.bias != "none":
-        out.append(ptr("bias_ptr", cfg.out_dtype))
-    out.extend(ptr(f"d{i}_ptr", cfg.out_dtype) for i in range(cfg.num_d))
+        out.append(ptr("bias_ptr", cfg.out_dtype, aligned))
+    out.extend(ptr(f"d{i}_ptr", cfg.out_dtype, aligned) for i in range(cfg.num_d))
     return out
 
 
 def epilogue_scalar_params(cfg: GemmConfig) -> list[Param]:
-    out = [*strides("o", cfg.layout[2], cfg.align == 16)]
+    aligned = cfg.align == 16
+    out = [*strides("o", cfg.layout[2], aligned)]
+    extra_letter = cfg.layout[2] if aligned else None   # aligned kernels read C and D in the output layout
     if cfg.with_c:
-        out.extend(strides("c", None, False))
+        out.extend(strides("c", extra_letter, aligned))
     if cfg.bias != "none":
-        out.append(Param("stride_biasb", "i64"))
+        out.append(Param("stride_biasb", "i64", divisible16=aligned))
     for i in range(cfg.num_d):
-        out.extend(strides(f"d{i}", None, False))
+        out.extend(strides(f"d{i}", extra_letter, aligned))
     scalar = "i32" if cfg.acc_dtype == "int32" else "fp32"
     out.append(Param("alpha", scalar))
     if cfg.with_c:

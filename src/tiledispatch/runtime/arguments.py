@@ -85,10 +85,13 @@ def problem_from_args(args: GemmArgs, prefer_layout: str | None = None) -> GemmP
     _check_epilogue_dtypes(args, out_dtype or default_out_dtype(dtype))
     prefer = prefer_layout or ""
     layout = _major(a, "a", prefer[:1]) + _major(b, "b", prefer[1:2]) + "r"
-    tensors = [a, b] + ([args.out] if args.out is not None else [])
+    extras = [t for t in (args.c if args.beta != 0 else None, *args.d) if t is not None]
+    tensors = [t for t in (a, b, args.out, args.bias, *extras) if t is not None]
+    # aligned kernels also read C and D row-major, like the output
+    aligned = all(_aligned(t) for t in tensors) and all(t.stride(-1) == 1 for t in extras)
     epilogue = Epilogue(args.activation, args.bias_mode, len(args.d), args.beta != 0)
     return GemmProblem(m, n, k, batch, dtype, out_dtype, None, layout, epilogue,
-                       align=16 if all(_aligned(t) for t in tensors) and not (m % 16 or n % 16 or k % 16) else 1)
+                       align=16 if aligned and not (m % 16 or n % 16 or k % 16) else 1)
 
 
 def _check_epilogue_tensors(args: GemmArgs, m: int, n: int, batch: int) -> None:
