@@ -1,0 +1,190 @@
+"""`profile gemm ...`: time every built instance that can run one problem (and torch.matmul with --vendor)."""
+import csv
+from pathlib import Path
+from typing import Annotated, Any
+from collections.abc import Callable
+
+import typer
+
+from tiledispatch.cli.measure import Target, interpreter_notice, measure, pick_target, throughput
+from tiledispatch.cli.output import emit_json, note, show_table, table, text
+from tiledispatch.cli.problem_args import (ActivationOpt, BatchOpt, BiasOpt, ConfigOpt, DTypeOpt, JsonOpt,
+                                           KArg, LayoutOpt, MArg, NArg, NumDOpt, OutDTypeOpt, PresetOpt,
+                                           TargetOpt, WithCOpt, WorkersOpt)
+from tiledispatch.errors import TileDispatchError
+from tiledispatch.problems.gemm import GemmProblem
+from tiledispatch.registry.kernel import Kernel
+from tiledispatch.registry.registry import Registry
+from tiledispatch.select.selector import Plan, Selection
+
+VENDOR = "torch.matmul"
+CSV_COLUMNS = ("kernel", "status", "time_ms", "tflops", "gbps", "padded", "rel_err", "reason")
+
+profile_app = typer.Typer(help="Time every built instance for one problem.", no_args_is_help=True)
+
+
+def plans_by_kernel(registry: Registry, problem: GemmProblem) -> dict[str, Plan]:
+    """Each built kernel that can compute `problem`, with its plan: direct if possible, else padded."""
+    chosen: dict[str, Plan] = {}
+    for plan in registry.plans(problem):
+        chosen.setdefault(plan.kernel.name, plan)
+    return chosen
+
+
+def profile_kernel(kernel: Kernel, plan: Plan | None, problem: GemmProblem, args: Any, target: Target,
+                   validate: bool) -> dict:
+    row: dict[str, Any] = {"kernel": kernel.name, "status": "unsupported", "padded": False}
+    if plan is None:
+        return {**row, "reason": kernel.is_supported(problem).reason}
+    row["padded"] = plan.padded
+    selection = Selection(plan.kernel, "profile", plan.problem, plan.padded)
+    try:
+        result = measure(selection, problem, args, target, validate=validate)
+    except TileDispatchError as exc:
+        return {**row, "status": "runtime_error", "reason": str(exc)}
+    row.update(result["execution"])
+    row["status"] = "ok"
+    if validate:
+        row["rel_err"] = result["validation"]["rel_err"]
+        row["status"] = "ok" if result["validation"]["passed"] else "failed_validation"
+    return row
+
+
+def vendor_fn(args: Any) -> Callable[[], Any]:
+    """torch.matmul, plus the epilogue in eager torch ops when the problem has one."""
+    import torch
+
+    from tiledispatch.dtypes import torch_dtype
+    from tiledispatch.runtime.reference import _act
+
+    out_dtype = torch_dtype(args.out_dtype) if args.out_dtype else args.a.dtype
+
+    def run() -> Any:
+        acc = torch.matmul(args.a, args.b)
+        if args.alpha != 1:
+            acc = acc * args.alpha
+        if args.c is not None and args.beta != 0:
+            acc = acc + args.beta * args.c
+        if args.bias is not None:
+            acc = acc + (args.bias.unsqueeze(-1) if args.bias_mode == "row" else args.bias)
+        for extra in args.d:
+            acc = acc + extra
+        return _act(acc, args.activation).to(out_dtype)
+
+    return run
+
+
+def profile_vendor(problem: GemmProblem, args: Any, target: Target, validate: bool) -> dict | None:
+    import torch
+
+    from tiledispatch.bench.timer import time_ms
+    from tiledispatch.runtime.reference import validate as check
+
+    if target.backend != "cuda":
+        note("--vendor: skipped, vendor timing needs a GPU (this run uses Triton's interpreter on the CPU)")
+        return None
+    if problem.dtype == "int8":
+        note("--vendor: skipped, torch.matmul has no general int8 CUDA path")
+        return None
+    label = VENDOR if problem.epilogue.is_identity else f"{VENDOR} + eager epilogue"
+    torch.backends.cuda.matmul.allow_tf32 = problem.dtype == "tf32"
+    fn = vendor_fn(args)
+    row: dict[str, Any] = {"kernel": label, "status": "ok", "padded": False,
+                           **throughput(problem, time_ms(fn, target.device))}
+    if validate:
+        verdict = check(fn(), args, problem.dtype)
+        row["rel_err"], row["status"] = verdict["rel_err"], "ok" if verdict["passed"] else "failed_validation"
+    return row
+
+
+def _sorted(rows: list[dict]) -> list[dict]:
+    return sorted(rows, key=lambda r: (r["status"] != "ok", r.get("time_ms", float("inf"))))
+
+
+def _print_rows(rows: list[dict], problem: GemmProblem, target: Target) -> None:
+    timed = [r for r in rows if "time_ms" in r]
+    unit = "interpreter ms" if target.backend == "interpreter" else "time ms"
+    view = table("kernel", unit, "TFLOP/s", "GB/s", "padded", "status", "rel_err")
+    for row in timed:
+        rel = f"{row['rel_err']:.2e}" if "rel_err" in row else "-"
+        view.add_row(text(row["kernel"], style="bold" if row["kernel"].startswith(VENDOR) else ""),
+                     text(f"{row['time_ms']:.4f}"), text(f"{row['tflops']:.4g}"), text(f"{row['gbps']:.4g}"),
+                     text("yes" if row["padded"] else ""), text(row["status"]), text(rel))
+    show_table(f"{problem.describe()} on {target.describe()}: {len(timed)} timed, fastest first", view)
+    for row in rows:
+        if row["status"] == "runtime_error":
+            note(f"{row['kernel']}: {row['reason']}")
+    unsupported = sum(r["status"] == "unsupported" for r in rows)
+    if unsupported:
+        note(f"{unsupported} built kernel(s) cannot run this problem (see --json for reasons)")
+
+
+def write_csv(path: Path, rows: list[dict], problem: GemmProblem, target: Target) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=("problem", "device", "backend") + CSV_COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({"problem": problem.signature(), "device": target.name, "backend": target.backend,
+                             **{c: row.get(c, "") for c in CSV_COLUMNS}})
+
+
+def _problem_and_registry(make_problem: Callable[[Any], GemmProblem], preset: str | None,
+                          config: str | None, gpu_target: str | None, jobs: int | None, quiet: bool
+                          ) -> tuple[GemmProblem, Registry]:
+    from tiledispatch.cli.registries import build_for_use, problem_and_registry
+
+    problem, registry = problem_and_registry(make_problem, preset=preset, config=config, kernel=None,
+                                             gpu_target=gpu_target)
+    build_for_use(registry, jobs, quiet)
+    return problem, registry
+
+
+@profile_app.command("gemm", context_settings={"ignore_unknown_options": True})
+def profile_gemm(
+    m: MArg, n: NArg, k: KArg, batch: BatchOpt = 1, dtype: DTypeOpt = None, layout: LayoutOpt = None,
+    activation: ActivationOpt = None, bias: BiasOpt = None, num_d: NumDOpt = None, with_c: WithCOpt = None,
+    out_dtype: OutDTypeOpt = None, preset: PresetOpt = None, config: ConfigOpt = None,
+    gpu_target: TargetOpt = None, jobs: WorkersOpt = None,
+    vendor: Annotated[bool, typer.Option("--vendor", help="add a torch.matmul row (GPU only)")] = False,
+    validate: Annotated[bool, typer.Option("--validate", help="check each output against a float64 "
+                                           "reference")] = False,
+    csv_path: Annotated[Path | None, typer.Option("--csv", help="also write the rows to this CSV file",
+                                                     show_default=False)] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Time every built instance that can run M x N x K (directly or on padded copies), fastest first."""
+    from tiledispatch.cli.problem_args import build_problem
+    from tiledispatch.runtime.inputs import make_args
+
+    def make_problem(base: Any) -> GemmProblem:
+        return build_problem(m, n, k, batch, dtype, layout, activation, bias, num_d, with_c, out_dtype, base)
+
+    problem, registry = _problem_and_registry(make_problem, preset, config, gpu_target, jobs, json_out)
+    target = pick_target(registry)
+    notice = interpreter_notice(target, problem)
+    if notice and not json_out:
+        note(notice)
+    args = make_args(problem, target.device)
+    plans = plans_by_kernel(registry, problem)
+    rows = [profile_kernel(kern, plans.get(kern.name), problem, args, target, validate)
+            for kern in registry.kernels if kern.built]
+    vendor_row = profile_vendor(problem, args, target, validate) if vendor else None
+    rows = _sorted(rows + ([vendor_row] if vendor_row else []))
+    if csv_path is not None:
+        write_csv(csv_path, rows, problem, target)
+    if json_out:
+        emit_json({"problem": problem.to_dict(), "device": target.name, "backend": target.backend,
+                   "rows": rows})
+    else:
+        _print_rows(rows, problem, target)
+        if csv_path is not None:
+            note(f"wrote {len(rows)} rows to {csv_path}")
+
+
+def register(app: typer.Typer) -> None:
+    from tiledispatch.cli.run_cmds import conv_not_supported
+
+    conv = {"context_settings": {"ignore_unknown_options": True, "allow_extra_args": True}}
+    profile_app.command("conv", **conv)(conv_not_supported)
+    app.add_typer(profile_app, name="profile")
