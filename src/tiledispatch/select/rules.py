@@ -13,7 +13,7 @@ LAUNCH_US = 3.0            # per kernel launch
 CTA_OVERHEAD_US = 0.6      # prologue (pipeline fill) + epilogue latency of one program
 L2_BANDWIDTH_FACTOR = 2.5  # operand re-reads mostly hit L2, which is faster than HBM
 REFERENCE_TILE = 128 * 256
-UNALIGNED_SLOWDOWN = 1.5   # align=1 kernels load element-wise (no 16-byte vectors, no async copies)
+UNALIGNED_SLOWDOWN = 3.0   # align=1 kernels load element-wise; measured ~3x slower on H200 (3000x5000x700 bf16)
 
 
 def _occupancy(cfg: GemmConfig, arch: ArchSpec) -> int:
