@@ -22,7 +22,7 @@ def main() -> None:
 
     ref = a.double() @ b.double()
     err = (out.double() - ref).norm() / ref.norm()
-    backend = "compiled kernels on " + torch.cuda.get_device_name() if device == "cuda" else "Triton interpreter"
+    backend = f"compiled, {torch.cuda.get_device_name()}" if device == "cuda" else "Triton interpreter"
     print(f"td.gemm {m}x{n}x{k} fp16 on {device} ({backend}): out {tuple(out.shape)} {out.dtype}, "
           f"relative error vs float64 {err:.2e}")
     assert err < 2e-3, err

@@ -54,7 +54,8 @@ def main() -> None:
     # A kernel can also be run directly; it checks that it supports the call first.
     kernel = registry.get(CONFIGS[0].name)
     again = kernel.run(a, b, alpha=alpha, beta=beta, c=c, bias=bias, d=(d0,))
-    print(f"{kernel.name} run directly: max difference {(again.float() - out.float()).abs().max().item():.3g}")
+    diff = (again.float() - out.float()).abs().max().item()
+    print(f"{kernel.name} run directly: max difference {diff:.3g}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""The Registry workflow: declare instances -> build (parallel, cached) -> select (with its ranking) -> run ->
-save the registry as JSON and load it back.
+"""The Registry workflow: declare instances -> build (parallel, cached) -> select (with its ranking) ->
+run -> save the registry as JSON and load it back.
 
     python examples/registry_workflow.py                                 # four small explicit configs
     python examples/registry_workflow.py --preset gemm_fp16_rcr_essential   # a packaged preset (27 instances)
@@ -15,18 +15,20 @@ def declare(registry: td.Registry, preset: str | None) -> None:
     if preset:
         registry.add_preset(preset)
         return
-    # A config by fields, and the same kind of thing by its canonical instance name (td.parse_name inverts it).
-    registry.add(td.GemmConfig(family="tiled", dtype="fp16", layout="rcr", block_m=32, block_n=32, block_k=32,
-                               num_warps=4, num_stages=2, align=1))
-    registry.add(td.GemmConfig(family="tiled", dtype="fp16", layout="rcr", block_m=64, block_n=64, block_k=32,
-                               num_warps=4, num_stages=3, align=16))
-    registry.add(td.GemmConfig(family="splitk", dtype="fp16", layout="rcr", block_m=32, block_n=32, block_k=32,
-                               num_warps=4, num_stages=2, split_k=4, align=1))
+    # Configs by fields, and one by its canonical instance name (td.parse_name turns names into configs).
+    fp16_rcr = {"dtype": "fp16", "layout": "rcr", "num_warps": 4}
+    registry.add(td.GemmConfig(family="tiled", block_m=32, block_n=32, block_k=32, num_stages=2, align=1,
+                               **fp16_rcr))
+    registry.add(td.GemmConfig(family="tiled", block_m=64, block_n=64, block_k=32, num_stages=3, align=16,
+                               **fp16_rcr))
+    registry.add(td.GemmConfig(family="splitk", block_m=32, block_n=32, block_k=32, num_stages=2, split_k=4,
+                               align=1, **fp16_rcr))
     registry.add("gemm-tiled-rcr-fp16-fp16-fp32-128x128x32-w4-s3-g8-k1-a16-none-bnone-d0-c0")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", help=f"a packaged preset, one of {len(td.list_presets())}, e.g. "
                         "gemm_fp16_rcr_essential")
     options = parser.parse_args()
