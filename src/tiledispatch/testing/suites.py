@@ -1,0 +1,97 @@
+"""The kernel configs the CPU test lane compiles, in one place so that one worker pool builds them all.
+
+Budget: every distinct config is one sm_90 compile (~0.5-1.5 s) and every test launch an interpreter run, so the
+numerics grid is one small config per (family, dtype, layout) and the epilogue features are spread over those
+instances (see `numeric_configs`; tests/runtime asserts the coverage).
+"""
+from __future__ import annotations
+
+from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.problems.gemm import Epilogue
+from tiledispatch.testing import small_config
+
+FAMILIES = ("tiled", "splitk")
+FLOAT_DTYPES = ("fp16", "bf16", "fp32", "tf32")
+LAYOUTS = ("rcr", "rrr", "crr", "ccr")
+
+# Tile shape and group_m per layout: square, wide, tall tiles and different swizzle group sizes.
+LAYOUT_TILES = {"rcr": ((32, 32, 32), 8), "rrr": ((16, 64, 32), 1), "crr": ((32, 32, 32), 2), "ccr": ((64, 16, 32), 4)}
+# split_k per layout for the splitk family: 3 leaves some splits with an empty K range for small K.
+LAYOUT_SPLITS = {"rcr": 2, "rrr": 3, "crr": 2, "ccr": 4}
+
+# Eight epilogues: every activation, bias none/row/col, num_d 0/1/2, with and without C.
+FLOAT_EPILOGUES = (
+    Epilogue(),
+    Epilogue("relu", "col", 1, True),
+    Epilogue("gelu", "row", 2, False),
+    Epilogue("gelu_tanh", "col", 0, True),
+    Epilogue("silu", "row", 1, True),
+    Epilogue("sigmoid", "none", 2, True),
+    Epilogue("tanh", "col", 1, False),
+    Epilogue("none", "row", 0, True),
+)
+# int8 kernels support activation none / relu only (exact int32 epilogue).
+INT8_EPILOGUES = (
+    Epilogue(),
+    Epilogue("relu", "col", 1, True),
+    Epilogue("none", "row", 2, False),
+    Epilogue("relu", "row", 0, True),
+)
+
+
+def _numeric(family: str, layout: str, dtype: str, epilogue: Epilogue, out_dtype: str = "") -> GemmConfig:
+    block, group_m = LAYOUT_TILES[layout]
+    return small_config(family, layout, dtype, block=block, group_m=group_m, split_k=LAYOUT_SPLITS[layout],
+                        out_dtype=out_dtype).with_epilogue(epilogue)
+
+
+def numeric_configs() -> list[GemmConfig]:
+    """One config per (family, dtype, layout); the epilogue rotates so that each family sees all eight float
+    epilogues (each twice), each float dtype sees all eight over its two families, and each (family, dtype)
+    sees bias row and col, num_d 1 and 2, and C. Plus two instances whose output dtype differs from the input."""
+    out = []
+    for f, family in enumerate(FAMILIES):
+        for d, dtype in enumerate(FLOAT_DTYPES):
+            for l_, layout in enumerate(LAYOUTS):
+                epilogue = FLOAT_EPILOGUES[(4 * d + l_ + 4 * f) % len(FLOAT_EPILOGUES)]
+                out.append(_numeric(family, layout, dtype, epilogue))
+        for l_, layout in enumerate(LAYOUTS):
+            out.append(_numeric(family, layout, "int8", INT8_EPILOGUES[(l_ + 2 * f) % len(INT8_EPILOGUES)]))
+    out.append(_numeric("tiled", "rcr", "fp16", Epilogue("gelu", "col", 1, True), out_dtype="fp32"))
+    out.append(_numeric("splitk", "crr", "bf16", Epilogue("silu", "row", 2, False), out_dtype="fp16"))
+    return out
+
+
+def fuzz_configs() -> list[GemmConfig]:
+    """align=1 kernels only, so that every shape is supported without padding."""
+    out = [small_config("tiled", layout, dtype) for dtype in ("fp16", "fp32") for layout in LAYOUTS]
+    out += [small_config("splitk", layout, "fp16", split_k=2) for layout in LAYOUTS]
+    return out
+
+
+def aligned_configs() -> list[GemmConfig]:
+    """fp16 rcr kernels that assume 16-byte alignment (and their a1 twin)."""
+    return [small_config("tiled", "rcr", "fp16", align=16),
+            small_config("splitk", "rcr", "fp16", align=16, split_k=2),
+            small_config("tiled", "rcr", "fp16", align=16, with_c=True),
+            small_config("tiled", "rcr", "fp16", align=1)]
+
+
+def select_configs() -> list[GemmConfig]:
+    """Three fp16 rcr plain kernels of different shapes for strategy tests (first_fit, rules, tune)."""
+    return [small_config("tiled", "rcr", "fp16"),
+            small_config("tiled", "rcr", "fp16", block=(16, 64, 32)),
+            small_config("splitk", "rcr", "fp16", split_k=2)]
+
+
+def error_configs() -> list[GemmConfig]:
+    return [small_config("tiled", "rcr", "fp16"), small_config("tiled", "rcr", "fp16", bias="col"),
+            small_config("tiled", "rcr", "int8")]
+
+
+def all_configs() -> list[GemmConfig]:
+    seen: dict[str, GemmConfig] = {}
+    for group in (numeric_configs(), fuzz_configs(), aligned_configs(), select_configs(), error_configs()):
+        for cfg in group:
+            seen.setdefault(cfg.name, cfg)
+    return list(seen.values())
