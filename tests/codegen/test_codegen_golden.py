@@ -1,0 +1,142 @@
+"""Generated source: golden files for representative configs, int64 addressing, determinism.
+
+Regenerate the golden files after an intended codegen change with
+    TILEDISPATCH_UPDATE_GOLDEN=1 python -m pytest tests/codegen
+and review the diff.
+"""
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import pytest
+
+import tiledispatch as td
+from tiledispatch.codegen import render_source
+from tiledispatch.kernels import family_module
+from tiledispatch.testing import suites
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+GOLDEN = {
+    "tiled_plain": td.GemmConfig(family="tiled", layout="rcr", dtype="fp16", block_m=128, block_n=128, block_k=32,
+                                 num_warps=4, num_stages=3, align=16),
+    "tiled_full_epilogue": td.GemmConfig(family="tiled", layout="crr", dtype="bf16", block_m=64, block_n=64,
+                                         block_k=32, num_warps=4, num_stages=3, group_m=4, align=1,
+                                         activation="gelu_tanh", bias="row", num_d=2, with_c=True),
+    "splitk_bias_relu": td.GemmConfig(family="splitk", layout="rrr", dtype="fp16", block_m=64, block_n=64,
+                                      block_k=64, num_warps=4, num_stages=4, split_k=4, align=16,
+                                      activation="relu", bias="col"),
+    "int8_tiled": td.GemmConfig(family="tiled", layout="ccr", dtype="int8", block_m=64, block_n=128, block_k=64,
+                                num_warps=4, num_stages=3, align=1, activation="relu", bias="col", num_d=1),
+}
+
+
+@pytest.mark.parametrize("key", sorted(GOLDEN))
+def test_source_matches_golden_file(key):
+    cfg = GOLDEN[key]
+    source = render_source(cfg)
+    path = GOLDEN_DIR / f"{key}.py"
+    if os.environ.get("TILEDISPATCH_UPDATE_GOLDEN") == "1":
+        path.write_text(source)
+    assert path.exists(), f"missing golden file {path}; run with TILEDISPATCH_UPDATE_GOLDEN=1"
+    assert source == path.read_text(), f"generated source of {cfg.name} changed; see the module docstring"
+
+
+@pytest.mark.parametrize("key", sorted(GOLDEN))
+def test_golden_header_names_the_instance(key):
+    text = (GOLDEN_DIR / f"{key}.py").read_text()
+    assert f"# instance: {GOLDEN[key].name}" in text
+    tree = ast.parse(text)
+    literals = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign) for t in node.targets}
+    assert ast.literal_eval(literals["NAME"]) == GOLDEN[key].name
+    assert ast.literal_eval(literals["CONFIG"]) == GOLDEN[key].to_dict()
+    entries = [e.to_json() for e in family_module(GOLDEN[key]).entries(GOLDEN[key])]
+    assert ast.literal_eval(literals["ENTRIES"]) == entries
+
+
+def test_rendering_is_deterministic_and_name_specific():
+    cfg = GOLDEN["tiled_full_epilogue"]
+    assert render_source(cfg) == render_source(td.parse_name(cfg.name))
+    sources = {render_source(c) for c in suites.numeric_configs()}
+    assert len(sources) == len(suites.numeric_configs())
+
+
+# -- int64 addressing ----------------------------------------------------------------------------------------
+def _is_int64_cast(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to"
+            and ast.unparse(node.args[0]) == "tl.int64")
+
+
+class Int64Checker(ast.NodeVisitor):
+    """Within each @triton.jit function: every product with a stride (or with M / N in workspace offsets)
+    has an int64 offset factor - cast with .to(tl.int64) or a variable assigned from such a cast - or is the
+    compile-time BLOCK_K pointer increment."""
+
+    def __init__(self, stride_names: set[str]) -> None:
+        self.strides = stride_names
+        self.int64_names: set[str] = set()
+        self.products: list[str] = []
+        self.violations: list[str] = []
+
+    def is_int64(self, node: ast.AST) -> bool:
+        if _is_int64_cast(node):
+            return True
+        if isinstance(node, ast.Subscript):
+            return self.is_int64(node.value)
+        if isinstance(node, ast.Name):
+            return node.id in self.int64_names
+        if isinstance(node, ast.BinOp):
+            return self.is_int64(node.left) or self.is_int64(node.right)
+        return False
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.generic_visit(node)
+        if self.is_int64(node.value):
+            self.int64_names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        self.generic_visit(node)
+        if not isinstance(node.op, ast.Mult):
+            return
+        for factor, other in ((node.right, node.left), (node.left, node.right)):
+            name = factor.id if isinstance(factor, ast.Name) else None
+            if name in self.strides or name in ("M", "N"):
+                self.products.append(ast.unparse(node))
+                if not (self.is_int64(other) or ast.unparse(other) == "BLOCK_K"):
+                    self.violations.append(ast.unparse(node))
+                return
+
+
+def int64_report(cfg):
+    tree = ast.parse(render_source(cfg))
+    report = {}
+    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
+        strides = {a.arg for a in fn.args.args if a.arg.startswith("stride_")}
+        checker = Int64Checker(strides)
+        for stmt in fn.body:
+            checker.visit(stmt)
+        report[fn.name] = checker
+    return report
+
+
+@pytest.mark.parametrize("cfg", [*GOLDEN.values(), *suites.numeric_configs()], ids=lambda c: c.name)
+def test_offsets_are_int64_before_multiplying_by_strides(cfg):
+    report = int64_report(cfg)
+    assert report, "no @triton.jit function found"
+    for fn, checker in report.items():
+        assert checker.products, f"{fn}: no stride products found (checker out of date?)"
+        assert not checker.violations, f"{fn}: 32-bit offsets times strides: {checker.violations}"
+    for entry in family_module(cfg).entries(cfg):
+        for p in entry.params:
+            if p.name.startswith("stride_"):
+                assert p.ty in ("i64", "constexpr"), (entry.fn, p)
+
+
+def test_int64_checker_catches_a_32_bit_offset():
+    source = "def f(a_ptr, rm, stride_ar):\n    rm64 = rm.to(tl.int64)\n    x = a_ptr + rm64 * stride_ar + rm * stride_ar\n"
+    fn = ast.parse(source).body[0]
+    checker = Int64Checker({"stride_ar"})
+    for stmt in fn.body:
+        checker.visit(stmt)
+    assert checker.violations == ["rm * stride_ar"]

@@ -1,0 +1,87 @@
+"""Kernel families: entry parameters (what is constexpr, what is assumed aligned), grids, workspace."""
+from __future__ import annotations
+
+import pytest
+
+import tiledispatch as td
+from tiledispatch.kernels import family_module, gemm_splitk, gemm_tiled
+from tiledispatch.kernels.spec import EntrySpec, Param
+from tiledispatch.testing import small_config
+
+
+def params(entry):
+    return {p.name: p for p in entry.params}
+
+
+@pytest.mark.parametrize("layout", ["rcr", "rrr", "crr", "ccr"])
+def test_unit_strides_are_constexpr_one_per_layout(layout):
+    (entry,) = gemm_tiled.entries(small_config("tiled", layout))
+    p = params(entry)
+    unit_a = "stride_ac" if layout[0] == "r" else "stride_ar"
+    other_a = "stride_ar" if layout[0] == "r" else "stride_ac"
+    unit_b = "stride_bc" if layout[1] == "r" else "stride_br"
+    other_b = "stride_br" if layout[1] == "r" else "stride_bc"
+    for unit in (unit_a, unit_b, "stride_oc"):
+        assert p[unit].ty == "constexpr" and p[unit].value == 1, unit
+    for other in (other_a, other_b, "stride_or", "stride_ab", "stride_bb", "stride_ob"):
+        assert p[other].ty == "i64", other
+
+
+@pytest.mark.parametrize("align", [1, 16])
+def test_alignment_assumptions_follow_the_config(align):
+    (entry,) = gemm_tiled.entries(small_config("tiled", "rcr", align=align))
+    p = params(entry)
+    for name in ("a_ptr", "b_ptr", "out_ptr", "stride_ar", "stride_bc", "stride_or", "M", "N", "K"):
+        assert p[name].divisible16 == (align == 16), name
+    attrs = entry.attrs()
+    assert bool(attrs) == (align == 16)
+    assert all(value == [["tt.divisibility", 16]] for value in attrs.values())
+
+
+def test_epilogue_parameters_exist_only_for_enabled_features():
+    plain = params(gemm_tiled.entries(small_config())[0])
+    assert not {"c_ptr", "beta", "bias_ptr", "d0_ptr", "d1_ptr"} & set(plain) and "alpha" in plain
+    full = params(gemm_tiled.entries(small_config(activation="gelu", bias="row", num_d=2, with_c=True))[0])
+    assert {"c_ptr", "beta", "bias_ptr", "stride_biasb", "d0_ptr", "d1_ptr", "stride_d1r"} <= set(full)
+    assert full["c_ptr"].ty == full["d1_ptr"].ty == "*fp16"
+    int8 = params(gemm_tiled.entries(small_config(dtype="int8", with_c=True))[0])
+    assert int8["a_ptr"].ty == "*i8" and int8["out_ptr"].ty == "*i32" and int8["alpha"].ty == "i32"
+    assert int8["beta"].ty == "i32"
+
+
+def test_splitk_has_a_partial_and_a_reduce_entry():
+    cfg = small_config("splitk", "crr", "bf16", split_k=3, bias="col", warps=8, stages=3)
+    partial, reduce = gemm_splitk.entries(cfg)
+    assert (partial.fn, reduce.fn) == (gemm_splitk.PARTIAL_FN, gemm_splitk.REDUCE_FN)
+    assert (partial.num_warps, partial.num_stages) == (8, 3)
+    assert params(partial)["SPLIT_K"].value == params(reduce)["SPLIT_K"].value == 3
+    assert params(partial)["ws_ptr"].ty == params(reduce)["ws_ptr"].ty == "*fp32"
+    assert "bias_ptr" in params(reduce) and "bias_ptr" not in params(partial)
+    assert "a_ptr" in params(partial) and "a_ptr" not in params(reduce)
+
+
+def test_grids_and_workspace():
+    tiled = small_config("tiled", block=(32, 64, 32))
+    assert gemm_tiled.grids(tiled, 33, 65, 7, 3) == [(2 * 2, 3, 1)]
+    assert gemm_tiled.grids(tiled, 1, 1, 1, 1) == [(1, 1, 1)]
+    split = small_config("splitk", block=(32, 32, 32), split_k=4)
+    assert gemm_splitk.grids(split, 64, 33, 1000, 2) == [(2 * 2, 4, 2), (2 * 2, 2, 1)]
+    assert gemm_splitk.workspace_elements(split, 64, 33, 2) == 2 * 4 * 64 * 33
+
+
+def test_family_module_and_unknown_family():
+    assert family_module(small_config("tiled")) is gemm_tiled
+    assert family_module(small_config("splitk")) is gemm_splitk
+    with pytest.raises(td.InvalidConfig) as info:
+        family_module(td.GemmConfig(family="streamk"))
+    assert info.value.field == "family"
+
+
+def test_entry_spec_json_round_trip():
+    for cfg in (small_config("tiled", align=16, with_c=True), small_config("splitk", "ccr", "int8")):
+        for entry in family_module(cfg).entries(cfg):
+            assert EntrySpec.from_json(entry.to_json()) == entry
+            assert entry.signature() == {p.name: p.ty for p in entry.params}
+            assert set(entry.constexprs()) == {p.name for p in entry.params if p.ty == "constexpr"}
+            assert entry.arg_names()[0] == entry.params[0].name
+    assert Param("x", "constexpr", 1).is_constexpr and not Param("x", "i32").is_constexpr

@@ -1,0 +1,50 @@
+"""Every TILEDISPATCH_* variable is read lazily and validated."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import tiledispatch as td
+from tiledispatch import settings
+
+
+def test_session_cache_is_isolated_from_the_home_cache(isolated_cache):
+    assert settings.cache_dir() == Path(os.environ["TILEDISPATCH_CACHE_DIR"]) == isolated_cache
+    assert Path.home() / ".cache" / "tiledispatch" != settings.cache_dir()
+
+
+def test_cache_dir_default_and_override(monkeypatch, tmp_path):
+    monkeypatch.delenv("TILEDISPATCH_CACHE_DIR")
+    assert settings.cache_dir() == Path.home() / ".cache" / "tiledispatch"
+    monkeypatch.setenv("TILEDISPATCH_CACHE_DIR", str(tmp_path))
+    assert settings.cache_dir() == tmp_path
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-3"])
+def test_max_workers_rejects_bad_values(monkeypatch, value):
+    monkeypatch.setenv("TILEDISPATCH_MAX_WORKERS", value)
+    with pytest.raises(td.BadInput) as info:
+        settings.max_workers()
+    assert info.value.field == "TILEDISPATCH_MAX_WORKERS"
+
+
+def test_max_workers_default_and_value(monkeypatch):
+    assert settings.max_workers() == max(1, os.cpu_count() or 1)
+    monkeypatch.setenv("TILEDISPATCH_MAX_WORKERS", "3")
+    assert settings.max_workers() == 3
+
+
+def test_other_variables(monkeypatch, tmp_path):
+    assert settings.tuning_db_path() is None and settings.default_arch() == "sm_90"
+    assert settings.force_interpreter() is False
+    monkeypatch.setenv("TILEDISPATCH_TUNING_DB", str(tmp_path / "db.json"))
+    monkeypatch.setenv("TILEDISPATCH_ARCH", "sm_80")
+    monkeypatch.setenv("TILEDISPATCH_INTERPRET", "1")
+    monkeypatch.setenv("TILEDISPATCH_PROGRESS", "0")
+    assert settings.tuning_db_path() == tmp_path / "db.json"
+    assert settings.default_arch() == "sm_80"
+    assert settings.force_interpreter() is True
+    assert settings.progress_enabled() is False
+    assert set(settings.ENV_VARS) >= {"TILEDISPATCH_CACHE_DIR", "TILEDISPATCH_TUNING_DB", "TILEDISPATCH_ARCH"}
