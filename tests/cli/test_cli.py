@@ -157,12 +157,13 @@ def test_run_kernel_takes_its_epilogue(cache, kernels_file):
 def test_profile_json_and_csv(cache, kernels_file, tmp_path):
     table = tmp_path / "profile.csv"
     result = invoke("profile", "gemm", "20", "33", "40", "--dtype", "fp16", "--config", str(kernels_file),
-                    "--vendor", "--csv", str(table), "--json")
+                    "--vendor", "--validate", "--csv", str(table), "--json")
     assert result.exit_code == 0, result.stderr
     rows = json.loads(result.stdout)["rows"]
     timed = [r for r in rows if r["status"] == "ok"]
     assert {r["kernel"] for r in timed} >= {PLAIN, SPLITK}
     assert [r["time_ms"] for r in timed] == sorted(r["time_ms"] for r in timed)
+    assert all(r["rel_err"] <= 2e-3 for r in timed)
     assert any(r["kernel"] == FUSED and r["status"] == "unsupported" for r in rows)
     with table.open() as handle:
         assert len(list(csv.DictReader(handle))) == len(rows)

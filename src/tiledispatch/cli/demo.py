@@ -26,8 +26,9 @@ CPU_SHAPE = (100, 72, 96)   # odd sizes: unaligned rows, partial tiles in every 
 
 def demo_configs(dtype: str = "fp16", layout: str = "rcr") -> list[GemmConfig]:
     fields = ("family", "block_m", "block_n", "block_k", "num_warps", "num_stages", "split_k", "align")
-    return [GemmConfig(dtype=dtype, layout=layout, **dict(zip(fields, tile))).with_epilogue(EPILOGUE)
-            for tile in DEMO_TILES]
+    configs = [GemmConfig(dtype=dtype, layout=layout, **dict(zip(fields, tile, strict=True)))
+               for tile in DEMO_TILES]
+    return [cfg.with_epilogue(EPILOGUE) for cfg in configs]
 
 
 def demo_problem(target: Target) -> GemmProblem:

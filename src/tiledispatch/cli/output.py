@@ -111,6 +111,10 @@ def report_exception(exc: BaseException, debug: bool) -> int:
     elif isinstance(exc, (typer.Abort, KeyboardInterrupt)):
         print_error("interrupted")
         return 130
+    elif isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        print_error(f"{exc.strerror}{where}")
+        return EXIT_FAILURE
     else:
         hint = "" if debug else " (run with --debug for the traceback)"
         print_error(f"internal error: {type(exc).__name__}: {exc}{hint}")

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import typer
 
-from tiledispatch.cli.measure import Target, interpreter_notice, measure, pick_target, throughput
+from tiledispatch.cli.measure import Target, check, interpreter_notice, measure, pick_target, throughput
 from tiledispatch.cli.output import emit_json, note, show_table, table, text
 from tiledispatch.cli.problem_args import (ActivationOpt, BatchOpt, BiasOpt, ConfigOpt, DTypeOpt, JsonOpt,
                                            KArg, LayoutOpt, MArg, NArg, NumDOpt, OutDTypeOpt, PresetOpt,
@@ -32,19 +32,21 @@ def plans_by_kernel(registry: Registry, problem: GemmProblem) -> dict[str, Plan]
 
 
 def profile_kernel(kernel: Kernel, plan: Plan | None, problem: GemmProblem, args: Any, target: Target,
-                   validate: bool) -> dict:
+                   reference: Any) -> dict:
+    """One row: the kernel's time on `args` (and its error against `reference`, when given)."""
     row: dict[str, Any] = {"kernel": kernel.name, "status": "unsupported", "padded": False}
     if plan is None:
         return {**row, "reason": kernel.is_supported(problem).reason}
     row["padded"] = plan.padded
     selection = Selection(plan.kernel, "profile", plan.problem, plan.padded)
     try:
-        result = measure(selection, problem, args, target, validate=validate)
+        result = measure(selection, problem, args, target, validate=reference is not None,
+                         reference=reference)
     except TileDispatchError as exc:
         return {**row, "status": "runtime_error", "reason": str(exc)}
     row.update(result["execution"])
     row["status"] = "ok"
-    if validate:
+    if reference is not None:
         row["rel_err"] = result["validation"]["rel_err"]
         row["status"] = "ok" if result["validation"]["passed"] else "failed_validation"
     return row
@@ -74,11 +76,10 @@ def vendor_fn(args: Any) -> Callable[[], Any]:
     return run
 
 
-def profile_vendor(problem: GemmProblem, args: Any, target: Target, validate: bool) -> dict | None:
+def profile_vendor(problem: GemmProblem, args: Any, target: Target, reference: Any) -> dict | None:
     import torch
 
     from tiledispatch.bench.timer import time_ms
-    from tiledispatch.runtime.reference import validate as check
 
     if target.backend != "cuda":
         note("--vendor: skipped, vendor timing needs a GPU (this run uses Triton's interpreter on the CPU)")
@@ -91,8 +92,8 @@ def profile_vendor(problem: GemmProblem, args: Any, target: Target, validate: bo
     fn = vendor_fn(args)
     row: dict[str, Any] = {"kernel": label, "status": "ok", "padded": False,
                            **throughput(problem, time_ms(fn, target.device))}
-    if validate:
-        verdict = check(fn(), args, problem.dtype)
+    if reference is not None:
+        verdict = check(fn(), args, problem.dtype, reference)
         row["rel_err"], row["status"] = verdict["rel_err"], "ok" if verdict["passed"] else "failed_validation"
     return row
 
@@ -156,6 +157,7 @@ def profile_gemm(
     """Time every built instance that can run M x N x K (directly or on padded copies), fastest first."""
     from tiledispatch.cli.problem_args import build_problem
     from tiledispatch.runtime.inputs import make_args
+    from tiledispatch.runtime.reference import reference
 
     def make_problem(base: Any) -> GemmProblem:
         return build_problem(m, n, k, batch, dtype, layout, activation, bias, num_d, with_c, out_dtype, base)
@@ -166,10 +168,11 @@ def profile_gemm(
     if notice and not json_out:
         note(notice)
     args = make_args(problem, target.device)
+    expected = reference(args) if validate else None
     plans = plans_by_kernel(registry, problem)
-    rows = [profile_kernel(kern, plans.get(kern.name), problem, args, target, validate)
+    rows = [profile_kernel(kern, plans.get(kern.name), problem, args, target, expected)
             for kern in registry.kernels if kern.built]
-    vendor_row = profile_vendor(problem, args, target, validate) if vendor else None
+    vendor_row = profile_vendor(problem, args, target, expected) if vendor else None
     rows = _sorted(rows + ([vendor_row] if vendor_row else []))
     if csv_path is not None:
         write_csv(csv_path, rows, problem, target)
