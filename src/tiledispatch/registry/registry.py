@@ -169,8 +169,11 @@ class Registry:
         return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu-interpreter"
 
     def is_supported(self, problem: GemmProblem) -> Support:
+        """Whether some kernel computes `problem`, directly or on exactly padded operands (as `select` does)."""
         reasons = {k.name: k.is_supported(problem).reason for k in self.kernels}
         if any(not r for r in reasons.values()):
+            return Support(True)
+        if problem.align == 1 and any(k.is_supported(problem.padded16()) for k in self.kernels):
             return Support(True)
         if not reasons:
             return Support(False, "the registry is empty")
@@ -185,7 +188,8 @@ class Registry:
         plans = [selector.Plan(k, problem) for k in self.candidates(problem)]
         if problem.align == 1:
             padded = problem.padded16()
-            plans += [selector.Plan(k, padded, True) for k in self.candidates(padded)]
+            direct = {plan.kernel.name for plan in plans}   # padding a kernel that runs it directly only costs
+            plans += [selector.Plan(k, padded, True) for k in self.candidates(padded) if k.name not in direct]
         return plans
 
     def select(self, problem: GemmProblem, strategy: str = "auto", top_k: int | None = selector.DEFAULT_TOP_K
