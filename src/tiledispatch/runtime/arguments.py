@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tiledispatch.dtypes import default_out_dtype, from_torch
+from tiledispatch.dtypes import INPUT_DTYPES, default_out_dtype, from_torch
 from tiledispatch.errors import BadInput
 from tiledispatch.problems.gemm import Epilogue, GemmProblem
 
@@ -80,6 +80,8 @@ def problem_from_args(args: GemmArgs, prefer_layout: str | None = None) -> GemmP
     if min(m, n, k) == 0:
         raise BadInput(f"empty GEMM {m}x{n}x{k}: sizes must be positive", field="a")
     dtype = from_torch(a.dtype, "a.dtype", args.allow_tf32)
+    if dtype not in INPUT_DTYPES:
+        raise BadInput(f"a.dtype={a.dtype} is not an input dtype; legal: {', '.join(INPUT_DTYPES)}", field="a.dtype")
     _check_epilogue_tensors(args, m, n, batch)
     out_dtype = args.out_dtype or (from_torch(args.out.dtype, "out.dtype") if args.out is not None else None)
     _check_epilogue_dtypes(args, out_dtype or default_out_dtype(dtype))
