@@ -48,3 +48,29 @@ def test_other_variables(monkeypatch, tmp_path):
     assert settings.force_interpreter() is True
     assert settings.progress_enabled() is False
     assert set(settings.ENV_VARS) >= {"TILEDISPATCH_CACHE_DIR", "TILEDISPATCH_TUNING_DB", "TILEDISPATCH_ARCH"}
+
+
+def test_progress_bar_is_silent_unless_enabled(capsys):
+    from tiledispatch.progress import progress_bar
+
+    with progress_bar("work", 3) as advance:          # TILEDISPATCH_PROGRESS=0 in the test session
+        advance()
+    with progress_bar("work", 0, enabled=True) as advance:
+        advance()
+    assert capsys.readouterr().err == ""
+    with progress_bar("work", 2, enabled=True) as advance:
+        advance()
+        advance()
+    assert "work" in capsys.readouterr().err
+
+
+def test_cpu_timer_returns_a_positive_median():
+    import time
+
+    import torch
+
+    from tiledispatch.bench.timer import time_ms
+
+    calls = []
+    ms = time_ms(lambda: (calls.append(1), time.sleep(0.002)), torch.device("cpu"))
+    assert ms >= 1.5 and len(calls) == 4
