@@ -128,13 +128,14 @@ class Registry:
         for kernel in self.kernels:
             task = self._task(kernel)
             entry = task.entry
+            existed = entry.exists()   # checked first: entries appear complete, by atomic rename
             if cache.read_entry(entry) is not None:
                 kernel.entry_dir = entry
                 report.cached.append(kernel.name)
-            else:
-                if entry.exists():
-                    cache.remove_entry(entry)  # corrupt or half-written by a killed builder: rebuild
-                todo.append(task)
+                continue
+            if existed:   # present before we read it, yet unreadable: corrupt or half-deleted, rebuild
+                cache.remove_entry(entry)
+            todo.append(task)
         with progress_bar(f"building {len(todo)} kernels for {self.arch.name}", len(todo), progress) as advance:
             def done(result: CompileResult) -> None:
                 if result.ok:
