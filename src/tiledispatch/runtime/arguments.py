@@ -24,10 +24,6 @@ class GemmArgs:
     out_dtype: str | None = None
     allow_tf32: bool = False
 
-    @property
-    def device(self):
-        return self.a.device
-
 
 def _admits(t, letter: str) -> bool:
     """Whether t can be read as a row- ('r') or column-major ('c') matrix: its unit-stride axis has stride 1
@@ -97,7 +93,7 @@ def problem_from_args(args: GemmArgs, prefer_layout: str | None = None) -> GemmP
 
 
 def _check_epilogue_tensors(args: GemmArgs, m: int, n: int, batch: int) -> None:
-    device, ref = args.a.device, args.a
+    device = args.a.device
     named = [("out", args.out), ("c", args.c if args.beta != 0 else None), ("bias", args.bias)]
     named += [(f"d[{i}]", t) for i, t in enumerate(args.d)]
     for field, t in named:
@@ -124,7 +120,6 @@ def _check_epilogue_tensors(args: GemmArgs, m: int, n: int, batch: int) -> None:
         raise BadInput("bias given without a bias mode; legal: 'row', 'col'", field="bias")
     if args.bias is None and args.bias_mode != "none":
         raise BadInput(f"bias_mode={args.bias_mode!r} given without a bias tensor", field="bias")
-    del ref
 
 
 def _check_epilogue_dtypes(args: GemmArgs, out_dtype: str) -> None:

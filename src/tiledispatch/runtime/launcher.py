@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -119,6 +118,3 @@ def _entries_of(source: Path) -> list[EntrySpec]:
             return [EntrySpec.from_json(e) for e in ast.literal_eval(node.value)]
     raise BadInput(f"{source} has no ENTRIES literal", field="source")
 
-
-def describe_entry(entry_dir: Path) -> dict:
-    return json.loads((entry_dir / cache.MANIFEST).read_text())
