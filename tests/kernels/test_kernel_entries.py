@@ -62,11 +62,12 @@ def test_splitk_has_a_partial_and_a_reduce_entry():
 
 def test_grids_and_workspace():
     tiled = small_config("tiled", block=(32, 64, 32))
-    assert gemm_tiled.grids(tiled, 33, 65, 7, 3) == [(2 * 2, 3, 1)]
-    assert gemm_tiled.grids(tiled, 1, 1, 1, 1) == [(1, 1, 1)]
+    assert gemm_tiled.launch_plan(tiled, 33, 65, 7, 3, 132).grids == ((2 * 2, 3, 1),)
+    assert gemm_tiled.launch_plan(tiled, 1, 1, 1, 1, 132).grids == ((1, 1, 1),)
     split = small_config("splitk", block=(32, 32, 32), split_k=4)
-    assert gemm_splitk.grids(split, 64, 33, 1000, 2) == [(2 * 2, 4, 2), (2 * 2, 2, 1)]
-    assert gemm_splitk.workspace_elements(split, 64, 33, 2) == 2 * 4 * 64 * 33
+    plan = gemm_splitk.launch_plan(split, 64, 33, 1000, 2, 132)
+    assert plan.grids == ((2 * 2, 4, 2), (2 * 2, 2, 1))
+    assert plan.workspaces == (("ws_ptr", 2 * 4 * 64 * 33, split.acc_dtype),)
 
 
 def test_family_module_and_unknown_family():

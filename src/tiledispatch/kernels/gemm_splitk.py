@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.kernels import gemm_common as common
-from tiledispatch.kernels.spec import EntrySpec, Param
+from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
 
 PARTIAL_FN = "gemm_splitk_partial_kernel"
 REDUCE_FN = "gemm_splitk_reduce_kernel"
@@ -69,10 +69,7 @@ def render(cfg: GemmConfig) -> str:
     return partial_src + "\n\n" + reduce_src
 
 
-def grids(cfg: GemmConfig, m: int, n: int, k: int, batch: int) -> list[tuple[int, int, int]]:
+def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
-    return [(tiles, cfg.split_k, batch), (tiles, batch, 1)]
-
-
-def workspace_elements(cfg: GemmConfig, m: int, n: int, batch: int) -> int:
-    return batch * cfg.split_k * m * n
+    workspace = ("ws_ptr", batch * cfg.split_k * m * n, cfg.acc_dtype)
+    return LaunchPlan(((tiles, cfg.split_k, batch), (tiles, batch, 1)), workspaces=(workspace,))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.kernels import gemm_common as common
-from tiledispatch.kernels.spec import EntrySpec, Param
+from tiledispatch.kernels.spec import EntrySpec, LaunchPlan
 
 FN = "gemm_tiled_kernel"
 
@@ -30,6 +30,6 @@ def render(cfg: GemmConfig) -> str:
     )
 
 
-def grids(cfg: GemmConfig, m: int, n: int, k: int, batch: int) -> list[tuple[int, int, int]]:
+def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
-    return [(tiles, batch, 1)]
+    return LaunchPlan(((tiles, batch, 1),))

@@ -48,3 +48,13 @@ class EntrySpec:
 
     def arg_names(self) -> list[str]:
         return [p.name for p in self.params]
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchPlan:
+    """How to launch an instance on one problem: one grid per entry (in entry order), extra scalar arguments
+    by parameter name, and scratch buffers to allocate by parameter name -> (elements, dtype name)."""
+
+    grids: tuple[tuple[int, int, int], ...]
+    scalars: tuple[tuple[str, Any], ...] = ()
+    workspaces: tuple[tuple[str, int, str], ...] = ()

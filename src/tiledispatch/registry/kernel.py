@@ -90,15 +90,25 @@ class Kernel:
             args.out = torch.empty(shape, dtype=torch_dtype(problem.out_dtype), device=args.a.device)
         if cfg.acc_dtype == "int32":
             args.alpha, args.beta = _integral("alpha", args.alpha), _integral("beta", args.beta)
-        extra = {}
-        family = family_module(cfg)
-        if cfg.family == "splitk":
-            elems = family.workspace_elements(cfg, m, n, problem.batch)
-            extra["ws_ptr"] = torch.empty(elems, dtype=torch_dtype(cfg.acc_dtype), device=args.a.device)
+        plan = family_module(cfg).launch_plan(cfg, m, n, k, problem.batch, _sm_count(args.a.device, self.arch))
+        extra = dict(plan.scalars)
+        for name, elements, dtype in plan.workspaces:
+            extra[name] = torch.empty(elements, dtype=torch_dtype(dtype), device=args.a.device)
         values = argument_values(args, m, n, k, extra)
-        for launcher, grid in zip(launchers, family.grids(cfg, m, n, k, problem.batch)):
+        for launcher, grid in zip(launchers, plan.grids):
             launcher.launch(grid, values, args.a.device)
         return args.out
+
+
+def _sm_count(device, arch: ArchSpec) -> int:
+    """Streaming multiprocessors of the device (the arch's count on the interpreter): persistent grids."""
+    from tiledispatch.runtime.launcher import uses_interpreter
+
+    if uses_interpreter(device):
+        return arch.sm_count
+    import torch
+
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _integral(field: str, value: float) -> int:
