@@ -23,7 +23,7 @@ def declare(registry: td.Registry, preset: str | None) -> None:
                                **fp16_rcr))
     registry.add(td.GemmConfig(family="splitk", block_m=32, block_n=32, block_k=32, num_stages=2, split_k=4,
                                align=1, **fp16_rcr))
-    registry.add("gemm-tiled-rcr-fp16-fp16-fp32-128x128x32-w4-s3-g8-k1-a16-none-bnone-d0-c0")
+    registry.add("gemm-tiled-rcr-fp16-fp16-fp32-128x128x32-w4-s3-g8-k1-e1-a16-none-bnone-d0-c0")
 
 
 def main() -> None:

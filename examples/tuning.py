@@ -11,9 +11,9 @@ import torch
 import tiledispatch as td
 
 NAMES = [
-    "gemm-tiled-rcr-fp16-fp16-fp32-32x32x32-w4-s2-g8-k1-a1-none-bnone-d0-c0",
-    "gemm-tiled-rcr-fp16-fp16-fp32-64x32x32-w4-s2-g8-k1-a1-none-bnone-d0-c0",
-    "gemm-splitk-rcr-fp16-fp16-fp32-32x32x32-w4-s2-g8-k2-a1-none-bnone-d0-c0",
+    "gemm-tiled-rcr-fp16-fp16-fp32-32x32x32-w4-s2-g8-k1-e1-a1-none-bnone-d0-c0",
+    "gemm-tiled-rcr-fp16-fp16-fp32-64x32x32-w4-s2-g8-k1-e1-a1-none-bnone-d0-c0",
+    "gemm-splitk-rcr-fp16-fp16-fp32-32x32x32-w4-s2-g8-k2-e1-a1-none-bnone-d0-c0",
 ]
 
 

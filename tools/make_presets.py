@@ -1,7 +1,9 @@
 """Regenerate the packaged GEMM presets (src/tiledispatch/presets/*.json).
 
 essential: a hand-picked set of tiles covering large, small-M, skinny-N and long-K shapes, plus unaligned
-(a1) fallbacks; _all: the full valid space of the families, stored as a space description.
+(a1) fallbacks; _all: the full valid space of the tiled and splitk families, stored as a space description;
+_candidates (fp16, bf16, fp8): the broad list of every family that benchmarks/gemm.py --full-matrix sweeps and
+tools/derive_presets.py reduces to the measured presets.
 """
 from __future__ import annotations
 
@@ -30,7 +32,35 @@ ESSENTIAL = [
     ("tiled", 32, 64, 64, 4, 3, 1, 1), ("tiled", 64, 128, 32, 4, 3, 1, 1),
     ("splitk", 32, 64, 64, 4, 3, 8, 1),
 ]
+# (family, BM, BN, BK, warps, stages, split_k, subtile, align); fp8 doubles BK (at most 128)
+CANDIDATES = [
+    ("tma_persistent", 128, 256, 64, 8, 3, 1, 1, 16), ("tma_persistent", 128, 256, 64, 8, 4, 1, 2, 16),
+    ("tma_persistent", 128, 256, 64, 8, 3, 1, 2, 16), ("tma_persistent", 256, 128, 64, 8, 3, 1, 1, 16),
+    ("tma_persistent", 256, 128, 64, 8, 3, 1, 2, 16), ("tma_persistent", 128, 128, 64, 8, 4, 1, 1, 16),
+    ("tma_persistent", 128, 128, 64, 4, 4, 1, 1, 16), ("tma_persistent", 128, 128, 64, 8, 5, 1, 2, 16),
+    ("tma_persistent", 128, 128, 128, 8, 3, 1, 1, 16), ("tma_persistent", 128, 64, 64, 4, 4, 1, 1, 16),
+    ("tma_persistent", 64, 128, 64, 4, 4, 1, 1, 16), ("tma_persistent", 64, 256, 64, 8, 4, 1, 1, 16),
+    ("tma_persistent", 64, 64, 64, 4, 5, 1, 1, 16), ("tma_persistent", 64, 128, 128, 4, 3, 1, 1, 16),
+    ("tma_ws", 128, 128, 64, 4, 3, 1, 1, 16), ("tma_ws", 128, 128, 64, 4, 4, 1, 1, 16),
+    ("tma_ws", 128, 256, 64, 4, 3, 1, 1, 16), ("tma_ws", 128, 64, 64, 4, 4, 1, 1, 16),
+    ("tma_ws", 64, 128, 64, 4, 4, 1, 1, 16), ("tma_ws", 64, 256, 64, 4, 3, 1, 1, 16),
+    ("tma_ws", 128, 128, 128, 4, 2, 1, 1, 16),
+    ("streamk", 128, 256, 64, 8, 3, 1, 1, 16), ("streamk", 128, 128, 64, 8, 4, 1, 1, 16),
+    ("streamk", 128, 128, 64, 4, 4, 1, 1, 16), ("streamk", 64, 128, 64, 4, 4, 1, 1, 16),
+    ("streamk", 128, 64, 64, 4, 4, 1, 1, 16), ("streamk", 128, 128, 128, 8, 3, 1, 1, 16),
+    ("tiled", 16, 64, 128, 4, 4, 1, 1, 16), ("tiled", 16, 128, 128, 4, 4, 1, 1, 16),
+    ("tiled", 32, 64, 128, 4, 4, 1, 1, 16), ("tiled", 32, 128, 128, 4, 4, 1, 1, 16),
+    ("tiled", 64, 64, 64, 4, 4, 1, 1, 16), ("tiled", 64, 128, 64, 4, 4, 1, 1, 16),
+    ("tiled", 16, 256, 64, 4, 4, 1, 1, 16), ("tiled", 64, 32, 128, 4, 4, 1, 1, 16),
+    ("splitk", 16, 64, 128, 4, 4, 4, 1, 16), ("splitk", 16, 64, 128, 4, 4, 8, 1, 16),
+    ("splitk", 16, 128, 128, 4, 3, 4, 1, 16), ("splitk", 32, 64, 128, 4, 4, 8, 1, 16),
+    ("splitk", 64, 64, 128, 4, 3, 4, 1, 16), ("splitk", 64, 128, 64, 4, 4, 4, 1, 16),
+    ("splitk", 128, 128, 64, 8, 3, 4, 1, 16), ("splitk", 64, 64, 64, 4, 4, 16, 1, 16),
+    ("tiled", 128, 128, 32, 4, 3, 1, 1, 1), ("tiled", 64, 64, 32, 4, 3, 1, 1, 1),
+    ("tiled", 32, 64, 64, 4, 3, 1, 1, 1), ("splitk", 32, 64, 64, 4, 3, 8, 1, 1),
+]
 DTYPES = ("fp16", "bf16", "fp32", "tf32", "int8")
+CANDIDATE_COMBOS = [(d, l) for d in ("fp16", "bf16") for l in ("rcr", "rrr", "crr", "ccr")] + [("fp8e4m3", "rcr")]
 LAYOUTS = ("rcr", "rrr", "crr", "ccr")
 
 
@@ -47,7 +77,26 @@ def essential(dtype: str, layout: str) -> list[str]:
     return names
 
 
+def candidates(dtype: str, layout: str) -> list[str]:
+    arch = get_arch("sm_90")
+    names = []
+    for family, bm, bn, bk, w, s, k, e, a in CANDIDATES:
+        if dtype == "fp8e4m3":
+            bk = min(128, 2 * bk)
+        cfg = GemmConfig(family, layout, dtype, block_m=bm, block_n=bn, block_k=bk, num_warps=w, num_stages=s,
+                         split_k=k, subtile=e, align=a)
+        if is_valid_gemm_config(cfg, arch) and cfg.name not in names:
+            names.append(cfg.name)
+    return names
+
+
 def main() -> None:
+    for dtype, layout in CANDIDATE_COMBOS:
+        name = f"gemm_{dtype}_{layout}_candidates"
+        doc = {"name": name, "op": "gemm", "arch": "sm_90",
+               "description": f"{dtype} {layout}: every family's candidate tiles, swept on the GPU to derive the "
+                              "measured presets", "configs": candidates(dtype, layout)}
+        (OUT / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
     for dtype in DTYPES:
         for layout in LAYOUTS:
             name = f"gemm_{dtype}_{layout}_essential"

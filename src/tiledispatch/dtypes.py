@@ -22,9 +22,12 @@ DTYPES: dict[str, DType] = {
     "fp32": DType("fp32", "float32", "fp32", 4, True),
     "tf32": DType("tf32", "float32", "fp32", 4, True),
     "int8": DType("int8", "int8", "i8", 1, False),
+    "fp8e4m3": DType("fp8e4m3", "float8_e4m3fn", "fp8e4nv", 1, True),
     "int32": DType("int32", "int32", "i32", 4, False),
 }
-INPUT_DTYPES = ("fp16", "bf16", "fp32", "tf32", "int8")
+INPUT_DTYPES = ("fp16", "bf16", "fp32", "tf32", "int8", "fp8e4m3")
+# fp8 operands carry one fp32 scale each (out = scale_a * scale_b * A@B, then the epilogue)
+SCALED_DTYPES = ("fp8e4m3",)
 OUTPUT_DTYPES = ("fp16", "bf16", "fp32", "int32")
 ACC_DTYPES = ("fp32", "int32")
 
@@ -36,7 +39,8 @@ def get_dtype(name: str, field: str = "dtype") -> DType:
 
 
 def default_out_dtype(in_dtype: str) -> str:
-    return {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32", "tf32": "fp32", "int8": "int32"}[in_dtype]
+    return {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32", "tf32": "fp32", "int8": "int32",
+            "fp8e4m3": "bf16"}[in_dtype]
 
 
 def default_acc_dtype(in_dtype: str) -> str:
@@ -53,9 +57,9 @@ def from_torch(dtype, field: str = "dtype", allow_tf32: bool = False) -> str:
     import torch
 
     table = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.int8: "int8",
-             torch.int32: "int32"}
+             torch.int32: "int32", torch.float8_e4m3fn: "fp8e4m3"}
     if dtype not in table:
-        raise BadInput(f"{field}={dtype} is not supported; legal torch dtypes: float16, bfloat16, float32, int8",
-                       field=field)
+        raise BadInput(f"{field}={dtype} is not supported; legal torch dtypes: float16, bfloat16, float32, int8, "
+                       "float8_e4m3fn", field=field)
     name = table[dtype]
     return "tf32" if (name == "fp32" and allow_tf32) else name

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 from tiledispatch.cli.main import app
 
-PLAIN = "gemm-tiled-rcr-fp16-fp16-fp32-32x32x32-w4-s2-g8-k1-a1-none-bnone-d0-c0"
-SPLITK = "gemm-splitk-rcr-fp16-fp16-fp32-32x32x32-w4-s2-g8-k2-a1-none-bnone-d0-c0"
-FUSED = "gemm-tiled-rcr-fp16-fp16-fp32-32x32x32-w4-s2-g8-k1-a1-gelu-bcol-d0-c0"
+PLAIN = "gemm-tiled-rcr-fp16-fp16-fp32-32x32x32-w4-s2-g8-k1-e1-a1-none-bnone-d0-c0"
+SPLITK = "gemm-splitk-rcr-fp16-fp16-fp32-32x32x32-w4-s2-g8-k2-e1-a1-none-bnone-d0-c0"
+FUSED = "gemm-tiled-rcr-fp16-fp16-fp32-32x32x32-w4-s2-g8-k1-e1-a1-gelu-bcol-d0-c0"
 ODD = ["37", "45", "100"]          # unaligned sizes, partial tiles in every dimension
 HAS_GPU = torch.cuda.is_available()
 

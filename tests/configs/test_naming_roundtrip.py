@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tiledispatch as td
+from tiledispatch.configs.gemm import GEMM_FAMILIES
 from tiledispatch.presets import list_presets, load_preset
 
 PRESETS = list_presets()
@@ -37,14 +38,14 @@ def test_every_preset_config_round_trips(preset):
 @st.composite
 def any_config(draw):
     """Field values from the legal vocabularies, combined freely (round trip must not need validity)."""
-    dtype = draw(st.sampled_from(["fp16", "bf16", "fp32", "tf32", "int8"]))
+    dtype = draw(st.sampled_from(["fp16", "bf16", "fp32", "tf32", "int8", "fp8e4m3"]))
     return td.GemmConfig(
-        family=draw(st.sampled_from(["tiled", "splitk"])), layout=draw(st.sampled_from(["rcr", "rrr", "crr", "ccr"])),
+        family=draw(st.sampled_from(list(GEMM_FAMILIES))), layout=draw(st.sampled_from(["rcr", "rrr", "crr", "ccr"])),
         dtype=dtype, out_dtype=draw(st.sampled_from(["", "fp16", "bf16", "fp32", "int32"])),
         block_m=draw(st.sampled_from([16, 32, 64, 128, 256])), block_n=draw(st.sampled_from([16, 32, 64, 128, 256])),
         block_k=draw(st.sampled_from([16, 32, 64, 128, 256])), num_warps=draw(st.sampled_from([1, 2, 4, 8, 16])),
         num_stages=draw(st.integers(1, 6)), group_m=draw(st.sampled_from([1, 2, 4, 8, 16])),
-        split_k=draw(st.sampled_from([1, 2, 3, 4, 16, 64])), align=draw(st.sampled_from([1, 16])),
+        split_k=draw(st.sampled_from([1, 2, 3, 4, 16, 64])), subtile=draw(st.sampled_from([1, 2])), align=draw(st.sampled_from([1, 16])),
         activation=draw(st.sampled_from(["none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"])),
         bias=draw(st.sampled_from(["none", "row", "col"])), num_d=draw(st.integers(0, 2)),
         with_c=draw(st.booleans()))
@@ -61,7 +62,8 @@ def test_name_carries_every_field():
     base = td.GemmConfig()
     other = {"family": "splitk", "layout": "crr", "dtype": "bf16", "out_dtype": "fp32", "acc_dtype": "int32",
              "block_m": 64, "block_n": 64, "block_k": 64, "num_warps": 8, "num_stages": 4, "group_m": 4,
-             "split_k": 4, "align": 1, "activation": "relu", "bias": "row", "num_d": 1, "with_c": True}
+             "split_k": 4, "subtile": 2, "align": 1, "activation": "relu", "bias": "row", "num_d": 1,
+             "with_c": True}
     fields = {f.name for f in dataclasses.fields(td.GemmConfig)}
     assert set(other) == fields
     names = {base.name}

@@ -74,7 +74,7 @@ def test_family_module_and_unknown_family():
     assert family_module(small_config("tiled")) is gemm_tiled
     assert family_module(small_config("splitk")) is gemm_splitk
     with pytest.raises(td.InvalidConfig) as info:
-        family_module(td.GemmConfig(family="streamk"))
+        family_module(td.GemmConfig(family="blocked"))
     assert info.value.field == "family"
 
 

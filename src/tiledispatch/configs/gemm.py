@@ -8,7 +8,9 @@ from tiledispatch.dtypes import default_acc_dtype, default_out_dtype
 from tiledispatch.errors import InvalidConfig
 from tiledispatch.problems.gemm import Epilogue
 
-GEMM_FAMILIES = ("tiled", "splitk")
+GEMM_FAMILIES = ("tiled", "splitk", "tma_persistent", "tma_ws", "streamk")
+# Families that read A and B through Hopper tensor descriptors (TMA) in a persistent grid.
+TMA_FAMILIES = ("tma_persistent", "tma_ws", "streamk")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,6 +27,7 @@ class GemmConfig:
     num_stages: int = 3
     group_m: int = 8
     split_k: int = 1
+    subtile: int = 1          # epilogue subtiles along N (tma_persistent): frees shared memory for stages
     align: int = 16
     activation: str = "none"
     bias: str = "none"
@@ -43,7 +46,7 @@ class GemmConfig:
     def name(self) -> str:
         return (f"gemm-{self.family}-{self.layout}-{self.dtype}-{self.out_dtype}-{self.acc_dtype}-"
                 f"{self.block_m}x{self.block_n}x{self.block_k}-w{self.num_warps}-s{self.num_stages}-"
-                f"g{self.group_m}-k{self.split_k}-a{self.align}-{self.activation}-b{self.bias}-"
+                f"g{self.group_m}-k{self.split_k}-e{self.subtile}-a{self.align}-{self.activation}-b{self.bias}-"
                 f"d{self.num_d}-c{int(self.with_c)}")
 
     @property
@@ -67,4 +70,4 @@ class GemmConfig:
         return cls(**{k: v for k, v in data.items() if k in fields})
 
 
-_IN = ("fp16", "bf16", "fp32", "tf32", "int8")
+_IN = ("fp16", "bf16", "fp32", "tf32", "int8", "fp8e4m3")

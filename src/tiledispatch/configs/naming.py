@@ -9,12 +9,12 @@ from tiledispatch.errors import InvalidConfig
 _GEMM_PATTERN = re.compile(
     r"gemm-(?P<family>[a-z_]+)-(?P<layout>[rc]{3})-(?P<dtype>[a-z0-9]+)-(?P<out_dtype>[a-z0-9]+)-"
     r"(?P<acc_dtype>[a-z0-9]+)-(?P<block_m>\d+)x(?P<block_n>\d+)x(?P<block_k>\d+)-w(?P<num_warps>\d+)-"
-    r"s(?P<num_stages>\d+)-g(?P<group_m>\d+)-k(?P<split_k>\d+)-a(?P<align>\d+)-(?P<activation>[a-z_]+)-"
+    r"s(?P<num_stages>\d+)-g(?P<group_m>\d+)-k(?P<split_k>\d+)-e(?P<subtile>\d+)-a(?P<align>\d+)-(?P<activation>[a-z_]+)-"
     r"b(?P<bias>[a-z]+)-d(?P<num_d>\d+)-c(?P<with_c>[01])"
 )
 _GEMM_TEMPLATE = ("gemm-<family>-<layout>-<dtype>-<out_dtype>-<acc_dtype>-<BMxBNxBK>-w<warps>-s<stages>-"
-                  "g<group_m>-k<split_k>-a<align>-<activation>-b<bias>-d<num_d>-c<0|1>")
-_INT_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m", "split_k", "align", "num_d")
+                  "g<group_m>-k<split_k>-e<subtile>-a<align>-<activation>-b<bias>-d<num_d>-c<0|1>")
+_INT_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m", "split_k", "subtile", "align", "num_d")
 
 
 def parse_name(name: str) -> GemmConfig:

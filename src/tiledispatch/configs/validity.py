@@ -7,8 +7,8 @@ calls `gemm_problem_mismatch`.
 from __future__ import annotations
 
 from tiledispatch.arch.spec import ArchSpec
-from tiledispatch.configs.gemm import GEMM_FAMILIES, GemmConfig
-from tiledispatch.dtypes import DTYPES, INPUT_DTYPES
+from tiledispatch.configs.gemm import GEMM_FAMILIES, TMA_FAMILIES, GemmConfig
+from tiledispatch.dtypes import DTYPES, INPUT_DTYPES, SCALED_DTYPES
 from tiledispatch.errors import InvalidConfig, legal
 from tiledispatch.problems.gemm import ACTIVATIONS, BIAS_MODES, LAYOUTS, MAX_D, GemmProblem
 
@@ -21,6 +21,9 @@ SPLIT_K = (2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
 ALIGNS = (1, 16)
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
 MAX_GRID_Y = 65535           # CUDA limit on grid dims 1 and 2 (batch, split)
+SUBTILES = (1, 2)
+WS_WARPS = 4                 # Triton 3.6 on sm_90 warp-specializes only kernels compiled with 4 warps
+FP8_MAX_BLOCK_K = 128        # fp8 dots promote to fp32 once per K block (max_num_imprecise_acc = block_k)
 
 
 def _choice(errors: list[tuple[str, str]], field: str, value: object, choices: tuple) -> bool:
@@ -38,6 +41,13 @@ def _dtype_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]
                                 f"legal: {legal(arch.dtypes)}"))
     is_int = cfg.dtype == "int8"
     out_legal = ("int32",) if is_int else ("fp16", "bf16", "fp32")
+    if cfg.dtype in SCALED_DTYPES:
+        if cfg.layout != "rcr":
+            errors.append(("layout", f"{cfg.dtype} kernels need layout 'rcr' (K-major B for fp8 wgmma), "
+                                     f"not {cfg.layout!r}"))
+        if cfg.block_k < 32 or cfg.block_k > FP8_MAX_BLOCK_K:
+            errors.append(("block_k", f"{cfg.dtype} kernels need 32 <= block_k <= {FP8_MAX_BLOCK_K}, "
+                                      f"got {cfg.block_k}"))
     _choice(errors, "out_dtype", cfg.out_dtype, out_legal)
     _choice(errors, "acc_dtype", cfg.acc_dtype, ("int32",) if is_int else ("fp32",))
     if is_int and cfg.activation not in ("none", "relu"):
@@ -54,7 +64,9 @@ def _tile_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]])
         errors.append(("num_warps", f"num_warps={cfg.num_warps} exceeds {arch.name}'s {arch.max_warps_per_block}"))
     if cfg.dtype == "int8" and cfg.block_k < 32:
         errors.append(("block_k", "int8 dots need block_k >= 32"))
-    acc_per_thread = cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
+    acc_per_thread = cfg.block_m * cfg.block_n // (32 * compute_warps(cfg))
+    if cfg.dtype in SCALED_DTYPES:
+        acc_per_thread *= 2     # the wgmma partial sums live beside the promoted fp32 accumulator
     if acc_per_thread > MAX_ACC_PER_THREAD:
         errors.append(("num_warps", f"{cfg.block_m}x{cfg.block_n} tile with {cfg.num_warps} warps holds "
                                     f"{acc_per_thread} accumulators per thread (max {MAX_ACC_PER_THREAD})"))
@@ -65,10 +77,41 @@ def _tile_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]])
                                      f"{arch.smem_per_block} B per block"))
 
 
+def compute_warps(cfg: GemmConfig) -> int:
+    """Warps holding the accumulator: a warp-specialized kernel of 4 warps gets two consumer warp groups."""
+    return 2 * cfg.num_warps if cfg.family == "tma_ws" else cfg.num_warps
+
+
 def shared_memory_bytes(cfg: GemmConfig) -> int:
-    """Shared memory of the pipelined A and B tiles (the dominant term of the kernel's allocation)."""
+    """Shared memory of the pipelined A and B tiles plus, for TMA stores, the output staging subtile."""
     stage = (cfg.block_m * cfg.block_k + cfg.block_k * cfg.block_n) * DTYPES[cfg.dtype].bytes
-    return max(1, cfg.num_stages) * stage
+    staging = 0
+    if cfg.family == "tma_persistent" and cfg.out_dtype in DTYPES:
+        staging = cfg.block_m * cfg.block_n // max(1, cfg.subtile) * DTYPES[cfg.out_dtype].bytes
+    return max(1, cfg.num_stages) * stage + staging
+
+
+def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
+    if cfg.family in ("tiled", "tma_persistent", "tma_ws", "streamk") and cfg.split_k != 1:
+        errors.append(("split_k", f"family {cfg.family!r} needs split_k=1, got {cfg.split_k}"))
+    if cfg.family == "splitk":
+        _choice(errors, "split_k", cfg.split_k, SPLIT_K)
+    if _choice(errors, "subtile", cfg.subtile, SUBTILES) and cfg.subtile != 1:
+        if cfg.family != "tma_persistent":
+            errors.append(("subtile", f"epilogue subtiling is a tma_persistent feature; {cfg.family!r} needs "
+                                      f"subtile=1"))
+        elif cfg.block_n // cfg.subtile < 16:
+            errors.append(("subtile", f"block_n={cfg.block_n} split in {cfg.subtile} is below 16 columns"))
+    if cfg.family not in TMA_FAMILIES:
+        return
+    if not arch.tma:
+        errors.append(("family", f"family {cfg.family!r} needs TMA (sm_90+); {arch.name} has none"))
+    if cfg.align != 16:
+        errors.append(("align", f"family {cfg.family!r} reads through tensor descriptors, which need 16-byte "
+                                f"aligned strides: align must be 16, got {cfg.align}"))
+    if cfg.family == "tma_ws" and cfg.num_warps != WS_WARPS:
+        errors.append(("num_warps", f"warp specialization takes effect on {arch.name} only with num_warps="
+                                    f"{WS_WARPS} (Triton ignores it otherwise); got {cfg.num_warps}"))
 
 
 def gemm_config_errors(cfg: GemmConfig, arch: ArchSpec) -> list[tuple[str, str]]:
@@ -81,10 +124,7 @@ def gemm_config_errors(cfg: GemmConfig, arch: ArchSpec) -> list[tuple[str, str]]
     _tile_errors(cfg, arch, errors)
     _choice(errors, "group_m", cfg.group_m, GROUP_M)
     _choice(errors, "align", cfg.align, ALIGNS)
-    if cfg.family == "tiled" and cfg.split_k != 1:
-        errors.append(("split_k", f"family 'tiled' needs split_k=1, got {cfg.split_k}"))
-    if cfg.family == "splitk":
-        _choice(errors, "split_k", cfg.split_k, SPLIT_K)
+    _family_errors(cfg, arch, errors)
     _choice(errors, "activation", cfg.activation, ACTIVATIONS)
     _choice(errors, "bias", cfg.bias, BIAS_MODES)
     _choice(errors, "num_d", cfg.num_d, tuple(range(MAX_D + 1)))

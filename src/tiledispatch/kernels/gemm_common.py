@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from tiledispatch.configs.gemm import GemmConfig
-from tiledispatch.dtypes import DTYPES
+from tiledispatch.dtypes import DTYPES, SCALED_DTYPES
 from tiledispatch.kernels.spec import Param
 
-TL_TYPES = {"fp16": "tl.float16", "bf16": "tl.bfloat16", "fp32": "tl.float32", "int32": "tl.int32"}
+TL_TYPES = {"fp16": "tl.float16", "bf16": "tl.bfloat16", "fp32": "tl.float32", "int32": "tl.int32",
+            "fp8e4m3": "tl.float8e4nv"}
 # The interpreter of Triton 3.6 multiplies bf16 dot operands wrongly; DOT_F32 (False in every compiled
 # kernel) lets the CPU interpreter run the same kernel with fp32 dot operands instead.
 DOT_F32 = "DOT_F32"
@@ -43,6 +44,8 @@ def epilogue_pointer_params(cfg: GemmConfig) -> list[Param]:
     if cfg.bias != "none":
         out.append(ptr("bias_ptr", cfg.out_dtype, aligned))
     out.extend(ptr(f"d{i}_ptr", cfg.out_dtype, aligned) for i in range(cfg.num_d))
+    if cfg.dtype in SCALED_DTYPES:
+        out += [Param("scale_a_ptr", "*fp32"), Param("scale_b_ptr", "*fp32")]
     return out
 
 
@@ -92,11 +95,22 @@ SWIZZLE = """\
 def dot_line(cfg: GemmConfig) -> str:
     if cfg.acc_dtype == "int32":
         return "acc += tl.dot(a, b, out_dtype=tl.int32)"
+    if cfg.dtype in SCALED_DTYPES:
+        return fp8_dot(cfg)
     precision = "tf32" if cfg.dtype == "tf32" else "ieee"
     return (f"if {DOT_F32}:\n"
             f"            acc += tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=\"ieee\")\n"
             f"        else:\n"
             f"            acc += tl.dot(a, b, input_precision=\"{precision}\")")
+
+
+def fp8_dot(cfg: GemmConfig, a: str = "a", b: str = "b") -> str:
+    """fp8 wgmma accumulates in reduced precision; promoting into the fp32 accumulator once per K block
+    (max_num_imprecise_acc = BLOCK_K) keeps full fp32 accumulation across blocks."""
+    return (f"if {DOT_F32}:\n"
+            f"            acc += tl.dot({a}.to(tl.float32), {b}.to(tl.float32), input_precision=\"ieee\")\n"
+            f"        else:\n"
+            f"            acc = tl.dot({a}, {b}, acc, max_num_imprecise_acc=BLOCK_K)")
 
 
 def main_loop(cfg: GemmConfig, k_start: str, k_end: str) -> str:
@@ -106,6 +120,7 @@ def main_loop(cfg: GemmConfig, k_start: str, k_end: str) -> str:
     divisibility aligned kernels know) is exact and keeps the loads vectorized.
     """
     acc_ty = TL_TYPES[cfg.acc_dtype]
+    zero = "0" if cfg.dtype == "int8" else "0.0"
     return f"""\
     rm_safe = (rm % M).to(tl.int64)
     rn_safe = (rn % N).to(tl.int64)
@@ -119,8 +134,8 @@ def main_loop(cfg: GemmConfig, k_start: str, k_end: str) -> str:
     k_last = {k_end}
     for k0 in range(k_first, k_last, BLOCK_K):
         k_mask = (k0 + rk) < K
-        a = tl.load(a_ptrs, mask=k_mask[None, :], other=0)
-        b = tl.load(b_ptrs, mask=k_mask[:, None], other=0)
+        a = tl.load(a_ptrs, mask=k_mask[None, :], other={zero})
+        b = tl.load(b_ptrs, mask=k_mask[:, None], other={zero})
         {dot_line(cfg)}
         a_ptrs += BLOCK_K * stride_ac
         b_ptrs += BLOCK_K * stride_br
@@ -141,6 +156,13 @@ ACTIVATION_EXPR = {
 }
 
 
+def scale_expr(cfg: GemmConfig) -> str:
+    """The factor applied to the accumulator first: alpha, times the per-tensor scales of fp8 operands."""
+    if cfg.dtype in SCALED_DTYPES:
+        return "(alpha * tl.load(scale_a_ptr) * tl.load(scale_b_ptr))"
+    return "alpha"
+
+
 def _matrix_load(name: str, acc_ty: str) -> str:
     return (f"tl.load({name}_ptr + pid_b.to(tl.int64) * stride_{name}b + rm64[:, None] * stride_{name}r"
             f" + rn64[None, :] * stride_{name}c, mask=mask, other=0).to({acc_ty})")
@@ -150,7 +172,7 @@ def epilogue(cfg: GemmConfig) -> str:
     """alpha*acc + beta*C + bias + D0 + D1 -> activation -> cast -> masked store to out."""
     acc_ty = TL_TYPES[cfg.acc_dtype]
     lines = ["    rm64 = rm.to(tl.int64)", "    rn64 = rn.to(tl.int64)",
-             "    mask = (rm[:, None] < M) & (rn[None, :] < N)", "    acc = acc * alpha"]
+             "    mask = (rm[:, None] < M) & (rn[None, :] < N)", "    acc = acc * " + scale_expr(cfg)]
     if cfg.with_c:
         lines.append(f"    acc += beta * {_matrix_load('c', acc_ty)}")
     if cfg.bias == "row":

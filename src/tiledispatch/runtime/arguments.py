@@ -23,6 +23,8 @@ class GemmArgs:
     activation: str = "none"
     out_dtype: str | None = None
     allow_tf32: bool = False
+    scale_a: Any = None     # fp8 only: one-element fp32 tensors on the device (None: 1.0)
+    scale_b: Any = None
 
 
 def _admits(t, letter: str) -> bool:
@@ -78,6 +80,7 @@ def problem_from_args(args: GemmArgs, prefer_layout: str | None = None) -> GemmP
     dtype = from_torch(a.dtype, "a.dtype", args.allow_tf32)
     if dtype not in INPUT_DTYPES:
         raise BadInput(f"a.dtype={a.dtype} is not an input dtype; legal: {', '.join(INPUT_DTYPES)}", field="a.dtype")
+    _check_scales(args, dtype)
     _check_epilogue_tensors(args, m, n, batch)
     out_dtype = args.out_dtype or (from_torch(args.out.dtype, "out.dtype") if args.out is not None else None)
     _check_epilogue_dtypes(args, out_dtype or default_out_dtype(dtype))
@@ -122,6 +125,24 @@ def _check_epilogue_tensors(args: GemmArgs, m: int, n: int, batch: int) -> None:
         raise BadInput(f"bias_mode={args.bias_mode!r} given without a bias tensor", field="bias")
 
 
+def _check_scales(args: GemmArgs, dtype: str) -> None:
+    """fp8 operands take per-tensor scales: one-element float32 tensors on a's device; other dtypes none."""
+    import torch
+
+    from tiledispatch.dtypes import SCALED_DTYPES
+
+    for field in ("scale_a", "scale_b"):
+        t = getattr(args, field)
+        if t is None:
+            continue
+        if dtype not in SCALED_DTYPES:
+            raise BadInput(f"{field} is only accepted for the scaled dtypes {SCALED_DTYPES}, not {dtype}", field=field)
+        if not hasattr(t, "numel") or t.numel() != 1 or t.dtype != torch.float32:
+            raise BadInput(f"{field} must be a one-element float32 tensor", field=field)
+        if t.device != args.a.device:
+            raise BadInput(f"{field} is on {t.device} but a is on {args.a.device}", field=field)
+
+
 def _check_epilogue_dtypes(args: GemmArgs, out_dtype: str) -> None:
     """out, C, bias and D are read and written in the output dtype (kernels take typed pointers)."""
     from tiledispatch.dtypes import get_dtype, torch_dtype
@@ -156,4 +177,18 @@ def argument_values(args: GemmArgs, m: int, n: int, k: int, extra: dict[str, Any
     if args.bias is not None:
         values["bias_ptr"] = args.bias
         values["stride_biasb"] = args.bias.stride(0) if args.bias.dim() == 2 else 0
+    values["scale_a_ptr"] = args.scale_a if args.scale_a is not None else unit_scale(args.a.device)
+    values["scale_b_ptr"] = args.scale_b if args.scale_b is not None else unit_scale(args.a.device)
     return values
+
+
+_UNIT_SCALES: dict[Any, Any] = {}
+
+
+def unit_scale(device) -> Any:
+    """A cached one-element float32 tensor holding 1.0 on `device` (the scale of an unscaled fp8 operand)."""
+    if device not in _UNIT_SCALES:
+        import torch
+
+        _UNIT_SCALES[device] = torch.ones(1, dtype=torch.float32, device=device)
+    return _UNIT_SCALES[device]

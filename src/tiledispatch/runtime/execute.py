@@ -15,11 +15,13 @@ if TYPE_CHECKING:
 
 def make_gemm_args(a: Any, b: Any, *, out: Any = None, c: Any = None, bias: Any = None, bias_mode: str | None = None,
                    d: tuple = (), activation: str | None = None, alpha: float = 1.0, beta: float = 0.0,
-                   out_dtype: str | None = None, allow_tf32: bool = False) -> GemmArgs:
+                   out_dtype: str | None = None, allow_tf32: bool = False, scale_a: Any = None,
+                   scale_b: Any = None) -> GemmArgs:
     if beta != 0 and c is None:
         c = out   # BLAS semantics: out = alpha*A@B + beta*out
     mode = bias_mode or ("col" if bias is not None else "none")
-    return GemmArgs(a, b, out, c, bias, mode, tuple(d), alpha, beta, activation or "none", out_dtype, allow_tf32)
+    return GemmArgs(a, b, out, c, bias, mode, tuple(d), alpha, beta, activation or "none", out_dtype, allow_tf32,
+                    scale_a, scale_b)
 
 
 def _check_matches(problem: GemmProblem, derived: GemmProblem) -> None:

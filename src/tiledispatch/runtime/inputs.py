@@ -1,7 +1,9 @@
 """Random inputs for a GemmProblem (normal data, never zeros) laid out as the problem says."""
 from __future__ import annotations
 
-from tiledispatch.dtypes import torch_dtype
+from tiledispatch.dtypes import SCALED_DTYPES, torch_dtype
+
+FP8_SPREAD = 32.0
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.runtime.arguments import GemmArgs
 
@@ -12,6 +14,8 @@ def _matrix(rows: int, cols: int, batch: int, letter: str, dtype: str, device, g
     shape = (batch, rows, cols) if letter == "r" else (batch, cols, rows)
     if dtype == "int8":
         t = torch.randint(-8, 8, shape, generator=generator, dtype=torch.int8)
+    elif dtype in SCALED_DTYPES:   # spread over the fp8 range; the per-tensor scale brings it back to ~N(0, 1)
+        t = (torch.randn(shape, generator=generator, dtype=torch.float32) * FP8_SPREAD).to(torch_dtype(dtype))
     else:
         t = torch.randn(shape, generator=generator, dtype=torch.float32).to(torch_dtype(dtype))
     t = t.to(device)
@@ -42,5 +46,9 @@ def make_args(problem: GemmProblem, device, seed: int = 0, alpha: float = 1.0, b
     if p.acc_dtype == "int32":
         alpha, beta = int(alpha), 1
     beta_value = beta if e.with_c else 0.0
-    return GemmArgs(a, b, None, c, bias, e.bias, d, alpha, beta_value, e.activation, p.out_dtype,
+    args = GemmArgs(a, b, None, c, bias, e.bias, d, alpha, beta_value, e.activation, p.out_dtype,
                     p.dtype == "tf32")
+    if p.dtype in SCALED_DTYPES:
+        args.scale_a = torch.full((1,), 1.0 / FP8_SPREAD, dtype=torch.float32, device=device)
+        args.scale_b = torch.full((1,), 0.5 / FP8_SPREAD, dtype=torch.float32, device=device)
+    return args

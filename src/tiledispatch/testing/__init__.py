@@ -10,7 +10,7 @@ from tiledispatch.runtime.arguments import GemmArgs
 
 # Per-element limits |out - ref| <= tol * (|ref| + rms(ref)), on top of the norm-wise TOLERANCES of
 # runtime.reference: a single wrong element hides in a norm, not here.
-ELEMENT_TOL = {"fp16": 4e-3, "bf16": 2.5e-2, "fp32": 2e-5, "tf32": 1e-2, "int8": 0.0}
+ELEMENT_TOL = {"fp16": 4e-3, "bf16": 2.5e-2, "fp32": 2e-5, "tf32": 1e-2, "int8": 0.0, "fp8e4m3": 2.5e-2}
 INT32_POISON = -(2**31)
 
 

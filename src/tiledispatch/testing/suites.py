@@ -89,9 +89,30 @@ def error_configs() -> list[GemmConfig]:
             small_config("tiled", "rcr", "int8")]
 
 
+TMA_FAMILIES = ("tma_persistent", "tma_ws", "streamk")
+
+
+def tma_configs() -> list[GemmConfig]:
+    """The persistent TMA families on the interpreter: one fp16 config per (family, layout) with the float
+    epilogues rotated over them (tma_persistent alternates epilogue subtiles 1 and 2), fp8 for every family
+    that runs it, and bf16 (through the interpreter's fp32 dot) with the subtiled descriptor epilogue."""
+    out = []
+    for f, family in enumerate(TMA_FAMILIES):
+        for l_, layout in enumerate(LAYOUTS):
+            subtile = 1 + l_ % 2 if family == "tma_persistent" else 1
+            epilogue = FLOAT_EPILOGUES[(3 * f + l_) % len(FLOAT_EPILOGUES)]
+            out.append(small_config(family, layout, "fp16", align=16, subtile=subtile).with_epilogue(epilogue))
+    for i, family in enumerate(("tiled", "splitk", *TMA_FAMILIES)):
+        out.append(small_config(family, "rcr", "fp8e4m3", align=16).with_epilogue(FLOAT_EPILOGUES[(i + 5) % 8]))
+    out.append(small_config("tma_persistent", "rrr", "bf16", align=16, subtile=2,
+                            out_dtype="fp32").with_epilogue(Epilogue("silu", "row", 2, True)))
+    return out
+
+
 def all_configs() -> list[GemmConfig]:
     seen: dict[str, GemmConfig] = {}
-    for group in (numeric_configs(), fuzz_configs(), aligned_configs(), select_configs(), error_configs()):
+    for group in (numeric_configs(), fuzz_configs(), aligned_configs(), select_configs(), error_configs(),
+                  tma_configs()):
         for cfg in group:
             seen.setdefault(cfg.name, cfg)
     return list(seen.values())

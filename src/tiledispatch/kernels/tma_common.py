@@ -1,0 +1,111 @@
+"""Source pieces of the persistent TMA families: tensor descriptors, the persistent tile walk, K loops that
+load through descriptors, and the launch geometry (programs per SM).
+
+Every operand is described as a 3-D tensor [batch, rows, cols] with a unit innermost stride, and a tile is a
+[1, rows, cols] box: the descriptor zero-fills outside each batch's matrix, so edge tiles need no masks and
+never read a neighbouring batch. An operand shared by every batch (batch stride 0) is a 1-deep tensor.
+"""
+from __future__ import annotations
+
+from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.configs.validity import compute_warps, shared_memory_bytes
+from tiledispatch.kernels import gemm_common as common
+from tiledispatch.kernels.spec import Param
+
+SMEM_PER_SM = 232448          # bytes of shared memory per SM on sm_90 (228 KiB)
+REGS_PER_SM = 65536
+REG_OVERHEAD = 64             # registers per thread besides the accumulator (addresses, operands, indices)
+
+
+def persistent_params(cfg: GemmConfig) -> list[Param]:
+    """Pointers and sizes shared by the persistent families (batch count and program count at run time)."""
+    aligned = cfg.align == 16
+    return [common.ptr("a_ptr", cfg.dtype, aligned), common.ptr("b_ptr", cfg.dtype, aligned),
+            common.ptr("out_ptr", cfg.out_dtype, aligned), *common.epilogue_pointer_params(cfg),
+            *common.size_params(cfg, "MNK"), Param("BATCH", "i32"), Param("NUM_PROGRAMS", "i32")]
+
+
+def operand_descriptors(cfg: GemmConfig) -> str:
+    """Descriptors of A and B in their stored orientation: a row-major A is [M, K], a column-major one
+    [K, M]; a column-major B (K-major) is [N, K], a row-major one [K, N]."""
+    a_row, b_row = cfg.layout[0] == "r", cfg.layout[1] == "r"
+    a = ("M", "K", "BLOCK_M", "BLOCK_K", "stride_ar") if a_row else ("K", "M", "BLOCK_K", "BLOCK_M", "stride_ac")
+    b = ("K", "N", "BLOCK_K", "BLOCK_N", "stride_br") if b_row else ("N", "K", "BLOCK_N", "BLOCK_K", "stride_bc")
+    return _desc("a", *a) + _desc("b", *b)
+
+
+def _desc(name: str, rows: str, cols: str, block_rows: str, block_cols: str, row_stride: str) -> str:
+    sb = f"stride_{name}b"
+    return (f"    {name}_desc = tl.make_tensor_descriptor(\n"
+            f"        {name}_ptr, shape=[tl.where({sb} == 0, 1, BATCH), {rows}, {cols}],\n"
+            f"        strides=[tl.where({sb} == 0, 16, {sb}), {row_stride}, 1], "
+            f"block_shape=[1, {block_rows}, {block_cols}])\n")
+
+
+def matrix_descriptor(name: str, width: str) -> str:
+    """A descriptor over a row-major [batch, M, N] matrix of the epilogue (out, C, D) with [BLOCK_M, width] boxes."""
+    return _desc(name, "M", "N", "BLOCK_M", width, f"stride_{name}r")
+
+
+TILE_WALK = """\
+    num_pid_m = (M + BLOCK_M - 1) // BLOCK_M
+    num_pid_n = (N + BLOCK_N - 1) // BLOCK_N
+    tiles_per_batch = num_pid_m * num_pid_n
+    num_tiles = tiles_per_batch * BATCH
+    k_tiles = (K + BLOCK_K - 1) // BLOCK_K
+"""
+
+
+def tile_coords(indent: str = "        ") -> str:
+    """tile_id -> pid_b, off_m, off_n with the group-M swizzle inside each batch; rm/rn index vectors."""
+    lines = ["pid_b = tile_id // tiles_per_batch", "t = tile_id % tiles_per_batch",
+             "group_id = t // (GROUP_M * num_pid_n)", "first_pid_m = group_id * GROUP_M",
+             "group_size_m = min(num_pid_m - first_pid_m, GROUP_M)",
+             "pid_m = first_pid_m + ((t % (GROUP_M * num_pid_n)) % group_size_m)",
+             "pid_n = (t % (GROUP_M * num_pid_n)) // group_size_m",
+             "off_m = pid_m * BLOCK_M", "off_n = pid_n * BLOCK_N",
+             "rm = off_m + tl.arange(0, BLOCK_M)", "rn = off_n + tl.arange(0, BLOCK_N)",
+             "a_bi = tl.where(stride_ab == 0, 0, pid_b)", "b_bi = tl.where(stride_bb == 0, 0, pid_b)"]
+    return "".join(f"{indent}{line}\n" for line in lines)
+
+
+def tile_loads(cfg: GemmConfig, indent: str) -> str:
+    """Load the A tile as [BLOCK_M, BLOCK_K] and the B tile as [BLOCK_K, BLOCK_N] at K offset `off_k`."""
+    if cfg.layout[0] == "r":
+        a = "a_desc.load([a_bi, off_m, off_k]).reshape(BLOCK_M, BLOCK_K)"
+    else:
+        a = "a_desc.load([a_bi, off_k, off_m]).reshape(BLOCK_K, BLOCK_M).T"
+    if cfg.layout[1] == "r":
+        b = "b_desc.load([b_bi, off_k, off_n]).reshape(BLOCK_K, BLOCK_N)"
+    else:
+        b = "b_desc.load([b_bi, off_n, off_k]).reshape(BLOCK_N, BLOCK_K).T"
+    return f"{indent}a = {a}\n{indent}b = {b}\n"
+
+
+def k_loop(cfg: GemmConfig, k_lo: str, k_hi: str, indent: str = "        ") -> str:
+    """acc = A[tile, k_lo*BK : k_hi*BK] @ B[...] (fp32/int32 accumulator), K blocks loaded through TMA."""
+    acc_ty = common.TL_TYPES[cfg.acc_dtype]
+    body = indent + "    "
+    dot = common.dot_line(cfg).replace("\n        ", "\n" + body)
+    return (f"{indent}acc = tl.zeros((BLOCK_M, BLOCK_N), dtype={acc_ty})\n"
+            f"{indent}for ki in range({k_lo}, {k_hi}):\n"
+            f"{body}off_k = ki * BLOCK_K\n"
+            + tile_loads(cfg, body)
+            + f"{body}{dot}\n")
+
+
+def indent_block(text: str, extra: str) -> str:
+    return "".join(extra + line if line.strip() else line for line in text.splitlines(keepends=True))
+
+
+def programs_per_sm(cfg: GemmConfig) -> int:
+    """Resident programs per SM, from shared memory and accumulator registers (at least 1)."""
+    by_smem = SMEM_PER_SM // max(1, shared_memory_bytes(cfg))
+    warps = compute_warps(cfg) + (cfg.num_warps if cfg.family == "tma_ws" else 0)   # + producer group
+    acc_per_thread = cfg.block_m * cfg.block_n // (32 * compute_warps(cfg))
+    by_regs = REGS_PER_SM // (warps * 32 * (acc_per_thread + REG_OVERHEAD))
+    return max(1, min(by_smem, by_regs))
+
+
+def tile_count(cfg: GemmConfig, m: int, n: int, batch: int) -> int:
+    return -(-m // cfg.block_m) * -(-n // cfg.block_n) * batch

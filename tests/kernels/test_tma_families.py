@@ -1,0 +1,84 @@
+"""Numerics of the persistent TMA families (tma_persistent, tma_ws, streamk) and of fp8 on Triton's CPU
+interpreter, against the float64 reference, with the output poisoned first.
+
+Shapes are multiples of 16 (the TMA families need align=16) but not of the 32-wide tiles:
+  48x80x272 batch 1 - ragged last tile in M and N, 8.5 K blocks (a partial last block, zero-filled by TMA)
+  16x32x48 batch 3  - B shared by every batch (batch stride 0) and per-batch C
+  96x64x16 batch 2  - one K block shorter than BLOCK_K; C and D given as 2-D (broadcast over the batch)
+Every case runs with the SM count of an H100 (stream-K alone: fewer tiles than programs) and with 3 SMs
+(several data-parallel waves before the stream-K tiles, and K ranges that split tiles between programs).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tiledispatch as td
+from tiledispatch.kernels import gemm_streamk
+from tiledispatch.runtime.arguments import GemmArgs
+from tiledispatch.testing import check_against_reference, matrix, poisoned, suites, vector
+
+CONFIGS = suites.tma_configs()
+SHAPES = ((48, 80, 272, 1), (16, 32, 48, 3), (96, 64, 16, 2))
+SMS = (132, 3)
+
+
+@pytest.fixture(scope="module", params=SMS, ids=lambda s: f"sms{s}")
+def registry(request, build_registry):
+    reg = build_registry(CONFIGS)
+    small = td.Registry(td.get_arch("sm_90").with_device(request.param, "test device"))
+    for cfg in CONFIGS:
+        small.add(cfg)
+    assert not small.build(max_workers=2).failed
+    return small
+
+
+def make_case(cfg: td.GemmConfig, m: int, n: int, k: int, batch: int, seed: int) -> GemmArgs:
+    gen = torch.Generator().manual_seed(seed)
+    scale = 16.0 if cfg.dtype == "fp8e4m3" else 1.0
+    lead = batch if batch > 1 else None
+    a = matrix(m, k, letter=cfg.layout[0], dtype=cfg.dtype, batch=lead, generator=gen, scale=scale)
+    b = matrix(k, n, letter=cfg.layout[1], dtype=cfg.dtype, batch=None if batch == 3 else lead, generator=gen,
+               scale=scale)
+    two_d = batch == 2
+    c = matrix(m, n, dtype=cfg.out_dtype, batch=None if two_d else lead, generator=gen) if cfg.with_c else None
+    bias = vector(m if cfg.bias == "row" else n, dtype=cfg.out_dtype, generator=gen) if cfg.bias != "none" else None
+    d = tuple(matrix(m, n, dtype=cfg.out_dtype, batch=None if two_d else lead, generator=gen)
+              for _ in range(cfg.num_d))
+    out = poisoned(((batch,) if lead else ()) + (m, n), cfg.out_dtype)
+    scales = (torch.tensor([1 / scale]), torch.tensor([0.5 / scale])) if cfg.dtype == "fp8e4m3" else (None, None)
+    return GemmArgs(a, b, out, c, bias, cfg.bias, d, -0.75, 0.5 if cfg.with_c else 0.0, cfg.activation,
+                    cfg.out_dtype, False, *scales)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.name)
+def test_family_matches_reference(registry, cfg):
+    for i, (m, n, k, batch) in enumerate(SHAPES):
+        args = make_case(cfg, m, n, k, batch, seed=i)
+        out = registry.get(cfg.name).run(args.a, args.b, out=args.out, c=args.c, bias=args.bias, d=args.d,
+                                         alpha=args.alpha, beta=args.beta, scale_a=args.scale_a,
+                                         scale_b=args.scale_b)
+        check_against_reference(out, args, cfg.dtype)
+
+
+def test_suite_covers_every_tma_family_layout_and_fp8():
+    assert {(c.family, c.layout) for c in CONFIGS if c.dtype == "fp16"} == {
+        (f, l_) for f in suites.TMA_FAMILIES for l_ in suites.LAYOUTS}
+    assert {c.family for c in CONFIGS if c.dtype == "fp8e4m3"} == {"tiled", "splitk", *suites.TMA_FAMILIES}
+    assert {c.subtile for c in CONFIGS if c.family == "tma_persistent"} == {1, 2}
+
+
+@pytest.mark.parametrize("tiles, k_tiles, programs", [(10, 7, 3), (4, 9, 36), (264, 4, 132), (3, 1, 132),
+                                                      (133, 64, 132), (5, 2, 4)])
+def test_streamk_split_covers_every_iteration_once(tiles, k_tiles, programs):
+    """Every K iteration of every stream-K tile belongs to exactly one program, and a tile's pieces fit
+    its SK_SLOTS workspace slots (what the fixup kernel reads)."""
+    dp, per_program, slots = gemm_streamk.split_plan(tiles, k_tiles, programs)
+    assert dp % programs == 0 and 0 <= dp <= tiles
+    sk_iters = (tiles - dp) * k_tiles
+    owners = [it // per_program for it in range(sk_iters)]
+    assert max(owners, default=0) < programs
+    for tile in range(tiles - dp):
+        pieces = set(owners[tile * k_tiles:(tile + 1) * k_tiles])
+        assert len(pieces) <= slots
+        assert min(pieces) == (tile * k_tiles) // per_program
