@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,11 +31,79 @@ def gemm_baseline_section(path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _us(ms: float | None) -> str:
+    return f"{ms * 1e3:.1f}" if ms else "–"
+
+
+def _x(value: float | None, digits: int = 2) -> str:
+    return f"{value:.{digits}f}" if value else "–"
+
+
+def gemm_section(path: Path) -> str:
+    """`gemm_<gpu>.json` from benchmarks/gemm.py: per-combo summary, then one table per combo."""
+    data = json.loads(path.read_text())
+    lim = data.get("limits") or {}
+    lines = [f"## GEMM: tiledispatch vs cuBLAS ({path.name})", "",
+             (f"{data['gpu']}, tiledispatch {data['tiledispatch']}, triton {data['triton']}, torch {data['torch']}, "
+              f"CUDA {data['cuda']}, {data['date']}; presets `gemm_<dtype>_<layout>_{data['preset_kind']}`."),
+             f"Protocol: {data['protocol']}."]
+    if lim:
+        lines.append(f"Measured limits in the same run: cuBLAS bf16 8192³ {lim['cublas_bf16_8192_tflops']:.0f} TF/s, "
+                     f"HBM copy {lim['hbm_copy_gbps']:.0f} GB/s.")
+    lines += ["", ("`tune` = fastest valid plan of the preset (exhaustive), `auto` = `select(problem, 'auto')` "
+                   "without a tuning DB; ratio = cuBLAS time / our time (> 1: faster than cuBLAS); compute-bound = "
+                   "M, N, K ≥ 4096. `(padded)` = run on zero-padded copies (copy included in the time)."), "",
+              ("| combo | shapes | tune geomean | auto geomean | auto / tune | worst tune ratio | compute-bound tune "
+               "geomean | wrong plans |"), "|---|---|---|---|---|---|---|---|"]
+    for key, s in data["summary"].items():
+        lines.append(f"| {key} | {s['shapes']} | {_x(s['tune_geomean'], 3)} | {_x(s['auto_geomean'], 3)} | "
+                     f"{_x(s['auto_vs_tune_geomean'], 3)} | {_x(s['tune_min'])} ({s['tune_min_shape']}) | "
+                     f"{_x(s['compute_bound_tune_geomean'], 3)} ({s['compute_bound_shapes']}) | {s['wrong_plans']} |")
+    for key in data["summary"]:
+        lines += ["", f"### {key}", "",
+                  ("| M×N×K | why | cuBLAS µs | cuBLAS TF/s | tune µs | tune TF/s | tune ratio | auto µs | "
+                   "auto ratio | tune kernel |"), "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in (r for r in data["rows"] if r["combo"] == key):
+            lines.append(f"| {r['m']}×{r['n']}×{r['k']} | {r['why']} | {_us(r['cublas_ms'])} | "
+                         f"{_x(r['cublas_tflops'], 1)} | {_us(r.get('tune_ms'))} | {_x(r.get('tune_tflops'), 1)} | "
+                         f"{_x(r.get('tune_ratio'))} | {_us(r.get('auto_ms'))} | {_x(r.get('auto_ratio'))} | "
+                         f"`{r.get('tune_kernel')}` |")
+    return "\n".join(lines) + "\n"
+
+
+# Renderers by the JSON's "benchmark" field (files without one: by file-name prefix), in section order.
+# Hook: dispatch_overhead_*.json ("benchmark": "dispatch_overhead") gets its renderer added here.
+RENDERERS: dict[str, Callable[[Path], str]] = {
+    "gemm": gemm_section,
+    "gemm_baseline": gemm_baseline_section,
+}
+
+
+def result_kind(path: Path) -> str | None:
+    """The benchmark a result file holds; None for files not to render (CPU smoke runs)."""
+    data = json.loads(path.read_text())
+    if data.get("mode") == "smoke":
+        return None
+    if "benchmark" in data:
+        return str(data["benchmark"])
+    for prefix in ("gemm_baseline", "dispatch_overhead"):
+        if path.name.startswith(prefix + "_"):
+            return prefix
+    return "gemm" if path.name.startswith("gemm_") else path.stem
+
+
 def main() -> None:
     parts = ["# Benchmarks", "", "Numbers below are rendered by `python benchmarks/tables.py` from the committed "
              "JSON in `benchmarks/results/`; every number was measured in one run against the vendor library.", ""]
-    for path in sorted((ROOT / "benchmarks" / "results").glob("gemm_baseline_*.json")):
-        parts.append(gemm_baseline_section(path))
+    by_kind: dict[str, list[Path]] = {}
+    for path in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
+        kind = result_kind(path)
+        if kind is not None:
+            by_kind.setdefault(kind, []).append(path)
+    for kind, render in RENDERERS.items():
+        parts += [render(path) for path in by_kind.pop(kind, [])]
+    for kind, paths in by_kind.items():
+        print(f"not rendered (no renderer for {kind!r}): {', '.join(p.name for p in paths)}", file=sys.stderr)
     (ROOT / "BENCHMARKS.md").write_text("\n".join(parts))
 
 
