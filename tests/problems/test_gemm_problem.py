@@ -52,9 +52,14 @@ def test_defaults_and_derived_dtypes():
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_natural_alignment_needs_multiples_of_16(layout):
+    """Only sizes along a unit stride count: N always (output rows), K when A is row-major or B column-major,
+    M when A is column-major."""
     assert td.GemmProblem(32, 64, 48, layout=layout).align == 16
-    for m, n, k in ((33, 64, 48), (32, 65, 48), (32, 64, 47), (1, 16, 16)):
-        assert td.GemmProblem(m, n, k, layout=layout).align == 1
+    assert td.GemmProblem(32, 65, 48, layout=layout).align == 1
+    k_contiguous = layout[0] == "r" or layout[1] == "c"
+    assert td.GemmProblem(32, 64, 47, layout=layout).align == (1 if k_contiguous else 16)
+    for m in (33, 1):
+        assert td.GemmProblem(m, 16, 16, layout=layout).align == (1 if layout[0] == "c" else 16)
     assert td.GemmProblem(32, 64, 48, layout=layout, align=1).align == 1
 
 

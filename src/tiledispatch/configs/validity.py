@@ -159,8 +159,8 @@ def gemm_problem_mismatch(cfg: GemmConfig, problem: GemmProblem) -> str | None:
         if have != want:
             return f"{field}: kernel has {have!r}, problem needs {want!r}"
     if cfg.align > problem.align:
-        return (f"align: kernel assumes 16-byte aligned pointers and M, N, K and leading dimensions that are "
-                f"multiples of 16; the problem guarantees align={problem.align}")
+        return (f"align: kernel assumes 16-byte aligned pointers and leading dimensions, and sizes along unit "
+                f"strides that are multiples of 16; the problem guarantees align={problem.align}")
     grid_y = problem.batch * (cfg.split_k if cfg.family == "splitk" else 1)
     if grid_y > MAX_GRID_Y:
         return f"batch: batch*split_k={grid_y} exceeds the grid limit {MAX_GRID_Y}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.dtypes import DTYPES, SCALED_DTYPES
 from tiledispatch.kernels.spec import Param
+from tiledispatch.problems.gemm import contiguous_dims
 
 TL_TYPES = {"fp16": "tl.float16", "bf16": "tl.bfloat16", "fp32": "tl.float32", "int32": "tl.int32",
             "fp8e4m3": "tl.float8e4nv"}
@@ -17,8 +18,10 @@ def ptr(name: str, dtype: str, aligned: bool = False) -> Param:
 
 
 def size_params(cfg: GemmConfig, names: str) -> list[Param]:
-    """M, N, K as i32; aligned kernels know they are multiples of 16 (vector loads, edge masks per vector)."""
-    return [Param(name, "i32", divisible16=cfg.align == 16) for name in names]
+    """M, N, K as i32; aligned kernels know that the sizes along unit strides are multiples of 16 (vector
+    loads, edge masks per vector); the others may be anything."""
+    hinted = contiguous_dims(cfg.layout) if cfg.align == 16 else ()
+    return [Param(name, "i32", divisible16=name in hinted) for name in names]
 
 
 def strides(prefix: str, layout_letter: str | None, aligned: bool) -> list[Param]:

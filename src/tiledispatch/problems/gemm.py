@@ -45,13 +45,26 @@ def _check_positive(field: str, value: Any) -> None:
         raise BadInput(f"{field}={value!r} must be a positive integer", field=field)
 
 
+def contiguous_dims(layout: str) -> tuple[str, ...]:
+    """The sizes that run along a unit stride in some operand: K for a row-major A (M for a column-major one),
+    N for a row-major B (K for a column-major one), N for the row-major output. Aligned kernels vectorize
+    along these, so only these (not, e.g., M of a row-major A) must be multiples of 16."""
+    dims = ("K" if layout[0] == "r" else "M", "N" if layout[1] == "r" else "K", "N")
+    return tuple(sorted(set(dims)))
+
+
+def contiguous_sizes(layout: str, m: int, n: int, k: int) -> tuple[int, ...]:
+    return tuple({"M": m, "N": n, "K": k}[d] for d in contiguous_dims(layout))
+
+
 @dataclasses.dataclass(frozen=True)
 class GemmProblem:
     """out[b] = epilogue(A[b] @ B[b]) with A: M x K, B: K x N, out: M x N.
 
     layout letters give the major order of A, B and out: r = row-major, c = column-major.
-    align=16 guarantees 16-byte aligned base pointers, leading dimensions and M, N, K that are multiples of
-    16 elements (what vectorized, unmasked-edge kernels need); align=1 guarantees nothing. By default it is
+    align=16 guarantees 16-byte aligned base pointers, leading dimensions that are multiples of 16 elements,
+    and the same of every size that runs along a unit stride (`contiguous_dims`: e.g. N and K for rcr; M may
+    be anything): what vectorized kernels need; align=1 guarantees nothing. By default it is
     derived from the sizes as for freshly allocated contiguous tensors.
     """
 
@@ -94,8 +107,9 @@ class GemmProblem:
         return (self.k if a_row else self.m, self.n if b_row else self.k, self.n if o_row else self.m)
 
     def natural_align(self) -> int:
-        """16 when M, N, K and every leading dimension are multiples of 16 (contiguous tensors assumed)."""
-        dims = (self.m, self.n, self.k, *self.leading_dims())
+        """16 when the contiguous sizes and every leading dimension are multiples of 16 (contiguous tensors
+        assumed); see `contiguous_sizes`."""
+        dims = (*contiguous_sizes(self.layout, self.m, self.n, self.k), *self.leading_dims())
         return 16 if all(x % 16 == 0 for x in dims) else 1
 
     def padded16(self) -> GemmProblem:

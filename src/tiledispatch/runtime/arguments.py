@@ -6,7 +6,7 @@ from typing import Any
 
 from tiledispatch.dtypes import INPUT_DTYPES, default_out_dtype, from_torch
 from tiledispatch.errors import BadInput
-from tiledispatch.problems.gemm import Epilogue, GemmProblem
+from tiledispatch.problems.gemm import Epilogue, GemmProblem, contiguous_sizes
 
 
 @dataclasses.dataclass
@@ -92,7 +92,7 @@ def problem_from_args(args: GemmArgs, prefer_layout: str | None = None) -> GemmP
     aligned = all(_aligned(t) for t in tensors) and all(t.stride(-1) == 1 for t in extras)
     epilogue = Epilogue(args.activation, args.bias_mode, len(args.d), args.beta != 0)
     return GemmProblem(m, n, k, batch, dtype, out_dtype, None, layout, epilogue,
-                       align=16 if aligned and not (m % 16 or n % 16 or k % 16) else 1)
+                       align=16 if aligned and all(x % 16 == 0 for x in contiguous_sizes(layout, m, n, k)) else 1)
 
 
 def _check_epilogue_tensors(args: GemmArgs, m: int, n: int, batch: int) -> None:
