@@ -71,11 +71,33 @@ def gemm_section(path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def dispatch_overhead_section(path: Path) -> str:
+    """`dispatch_overhead_<gpu>.json` from benchmarks/dispatch_overhead.py: host µs per call and overhead."""
+    data = json.loads(path.read_text())
+    names = ("direct", "kernel_run", "registry_run", "td_gemm", "torch_mm", "graph_replay", "kernel_run_alloc")
+    lines = [f"## Dispatch overhead ({path.name})", "",
+             (f"{data['gpu']} (host {data['host_cpu']}), tiledispatch {data['tiledispatch']}, triton "
+              f"{data['triton']}, torch {data['torch']}, CUDA {data['cuda']}, {data['date']}."),
+             f"Protocol: {data['protocol']}", "",
+             ("µs per call: `direct` = CompiledKernel.run with prebuilt arguments, `kernel_run` = Kernel.run(out=), "
+              "`registry_run` = Registry.run (rules), `td_gemm` = td.gemm(out=), `graph_replay` = Kernel.run in a "
+              f"CUDA graph, `kernel_run_alloc` = Kernel.run allocating out. Limit: {data['limit_us']:g} µs over "
+              "`direct`."), "",
+             "| M×N×K | " + " | ".join(names) + " | overhead µs (kernel / registry / td.gemm) | result | kernel |",
+             "|---|" + "---|" * len(names) + "---|---|---|"]
+    for r in data["rows"]:
+        us = r["per_call_us"]
+        over = " / ".join(f"{r['overhead_us'][v]:+.2f}" for v in ("kernel_run", "registry_run", "td_gemm"))
+        lines.append(f"| {r['m']}×{r['n']}×{r['k']} | " + " | ".join(_x(us.get(v)) for v in names)
+                     + f" | {over} | {'pass' if r['pass'] else 'FAIL'} | `{r['kernel']}` |")
+    return "\n".join(lines) + "\n"
+
+
 # Renderers by the JSON's "benchmark" field (files without one: by file-name prefix), in section order.
-# Hook: dispatch_overhead_*.json ("benchmark": "dispatch_overhead") gets its renderer added here.
 RENDERERS: dict[str, Callable[[Path], str]] = {
     "gemm": gemm_section,
     "gemm_baseline": gemm_baseline_section,
+    "dispatch_overhead": dispatch_overhead_section,
 }
 
 

@@ -19,7 +19,8 @@ from tiledispatch.configs.validity import check_gemm_config, gemm_config_errors
 from tiledispatch.errors import InvalidConfig, NoKernelFound, UnsupportedProblem
 from tiledispatch.problems.gemm import Epilogue, GemmProblem
 from tiledispatch.progress import progress_bar
-from tiledispatch.registry.kernel import Kernel, Support
+from tiledispatch.registry.kernel import Kernel, Support, build_epoch, launch_key
+from tiledispatch.runtime.launcher import call_key, device_token, remember
 from tiledispatch.select import selector
 from tiledispatch.select.tuning_db import TuningDB
 
@@ -47,6 +48,7 @@ class Registry:
         self._tuning_db_path = tuning_db
         self._tuning_db: TuningDB | None = None
         self._kernels: dict[str, Kernel] = {}
+        self._memo: dict[tuple, Dispatch] = {}    # call_key + run options -> Dispatch (see run)
         self._sources: dict[str, str] = {}
         self.skipped: dict[str, str] = {}
 
@@ -205,11 +207,53 @@ class Registry:
                                  f"{_summarize({k.name: k.is_supported(problem).reason for k in self.kernels})}",
                                  field="problem")
 
-    def run(self, problem: GemmProblem | None, a: Any, b: Any, *, strategy: str = "auto", **kwargs: Any) -> Any:
-        """Select for the problem (derived from the tensors when None) and run; returns out."""
-        from tiledispatch.runtime.execute import execute
+    def run(self, problem: GemmProblem | None, a: Any, b: Any, *, strategy: str = "auto", out: Any = None,
+            c: Any = None, bias: Any = None, bias_mode: str | None = None, d: tuple = (),
+            activation: str | None = None, alpha: float = 1.0, beta: float = 0.0, out_dtype: str | None = None,
+            allow_tf32: bool = False, scale_a: Any = None, scale_b: Any = None, return_selection: bool = False,
+            **kwargs: Any) -> Any:
+        """Select for the problem (derived from the tensors when None) and run; returns out, or (out, selection)
+        with return_selection=True. The selection and launch of an argument signature are memoized (every
+        strategy but `tune`); a later call of the same signature skips validation, derivation and selection."""
+        if beta != 0 and c is None:
+            c = out   # BLAS semantics, as make_gemm_args
+        options = (bias_mode, activation, out_dtype, allow_tf32, strategy, problem,
+                   device_token() if strategy == "auto" else None)   # auto reads the current GPU's tuning DB
+        key = None if kwargs or strategy == "tune" else call_key(a, b, out, c, bias, d, beta, scale_a, scale_b,
+                                                                 options)
+        entry = self._memo.get(key)
+        if entry is not None and entry.bound is not None and entry.valid(self):
+            result = entry.bound(a, b, out, c, bias, d, alpha, beta, scale_a, scale_b)
+        else:
+            fields = {"out": out, "c": c, "bias": bias, "bias_mode": bias_mode, "d": d, "activation": activation,
+                      "alpha": alpha, "beta": beta, "out_dtype": out_dtype, "allow_tf32": allow_tf32,
+                      "scale_a": scale_a, "scale_b": scale_b, **kwargs}
+            result, entry = self.dispatch(key, entry, problem, a, b, strategy, fields)
+        return (result, entry.selection_copy()) if return_selection else result
 
-        return execute(self, problem, a, b, strategy=strategy, **kwargs)
+    def dispatch(self, key: tuple | None, entry: Dispatch | None, problem: GemmProblem | None, a: Any, b: Any,
+                 strategy: str, fields: dict[str, Any]) -> tuple[Any, Dispatch]:
+        """The paths of `run` other than a bound launch: a remembered padded selection runs on padded copies,
+        anything else is validated, selected and run, and remembered under `key` (None: not remembered)."""
+        from tiledispatch.runtime.execute import execute, make_gemm_args, run_selection
+
+        if entry is not None and entry.valid(self):   # padded: the copies are the cost, not the decision
+            return run_selection(entry.selection, make_gemm_args(a, b, **fields)), entry
+        out, selection = execute(self, problem, a, b, strategy=strategy, return_selection=True, **fields)
+        bound = None
+        if not selection.padded:
+            launch = launch_key(selection.problem, make_gemm_args(a, b, **fields))
+            bound = selection.kernel._launch_memo.get(launch) if launch is not None else None
+        entry = Dispatch(selection, bound, self._state())
+        if key is not None and (bound is not None or selection.padded):
+            remember(self._memo, key, entry)
+        return out, entry
+
+    def _state(self) -> tuple:
+        """What a memoized selection depends on besides the arguments: the declared kernels, which are built
+        (build_epoch), and the tuning DB's entries (`auto`)."""
+        db = self._tuning_db
+        return len(self._kernels), build_epoch(), db, db.entries if db is not None else None
 
     # -- serialization ----------------------------------------------------------------------------
     def to_json(self) -> str:
@@ -230,6 +274,24 @@ class Registry:
         for name in names:
             registry.add(name)
         return registry
+
+
+@dataclasses.dataclass
+class Dispatch:
+    """A memoized decision of Registry.run: the selection and, unless padded, its bound launch."""
+
+    selection: selector.Selection
+    bound: Any
+    state: tuple
+
+    def valid(self, registry: Registry) -> bool:
+        state, db = self.state, registry._tuning_db
+        return (state[0] == len(registry._kernels) and state[1] == build_epoch() and state[2] is db
+                and (db is None or state[3] is db.entries))
+
+    def selection_copy(self) -> selector.Selection:
+        s = self.selection
+        return dataclasses.replace(s, notes=list(s.notes), ranking=list(s.ranking))
 
 
 def _summarize(reasons: dict[str, str]) -> str:

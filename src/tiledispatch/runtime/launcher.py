@@ -1,7 +1,16 @@
-"""Launch a built instance: compiled cubins on CUDA tensors, Triton's interpreter on CPU tensors."""
+"""Launch a built instance: compiled cubins on CUDA tensors, Triton's interpreter on CPU tensors.
+
+The hot path is a `BoundLaunch`: everything one argument signature needs (the loaded kernels, their grids, the
+order of their arguments with slots for the per-call tensors and scalars, the output and workspace shapes).
+`bind` builds one; callers (Kernel, Registry, td.gemm) memoize it under `call_key`, which holds everything a
+launch decision depends on: shapes, strides, dtypes, devices and 16-byte alignment of every tensor, which
+optional tensors are present, whether beta is zero, and the caller's own options. alpha and beta are values.
+"""
 from __future__ import annotations
 
 import contextlib
+import operator
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -10,11 +19,188 @@ from tiledispatch import settings
 from tiledispatch.build import cache
 from tiledispatch.errors import BadInput, CompileError
 from tiledispatch.kernels.gemm_common import DOT_F32
-from tiledispatch.kernels.spec import EntrySpec
+from tiledispatch.kernels.spec import EntrySpec, LaunchPlan
+
+MEMO_LIMIT = 1024   # argument signatures remembered per Kernel / Registry / td.gemm (oldest dropped first)
+# Slots of the per-call tuple: (a, b, out, c, bias, alpha, beta, scale_a, scale_b, *d, *workspaces)
+A, B, OUT, C, BIAS, ALPHA, BETA, SCALE_A, SCALE_B, D0 = range(10)
+_SLOTS = {"a_ptr": A, "b_ptr": B, "out_ptr": OUT, "c_ptr": C, "bias_ptr": BIAS, "alpha": ALPHA, "beta": BETA,
+          "scale_a_ptr": SCALE_A, "scale_b_ptr": SCALE_B}
+_MEMO_LOCK = threading.Lock()
+_torch: Any = None
+
+
+def _import_torch() -> Any:
+    global _torch
+    if _torch is None:
+        import torch
+
+        _torch = torch
+    return _torch
 
 
 def uses_interpreter(device) -> bool:
     return device.type == "cpu" or settings.force_interpreter()
+
+
+def _env_reader(name: str):
+    """A cheap reader of one environment variable (os.environ.get costs ~0.7 µs on a miss)."""
+    data = getattr(os.environ, "_data", None)
+    if os.name == "posix" and isinstance(data, dict):
+        key = os.environ.encodekey(name)
+        return lambda: data.get(key)
+    return lambda: os.environ.get(name)
+
+
+interpret_switch = _env_reader("TILEDISPATCH_INTERPRET")
+
+
+# -- argument signatures ---------------------------------------------------------------------------
+def tensor_key(t: Any) -> tuple:
+    """What a launch decision reads of one tensor: shape, strides, dtype, device, 16-byte alignment."""
+    return (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15)
+
+
+def call_key(a: Any, b: Any, out: Any, c: Any, bias: Any, d: Any, beta: Any, scale_a: Any, scale_b: Any,
+             extra: tuple) -> tuple | None:
+    """The memo key of a GEMM call (`extra`: the caller's options), or None when the arguments are not
+    plain tensors (such calls take the validating slow path every time)."""
+    try:
+        if type(d) is not tuple and type(d) is not list:
+            return None
+        return (tensor_key(a), tensor_key(b), None if out is None else tensor_key(out),
+                None if c is None else tensor_key(c), None if bias is None else tensor_key(bias),
+                tuple(map(tensor_key, d)) if d else (), bool(beta != 0),
+                None if scale_a is None else tensor_key(scale_a), None if scale_b is None else tensor_key(scale_b),
+                interpret_switch(), extra)
+    except (AttributeError, TypeError, ValueError, RuntimeError):   # not tensors: the slow path raises BadInput
+        return None
+
+
+def remember(memo: dict, key: Any, value: Any) -> None:
+    """Store a memo entry, dropping the oldest beyond MEMO_LIMIT."""
+    with _MEMO_LOCK:
+        while len(memo) >= MEMO_LIMIT:
+            memo.pop(next(iter(memo)))
+        memo[key] = value
+
+
+# -- CUDA runtime hooks ----------------------------------------------------------------------------
+class CudaRuntime:
+    """The few torch.cuda calls of a launch, bound once to their cheapest form (tests substitute fakes)."""
+
+    def __init__(self) -> None:
+        torch = _import_torch()
+        self.get_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self.raw_stream = raw or (lambda index: torch.cuda.current_stream(index).cuda_stream)
+        self.device = torch.cuda.device
+        self.is_initialized = torch.cuda.is_initialized
+
+
+_RUNTIME: CudaRuntime | None = None
+_SM_COUNTS: dict[int, int] = {}
+
+
+def cuda_runtime() -> CudaRuntime:
+    global _RUNTIME
+    if _RUNTIME is None:
+        _RUNTIME = CudaRuntime()
+    return _RUNTIME
+
+
+def device_token() -> int:
+    """The current CUDA device (-1 before CUDA is initialized): what `auto` selection reads (tuning DB)."""
+    rt = _RUNTIME or cuda_runtime()
+    return rt.get_device() if rt.is_initialized() else -1
+
+
+def sm_count(index: int) -> int:
+    """Streaming multiprocessors of CUDA device `index` (cached: persistent grids read it per signature)."""
+    if index not in _SM_COUNTS:
+        _SM_COUNTS[index] = _import_torch().cuda.get_device_properties(index).multi_processor_count
+    return _SM_COUNTS[index]
+
+
+# -- global scratch (device-side tensor descriptors) -------------------------------------------------
+class ScratchAllocator:
+    """Triton's global-scratch allocator (`triton.set_allocator`): Triton calls it on every launch of a
+    kernel with `global_scratch_size > 0` (device-side tensor descriptors) as fn(size, alignment, stream).
+
+    It returns one cached torch uint8 CUDA buffer per (device, stream), grown geometrically when a launch needs
+    more. A buffer that is replaced is retained, never freed: a CUDA graph captured earlier may still address
+    it (growth by doubling bounds what is retained by the size of the live buffer). Under graph capture an
+    existing buffer that is large enough is reused, so nothing is allocated; a new one is allocated through
+    torch on the capturing stream, so it lands in the graph's private pool. Kernels on one stream run in order,
+    so they share the buffer safely; do not replay a graph on another stream concurrently with kernels that
+    use the capture stream's buffer.
+    """
+
+    def __init__(self, device_type: str = "cuda") -> None:
+        self.device_type = device_type
+        self._buffers: dict[tuple[int, int], tuple[int, int, Any]] = {}   # -> (capacity, address, tensor)
+        self._retired: list[Any] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, size: int, alignment: int, stream: int | None) -> Any:
+        key = (cuda_runtime().get_device(), stream or 0)
+        hit = self._buffers.get(key)
+        if hit is not None and hit[0] >= size and hit[1] % max(alignment, 1) == 0:
+            return hit[2]
+        return self._grow(key, size, max(alignment, 1))
+
+    def _grow(self, key: tuple[int, int], size: int, alignment: int) -> Any:
+        torch = _import_torch()
+        with self._lock:
+            old = self._buffers.get(key)
+            capacity = max(1 << max(size - 1, 0).bit_length(), 2 * old[0] if old else 0)
+            raw = torch.empty(capacity + alignment, dtype=torch.uint8, device=torch.device(self.device_type, key[0]))
+            start = -raw.data_ptr() % alignment
+            view = raw[start:start + capacity]
+            if old is not None:
+                self._retired.append(old[2])
+            self._buffers[key] = (capacity, view.data_ptr(), view)
+            return view
+
+    def buffers(self) -> dict[tuple[int, int], int]:
+        """Capacity in bytes of the live buffer of each (device, stream)."""
+        return {key: value[0] for key, value in self._buffers.items()}
+
+
+SCRATCH = ScratchAllocator()
+_ALLOCATOR_VAR: Any = None     # triton.runtime._allocation._allocator (a ContextVar), bound lazily
+_NULL_ALLOCATOR: Any = None
+
+
+def ensure_scratch_allocator() -> None:
+    """Install SCRATCH as this thread's (this context's) Triton allocator unless one is already set there.
+    The allocator is a ContextVar, so each thread gets it on its first launch of a scratch-using kernel."""
+    var = _ALLOCATOR_VAR
+    if var is not None:
+        current = var.get()
+        if current is SCRATCH or current is not _NULL_ALLOCATOR:
+            return
+    import triton
+
+    triton.set_allocator(SCRATCH)
+
+
+def _bind_allocator_var() -> None:
+    global _ALLOCATOR_VAR, _NULL_ALLOCATOR
+    try:
+        from triton.runtime import _allocation
+
+        _ALLOCATOR_VAR, _NULL_ALLOCATOR = _allocation._allocator, _allocation._NULL_ALLOCATOR
+    except (ImportError, AttributeError):   # another Triton: set it on every launch that needs it
+        _ALLOCATOR_VAR = None
+
+
+# -- entries -------------------------------------------------------------------------------------------
+class WorkspaceSlot:
+    """Stands for a per-call workspace tensor in the argument values handed to `bind`."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
 
 
 class EntryLauncher:
@@ -26,52 +212,179 @@ class EntryLauncher:
         self.fingerprint = fingerprint
         self._compiled: dict[int, Any] = {}
 
-    def _ordered(self, values: dict[str, Any], interpret: bool) -> list[Any]:
-        out = []
-        for p in self.spec.params:
-            if p.is_constexpr:
-                out.append(True if (interpret and p.name == DOT_F32) else p.value)
-            else:
-                out.append(values[p.name])
-        return out
-
     def _compiled_kernel(self, device_index: int):
+        """The CompiledKernel loaded on device `device_index` (loaded once per device)."""
         if device_index not in self._compiled:
-            from triton.compiler import ASTSource
-            from triton.compiler.compiler import CompiledKernel
-            from triton.runtime.errors import OutOfResources
-
-            from tiledispatch.build.loader import import_source
-
-            module = import_source(self.entry_dir / cache.SOURCE, interpret=False)
-            fn = self.spec.fn
-            src = ASTSource(getattr(module, fn), self.spec.signature(), self.spec.constexprs(), self.spec.attrs())
-            group = {f"{fn}.json": str(self.entry_dir / f"{fn}.json"),
-                     f"{fn}.cubin": str(self.entry_dir / f"{fn}.cubin")}
-            kernel = CompiledKernel(src, group, self.fingerprint)
-            try:
-                kernel._init_handles()
-            except OutOfResources as exc:
-                raise CompileError(f"{fn} of {self.entry_dir.parent.name} cannot load on this device: {exc}",
-                                   field="kernel") from exc
-            self._compiled[device_index] = kernel
+            rt = cuda_runtime()
+            with rt.device(device_index):
+                self._compiled[device_index] = self._load()
         return self._compiled[device_index]
 
-    def launch(self, grid: tuple[int, int, int], values: dict[str, Any], device) -> None:
-        if uses_interpreter(device):
-            from tiledispatch.build.loader import import_source
+    def _load(self):
+        from triton.compiler import ASTSource
+        from triton.compiler.compiler import CompiledKernel
+        from triton.runtime.errors import OutOfResources
 
-            module = import_source(self.entry_dir / cache.SOURCE, interpret=True)
-            with _library_callable_in_interpreter():
-                getattr(module, self.spec.fn)[grid](*self._ordered(values, True))
-            return
-        import torch
+        from tiledispatch.build.loader import import_source
 
-        with torch.cuda.device(device):
-            kernel = self._compiled_kernel(device.index if device.index is not None else torch.cuda.current_device())
-            stream = torch.cuda.current_stream(device).cuda_stream
-            kernel.run(grid[0], grid[1], grid[2], stream, kernel.function, kernel.packed_metadata, None, None, None,
-                       *self._ordered(values, False))
+        module = import_source(self.entry_dir / cache.SOURCE, interpret=False)
+        fn = self.spec.fn
+        src = ASTSource(getattr(module, fn), self.spec.signature(), self.spec.constexprs(), self.spec.attrs())
+        group = {f"{fn}.json": str(self.entry_dir / f"{fn}.json"), f"{fn}.cubin": str(self.entry_dir / f"{fn}.cubin")}
+        kernel = CompiledKernel(src, group, self.fingerprint)
+        try:
+            kernel._init_handles()
+        except OutOfResources as exc:
+            raise CompileError(f"{fn} of {self.entry_dir.parent.name} cannot load on this device: {exc}",
+                               field="kernel") from exc
+        return kernel
+
+    def _interpreted(self):
+        from tiledispatch.build.loader import import_source
+
+        return getattr(import_source(self.entry_dir / cache.SOURCE, interpret=True), self.spec.fn)
+
+    def order(self, values: dict[str, Any], dyn: tuple, n_dyn: int, interpret: bool
+              ) -> tuple[list[int], list[Any], bool]:
+        """Where each parameter's value comes from: an index into (per-call values + constants), the
+        constants, and whether the order is reusable: every tensor argument comes from its per-call slot."""
+        picks, consts, reusable = [], [], True
+        for p in self.spec.params:
+            slot = None
+            if p.is_constexpr:
+                value = True if (interpret and p.name == DOT_F32) else p.value
+            else:
+                value = values[p.name]
+                slot = value.index if isinstance(value, WorkspaceSlot) else _slot_of(p.name, len(dyn))
+                if hasattr(value, "data_ptr") and (slot is None or dyn[slot] is not value):
+                    # a stand-in for an absent optional tensor (unit fp8 scale) is a constant of the signature;
+                    # any other tensor that is not a per-call argument makes the order single-use
+                    reusable = reusable and slot is not None and dyn[slot] is None
+                    slot = None
+            if slot is None:
+                picks.append(n_dyn + len(consts))
+                consts.append(value)
+            else:
+                picks.append(slot)
+        return picks, consts, reusable
+
+    def bind(self, grid: tuple[int, int, int], values: dict[str, Any], dyn: tuple, n_dyn: int,
+             device_index: int | None) -> tuple[Any, bool]:
+        """One entry's launch for a signature; device_index None runs it on the interpreter."""
+        picks, consts, reusable = self.order(values, dyn, n_dyn, device_index is None)
+        if device_index is None:
+            return _InterpretedEntry(self._interpreted(), grid, picks, consts), reusable
+        return _CudaEntry(self._compiled_kernel(device_index), grid, picks, consts), reusable
+
+
+def _slot_of(name: str, n_args: int) -> int | None:
+    """The per-call slot of a parameter (d<i>_ptr: the i-th D tensor), None for a constant."""
+    slot = _SLOTS.get(name)
+    if slot is None and name.startswith("d") and name.endswith("_ptr") and name[1:-4].isdigit():
+        slot = D0 + int(name[1:-4])
+        return slot if slot < n_args else None
+    return slot
+
+
+def _picker(picks: list[int]):
+    if len(picks) == 1:
+        return lambda values: (values[picks[0]],)
+    return operator.itemgetter(*picks)
+
+
+class _CudaEntry:
+    __slots__ = ("consts", "function", "gx", "gy", "gz", "packed", "pick", "run", "scratch")
+
+    def __init__(self, kernel: Any, grid: tuple[int, int, int], picks: list[int], consts: list[Any]) -> None:
+        self.gx, self.gy, self.gz = grid
+        self.pick, self.consts = _picker(picks), tuple(consts)
+        self.run, self.function, self.packed = kernel.run, kernel.function, kernel.packed_metadata
+        self.scratch = getattr(kernel.metadata, "global_scratch_size", 0) > 0
+        if self.scratch:
+            _bind_allocator_var()
+
+    def fire(self, dyn: tuple, stream: int) -> None:
+        if self.scratch:
+            ensure_scratch_allocator()
+        self.run(self.gx, self.gy, self.gz, stream, self.function, self.packed, None, None, None,
+                 *self.pick(dyn + self.consts))
+
+
+class _InterpretedEntry:
+    __slots__ = ("consts", "grid", "jit", "pick")
+
+    def __init__(self, jit: Any, grid: tuple[int, int, int], picks: list[int], consts: list[Any]) -> None:
+        self.jit, self.grid, self.pick, self.consts = jit, grid, _picker(picks), tuple(consts)
+
+    def fire(self, dyn: tuple, stream: int) -> None:
+        with _library_callable_in_interpreter():
+            self.jit[self.grid](*self.pick(dyn + self.consts))
+
+
+# -- bound launches ------------------------------------------------------------------------------------
+class BoundLaunch:
+    """Every launch of an instance for one argument signature. Call it with the tensors and scalars of a
+    call of that signature; it allocates the output (when out is None) and workspaces, and launches."""
+
+    def __init__(self, entries: list, device: Any, device_index: int | None, out_shape: tuple[int, ...],
+                 out_dtype: Any, workspaces: tuple[tuple[int, Any], ...], integral: bool, reusable: bool) -> None:
+        self.entries, self.device, self.index = tuple(entries), device, device_index
+        self.out_shape, self.out_dtype, self.workspaces = out_shape, out_dtype, workspaces
+        self.integral, self.reusable = integral, reusable
+        self.empty = _import_torch().empty
+        rt = cuda_runtime() if device_index is not None else None
+        self.rt = rt
+        self.get_device = rt.get_device if rt is not None else (lambda: None)
+        self.raw_stream = rt.raw_stream if rt is not None else (lambda index: 0)
+
+    def __call__(self, a: Any, b: Any, out: Any, c: Any, bias: Any, d: Any, alpha: Any, beta: Any,
+                 scale_a: Any = None, scale_b: Any = None) -> Any:
+        if self.integral:
+            alpha, beta = integral("alpha", alpha), integral("beta", beta)
+        if out is None:
+            out = self.empty(self.out_shape, dtype=self.out_dtype, device=self.device)
+        dyn = (a, b, out, c, bias, alpha, beta, scale_a, scale_b, *d) if d else (a, b, out, c, bias, alpha, beta,
+                                                                                scale_a, scale_b)
+        if self.workspaces:
+            dyn += tuple(self.empty(n, dtype=dtype, device=self.device) for n, dtype in self.workspaces)
+        if self.get_device() == self.index:   # the device is current (always on the interpreter)
+            stream = self.raw_stream(self.index)
+            for entry in self.entries:
+                entry.fire(dyn, stream)
+        else:
+            with self.rt.device(self.index):
+                stream = self.raw_stream(self.index)
+                for entry in self.entries:
+                    entry.fire(dyn, stream)
+        return out
+
+
+def bind(launchers: list[EntryLauncher], plan: LaunchPlan, args: Any, sizes: tuple[int, int, int],
+         out_shape: tuple[int, ...], out_dtype: Any, integral_scalars: bool) -> BoundLaunch:
+    """A BoundLaunch for `args` (a GemmArgs whose `out` is allocated) of problem sizes (M, N, K)."""
+    from tiledispatch.dtypes import torch_dtype
+    from tiledispatch.runtime.arguments import argument_values
+
+    device = args.a.device
+    index = None if uses_interpreter(device) else (device.index if device.index is not None
+                                                   else cuda_runtime().get_device())
+    dyn = (args.a, args.b, args.out, args.c, args.bias, args.alpha, args.beta, getattr(args, "scale_a", None),
+           getattr(args, "scale_b", None), *args.d)
+    extra: dict[str, Any] = dict(plan.scalars)
+    for i, (name, _, _) in enumerate(plan.workspaces):
+        extra[name] = WorkspaceSlot(len(dyn) + i)
+    values = argument_values(args, *sizes, extra)
+    n_dyn = len(dyn) + len(plan.workspaces)
+    bound = [launcher.bind(grid, values, dyn, n_dyn, index) for launcher, grid in zip(launchers, plan.grids)]
+    workspaces = tuple((elements, torch_dtype(dtype)) for _, elements, dtype in plan.workspaces)
+    return BoundLaunch([entry for entry, _ in bound], device, index, out_shape, out_dtype, workspaces,
+                       integral_scalars, all(ok for _, ok in bound))
+
+
+def integral(field: str, value: float) -> int:
+    if float(value) != int(value):
+        raise BadInput(f"{field}={value} must be an integer for int8 GEMMs (exact int32 epilogue)", field=field)
+    return int(value)
 
 
 _INTERP_LOCK = threading.Lock()
@@ -117,4 +430,3 @@ def _entries_of(source: Path) -> list[EntrySpec]:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "ENTRIES" for t in node.targets):
             return [EntrySpec.from_json(e) for e in ast.literal_eval(node.value)]
     raise BadInput(f"{source} has no ENTRIES literal", field="source")
-
