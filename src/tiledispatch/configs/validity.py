@@ -165,6 +165,9 @@ def gemm_problem_mismatch(cfg: GemmConfig, problem: GemmProblem) -> str | None:
     if cfg.align > problem.align:
         return (f"align: kernel assumes 16-byte aligned pointers and leading dimensions, and sizes along unit "
                 f"strides that are multiples of 16; the problem guarantees align={problem.align}")
+    if cfg.family == "tma_ws" and problem.batch > 1:
+        return (f"batch: tma_ws computes one matrix (batch={problem.batch}); Triton 3.6 hangs warp-specializing "
+                f"the rank-3 descriptors that batches need")
     grid_y = problem.batch * (cfg.split_k if cfg.family == "splitk" else 1)
     if grid_y > MAX_GRID_Y:
         return f"batch: batch*split_k={grid_y} exceeds the grid limit {MAX_GRID_Y}"

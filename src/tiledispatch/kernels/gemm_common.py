@@ -104,7 +104,7 @@ def dot_line(cfg: GemmConfig) -> str:
     return (f"if {DOT_F32}:\n"
             f"            acc += tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=\"ieee\")\n"
             f"        else:\n"
-            f"            acc += tl.dot(a, b, input_precision=\"{precision}\")")
+            f"            acc = tl.dot(a, b, acc, input_precision=\"{precision}\")")
 
 
 def fp8_dot(cfg: GemmConfig, a: str = "a", b: str = "b") -> str:

@@ -5,7 +5,9 @@ tma_persistent flattens the tile and K loops (the next tile's loads overlap this
 the output through a descriptor in `subtile` column slices (a smaller staging buffer leaves shared memory for
 deeper pipelines); C and D are read through descriptors too.
 tma_ws warp-specializes the tile loop (a producer warp group issuing TMA loads, two consumer groups running
-wgmma); Triton 3.6 cannot warp-specialize descriptor stores, so its epilogue stores through pointers.
+wgmma). Triton 3.6 fails to compile warp-specialized rank-3 descriptor stores and hangs on the GPU on
+warp-specialized rank-3 loads, so tma_ws uses 2-D descriptors throughout (no epilogue subtiling) and computes
+one batch (is_supported refuses batched problems).
 """
 from __future__ import annotations
 
@@ -26,22 +28,25 @@ def entries(cfg: GemmConfig) -> list[EntrySpec]:
 def render(cfg: GemmConfig) -> str:
     (entry,) = entries(cfg)
     ws = cfg.family == "tma_ws"
+    rank = 2 if ws else 3
     loop = (f"    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten={not ws}, "
             f"warp_specialize={ws}):\n")
-    epilogue = tma.indent_block(common.epilogue(cfg), "    ") if ws else descriptor_epilogue(cfg)
     return (f"@triton.jit\ndef {FN}(\n    {common.signature_text(list(entry.params))},\n):\n"
-            + tma.operand_descriptors(cfg) + ("" if ws else epilogue_descriptors(cfg))
-            + tma.TILE_WALK + loop + tma.tile_coords() + tma.k_loop(cfg, "0", "k_tiles") + epilogue)
+            + tma.operand_descriptors(cfg, rank) + epilogue_descriptors(cfg, rank)
+            + tma.TILE_WALK + loop + tma.tile_coords() + tma.k_loop(cfg, "0", "k_tiles", rank=rank)
+            + descriptor_epilogue(cfg, rank))
 
 
-def epilogue_descriptors(cfg: GemmConfig) -> str:
+def epilogue_descriptors(cfg: GemmConfig, rank: int) -> str:
     width = f"BLOCK_N // {cfg.subtile}"
-    names = ["out"] + (["c"] if cfg.with_c else []) + [f"d{i}" for i in range(cfg.num_d)]
-    text = "".join(tma.matrix_descriptor(name, width) for name in names)
+    names = ["out"]
+    if rank == 3:   # tma_ws reads C and D through pointers (see _slice_epilogue)
+        names += (["c"] if cfg.with_c else []) + [f"d{i}" for i in range(cfg.num_d)]
+    text = "".join(tma.matrix_descriptor(name, width, rank) for name in names)
     return text.replace("stride_outb", "stride_ob").replace("stride_outr", "stride_or")
 
 
-def descriptor_epilogue(cfg: GemmConfig) -> str:
+def descriptor_epilogue(cfg: GemmConfig, rank: int) -> str:
     """Scale, then per column slice: + beta*C + bias + D, activation, cast, TMA store."""
     acc_ty = common.TL_TYPES[cfg.acc_dtype]
     lines = [f"acc = acc * {common.scale_expr(cfg)}"]
@@ -51,15 +56,38 @@ def descriptor_epilogue(cfg: GemmConfig) -> str:
         parts = [("acc_lo", "off_n"), ("acc_hi", "off_n + BLOCK_N // 2")]
     width = f"BLOCK_N // {cfg.subtile}"
     for acc, col in parts:
-        lines += _slice_epilogue(cfg, acc, col, width, acc_ty)
+        lines += _slice_epilogue(cfg, acc, col, width, acc_ty, rank)
     return "".join(f"        {line}\n" for line in lines)
 
 
-def _slice_epilogue(cfg: GemmConfig, acc: str, col: str, width: str, acc_ty: str) -> list[str]:
-    box = f"[tl.where(stride_{{n}}b == 0, 0, pid_b), off_m, {col}]"
+def _slice_epilogue(cfg: GemmConfig, acc: str, col: str, width: str, acc_ty: str, rank: int) -> list[str]:
+    if rank == 3:
+        box, shape = f"[tl.where(stride_{{n}}b == 0, 0, pid_b), off_m, {col}]", f".reshape(BLOCK_M, {width})"
+        out_box, out_shape = f"[pid_b, off_m, {col}]", f".reshape(1, BLOCK_M, {width})"
+    else:
+        box, shape, out_box, out_shape = f"[off_m, {col}]", "", f"[off_m, {col}]", ""
     lines = []
+    if rank == 2 and (cfg.with_c or cfg.num_d):
+        # warp-specialized TMA loads in the epilogue leave tiles unwritten (Triton 3.6, measured on H200):
+        # tma_ws reads C and D through pointers
+        lines.append("mask = (rm[:, None] < M) & (rn[None, :] < N)")
+        names = (["c"] if cfg.with_c else []) + [f"d{i}" for i in range(cfg.num_d)]
+        for name in names:
+            load = (f"tl.load({name}_ptr + rm.to(tl.int64)[:, None] * stride_{name}r + rn.to(tl.int64)[None, :], "
+                    f"mask=mask, other=0).to({acc_ty})")
+            lines.append(f"{acc} += " + ("beta * " if name == "c" else "") + load)
+        return lines + _finish(cfg, acc, col, width, out_box, out_shape)
     if cfg.with_c:
-        lines.append(f"{acc} += beta * c_desc.load({box.format(n='c')}).reshape(BLOCK_M, {width}).to({acc_ty})")
+        lines.append(f"{acc} += beta * c_desc.load({box.format(n='c')}){shape}.to({acc_ty})")
+    for i in range(cfg.num_d):
+        lines.append(f"{acc} += d{i}_desc.load({box.format(n=f'd{i}')}){shape}.to({acc_ty})")
+    return lines + _finish(cfg, acc, col, width, out_box, out_shape)
+
+
+def _finish(cfg: GemmConfig, acc: str, col: str, width: str, out_box: str, out_shape: str) -> list[str]:
+    """Bias, activation, cast and the TMA store of one column slice."""
+    acc_ty = common.TL_TYPES[cfg.acc_dtype]
+    lines = []
     if cfg.bias == "row":
         lines.append(f"{acc} += tl.load(bias_ptr + pid_b.to(tl.int64) * stride_biasb + rm.to(tl.int64), "
                      f"mask=rm < M, other=0).to({acc_ty})[:, None]")
@@ -67,12 +95,9 @@ def _slice_epilogue(cfg: GemmConfig, acc: str, col: str, width: str, acc_ty: str
         lines.append(f"cols = {col} + tl.arange(0, {width})")
         lines.append(f"{acc} += tl.load(bias_ptr + pid_b.to(tl.int64) * stride_biasb + cols.to(tl.int64), "
                      f"mask=cols < N, other=0).to({acc_ty})[None, :]")
-    for i in range(cfg.num_d):
-        lines.append(f"{acc} += d{i}_desc.load({box.format(n=f'd{i}')}).reshape(BLOCK_M, {width}).to({acc_ty})")
     if cfg.activation != "none":
         lines.append(f"{acc} = " + common.ACTIVATION_EXPR[cfg.activation].format(x=acc))
-    lines.append(f"out_desc.store([pid_b, off_m, {col}], "
-                 f"{acc}.to({common.TL_TYPES[cfg.out_dtype]}).reshape(1, BLOCK_M, {width}))")
+    lines.append(f"out_desc.store({out_box}, {acc}.to({common.TL_TYPES[cfg.out_dtype]}){out_shape})")
     return lines
 
 

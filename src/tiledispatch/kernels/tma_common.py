@@ -25,13 +25,15 @@ def persistent_params(cfg: GemmConfig) -> list[Param]:
             *common.size_params(cfg, "MNK"), Param("BATCH", "i32"), Param("NUM_PROGRAMS", "i32")]
 
 
-def operand_descriptors(cfg: GemmConfig) -> str:
+def operand_descriptors(cfg: GemmConfig, rank: int = 3) -> str:
     """Descriptors of A and B in their stored orientation: a row-major A is [M, K], a column-major one
-    [K, M]; a column-major B (K-major) is [N, K], a row-major one [K, N]."""
+    [K, M]; a column-major B (K-major) is [N, K], a row-major one [K, N]. rank 2 drops the batch axis
+    (tma_ws, which handles one batch: Triton 3.6 hangs warp-specializing rank-3 loads)."""
     a_row, b_row = cfg.layout[0] == "r", cfg.layout[1] == "r"
     a = ("M", "K", "BLOCK_M", "BLOCK_K", "stride_ar") if a_row else ("K", "M", "BLOCK_K", "BLOCK_M", "stride_ac")
     b = ("K", "N", "BLOCK_K", "BLOCK_N", "stride_br") if b_row else ("N", "K", "BLOCK_N", "BLOCK_K", "stride_bc")
-    return _desc("a", *a) + _desc("b", *b)
+    make = _desc if rank == 3 else _desc2
+    return make("a", *a) + make("b", *b)
 
 
 def _desc(name: str, rows: str, cols: str, block_rows: str, block_cols: str, row_stride: str) -> str:
@@ -42,9 +44,15 @@ def _desc(name: str, rows: str, cols: str, block_rows: str, block_cols: str, row
             f"block_shape=[1, {block_rows}, {block_cols}])\n")
 
 
-def matrix_descriptor(name: str, width: str) -> str:
-    """A descriptor over a row-major [batch, M, N] matrix of the epilogue (out, C, D) with [BLOCK_M, width] boxes."""
-    return _desc(name, "M", "N", "BLOCK_M", width, f"stride_{name}r")
+def _desc2(name: str, rows: str, cols: str, block_rows: str, block_cols: str, row_stride: str) -> str:
+    return (f"    {name}_desc = tl.make_tensor_descriptor({name}_ptr, shape=[{rows}, {cols}], "
+            f"strides=[{row_stride}, 1], block_shape=[{block_rows}, {block_cols}])\n")
+
+
+def matrix_descriptor(name: str, width: str, rank: int = 3) -> str:
+    """A descriptor over a row-major [batch, M, N] matrix of the epilogue (out, C, D) with [BLOCK_M, width]
+    boxes (rank 2: one [M, N] matrix)."""
+    return (_desc if rank == 3 else _desc2)(name, "M", "N", "BLOCK_M", width, f"stride_{name}r")
 
 
 TILE_WALK = """\
@@ -69,20 +77,20 @@ def tile_coords(indent: str = "        ") -> str:
     return "".join(f"{indent}{line}\n" for line in lines)
 
 
-def tile_loads(cfg: GemmConfig, indent: str) -> str:
+def tile_loads(cfg: GemmConfig, indent: str, rank: int = 3) -> str:
     """Load the A tile as [BLOCK_M, BLOCK_K] and the B tile as [BLOCK_K, BLOCK_N] at K offset `off_k`."""
-    if cfg.layout[0] == "r":
-        a = "a_desc.load([a_bi, off_m, off_k]).reshape(BLOCK_M, BLOCK_K)"
-    else:
-        a = "a_desc.load([a_bi, off_k, off_m]).reshape(BLOCK_K, BLOCK_M).T"
-    if cfg.layout[1] == "r":
-        b = "b_desc.load([b_bi, off_k, off_n]).reshape(BLOCK_K, BLOCK_N)"
-    else:
-        b = "b_desc.load([b_bi, off_n, off_k]).reshape(BLOCK_N, BLOCK_K).T"
-    return f"{indent}a = {a}\n{indent}b = {b}\n"
+    a_at = ("off_m, off_k", "BLOCK_M, BLOCK_K", "") if cfg.layout[0] == "r" else ("off_k, off_m", "BLOCK_K, BLOCK_M", ".T")
+    b_at = ("off_k, off_n", "BLOCK_K, BLOCK_N", "") if cfg.layout[1] == "r" else ("off_n, off_k", "BLOCK_N, BLOCK_K", ".T")
+    lines = []
+    for name, (at, shape, trans) in (("a", a_at), ("b", b_at)):
+        if rank == 3:
+            lines.append(f"{indent}{name} = {name}_desc.load([{name}_bi, {at}]).reshape({shape}){trans}\n")
+        else:
+            lines.append(f"{indent}{name} = {name}_desc.load([{at}]){trans}\n")
+    return "".join(lines)
 
 
-def k_loop(cfg: GemmConfig, k_lo: str, k_hi: str, indent: str = "        ") -> str:
+def k_loop(cfg: GemmConfig, k_lo: str, k_hi: str, indent: str = "        ", rank: int = 3) -> str:
     """acc = A[tile, k_lo*BK : k_hi*BK] @ B[...] (fp32/int32 accumulator), K blocks loaded through TMA."""
     acc_ty = common.TL_TYPES[cfg.acc_dtype]
     body = indent + "    "
@@ -90,7 +98,7 @@ def k_loop(cfg: GemmConfig, k_lo: str, k_hi: str, indent: str = "        ") -> s
     return (f"{indent}acc = tl.zeros((BLOCK_M, BLOCK_N), dtype={acc_ty})\n"
             f"{indent}for ki in range({k_lo}, {k_hi}):\n"
             f"{body}off_k = ki * BLOCK_K\n"
-            + tile_loads(cfg, body)
+            + tile_loads(cfg, body, rank)
             + f"{body}{dot}\n")
 
 
