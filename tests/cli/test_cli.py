@@ -17,6 +17,7 @@ import torch
 from typer.testing import CliRunner
 
 from tiledispatch.cli.main import app
+from tiledispatch.presets import load_preset
 
 PLAIN = "gemm-tiled-rcr-fp16-fp16-fp32-32x32x32-w4-s2-g8-k1-e1-a1-none-bnone-d0-c0"
 SPLITK = "gemm-splitk-rcr-fp16-fp16-fp32-32x32x32-w4-s2-g8-k2-e1-a1-none-bnone-d0-c0"
@@ -173,11 +174,12 @@ def test_list_presets_and_supporting_instances(cache):
     presets = invoke("list", "--json")
     assert presets.exit_code == 0, presets.stderr
     listed = {p["name"]: p["instances"] for p in json.loads(presets.stdout)}
-    assert listed["gemm_fp16_rcr_essential"] == 27
-    result = invoke("list", "--preset", "gemm_fp16_rcr_essential", "--supports", "100", "72", "96", "--json")
+    assert listed["gemm_fp16_crr_essential"] == len(load_preset("gemm_fp16_crr_essential")) == 27
+    result = invoke("list", "--preset", "gemm_fp16_crr_essential", "--layout", "crr", "--supports", "100", "72",
+                    "96", "--json")
     assert result.exit_code == 0, result.stderr
     rows = json.loads(result.stdout)["instances"]
-    assert rows and all(row["align"] == 1 for row in rows)   # 72 is not a multiple of 16
+    assert rows and all(row["align"] == 1 for row in rows)   # crr: M=100 runs along A's unit stride
 
 
 def test_cache_info(cache, kernels_file):

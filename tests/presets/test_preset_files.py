@@ -22,17 +22,36 @@ def test_unknown_preset_raises_invalid_config(name):
         td.Registry("sm_90").add_preset(name)
 
 
+# Combos whose presets were derived from GPU sweeps of the candidates (tools/derive_presets.py).
+MEASURED = ("bf16_rcr", "bf16_rrr", "fp16_rcr", "fp16_rrr", "fp8e4m3_rcr")
+MEASURED_KINDS = ("essential", "compute", "memory", "latency")
+
+
 @pytest.mark.parametrize("preset", ESSENTIAL)
 def test_essential_presets_are_self_consistent_and_cover_every_shape(preset):
     _, dtype, layout, _ = preset.split("_")
     info = preset_info(preset)
     assert info["name"] == preset and info["op"] == "gemm"
     configs = load_preset(preset)
-    assert 10 <= len(configs) <= 40
     assert {(c.dtype, c.layout) for c in configs} == {(dtype, layout)}
     assert all(c.epilogue.is_identity for c in configs)   # epilogues are applied by add_preset(name, epilogue)
+    if f"{dtype}_{layout}" in MEASURED:
+        assert 8 <= len(configs) <= 40
+        assert {c.family for c in configs} & {"tma_persistent", "tma_ws", "streamk"}
+        return
+    assert 10 <= len(configs) <= 40
     assert {c.family for c in configs} == {"tiled", "splitk"}
     assert {c.align for c in configs} == {1, 16}, "a1 fallbacks run unaligned shapes without padding"
+
+
+@pytest.mark.parametrize("combo", MEASURED)
+@pytest.mark.parametrize("kind", MEASURED_KINDS)
+def test_measured_presets_are_subsets_of_the_swept_candidates(combo, kind):
+    """Each measured preset only lists instances that the sweep timed (the candidates) and names its data."""
+    candidates = {c.name for c in load_preset(f"gemm_{combo}_candidates")}
+    configs = load_preset(f"gemm_{combo}_{kind}")
+    assert configs and {c.name for c in configs} <= candidates
+    assert f"sweep_{combo}_h200.json" in preset_info(f"gemm_{combo}_{kind}")["description"]
 
 
 @pytest.mark.parametrize("preset", [p for p in list_presets() if p.endswith("_all")][:4])

@@ -25,7 +25,7 @@ def _sk_params() -> list[Param]:
 
 def entries(cfg: GemmConfig) -> list[EntrySpec]:
     ws = common.ptr("ws_ptr", cfg.acc_dtype, True)
-    main = [*tma.persistent_params(cfg), ws, *_sk_params(), *common.operand_params(cfg),
+    main = [*tma.persistent_params(cfg), ws, *_sk_params(), Param("SK_SEGS", "i32"), *common.operand_params(cfg),
             *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg)]
     fixup = [common.ptr("out_ptr", cfg.out_dtype, cfg.align == 16), *common.epilogue_pointer_params(cfg),
              *common.size_params(cfg, "MN"), Param("K", "i32"), Param("BATCH", "i32"), ws, *_sk_params(),
@@ -55,16 +55,17 @@ def _main_source(cfg: GemmConfig, entry: EntrySpec) -> str:
         + "    sk_total = (num_tiles - DP_TILES) * k_tiles\n"
         + "    it = pid * SK_ITERS\n"
         + "    it_end = min(it + SK_ITERS, sk_total)\n"
-        + "    while it < it_end:\n"
+        + "    for seg in range(0, SK_SEGS):\n"      # a for loop (not while): Triton pipelines the K loop in it
         + "        sk_tile = it // k_tiles\n"
         + "        k_lo = it - sk_tile * k_tiles\n"
         + "        k_hi = min(k_tiles, k_lo + it_end - it)\n"
         + "        tile_id = DP_TILES + sk_tile\n"
         + tma.tile_coords() + tma.k_loop(cfg, "k_lo", "k_hi")
-        + "        slot = pid - (sk_tile * k_tiles) // SK_ITERS\n"
-        + WS_TILE.format(i="        ")
-        + "        tl.store(ws_tile, acc)\n"
-        + "        it += k_hi - k_lo\n"
+        + "        if it < it_end:\n"
+        + "            slot = pid - (sk_tile * k_tiles) // SK_ITERS\n"
+        + WS_TILE.format(i="            ")
+        + "            tl.store(ws_tile, acc)\n"
+        + "        it += max(k_hi - k_lo, 0)\n"
     )
 
 
@@ -111,8 +112,9 @@ def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -
     programs = min(tiles * k_tiles, sms * tma.programs_per_sm(cfg))
     dp_tiles, sk_iters, slots = split_plan(tiles, k_tiles, programs)
     sk_tiles = tiles - dp_tiles
+    segments = -(-sk_iters // k_tiles) + 1      # tile pieces one program's K range can touch
     scalars = (("BATCH", batch), ("NUM_PROGRAMS", programs), ("DP_TILES", dp_tiles), ("SK_ITERS", sk_iters),
-               ("SK_SLOTS", slots))
+               ("SK_SLOTS", slots), ("SK_SEGS", segments))
     workspace = ("ws_ptr", max(1, sk_tiles * slots * cfg.block_m * cfg.block_n), cfg.acc_dtype)
     grids = ((programs, 1, 1),) + (((sk_tiles, 1, 1),) if sk_tiles else ())
     return LaunchPlan(grids, scalars, (workspace,))

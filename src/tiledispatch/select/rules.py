@@ -14,6 +14,12 @@ CTA_OVERHEAD_US = 0.6      # prologue (pipeline fill) + epilogue latency of one 
 L2_BANDWIDTH_FACTOR = 2.5  # operand re-reads mostly hit L2, which is faster than HBM
 REFERENCE_TILE = 128 * 256
 UNALIGNED_SLOWDOWN = 3.0   # align=1 kernels load element-wise; measured ~3x slower on H200 (3000x5000x700 bf16)
+# Fraction of the tensor-core peak each family reaches on compute-bound tiles, relative to tma_persistent:
+# the ratio of each family's best time over shapes with M, N, K >= 4096 in the H200 sweeps
+# (benchmarks/results/sweeps/, bf16/fp16 rcr/rrr): pointer-loaded wgmma tiles reach ~0.6 of the TMA ones.
+FAMILY_EFFICIENCY = {"tiled": 0.6, "splitk": 0.6, "tma_persistent": 1.0, "tma_ws": 0.95, "streamk": 0.85}
+PERSISTENT_OVERLAP = 0.5   # share of a tile's prologue/epilogue latency a persistent program still pays
+FIXUP_PASSES = 2           # stream-K partial tiles are written once and read once (fp32) by the fixup kernel
 
 
 def _occupancy(cfg: GemmConfig, arch: ArchSpec) -> int:
@@ -32,30 +38,39 @@ def estimate_us(cfg: GemmConfig, problem: GemmProblem, arch: ArchSpec) -> float:
     """Estimated run time in microseconds (a ranking score, not a prediction to report)."""
     split = cfg.split_k if cfg.family == "splitk" else 1
     tiles = math.ceil(problem.m / cfg.block_m) * math.ceil(problem.n / cfg.block_n) * problem.batch
-    ctas = tiles * split
     occ = _occupancy(cfg, arch)
-    waves = math.ceil(ctas / (arch.sm_count * occ))
-    k_part = math.ceil(problem.k / split)
-    k_iters = math.ceil(k_part / cfg.block_k)
-    in_bytes = DTYPES[problem.dtype].bytes
-    peak = arch.peak_tflops_fp16 * 1e6 * (2.0 if problem.dtype == "int8" else 1.0)   # flop per µs
-    if problem.dtype in ("fp32",):
-        peak /= 16.0
-    elif problem.dtype == "tf32":
-        peak /= 2.0
-    sm_flops = peak / arch.sm_count
-    sm_bytes = arch.hbm_gbps * 1e3 * L2_BANDWIDTH_FACTOR / arch.sm_count           # bytes per µs
-    flops_cta = 2.0 * cfg.block_m * cfg.block_n * k_iters * cfg.block_k
-    bytes_cta = (cfg.block_m + cfg.block_n) * k_iters * cfg.block_k * in_bytes
-    t_cta = max(flops_cta / (sm_flops * _tile_efficiency(cfg)), bytes_cta / sm_bytes) + CTA_OVERHEAD_US
+    k_iters = math.ceil(math.ceil(problem.k / split) / cfg.block_k)
+    t_iter = _k_step_us(cfg, problem, arch)
+    latency_hiding = 1.0 + 0.15 * (occ - 1)
+    slots = arch.sm_count * occ
+    if cfg.family == "streamk":
+        programs = min(tiles * k_iters, slots)
+        per_program = math.ceil(tiles * k_iters / programs) * t_iter + CTA_OVERHEAD_US
+        total = per_program * occ / latency_hiding + 2 * LAUNCH_US
+        return total + FIXUP_PASSES * 4 * min(tiles, 2 * slots) * cfg.block_m * cfg.block_n / (arch.hbm_gbps * 1e3)
+    overhead = CTA_OVERHEAD_US * (PERSISTENT_OVERLAP if cfg.family in ("tma_persistent", "tma_ws") else 1.0)
+    t_cta = k_iters * t_iter + overhead
     if cfg.align == 1:
         t_cta *= UNALIGNED_SLOWDOWN
-    latency_hiding = 1.0 + 0.15 * (occ - 1)
-    total = waves * t_cta * occ / latency_hiding + LAUNCH_US
+    total = math.ceil(tiles * split / slots) * t_cta * occ / latency_hiding + LAUNCH_US
     if split > 1:
         ws_bytes = 2 * 4 * problem.m * problem.n * problem.batch * split
         total += LAUNCH_US + ws_bytes / (arch.hbm_gbps * 1e3)
     return total
+
+
+def _k_step_us(cfg: GemmConfig, problem: GemmProblem, arch: ArchSpec) -> float:
+    """Time of one BLOCK_K step of one tile on one SM: tensor-core bound or operand-bandwidth bound."""
+    in_bytes = DTYPES[problem.dtype].bytes
+    peak = arch.peak_tflops_fp16 * 1e6 * (2.0 if problem.dtype in ("int8", "fp8e4m3") else 1.0)   # flop per µs
+    if problem.dtype in ("fp32",):
+        peak /= 16.0
+    elif problem.dtype == "tf32":
+        peak /= 2.0
+    sm_flops = peak / arch.sm_count * FAMILY_EFFICIENCY[cfg.family] * _tile_efficiency(cfg)
+    sm_bytes = arch.hbm_gbps * 1e3 * L2_BANDWIDTH_FACTOR / arch.sm_count           # bytes per µs
+    flops = 2.0 * cfg.block_m * cfg.block_n * cfg.block_k
+    return max(flops / sm_flops, (cfg.block_m + cfg.block_n) * cfg.block_k * in_bytes / sm_bytes)
 
 
 def padding_us(problem: GemmProblem, arch: ArchSpec) -> float:

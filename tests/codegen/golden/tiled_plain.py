@@ -101,7 +101,7 @@ def gemm_tiled_kernel(
         if DOT_F32:
             acc += tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
         else:
-            acc += tl.dot(a, b, input_precision="ieee")
+            acc = tl.dot(a, b, acc, input_precision="ieee")
         a_ptrs += BLOCK_K * stride_ac
         b_ptrs += BLOCK_K * stride_br
     rm64 = rm.to(tl.int64)
