@@ -91,8 +91,10 @@ def direct_launch(kernel: Any, a: Any, b: Any, out: Any, stream: int) -> Callabl
     import torch
 
     from tiledispatch.runtime.arguments import GemmArgs, problem_from_args
+    from tiledispatch.runtime.launcher import ensure_scratch_allocator
 
     args = GemmArgs(a, b, out)
+    ensure_scratch_allocator()   # TMA kernels create descriptors in global scratch (as Kernel.run does)
     bound = kernel.bound_launch(args, problem_from_args(args, prefer_layout=kernel.config.layout))
     dyn = (a, b, out, None, None, 1.0, 0.0, None, None)
     dyn += tuple(torch.empty(n, dtype=dtype, device=a.device) for n, dtype in bound.workspaces)

@@ -175,3 +175,25 @@ def test_grid_limit_on_batch_times_split():
     cfg = dataclasses.replace(BASE, family="splitk", split_k=64, align=1)
     assert gemm_problem_mismatch(cfg, td.GemmProblem(16, 16, 16, batch=1023, dtype="fp16")) is None
     assert gemm_problem_mismatch(cfg, td.GemmProblem(16, 16, 16, batch=1024, dtype="fp16")).startswith("batch:")
+
+
+def test_tma_family_rules_name_their_field():
+    """What Triton 3.6 on sm_90 can and cannot do with the TMA families, each refused by field."""
+    ws = td.GemmConfig("tma_ws", "rcr", "bf16", block_m=128, block_n=128, block_k=64, num_warps=4)
+    assert not gemm_config_errors(ws, H100)
+    cases = [
+        (dataclasses.replace(ws, num_warps=8), "num_warps"),           # warp specialization needs 4 warps
+        (dataclasses.replace(ws, with_c=True), "with_c"),               # wrong results reading C
+        (dataclasses.replace(ws, num_d=1), "num_d"),
+        (dataclasses.replace(ws, bias="row"), "bias"),
+        (dataclasses.replace(ws, block_m=64, block_n=256), "block_n"),  # the compile fails
+        (dataclasses.replace(ws, align=1), "align"),                    # descriptors need 16-byte strides
+        (dataclasses.replace(ws, subtile=2), "subtile"),                # subtiling is tma_persistent's
+        (dataclasses.replace(ws, family="tma_persistent", num_warps=8, dtype="fp8e4m3", layout="rrr"), "layout"),
+    ]
+    for cfg, field in cases:
+        assert field in [f for f, _ in gemm_config_errors(cfg, H100)], (cfg.name, field)
+    assert "needs TMA" in " ".join(r for _, r in gemm_config_errors(ws, td.get_arch("sm_86")))
+    batched = td.GemmProblem(256, 256, 256, batch=2, dtype="bf16")
+    assert gemm_problem_mismatch(ws, batched).startswith("batch")
+    assert gemm_problem_mismatch(dataclasses.replace(ws, family="tma_persistent"), batched) is None

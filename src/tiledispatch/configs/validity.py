@@ -112,6 +112,10 @@ def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]
     if cfg.family == "tma_ws" and cfg.num_warps != WS_WARPS:
         errors.append(("num_warps", f"warp specialization takes effect on {arch.name} only with num_warps="
                                     f"{WS_WARPS} (Triton ignores it otherwise); got {cfg.num_warps}"))
+    if cfg.family == "tma_ws" and (cfg.with_c or cfg.num_d or cfg.bias == "row"):
+        field = "with_c" if cfg.with_c else ("num_d" if cfg.num_d else "bias")
+        errors.append((field, "tma_ws epilogues read nothing indexed by output rows (C, D, a row bias): Triton "
+                              "3.6's warp-specialized code computed wrong results for them on H200"))
     if cfg.family == "tma_ws" and cfg.block_m < 128 and cfg.block_n > 128:
         errors.append(("block_n", f"Triton 3.6 cannot split a {cfg.block_m}x{cfg.block_n} tile between the two "
                                   f"consumer warp groups of tma_ws (compile fails); use block_n <= 128 or "

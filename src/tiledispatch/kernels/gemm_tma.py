@@ -7,7 +7,8 @@ deeper pipelines); C and D are read through descriptors too.
 tma_ws warp-specializes the tile loop (a producer warp group issuing TMA loads, two consumer groups running
 wgmma). Triton 3.6 fails to compile warp-specialized rank-3 descriptor stores and hangs on the GPU on
 warp-specialized rank-3 loads, so tma_ws uses 2-D descriptors throughout (no epilogue subtiling) and computes
-one batch (is_supported refuses batched problems).
+one batch (is_supported refuses batched problems); its epilogues read no C or D (the validity predicate says
+why).
 """
 from __future__ import annotations
 
@@ -39,9 +40,7 @@ def render(cfg: GemmConfig) -> str:
 
 def epilogue_descriptors(cfg: GemmConfig, rank: int) -> str:
     width = f"BLOCK_N // {cfg.subtile}"
-    names = ["out"]
-    if rank == 3:   # tma_ws reads C and D through pointers (see _slice_epilogue)
-        names += (["c"] if cfg.with_c else []) + [f"d{i}" for i in range(cfg.num_d)]
+    names = ["out"] + (["c"] if cfg.with_c else []) + [f"d{i}" for i in range(cfg.num_d)]
     text = "".join(tma.matrix_descriptor(name, width, rank) for name in names)
     return text.replace("stride_outb", "stride_ob").replace("stride_outr", "stride_or")
 
@@ -67,16 +66,6 @@ def _slice_epilogue(cfg: GemmConfig, acc: str, col: str, width: str, acc_ty: str
     else:
         box, shape, out_box, out_shape = f"[off_m, {col}]", "", f"[off_m, {col}]", ""
     lines = []
-    if rank == 2 and (cfg.with_c or cfg.num_d):
-        # warp-specialized TMA loads in the epilogue leave tiles unwritten (Triton 3.6, measured on H200):
-        # tma_ws reads C and D through pointers
-        lines.append("mask = (rm[:, None] < M) & (rn[None, :] < N)")
-        names = (["c"] if cfg.with_c else []) + [f"d{i}" for i in range(cfg.num_d)]
-        for name in names:
-            load = (f"tl.load({name}_ptr + rm.to(tl.int64)[:, None] * stride_{name}r + rn.to(tl.int64)[None, :], "
-                    f"mask=mask, other=0).to({acc_ty})")
-            lines.append(f"{acc} += " + ("beta * " if name == "c" else "") + load)
-        return lines + _finish(cfg, acc, col, width, out_box, out_shape)
     if cfg.with_c:
         lines.append(f"{acc} += beta * c_desc.load({box.format(n='c')}){shape}.to({acc_ty})")
     for i in range(cfg.num_d):

@@ -101,9 +101,14 @@ def tma_configs() -> list[GemmConfig]:
         for l_, layout in enumerate(LAYOUTS):
             subtile = 1 + l_ % 2 if family == "tma_persistent" else 1
             epilogue = FLOAT_EPILOGUES[(3 * f + l_) % len(FLOAT_EPILOGUES)]
+            if family == "tma_ws":   # no C / D / row bias in warp-specialized epilogues (configs.validity)
+                epilogue = Epilogue(epilogue.activation, "col" if epilogue.bias == "row" else epilogue.bias)
             out.append(small_config(family, layout, "fp16", align=16, subtile=subtile).with_epilogue(epilogue))
     for i, family in enumerate(("tiled", "splitk", *TMA_FAMILIES)):
-        out.append(small_config(family, "rcr", "fp8e4m3", align=16).with_epilogue(FLOAT_EPILOGUES[(i + 5) % 8]))
+        epilogue = FLOAT_EPILOGUES[(i + 5) % 8]
+        if family == "tma_ws":
+            epilogue = Epilogue(epilogue.activation, "col" if epilogue.bias == "row" else epilogue.bias)
+        out.append(small_config(family, "rcr", "fp8e4m3", align=16).with_epilogue(epilogue))
     out.append(small_config("tma_persistent", "rrr", "bf16", align=16, subtile=2,
                             out_dtype="fp32").with_epilogue(Epilogue("silu", "row", 2, True)))
     return out
