@@ -1,6 +1,6 @@
 """td.gemm on torch tensors: compiled kernels on a CUDA GPU, Triton's interpreter on CPU tensors.
 
-The first call builds the default registry for the problem's dtype and layout (the 27 instances of the
+The first call builds the default registry for the problem's dtype and layout (the instances of the
 gemm_fp16_rcr_essential preset; about 20 s on two CPU cores) into the cache ($TILEDISPATCH_CACHE_DIR,
 default ~/.cache/tiledispatch); later runs load it from there.
 

@@ -2,7 +2,7 @@
 run -> save the registry as JSON and load it back.
 
     python examples/registry_workflow.py                                 # four small explicit configs
-    python examples/registry_workflow.py --preset gemm_fp16_rcr_essential   # a packaged preset (27 instances)
+    python examples/registry_workflow.py --preset gemm_fp16_rcr_essential   # a packaged preset
 """
 import argparse
 
