@@ -120,6 +120,37 @@ def wsgrid():
     return float(bad)
 
 
+@case
+def skbench():
+    """Stream-K against the best persistent tile and cuBLAS where tiles leave SMs idle."""
+    import triton.testing
+
+    import tiledispatch as td
+
+    reg = td.Registry(td.detect())
+    cfgs = [td.GemmConfig("streamk", "rcr", "bf16", block_m=128, block_n=128, block_k=64, num_warps=8,
+                          num_stages=4),
+            td.GemmConfig("streamk", "rcr", "bf16", block_m=128, block_n=256, block_k=64, num_warps=8,
+                          num_stages=3),
+            td.GemmConfig("tma_persistent", "rcr", "bf16", block_m=128, block_n=256, block_k=64, num_warps=8,
+                          num_stages=3)]
+    for cfg in cfgs:
+        reg.add(cfg)
+    assert not reg.build().failed
+    for m, n, k in ((256, 3584, 18944), (256, 6144, 4096), (4096, 4096, 14336), (1024, 1024, 1024)):
+        a, b = _ab(m, n, k)
+        cub = triton.testing.do_bench(lambda: a @ b, return_mode="median")
+        line = [f"{m}x{n}x{k} cublas {cub * 1e3:.1f}us"]
+        for cfg in cfgs:
+            kern = reg.get(cfg.name)
+            out = kern.run(a, b)
+            _check(out, a, b)
+            ms = triton.testing.do_bench(lambda: kern.run(a, b, out=out), return_mode="median")
+            line.append(f"{cfg.family}-{cfg.block_m}x{cfg.block_n} {cub / ms:.2f}x")
+        print(" | ".join(line), flush=True)
+    return 0.0
+
+
 def main() -> None:
     names = sys.argv[1:] or list(CASES)
     if len(names) == 1 and names[0].startswith("--one="):

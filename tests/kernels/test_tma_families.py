@@ -15,6 +15,8 @@ import pytest
 import torch
 
 import tiledispatch as td
+import tiledispatch.runtime.arguments
+from tiledispatch.configs.validity import gemm_problem_mismatch
 from tiledispatch.kernels import gemm_streamk
 from tiledispatch.runtime.arguments import GemmArgs
 from tiledispatch.testing import check_against_reference, matrix, poisoned, suites, vector
@@ -89,3 +91,26 @@ def test_streamk_split_covers_every_iteration_once(tiles, k_tiles, programs):
         pieces = set(owners[tile * k_tiles:(tile + 1) * k_tiles])
         assert len(pieces) <= slots
         assert min(pieces) == (tile * k_tiles) // per_program
+
+
+@pytest.mark.parametrize("cfg", [c for c in CONFIGS if c.layout == "rcr" and c.dtype == "fp16"], ids=lambda c: c.name)
+def test_tma_families_run_16_byte_rows_without_padding(registry, cfg):
+    """24x40x56 fp16: sizes are multiples of 8, not 16 (problem align 8): 16-byte rows are all a tensor
+    descriptor needs, so the TMA families run it directly; pointer kernels compiled for align 16 do not."""
+    args = make_case(cfg, 24, 40, 56, 1, seed=7)
+    problem = td.runtime.arguments.problem_from_args(args)
+    assert problem.align == 8
+    assert registry.get(cfg.name).is_supported(problem)
+    out = registry.get(cfg.name).run(args.a, args.b, out=args.out, c=args.c, bias=args.bias, d=args.d,
+                                     alpha=args.alpha, beta=args.beta)
+    check_against_reference(out, args, cfg.dtype)
+    tiled = next(c for c in suites.aligned_configs() if c.family == "tiled" and c.align == 16)
+    assert gemm_problem_mismatch(tiled.with_epilogue(cfg.epilogue), problem).startswith("align")
+
+
+def test_fp8_needs_16_element_rows_for_descriptors():
+    cfg = next(c for c in CONFIGS if c.dtype == "fp8e4m3" and c.family == "tma_persistent")
+    for (m, n, k), ok in (((24, 40, 56), False), ((24, 48, 64), True)):
+        problem = td.GemmProblem(m, n, k, dtype="fp8e4m3", epilogue=cfg.epilogue)
+        reason = gemm_problem_mismatch(cfg, problem)
+        assert (reason is None) if ok else reason.startswith("align"), reason

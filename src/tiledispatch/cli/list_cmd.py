@@ -84,7 +84,7 @@ def list_cmd(
     _print_kernels(rows, title + (f" support {problem.describe()}" if problem else ""))
     if problem is not None and not rows:
         note(f"no instance supports it: {registry.is_supported(problem).reason}")
-    if problem is not None and problem.align == 1:
+    if problem is not None and problem.align < 16:
         note("align-16 instances are not listed; select/run can still use them on exact padded copies")
     if registry.skipped:
         note(f"{len(registry.skipped)} preset config(s) are invalid on {registry.arch.name} and were skipped")

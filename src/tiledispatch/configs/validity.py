@@ -166,7 +166,12 @@ def gemm_problem_mismatch(cfg: GemmConfig, problem: GemmProblem) -> str | None:
     for field, have, want in checks:
         if have != want:
             return f"{field}: kernel has {have!r}, problem needs {want!r}"
-    if cfg.align > problem.align:
+    if cfg.family in TMA_FAMILIES and cfg.align == 16:
+        need = max(1, 16 // DTYPES[cfg.dtype].bytes)     # tensor descriptors need 16-byte rows only
+        if problem.align < need:
+            return (f"align: {cfg.family} reads through tensor descriptors, which need 16-byte aligned pointers "
+                    f"and rows (align >= {need} for {cfg.dtype}); the problem guarantees align={problem.align}")
+    elif cfg.align > problem.align:
         return (f"align: kernel assumes 16-byte aligned pointers and leading dimensions, and sizes along unit "
                 f"strides that are multiples of 16; the problem guarantees align={problem.align}")
     if cfg.family == "tma_ws" and problem.batch > 1:

@@ -1,7 +1,7 @@
 """Source pieces shared by the GEMM families: parameters, tile swizzle, main loop and fused epilogue."""
 from __future__ import annotations
 
-from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.configs.gemm import TMA_FAMILIES, GemmConfig
 from tiledispatch.dtypes import DTYPES, SCALED_DTYPES
 from tiledispatch.kernels.spec import Param
 from tiledispatch.problems.gemm import contiguous_dims
@@ -17,11 +17,17 @@ def ptr(name: str, dtype: str, aligned: bool = False) -> Param:
     return Param(name, "*" + DTYPES[dtype].triton, divisible16=aligned)
 
 
+def hinted(cfg: GemmConfig) -> bool:
+    """Whether sizes and strides are compiled as multiples of 16: aligned pointer-loading kernels. The TMA
+    families also run align-8 problems (16-byte rows), so they assume 16-byte aligned pointers only."""
+    return cfg.align == 16 and cfg.family not in TMA_FAMILIES
+
+
 def size_params(cfg: GemmConfig, names: str) -> list[Param]:
     """M, N, K as i32; aligned kernels know that the sizes along unit strides are multiples of 16 (vector
     loads, edge masks per vector); the others may be anything."""
-    hinted = contiguous_dims(cfg.layout) if cfg.align == 16 else ()
-    return [Param(name, "i32", divisible16=name in hinted) for name in names]
+    hinted_dims = contiguous_dims(cfg.layout) if hinted(cfg) else ()
+    return [Param(name, "i32", divisible16=name in hinted_dims) for name in names]
 
 
 def strides(prefix: str, layout_letter: str | None, aligned: bool) -> list[Param]:
@@ -36,7 +42,7 @@ def strides(prefix: str, layout_letter: str | None, aligned: bool) -> list[Param
 
 
 def operand_params(cfg: GemmConfig) -> list[Param]:
-    aligned = cfg.align == 16
+    aligned = hinted(cfg)
     return [*strides("a", cfg.layout[0], aligned), *strides("b", cfg.layout[1], aligned)]
 
 
@@ -53,9 +59,9 @@ def epilogue_pointer_params(cfg: GemmConfig) -> list[Param]:
 
 
 def epilogue_scalar_params(cfg: GemmConfig) -> list[Param]:
-    aligned = cfg.align == 16
+    aligned = hinted(cfg)
     out = [*strides("o", cfg.layout[2], aligned)]
-    extra_letter = cfg.layout[2] if aligned else None   # aligned kernels read C and D in the output layout
+    extra_letter = cfg.layout[2] if cfg.align == 16 else None   # aligned kernels read C and D like the output
     if cfg.with_c:
         out.extend(strides("c", extra_letter, aligned))
     if cfg.bias != "none":

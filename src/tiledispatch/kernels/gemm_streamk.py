@@ -53,19 +53,20 @@ def _main_source(cfg: GemmConfig, entry: EntrySpec) -> str:
         + "    for tile_id in tl.range(pid, DP_TILES, NUM_PROGRAMS):\n"
         + tma.tile_coords() + tma.k_loop(cfg, "0", "k_tiles") + epilogue
         + "    sk_total = (num_tiles - DP_TILES) * k_tiles\n"
-        + "    it = pid * SK_ITERS\n"
-        + "    it_end = min(it + SK_ITERS, sk_total)\n"
-        + "    for seg in range(0, SK_SEGS):\n"      # a for loop (not while): Triton pipelines the K loop in it
-        + "        sk_tile = it // k_tiles\n"
-        + "        k_lo = it - sk_tile * k_tiles\n"
-        + "        k_hi = min(k_tiles, k_lo + it_end - it)\n"
+        + "    start = pid * SK_ITERS\n"
+        + "    end = min(start + SK_ITERS, sk_total)\n"
+        + "    first_tile = start // k_tiles\n"
+        # segment bounds come from the loop index alone (nothing loop-carried), so Triton pipelines the K loop
+        + "    for seg in range(0, SK_SEGS):\n"
+        + "        sk_tile = first_tile + seg\n"
+        + "        k_lo = max(start - sk_tile * k_tiles, 0)\n"
+        + "        k_hi = min(end - sk_tile * k_tiles, k_tiles)\n"
         + "        tile_id = DP_TILES + sk_tile\n"
         + tma.tile_coords() + tma.k_loop(cfg, "k_lo", "k_hi")
-        + "        if it < it_end:\n"
+        + "        if k_lo < k_hi:\n"
         + "            slot = pid - (sk_tile * k_tiles) // SK_ITERS\n"
         + WS_TILE.format(i="            ")
         + "            tl.store(ws_tile, acc)\n"
-        + "        it += max(k_hi - k_lo, 0)\n"
     )
 
 

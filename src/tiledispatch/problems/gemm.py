@@ -12,6 +12,7 @@ LAYOUTS = ("rcr", "rrr", "crr", "ccr")
 ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
 BIAS_MODES = ("none", "row", "col")
 MAX_D = 2
+PROBLEM_ALIGNS = (1, 8, 16)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +65,8 @@ class GemmProblem:
     layout letters give the major order of A, B and out: r = row-major, c = column-major.
     align=16 guarantees 16-byte aligned base pointers, leading dimensions that are multiples of 16 elements,
     and the same of every size that runs along a unit stride (`contiguous_dims`: e.g. N and K for rcr; M may
-    be anything): what vectorized kernels need; align=1 guarantees nothing. By default it is
+    be anything): what vectorized kernels need; align=8 guarantees the same with multiples of 8 (16-byte rows
+    for 2-byte types: enough for tensor descriptors); align=1 guarantees nothing. By default it is
     derived from the sizes as for freshly allocated contiguous tensors.
     """
 
@@ -98,8 +100,8 @@ class GemmProblem:
             raise BadInput(f"epilogue must be an Epilogue, got {type(self.epilogue).__name__}", field="epilogue")
         if self.align is None:
             object.__setattr__(self, "align", self.natural_align())
-        if self.align not in (1, 16):
-            raise bad_choice(BadInput, "align", self.align, (1, 16))
+        if self.align not in PROBLEM_ALIGNS:
+            raise bad_choice(BadInput, "align", self.align, PROBLEM_ALIGNS)
 
     def leading_dims(self) -> tuple[int, int, int]:
         """Leading dimensions (elements) of contiguous A, B and out in this layout."""
@@ -110,7 +112,7 @@ class GemmProblem:
         """16 when the contiguous sizes and every leading dimension are multiples of 16 (contiguous tensors
         assumed); see `contiguous_sizes`."""
         dims = (*contiguous_sizes(self.layout, self.m, self.n, self.k), *self.leading_dims())
-        return 16 if all(x % 16 == 0 for x in dims) else 1
+        return max(a for a in PROBLEM_ALIGNS if all(x % a == 0 for x in dims))
 
     def padded16(self) -> GemmProblem:
         """The same computation on zero-padded operands whose sizes are multiples of 16 (exact: padded K

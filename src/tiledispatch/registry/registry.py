@@ -176,7 +176,7 @@ class Registry:
         reasons = {k.name: k.is_supported(problem).reason for k in self.kernels}
         if any(not r for r in reasons.values()):
             return Support(True)
-        if problem.align == 1 and any(k.is_supported(problem.padded16()) for k in self.kernels):
+        if problem.align < 16 and any(k.is_supported(problem.padded16()) for k in self.kernels):
             return Support(True)
         if not reasons:
             return Support(False, "the registry is empty")
@@ -189,7 +189,7 @@ class Registry:
         """Every built kernel that computes `problem` directly, then those that compute it exactly on operands
         padded to multiples of 16 (only for problems that are not already aligned)."""
         plans = [selector.Plan(k, problem) for k in self.candidates(problem)]
-        if problem.align == 1:
+        if problem.align < 16:
             padded = problem.padded16()
             direct = {plan.kernel.name for plan in plans}   # padding a kernel that runs it directly only costs
             plans += [selector.Plan(k, padded, True) for k in self.candidates(padded) if k.name not in direct]

@@ -6,7 +6,7 @@ from typing import Any
 
 from tiledispatch.dtypes import INPUT_DTYPES, default_out_dtype, from_torch
 from tiledispatch.errors import BadInput
-from tiledispatch.problems.gemm import Epilogue, GemmProblem, contiguous_sizes
+from tiledispatch.problems.gemm import PROBLEM_ALIGNS, Epilogue, GemmProblem, contiguous_sizes
 
 
 @dataclasses.dataclass
@@ -52,10 +52,11 @@ def _check_matrix(t, field: str, rows: int, cols: int, batch: int) -> None:
         raise BadInput(f"{field} has shape {shape}; expected {want}", field=field)
 
 
-def _aligned(t) -> bool:
+def _aligned(t, multiple: int) -> bool:
+    """16-byte aligned base and every non-unit stride a multiple of `multiple` elements."""
     if t.data_ptr() % 16:
         return False
-    return all(s % 16 == 0 for s in t.stride() if s != 1)
+    return all(s % multiple == 0 for s in t.stride() if s != 1)
 
 
 def problem_from_args(args: GemmArgs, prefer_layout: str | None = None) -> GemmProblem:
@@ -89,10 +90,13 @@ def problem_from_args(args: GemmArgs, prefer_layout: str | None = None) -> GemmP
     extras = [t for t in (args.c if args.beta != 0 else None, *args.d) if t is not None]
     tensors = [t for t in (a, b, args.out, args.bias, *extras) if t is not None]
     # aligned kernels also read C and D row-major, like the output
-    aligned = all(_aligned(t) for t in tensors) and all(t.stride(-1) == 1 for t in extras)
+    sizes = contiguous_sizes(layout, m, n, k)
+    align = 1
+    if all(t.stride(-1) == 1 for t in extras):
+        align = max((a for a in PROBLEM_ALIGNS if all(_aligned(t, a) for t in tensors)
+                     and all(x % a == 0 for x in sizes)), default=1)
     epilogue = Epilogue(args.activation, args.bias_mode, len(args.d), args.beta != 0)
-    return GemmProblem(m, n, k, batch, dtype, out_dtype, None, layout, epilogue,
-                       align=16 if aligned and all(x % 16 == 0 for x in contiguous_sizes(layout, m, n, k)) else 1)
+    return GemmProblem(m, n, k, batch, dtype, out_dtype, None, layout, epilogue, align=align)
 
 
 def _check_epilogue_tensors(args: GemmArgs, m: int, n: int, batch: int) -> None:
