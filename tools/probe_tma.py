@@ -128,16 +128,15 @@ def skbench():
     import tiledispatch as td
 
     reg = td.Registry(td.detect())
-    cfgs = [td.GemmConfig("streamk", "rcr", "bf16", block_m=128, block_n=128, block_k=64, num_warps=8,
-                          num_stages=4),
-            td.GemmConfig("streamk", "rcr", "bf16", block_m=128, block_n=256, block_k=64, num_warps=8,
-                          num_stages=3),
-            td.GemmConfig("tma_persistent", "rcr", "bf16", block_m=128, block_n=256, block_k=64, num_warps=8,
-                          num_stages=3)]
+    tiles = [("streamk", 128, 128, 4), ("streamk", 256, 128, 3), ("streamk", 256, 128, 4),
+             ("tma_persistent", 256, 128, 3), ("tma_persistent", 128, 128, 4)]
+    cfgs = [td.GemmConfig(f, "rcr", "bf16", block_m=bm, block_n=bn, block_k=64, num_warps=8, num_stages=s)
+            for f, bm, bn, s in tiles]
     for cfg in cfgs:
         reg.add(cfg)
     assert not reg.build().failed
-    for m, n, k in ((256, 3584, 18944), (256, 6144, 4096), (4096, 4096, 14336), (1024, 1024, 1024)):
+    for m, n, k in ((256, 3584, 18944), (256, 6144, 4096), (256, 4096, 14336), (256, 3584, 3584),
+                    (256, 57344, 8192), (64, 4096, 4096), (1024, 1024, 1024)):
         a, b = _ab(m, n, k)
         cub = triton.testing.do_bench(lambda: a @ b, return_mode="median")
         line = [f"{m}x{n}x{k} cublas {cub * 1e3:.1f}us"]
@@ -146,7 +145,7 @@ def skbench():
             out = kern.run(a, b)
             _check(out, a, b)
             ms = triton.testing.do_bench(lambda: kern.run(a, b, out=out), return_mode="median")
-            line.append(f"{cfg.family}-{cfg.block_m}x{cfg.block_n} {cub / ms:.2f}x")
+            line.append(f"{cfg.family}-{cfg.block_m}x{cfg.block_n}-s{cfg.num_stages} {cub / ms:.2f}x")
         print(" | ".join(line), flush=True)
     return 0.0
 
