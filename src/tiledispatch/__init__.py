@@ -6,6 +6,7 @@ from tiledispatch.configs.naming import parse_name
 from tiledispatch.errors import (BadInput, CacheError, CompileError, InvalidConfig, NoKernelFound,
                                  TileDispatchError, UnsupportedProblem)
 from tiledispatch.presets import list_presets
+from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import Epilogue, GemmProblem
 from tiledispatch.registry.kernel import Kernel, Support
 from tiledispatch.registry.registry import BuildReport, Registry
@@ -13,7 +14,7 @@ from tiledispatch.select.selector import Selection
 from tiledispatch.version import __version__
 
 __all__ = [
-    "ArchSpec", "BadInput", "BuildReport", "CacheError", "CompileError", "Epilogue", "GemmConfig", "GemmProblem",
+    "ArchSpec", "BadInput", "BuildReport", "CacheError", "CompileError", "ConvProblem", "Epilogue", "GemmConfig", "GemmProblem",
     "InvalidConfig", "Kernel", "NoKernelFound", "Registry", "Selection", "Support", "TileDispatchError",
     "UnsupportedProblem", "__version__", "detect", "gemm", "get_arch", "list_presets", "parse_name",
 ]

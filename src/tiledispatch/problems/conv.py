@@ -1,0 +1,184 @@
+"""ConvProblem: what a grouped convolution call computes (forward, backward-data or backward-weight), 1D/2D/3D,
+independent of any kernel. Tensors are channels-last: input N(D)(H)W·G·C/G, weight G·K/G·(Z)(Y)X·C/G, output
+N(D)(H)W·G·K/G (torch `channels_last` / `channels_last_3d`)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from tiledispatch.dtypes import default_acc_dtype, default_out_dtype, get_dtype
+from tiledispatch.errors import BadInput, bad_choice
+
+DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
+CONV_DTYPES = ("fp16", "bf16", "fp32")
+NDIMS = (1, 2, 3)
+
+
+def _positive(field: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise BadInput(f"{field}={value!r} must be a positive integer", field=field)
+    return value
+
+
+def _per_dim(field: str, value: Any, ndim: int, minimum: int) -> tuple[int, ...]:
+    """One int for every dim, or exactly one per dim; each >= minimum."""
+    values = (value,) * ndim if isinstance(value, int) and not isinstance(value, bool) else tuple(value)
+    if len(values) != ndim or any(not isinstance(v, int) or isinstance(v, bool) for v in values):
+        raise BadInput(f"{field}={value!r} must be an int or {ndim} ints (one per spatial dim)", field=field)
+    if any(v < minimum for v in values):
+        raise BadInput(f"{field}={value!r}: every value must be >= {minimum}", field=field)
+    return values
+
+
+def _padding(value: Any, ndim: int) -> tuple[tuple[int, int], ...]:
+    """An int, one int per dim (symmetric), or one (left, right) pair per dim; never negative."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        pairs = ((value, value),) * ndim
+    else:
+        items = tuple(value)
+        if len(items) != ndim:
+            raise BadInput(f"padding={value!r} must be an int, {ndim} ints or {ndim} (left, right) pairs",
+                           field="padding")
+        pairs = tuple((p, p) if isinstance(p, int) and not isinstance(p, bool) else tuple(p) for p in items)
+    if any(len(p) != 2 or any(not isinstance(v, int) or isinstance(v, bool) for v in p) for p in pairs):
+        raise BadInput(f"padding={value!r} must be an int, {ndim} ints or {ndim} (left, right) pairs",
+                       field="padding")
+    if any(v < 0 for p in pairs for v in p):
+        raise BadInput(f"padding={value!r} must not be negative", field="padding")
+    return tuple((int(left), int(right)) for left, right in pairs)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvProblem:
+    """A grouped convolution. `c` and `k` are total input and output channels (as torch's in/out channels),
+    `groups` divides both. `spatial` is the input size and `filter` the filter size, one entry per spatial dim
+    (their length is the ndim). stride, dilation: an int or one per dim; padding: an int, one per dim, or a
+    (left, right) pair per dim. Normalized to tuples on construction."""
+
+    direction: str
+    n: int
+    c: int
+    k: int
+    groups: int
+    spatial: tuple[int, ...]
+    filter: tuple[int, ...]
+    stride: Any = 1
+    padding: Any = 0
+    dilation: Any = 1
+    dtype: str = "bf16"
+    out_dtype: str | None = None
+    acc_dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.direction not in DIRECTIONS:
+            raise bad_choice(BadInput, "direction", self.direction, DIRECTIONS)
+        for field in ("n", "c", "k", "groups"):
+            _positive(field, getattr(self, field))
+        spatial, filt = tuple(self.spatial), tuple(self.filter)
+        if len(spatial) not in NDIMS:
+            raise BadInput(f"spatial={self.spatial!r} must have 1, 2 or 3 sizes (the ndim)", field="spatial")
+        if len(filt) != len(spatial):
+            raise BadInput(f"filter={self.filter!r} must have {len(spatial)} sizes, like spatial", field="filter")
+        for field, values in (("spatial", spatial), ("filter", filt)):
+            for v in values:
+                _positive(field, v)
+        for field in ("c", "k"):
+            if getattr(self, field) % self.groups:
+                raise BadInput(f"groups={self.groups} does not divide {field}={getattr(self, field)}",
+                               field="groups")
+        if self.dtype not in CONV_DTYPES:
+            raise bad_choice(BadInput, "dtype", self.dtype, CONV_DTYPES)
+        ndim = len(spatial)
+        object.__setattr__(self, "spatial", spatial)
+        object.__setattr__(self, "filter", filt)
+        object.__setattr__(self, "stride", _per_dim("stride", self.stride, ndim, 1))
+        object.__setattr__(self, "dilation", _per_dim("dilation", self.dilation, ndim, 1))
+        object.__setattr__(self, "padding", _padding(self.padding, ndim))
+        object.__setattr__(self, "out_dtype", self.out_dtype or default_out_dtype(self.dtype))
+        object.__setattr__(self, "acc_dtype", self.acc_dtype or default_acc_dtype(self.dtype))
+        if self.out_dtype not in CONV_DTYPES:
+            raise bad_choice(BadInput, "out_dtype", self.out_dtype, CONV_DTYPES)
+        if any(o <= 0 for o in self.output):
+            raise BadInput(f"output size {self.output} is not positive: spatial {self.spatial}, filter "
+                           f"{self.filter}, stride {self.stride}, padding {self.padding}, dilation {self.dilation}",
+                           field="spatial")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.spatial)
+
+    @property
+    def output(self) -> tuple[int, ...]:
+        """Output spatial size of the forward convolution (the dy size of the backward directions)."""
+        return tuple((size + left + right - d * (f - 1) - 1) // s + 1
+                     for size, f, s, (left, right), d in zip(self.spatial, self.filter, self.stride, self.padding,
+                                                             self.dilation))
+
+    @property
+    def c_per_group(self) -> int:
+        return self.c // self.groups
+
+    @property
+    def k_per_group(self) -> int:
+        return self.k // self.groups
+
+    @property
+    def is_depthwise(self) -> bool:
+        return self.groups == self.c and self.c_per_group == 1
+
+    @property
+    def flops(self) -> int:
+        """2 * N * K * out-pixels * (C/G) * filter taps: the same for every direction."""
+        return 2 * self.n * self.k * math.prod(self.output) * self.c_per_group * math.prod(self.filter)
+
+    def tensor_elements(self) -> dict[str, int]:
+        return {"input": self.n * self.c * math.prod(self.spatial),
+                "weight": self.k * self.c_per_group * math.prod(self.filter),
+                "output": self.n * self.k * math.prod(self.output)}
+
+    @property
+    def min_bytes(self) -> int:
+        """Input, weight and output once each (read two, write the third), in the storage dtypes."""
+        sizes = self.tensor_elements()
+        in_b, out_b = get_dtype(self.dtype).bytes, get_dtype(self.out_dtype).bytes
+        written = {"fwd": "output", "bwd_data": "input", "bwd_weight": "weight"}[self.direction]
+        return sum(n * (out_b if name == written else in_b) for name, n in sizes.items())
+
+    def implicit_gemm(self) -> tuple[int, int, int]:
+        """(M, N, K) of the GEMM one group computes: fwd out-pixels x K/G x (C/G * taps); bwd_data
+        in-pixels x C/G x (K/G * taps); bwd_weight K/G x (C/G * taps) x out-pixels. For bwd_data with a
+        stride above 1 this is the dense (zero-inserted) view: only about taps/prod(stride) of the taps
+        meet an output pixel, so it overstates `flops` by up to prod(stride)."""
+        taps = math.prod(self.filter)
+        out_px, in_px = self.n * math.prod(self.output), self.n * math.prod(self.spatial)
+        if self.direction == "fwd":
+            return out_px, self.k_per_group, self.c_per_group * taps
+        if self.direction == "bwd_data":
+            return in_px, self.c_per_group, self.k_per_group * taps
+        return self.k_per_group, self.c_per_group * taps, out_px
+
+    def signature(self) -> str:
+        """A stable key for tuning databases."""
+        join = lambda values: "x".join(map(str, values))  # noqa: E731
+        pads = "_".join(f"{left}-{right}" for left, right in self.padding)
+        return (f"conv:{self.direction}:{self.ndim}d:n{self.n}c{self.c}k{self.k}g{self.groups}:"
+                f"{join(self.spatial)}:f{join(self.filter)}:s{join(self.stride)}:p{pads}:d{join(self.dilation)}:"
+                f"{self.dtype}-{self.out_dtype}-{self.acc_dtype}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ConvProblem:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - fields)
+        if unknown:
+            raise BadInput(f"unknown ConvProblem field(s) {unknown}; legal fields: {sorted(fields)}",
+                           field=unknown[0])
+        return cls(**data)
+
+    def describe(self) -> str:
+        dims = "x".join(map(str, self.spatial))
+        return (f"conv {self.direction} {self.ndim}d N{self.n} C{self.c} K{self.k} G{self.groups} {dims} filter "
+                f"{'x'.join(map(str, self.filter))} stride {self.stride} {self.dtype}")
