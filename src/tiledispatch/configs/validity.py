@@ -92,7 +92,7 @@ def shared_memory_bytes(cfg: GemmConfig) -> int:
 
 
 def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    if cfg.family in ("tiled", "tma_persistent", "tma_ws", "streamk") and cfg.split_k != 1:
+    if cfg.family != "splitk" and cfg.split_k != 1:
         errors.append(("split_k", f"family {cfg.family!r} needs split_k=1, got {cfg.split_k}"))
     if cfg.family == "splitk":
         _choice(errors, "split_k", cfg.split_k, SPLIT_K)

@@ -105,21 +105,16 @@ def dot_line(cfg: GemmConfig) -> str:
     if cfg.acc_dtype == "int32":
         return "acc += tl.dot(a, b, out_dtype=tl.int32)"
     if cfg.dtype in SCALED_DTYPES:
-        return fp8_dot(cfg)
-    precision = "tf32" if cfg.dtype == "tf32" else "ieee"
+        # fp8 wgmma accumulates in reduced precision; promoting into the fp32 accumulator once per K block
+        # (max_num_imprecise_acc = BLOCK_K) keeps full fp32 accumulation across blocks.
+        compiled = "acc = tl.dot(a, b, acc, max_num_imprecise_acc=BLOCK_K)"
+    else:
+        precision = "tf32" if cfg.dtype == "tf32" else "ieee"
+        compiled = f"acc = tl.dot(a, b, acc, input_precision=\"{precision}\")"
     return (f"if {DOT_F32}:\n"
             f"            acc += tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=\"ieee\")\n"
             f"        else:\n"
-            f"            acc = tl.dot(a, b, acc, input_precision=\"{precision}\")")
-
-
-def fp8_dot(cfg: GemmConfig, a: str = "a", b: str = "b") -> str:
-    """fp8 wgmma accumulates in reduced precision; promoting into the fp32 accumulator once per K block
-    (max_num_imprecise_acc = BLOCK_K) keeps full fp32 accumulation across blocks."""
-    return (f"if {DOT_F32}:\n"
-            f"            acc += tl.dot({a}.to(tl.float32), {b}.to(tl.float32), input_precision=\"ieee\")\n"
-            f"        else:\n"
-            f"            acc = tl.dot({a}, {b}, acc, max_num_imprecise_acc=BLOCK_K)")
+            f"            {compiled}")
 
 
 def main_loop(cfg: GemmConfig, k_start: str, k_end: str) -> str:

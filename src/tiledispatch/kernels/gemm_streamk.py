@@ -72,14 +72,12 @@ def _main_source(cfg: GemmConfig, entry: EntrySpec) -> str:
 
 def _fixup_source(cfg: GemmConfig, entry: EntrySpec) -> str:
     acc_ty = common.TL_TYPES[cfg.acc_dtype]
-    coords = tma.tile_coords("    ").replace("    a_bi = tl.where(stride_ab == 0, 0, pid_b)\n", "")
-    coords = coords.replace("    b_bi = tl.where(stride_bb == 0, 0, pid_b)\n", "")
     return (
         f"@triton.jit\ndef {FIXUP_FN}(\n    {common.signature_text(list(entry.params))},\n):\n"
         + tma.TILE_WALK
         + "    sk_tile = tl.program_id(0)\n"
         + "    tile_id = DP_TILES + sk_tile\n"
-        + coords
+        + tma.tile_coords("    ")
         + "    first = (sk_tile * k_tiles) // SK_ITERS\n"
         + "    last = ((sk_tile + 1) * k_tiles - 1) // SK_ITERS\n"
         + f"    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype={acc_ty})\n"

@@ -72,8 +72,7 @@ def tile_coords(indent: str = "        ") -> str:
              "pid_m = first_pid_m + ((t % (GROUP_M * num_pid_n)) % group_size_m)",
              "pid_n = (t % (GROUP_M * num_pid_n)) // group_size_m",
              "off_m = pid_m * BLOCK_M", "off_n = pid_n * BLOCK_N",
-             "rm = off_m + tl.arange(0, BLOCK_M)", "rn = off_n + tl.arange(0, BLOCK_N)",
-             "a_bi = tl.where(stride_ab == 0, 0, pid_b)", "b_bi = tl.where(stride_bb == 0, 0, pid_b)"]
+             "rm = off_m + tl.arange(0, BLOCK_M)", "rn = off_n + tl.arange(0, BLOCK_N)"]
     return "".join(f"{indent}{line}\n" for line in lines)
 
 
@@ -95,7 +94,9 @@ def k_loop(cfg: GemmConfig, k_lo: str, k_hi: str, indent: str = "        ", rank
     acc_ty = common.TL_TYPES[cfg.acc_dtype]
     body = indent + "    "
     dot = common.dot_line(cfg).replace("\n        ", "\n" + body)
-    return (f"{indent}acc = tl.zeros((BLOCK_M, BLOCK_N), dtype={acc_ty})\n"
+    # rank 3: the batch each operand is read from (an operand shared by every batch has one)
+    batch = "".join(f"{indent}{x}_bi = tl.where(stride_{x}b == 0, 0, pid_b)\n" for x in "ab") if rank == 3 else ""
+    return (batch + f"{indent}acc = tl.zeros((BLOCK_M, BLOCK_N), dtype={acc_ty})\n"
             f"{indent}for ki in range({k_lo}, {k_hi}):\n"
             f"{body}off_k = ki * BLOCK_K\n"
             + tile_loads(cfg, body, rank)
