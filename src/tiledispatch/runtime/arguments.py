@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tiledispatch.dtypes import INPUT_DTYPES, default_out_dtype, from_torch
+from tiledispatch.dtypes import INPUT_DTYPES, SCALED_DTYPES, default_out_dtype, from_torch
 from tiledispatch.errors import BadInput
 from tiledispatch.problems.gemm import PROBLEM_ALIGNS, Epilogue, GemmProblem, contiguous_sizes
 
@@ -133,8 +133,6 @@ def _check_scales(args: GemmArgs, dtype: str) -> None:
     """fp8 operands take per-tensor scales: one-element float32 tensors on a's device; other dtypes none."""
     import torch
 
-    from tiledispatch.dtypes import SCALED_DTYPES
-
     for field in ("scale_a", "scale_b"):
         t = getattr(args, field)
         if t is None:
@@ -181,8 +179,9 @@ def argument_values(args: GemmArgs, m: int, n: int, k: int, extra: dict[str, Any
     if args.bias is not None:
         values["bias_ptr"] = args.bias
         values["stride_biasb"] = args.bias.stride(0) if args.bias.dim() == 2 else 0
-    values["scale_a_ptr"] = args.scale_a if args.scale_a is not None else unit_scale(args.a.device)
-    values["scale_b_ptr"] = args.scale_b if args.scale_b is not None else unit_scale(args.a.device)
+    if from_torch(args.a.dtype, "a.dtype") in SCALED_DTYPES:   # only scaled kernels take scale pointers
+        values["scale_a_ptr"] = args.scale_a if args.scale_a is not None else unit_scale(args.a.device)
+        values["scale_b_ptr"] = args.scale_b if args.scale_b is not None else unit_scale(args.a.device)
     return values
 
 
