@@ -123,13 +123,9 @@ class CpuTimer:
     """Wall-clock timer for the interpreter smoke run: 1 warm-up, median of 3."""
 
     def time_ms(self, fn: Callable[[], object], screen_ms: float | None = None) -> Timing:
-        fn()
-        samples = []
-        for _ in range(3):
-            start = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - start) * 1e3)
-        return _timing(samples)
+        from tiledispatch.bench.timer import wall_samples_ms
+
+        return _timing(wall_samples_ms(fn))
 
 
 # -- problems, references, cuBLAS -----------------------------------------------------------------------------

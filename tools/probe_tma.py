@@ -39,18 +39,21 @@ def _ab(m=512, n=512, k=512):
     return a, b
 
 
+def _family_run(family: str, warps: int = 8, shape: tuple[int, int, int] = (512, 512, 512)) -> float:
+    """Kernel.run of one 128x128x64 instance of `family`, checked against torch."""
+    k = _reg(family=family, block_m=128, block_n=128, block_k=64, num_warps=warps, num_stages=3)
+    a, b = _ab(*shape)
+    return _check(k.run(a, b), a, b)
+
+
 @case
 def tiled():
-    k = _reg(family="tiled", block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3)
-    a, b = _ab()
-    return _check(k.run(a, b), a, b)
+    return _family_run("tiled")
 
 
 @case
 def persistent():
-    k = _reg(family="tma_persistent", block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3)
-    a, b = _ab()
-    return _check(k.run(a, b), a, b)
+    return _family_run("tma_persistent")
 
 
 @case
@@ -58,6 +61,7 @@ def persistent_jit():
     """The generated kernel through Triton's own JIT launcher and a torch allocator."""
     import triton
 
+    from tiledispatch.build import cache
     from tiledispatch.build.loader import import_source
     from tiledispatch.kernels import family_module
     from tiledispatch.runtime.arguments import GemmArgs, argument_values
@@ -70,7 +74,7 @@ def persistent_jit():
     plan = family_module(k.config).launch_plan(k.config, 512, 512, 512, 1, 132)
     values = argument_values(args, 512, 512, 512, dict(plan.scalars))
     (spec,) = family_module(k.config).entries(k.config)
-    fn = getattr(import_source(k.entry_dir / "kernel.py", interpret=False), spec.fn)
+    fn = getattr(import_source(k.entry_dir / cache.SOURCE, interpret=False), spec.fn)
     ordered = [p.value if p.is_constexpr else values[p.name] for p in spec.params]
     fn[plan.grids[0]](*ordered, num_warps=spec.num_warps, num_stages=spec.num_stages)
     return _check(out, a, b)
@@ -78,16 +82,12 @@ def persistent_jit():
 
 @case
 def ws():
-    k = _reg(family="tma_ws", block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=3)
-    a, b = _ab()
-    return _check(k.run(a, b), a, b)
+    return _family_run("tma_ws", warps=4)
 
 
 @case
 def streamk():
-    k = _reg(family="streamk", block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3)
-    a, b = _ab(640, 640, 512)
-    return _check(k.run(a, b), a, b)
+    return _family_run("streamk", shape=(640, 640, 512))
 
 
 @case

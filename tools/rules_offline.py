@@ -7,34 +7,39 @@ import json
 import math
 import sys
 
-from tiledispatch.arch import get_arch
 from tiledispatch.presets import load_preset
 from tiledispatch.problems.gemm import GemmProblem
-from tiledispatch.select import rules
+from tiledispatch.registry.kernel import Kernel
+from tiledispatch.registry.registry import Registry
+from tiledispatch.select.selector import Plan, by_rules
+
+
+def plans(kernels: list[Kernel], problem: GemmProblem) -> list[Plan]:
+    """As Registry.plans, on kernels that need not be built: direct, then exactly padded."""
+    out = [Plan(k, problem) for k in kernels if k.is_supported(problem)]
+    if problem.align < 16:
+        direct = {plan.kernel.name for plan in out}
+        padded = problem.padded16()
+        out += [Plan(k, padded, True) for k in kernels if k.name not in direct and k.is_supported(padded)]
+    return out
 
 
 def evaluate(sweep: dict, preset: str) -> dict:
-    arch = get_arch("sm_90")
-    configs = load_preset(preset)
+    registry = Registry("sm_90")
+    kernels = [Kernel(cfg, registry.arch) for cfg in load_preset(preset)]
     auto, best, lines = [], [], []
     for row in sweep["rows"]:
         problem = GemmProblem(row["m"], row["n"], row["k"], dtype=row["dtype"], layout=row["layout"])
-        padded = problem.padded16()
-        scored = []
-        for cfg in configs:
-            for prob, pad, label in ((problem, False, cfg.name), (padded, True, cfg.name + " (padded)")):
-                if label not in row["timings"] or (cfg.align > prob.align):
-                    continue
-                est = rules.estimate_us(cfg, prob, arch) + (rules.padding_us(problem, arch) if pad else 0.0)
-                scored.append((est, row["timings"][label]["ms"], label))
-        if not scored:
+        ranked = [plan.label for plan, _ in by_rules(registry, plans(kernels, problem), problem)
+                  if plan.label in row["timings"]]
+        if not ranked:
             continue
-        pick = min(scored)
-        fastest = min(t for _, t, _ in scored)
-        auto.append(row["cublas_ms"] / pick[1])
+        times = {label: row["timings"][label]["ms"] for label in ranked}
+        fastest = min(times.values())
+        auto.append(row["cublas_ms"] / times[ranked[0]])
         best.append(row["cublas_ms"] / fastest)
         lines.append(f"{row['m']:>5}x{row['n']:>5}x{row['k']:>5} best {best[-1]:.2f} rules {auto[-1]:.2f} "
-                     f"({fastest / pick[1]:.2f} of best) {pick[2][5:60]}")
+                     f"({fastest / times[ranked[0]]:.2f} of best) {ranked[0][5:60]}")
     geo = lambda v: math.exp(sum(map(math.log, v)) / len(v))  # noqa: E731
     return {"auto_geomean": geo(auto), "best_geomean": geo(best), "lines": lines}
 

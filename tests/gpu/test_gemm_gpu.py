@@ -1,51 +1,34 @@
 """GPU lane: every family x dtype x epilogue on odd shapes with compiled sm_90 kernels (pytest -m gpu)."""
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
 import tiledispatch as td
 from tiledispatch.dtypes import torch_dtype
-from tiledispatch.problems.gemm import Epilogue
 from tiledispatch.runtime.inputs import make_args
 from tiledispatch.runtime.reference import validate
+from tiledispatch.testing import suites
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 DTYPES = ("fp16", "bf16", "fp32", "tf32", "int8")
-EPILOGUES = (
-    Epilogue(),
-    Epilogue("gelu", "col", 1, True),
-    Epilogue("gelu_tanh", "row", 2, False),
-    Epilogue("silu", "none", 0, True),
-    Epilogue("sigmoid", "col", 0, False),
-    Epilogue("tanh", "row", 1, False),
-    Epilogue("relu", "col", 2, True),
-)
 # 1: a single row; 17: not a multiple of any tile; 257: one past a tile boundary; 1000: several full tiles
 # with a ragged edge; 4096: large aligned K for the split-K path.
 SHAPES = ((1, 257, 64), (17, 100, 257), (257, 17, 1000), (1000, 1000, 100), (64, 48, 4096))
 
 
-def _epilogue_for(dtype: str, epilogue: Epilogue) -> Epilogue:
-    if dtype == "int8" and epilogue.activation not in ("none", "relu"):
-        return dataclasses.replace(epilogue, activation="relu")
-    return epilogue
-
-
 def _configs():
     for dtype in DTYPES:
         bk = 64 if dtype == "int8" else 32
+        epilogues = suites.INT8_EPILOGUES if dtype == "int8" else suites.FLOAT_EPILOGUES
         for layout in ("rcr", "rrr", "crr", "ccr"):
             for family, split in (("tiled", 1), ("splitk", 4)):
-                for i, epilogue in enumerate(EPILOGUES):
+                for i, epilogue in enumerate(epilogues):
                     if (i + len(layout) + split) % 2 and i:   # halve the grid, keep every epilogue per dtype
                         continue
                     yield td.GemmConfig(family, layout, dtype, block_m=64, block_n=64, block_k=bk, num_warps=4,
-                                        num_stages=3, split_k=split, align=1).with_epilogue(
-                        _epilogue_for(dtype, epilogue))
+                                        num_stages=3, split_k=split, align=1).with_epilogue(epilogue)
 
 
 @pytest.fixture(scope="module")

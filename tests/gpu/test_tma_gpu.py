@@ -11,17 +11,11 @@ from tiledispatch.dtypes import torch_dtype
 from tiledispatch.problems.gemm import Epilogue
 from tiledispatch.runtime.inputs import make_args
 from tiledispatch.runtime.reference import validate
+from tiledispatch.testing import suites
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
-EPILOGUES = (
-    Epilogue(),
-    Epilogue("gelu", "col", 1, True),
-    Epilogue("gelu_tanh", "row", 2, False),
-    Epilogue("silu", "none", 0, True),
-    Epilogue("relu", "col", 2, True),
-    Epilogue("tanh", "row", 1, False),
-)
+EPILOGUES = suites.FLOAT_EPILOGUES   # every activation, bias mode, number of D and C
 # 16: a single 16-row strip; 272: two tiles plus 16; 1008: ragged last tile; 4096 K: long K loop;
 # 2064x2064 at 128x128 tiles: 289 tiles = two full waves + 25 on 132 SMs (stream-K splits the tail).
 SHAPES = ((16, 272, 64), (272, 48, 1008), (1008, 1024, 96), (64, 48, 4096), (2064, 2064, 512))
@@ -51,10 +45,7 @@ def _configs():
 
 
 def _epilogue(family: str, i: int) -> Epilogue:
-    e = EPILOGUES[i % len(EPILOGUES)]
-    if family != "tma_ws":
-        return e
-    return Epilogue(e.activation, "col" if e.bias == "row" else e.bias)   # tma_ws: no C / D / row bias
+    return suites.family_epilogue(family, EPILOGUES[i % len(EPILOGUES)])
 
 
 @pytest.fixture(scope="module")

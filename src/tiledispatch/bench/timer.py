@@ -11,10 +11,15 @@ def time_ms(fn: Callable[[], object], device, warmup_ms: int = 25, rep_ms: int =
         import triton.testing
 
         return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+    return statistics.median(wall_samples_ms(fn))
+
+
+def wall_samples_ms(fn: Callable[[], object], repeats: int = 3) -> list[float]:
+    """Wall-clock milliseconds of `repeats` calls after one warm-up call (the interpreter's timer)."""
     fn()
     samples = []
-    for _ in range(3):
+    for _ in range(repeats):
         start = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(samples)
+    return samples

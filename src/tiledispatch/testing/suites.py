@@ -92,6 +92,14 @@ def error_configs() -> list[GemmConfig]:
 TMA_FAMILIES = ("tma_persistent", "tma_ws", "streamk")
 
 
+def family_epilogue(family: str, epilogue: Epilogue) -> Epilogue:
+    """`epilogue` as `family` accepts it: tma_ws reads nothing indexed by output rows (configs.validity), so
+    it keeps the activation and takes a column bias where a row bias was asked for."""
+    if family != "tma_ws":
+        return epilogue
+    return Epilogue(epilogue.activation, "col" if epilogue.bias == "row" else epilogue.bias)
+
+
 def tma_configs() -> list[GemmConfig]:
     """The persistent TMA families on the interpreter: one fp16 config per (family, layout) with the float
     epilogues rotated over them (tma_persistent alternates epilogue subtiles 1 and 2), fp8 for every family
@@ -100,14 +108,10 @@ def tma_configs() -> list[GemmConfig]:
     for f, family in enumerate(TMA_FAMILIES):
         for l_, layout in enumerate(LAYOUTS):
             subtile = 1 + l_ % 2 if family == "tma_persistent" else 1
-            epilogue = FLOAT_EPILOGUES[(3 * f + l_) % len(FLOAT_EPILOGUES)]
-            if family == "tma_ws":   # no C / D / row bias in warp-specialized epilogues (configs.validity)
-                epilogue = Epilogue(epilogue.activation, "col" if epilogue.bias == "row" else epilogue.bias)
+            epilogue = family_epilogue(family, FLOAT_EPILOGUES[(3 * f + l_) % len(FLOAT_EPILOGUES)])
             out.append(small_config(family, layout, "fp16", align=16, subtile=subtile).with_epilogue(epilogue))
     for i, family in enumerate(("tiled", "splitk", *TMA_FAMILIES)):
-        epilogue = FLOAT_EPILOGUES[(i + 5) % 8]
-        if family == "tma_ws":
-            epilogue = Epilogue(epilogue.activation, "col" if epilogue.bias == "row" else epilogue.bias)
+        epilogue = family_epilogue(family, FLOAT_EPILOGUES[(i + 5) % 8])
         out.append(small_config(family, "rcr", "fp8e4m3", align=16).with_epilogue(epilogue))
     out.append(small_config("tma_persistent", "rrr", "bf16", align=16, subtile=2,
                             out_dtype="fp32").with_epilogue(Epilogue("silu", "row", 2, True)))
