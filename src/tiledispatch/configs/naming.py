@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.errors import InvalidConfig
 
@@ -17,12 +18,14 @@ _GEMM_TEMPLATE = ("gemm-<family>-<layout>-<dtype>-<out_dtype>-<acc_dtype>-<BMxBN
 _INT_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m", "split_k", "subtile", "align", "num_d")
 
 
-def parse_name(name: str) -> GemmConfig:
+def parse_name(name: str) -> GemmConfig | ConvConfig:
     """Parse a canonical instance name back into its config (raises InvalidConfig naming the problem)."""
     if not isinstance(name, str):
         raise InvalidConfig(f"kernel name must be a string, got {type(name).__name__}", field="name")
+    if name.startswith("conv-"):
+        return _parse_conv_name(name)
     if not name.startswith("gemm-"):
-        raise InvalidConfig(f"name {name!r}: unknown op prefix; legal ops: 'gemm'", field="name")
+        raise InvalidConfig(f"name {name!r}: unknown op prefix; legal ops: 'gemm', 'conv'", field="name")
     match = _GEMM_PATTERN.fullmatch(name)
     if match is None:
         raise InvalidConfig(f"name {name!r} is malformed; expected {_GEMM_TEMPLATE}", field="name")
@@ -31,6 +34,32 @@ def parse_name(name: str) -> GemmConfig:
         fields[key] = int(fields[key])  # type: ignore[arg-type]
     fields["with_c"] = fields["with_c"] == "1"
     cfg = GemmConfig(**fields)  # type: ignore[arg-type]
+    if cfg.name != name:
+        raise InvalidConfig(f"name {name!r} is not canonical; canonical form: {cfg.name!r}", field="name")
+    return cfg
+
+
+_CONV_PATTERN = re.compile(
+    r"conv-(?P<family>[a-z_]+)-(?P<direction>fwd|bwd_data|bwd_weight)-(?P<ndim>\d)d-(?P<dtype>[a-z0-9]+)-"
+    r"(?P<out_dtype>[a-z0-9]+)-(?P<acc_dtype>[a-z0-9]+)-(?P<block_m>\d+)x(?P<block_n>\d+)x(?P<block_k>\d+)-"
+    r"g(?P<groups_per_program>\d+)-w(?P<num_warps>\d+)-s(?P<num_stages>\d+)-k(?P<split_k>\d+)-(?P<kloop>[a-z]+)-"
+    r"a(?P<align>\d+)-(?P<activation>[a-z_]+)-b(?P<bias>[01])"
+)
+_CONV_TEMPLATE = ("conv-<family>-<direction>-<ndim>d-<dtype>-<out_dtype>-<acc_dtype>-<BMxBNxBK>-g<groups>-w<warps>-"
+                  "s<stages>-k<split_k>-<kloop>-a<align>-<activation>-b<0|1>")
+_CONV_INT_FIELDS = ("ndim", "block_m", "block_n", "block_k", "groups_per_program", "num_warps", "num_stages",
+                    "split_k", "align")
+
+
+def _parse_conv_name(name: str) -> ConvConfig:
+    match = _CONV_PATTERN.fullmatch(name)
+    if match is None:
+        raise InvalidConfig(f"name {name!r} is malformed; expected {_CONV_TEMPLATE}", field="name")
+    fields: dict[str, object] = dict(match.groupdict())
+    for key in _CONV_INT_FIELDS:
+        fields[key] = int(fields[key])  # type: ignore[arg-type]
+    fields["bias"] = fields["bias"] == "1"
+    cfg = ConvConfig(**fields)  # type: ignore[arg-type]
     if cfg.name != name:
         raise InvalidConfig(f"name {name!r} is not canonical; canonical form: {cfg.name!r}", field="name")
     return cfg

@@ -1,17 +1,26 @@
-"""GEMM kernel families. Each module renders Triton source for a config and describes its entries and grids."""
+"""Kernel families. Each module renders Triton source for a config and describes its entries and grids."""
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
-from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.errors import InvalidConfig, bad_choice
 
+_GEMM = {"tiled": "gemm_tiled", "splitk": "gemm_splitk", "tma_persistent": "gemm_tma", "tma_ws": "gemm_tma",
+         "streamk": "gemm_streamk"}
+# conv: by family, then direction (None: every direction)
+_CONV = {"igemm": {"fwd": "conv_igemm", "bwd_data": "conv_igemm", "bwd_weight": "conv_wgrad"},
+         "direct": {None: "conv_direct"}}
 
-def family_module(cfg: GemmConfig) -> ModuleType:
-    from tiledispatch.kernels import gemm_splitk, gemm_streamk, gemm_tiled, gemm_tma
 
-    table = {"tiled": gemm_tiled, "splitk": gemm_splitk, "tma_persistent": gemm_tma, "tma_ws": gemm_tma,
-             "streamk": gemm_streamk}
+def family_module(cfg: Any) -> ModuleType:
+    """The module of cfg's family: entries(cfg), render(cfg) and launch_plan(cfg, ...)."""
+    import importlib
+
+    table = _CONV if cfg.op == "conv" else _GEMM
     if cfg.family not in table:
         raise bad_choice(InvalidConfig, "family", cfg.family, table)
-    return table[cfg.family]
+    name = table[cfg.family]
+    if isinstance(name, dict):
+        name = name.get(None) or name[cfg.direction]
+    return importlib.import_module(f"tiledispatch.kernels.{name}")

@@ -9,10 +9,12 @@ from typing import Any
 
 from tiledispatch.dtypes import default_acc_dtype, default_out_dtype, get_dtype
 from tiledispatch.errors import BadInput, bad_choice
+from tiledispatch.problems.gemm import ACTIVATIONS
 
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
 CONV_DTYPES = ("fp16", "bf16", "fp32")
 NDIMS = (1, 2, 3)
+CONV_ALIGNS = (1, 8)
 
 
 def _positive(field: str, value: Any) -> int:
@@ -54,7 +56,13 @@ class ConvProblem:
     """A grouped convolution. `c` and `k` are total input and output channels (as torch's in/out channels),
     `groups` divides both. `spatial` is the input size and `filter` the filter size, one entry per spatial dim
     (their length is the ndim). stride, dilation: an int or one per dim; padding: an int, one per dim, or a
-    (left, right) pair per dim. Normalized to tuples on construction."""
+    (left, right) pair per dim. Normalized to tuples on construction.
+
+    bias (one value per output channel) and activation are the fused forward epilogue (fwd only).
+    align=8 guarantees 16-byte aligned base pointers of the activation tensors (input and output), channel
+    totals C and K that are multiples of 8, and every non-unit stride of those tensors a multiple of 8
+    elements: what channel-vectorized kernels need. align=1 guarantees nothing. By default it is derived from
+    C and K as for freshly allocated channels-last tensors."""
 
     direction: str
     n: int
@@ -69,6 +77,9 @@ class ConvProblem:
     dtype: str = "bf16"
     out_dtype: str | None = None
     acc_dtype: str | None = None
+    bias: bool = False
+    activation: str = "none"
+    align: int | None = None
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:
@@ -99,10 +110,25 @@ class ConvProblem:
         object.__setattr__(self, "acc_dtype", self.acc_dtype or default_acc_dtype(self.dtype))
         if self.out_dtype not in CONV_DTYPES:
             raise bad_choice(BadInput, "out_dtype", self.out_dtype, CONV_DTYPES)
+        self._check_epilogue()
+        if self.align is None:
+            object.__setattr__(self, "align", 8 if self.c % 8 == 0 and self.k % 8 == 0 else 1)
+        if self.align not in CONV_ALIGNS:
+            raise bad_choice(BadInput, "align", self.align, CONV_ALIGNS)
         if any(o <= 0 for o in self.output):
             raise BadInput(f"output size {self.output} is not positive: spatial {self.spatial}, filter "
                            f"{self.filter}, stride {self.stride}, padding {self.padding}, dilation {self.dilation}",
                            field="spatial")
+
+    def _check_epilogue(self) -> None:
+        if self.activation not in ACTIVATIONS:
+            raise bad_choice(BadInput, "activation", self.activation, ACTIVATIONS)
+        if not isinstance(self.bias, bool):
+            raise BadInput(f"bias={self.bias!r} must be True or False", field="bias")
+        if self.direction != "fwd" and (self.bias or self.activation != "none"):
+            field = "bias" if self.bias else "activation"
+            raise BadInput(f"{field}: the fused epilogue (bias, activation) exists for direction 'fwd' only, "
+                           f"not {self.direction!r}", field=field)
 
     @property
     def ndim(self) -> int:
@@ -164,7 +190,7 @@ class ConvProblem:
         pads = "_".join(f"{left}-{right}" for left, right in self.padding)
         return (f"conv:{self.direction}:{self.ndim}d:n{self.n}c{self.c}k{self.k}g{self.groups}:"
                 f"{join(self.spatial)}:f{join(self.filter)}:s{join(self.stride)}:p{pads}:d{join(self.dilation)}:"
-                f"{self.dtype}-{self.out_dtype}-{self.acc_dtype}")
+                f"{self.dtype}-{self.out_dtype}-{self.acc_dtype}:a{self.align}:{self.activation}-b{int(self.bias)}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

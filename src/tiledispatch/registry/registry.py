@@ -13,12 +13,16 @@ from tiledispatch.arch.spec import ArchSpec, detect, get_arch
 from tiledispatch.build import cache
 from tiledispatch.build.compile import CompileResult, CompileTask
 from tiledispatch.codegen.render import render_source
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.configs.conv_validity import check_conv_config, conv_config_errors
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.configs.naming import parse_name
 from tiledispatch.configs.validity import check_gemm_config, gemm_config_errors
 from tiledispatch.errors import InvalidConfig, NoKernelFound, UnsupportedProblem
+from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import Epilogue, GemmProblem
 from tiledispatch.progress import progress_bar
+from tiledispatch.registry.conv_kernel import ConvKernel
 from tiledispatch.registry.kernel import Kernel, Support, build_epoch, launch_key
 from tiledispatch.runtime.launcher import call_key, device_token, remember
 from tiledispatch.select import selector
@@ -63,28 +67,32 @@ class Registry:
     def cache_dir(self) -> Path:
         return self._cache_dir or settings.cache_dir()
 
-    def add(self, config: GemmConfig | str, source: str | None = None) -> Kernel:
+    def add(self, config: GemmConfig | ConvConfig | str, source: str | None = None) -> Kernel:
         """Declare one instance (a config or its name); raises InvalidConfig if it cannot exist on this arch."""
         cfg = parse_name(config) if isinstance(config, str) else config
-        if not isinstance(cfg, GemmConfig):
-            raise InvalidConfig(f"expected a GemmConfig or an instance name, got {type(config).__name__}",
-                                field="config")
-        check_gemm_config(cfg, self.arch)
+        if not isinstance(cfg, (GemmConfig, ConvConfig)):
+            raise InvalidConfig(f"expected a GemmConfig, a ConvConfig or an instance name, got "
+                                f"{type(config).__name__}", field="config")
+        if isinstance(cfg, ConvConfig):
+            check_conv_config(cfg, self.arch)
+        else:
+            check_gemm_config(cfg, self.arch)
         if cfg.name not in self._kernels:
-            self._kernels[cfg.name] = Kernel(cfg, self.arch)
+            self._kernels[cfg.name] = (ConvKernel if cfg.op == "conv" else Kernel)(cfg, self.arch)
             if source is not None:
                 self._sources[cfg.name] = source
         return self._kernels[cfg.name]
 
-    def add_preset(self, name: str, epilogue: Epilogue | None = None) -> list[Kernel]:
-        """Add a packaged preset; configs invalid on this arch are skipped and recorded in `skipped`."""
+    def add_preset(self, name: str, epilogue: Epilogue | tuple[str, bool] | None = None) -> list[Kernel]:
+        """Add a packaged preset; configs invalid on this arch are skipped and recorded in `skipped`.
+        epilogue: an Epilogue for GEMM presets, (activation, bias) for conv presets."""
         from tiledispatch.presets import load_preset
 
         added = []
         for cfg in load_preset(name):
             if epilogue is not None:
-                cfg = cfg.with_epilogue(epilogue)
-            errors = gemm_config_errors(cfg, self.arch)
+                cfg = cfg.with_epilogue(*epilogue) if isinstance(cfg, ConvConfig) else cfg.with_epilogue(epilogue)
+            errors = (conv_config_errors if isinstance(cfg, ConvConfig) else gemm_config_errors)(cfg, self.arch)
             if errors:
                 self.skipped[cfg.name] = "; ".join(reason for _, reason in errors)
                 continue
@@ -176,7 +184,7 @@ class Registry:
         reasons = {k.name: k.is_supported(problem).reason for k in self.kernels}
         if any(not r for r in reasons.values()):
             return Support(True)
-        if problem.align < 16 and any(k.is_supported(problem.padded16()) for k in self.kernels):
+        if isinstance(problem, GemmProblem) and problem.align < 16 and any(k.is_supported(problem.padded16()) for k in self.kernels):
             return Support(True)
         if not reasons:
             return Support(False, "the registry is empty")
@@ -189,7 +197,7 @@ class Registry:
         """Every built kernel that computes `problem` directly, then those that compute it exactly on operands
         padded to multiples of 16 (only for problems that are not already aligned)."""
         plans = [selector.Plan(k, problem) for k in self.candidates(problem)]
-        if problem.align < 16:
+        if isinstance(problem, GemmProblem) and problem.align < 16:
             padded = problem.padded16()
             direct = {plan.kernel.name for plan in plans}   # padding a kernel that runs it directly only costs
             plans += [selector.Plan(k, padded, True) for k in self.candidates(padded) if k.name not in direct]
@@ -215,6 +223,9 @@ class Registry:
         """Select for the problem (derived from the tensors when None) and run; returns out, or (out, selection)
         with return_selection=True. The selection and launch of an argument signature are memoized (every
         strategy but `tune`); a later call of the same signature skips validation, derivation and selection."""
+        if isinstance(problem, ConvProblem):
+            return self.run_conv(problem, a, b, strategy=strategy, out=out, bias=bias,
+                                 return_selection=return_selection, **kwargs)
         if beta != 0 and c is None:
             c = out   # BLAS semantics, as make_gemm_args
         options = (bias_mode, activation, out_dtype, allow_tf32, strategy, problem,
@@ -230,6 +241,15 @@ class Registry:
                       "scale_a": scale_a, "scale_b": scale_b, **kwargs}
             result, entry = self.dispatch(key, entry, problem, a, b, strategy, fields)
         return (result, entry.selection_copy()) if return_selection else result
+
+    def run_conv(self, problem: ConvProblem, first: Any, second: Any, *, strategy: str = "auto", out: Any = None,
+                 bias: Any = None, return_selection: bool = False) -> Any:
+        """Run a convolution: (x, w) for fwd, (dy, w) for bwd_data, (x, dy) for bwd_weight; returns the
+        written tensor (y, dx or dw; `out` receives it when given)."""
+        from tiledispatch.runtime.conv_execute import execute_conv
+
+        return execute_conv(self, problem, first, second, strategy=strategy, out=out, bias=bias,
+                            return_selection=return_selection)
 
     def dispatch(self, key: tuple | None, entry: Dispatch | None, problem: GemmProblem | None, a: Any, b: Any,
                  strategy: str, fields: dict[str, Any]) -> tuple[Any, Dispatch]:

@@ -244,10 +244,12 @@ class EntryLauncher:
 
         return getattr(import_source(self.entry_dir / cache.SOURCE, interpret=True), self.spec.fn)
 
-    def order(self, values: dict[str, Any], dyn: tuple, n_dyn: int, interpret: bool
+    def order(self, values: dict[str, Any], dyn: tuple, n_dyn: int, interpret: bool, slot_of: Any = None
               ) -> tuple[list[int], list[Any], bool]:
         """Where each parameter's value comes from: an index into (per-call values + constants), the
-        constants, and whether the order is reusable: every tensor argument comes from its per-call slot."""
+        constants, and whether the order is reusable: every tensor argument comes from its per-call slot.
+        slot_of(name, len(dyn)) gives a parameter's per-call slot (default: the GEMM slots)."""
+        slot_of = slot_of or _slot_of
         picks, consts, reusable = [], [], True
         for p in self.spec.params:
             slot = None
@@ -255,7 +257,7 @@ class EntryLauncher:
                 value = True if (interpret and p.name == DOT_F32) else p.value
             else:
                 value = values[p.name]
-                slot = value.index if isinstance(value, WorkspaceSlot) else _slot_of(p.name, len(dyn))
+                slot = value.index if isinstance(value, WorkspaceSlot) else slot_of(p.name, len(dyn))
                 if hasattr(value, "data_ptr") and (slot is None or dyn[slot] is not value):
                     # a stand-in for an absent optional tensor (unit fp8 scale) is a constant of the signature;
                     # any other tensor that is not a per-call argument makes the order single-use
@@ -269,9 +271,9 @@ class EntryLauncher:
         return picks, consts, reusable
 
     def bind(self, grid: tuple[int, int, int], values: dict[str, Any], dyn: tuple, n_dyn: int,
-             device_index: int | None) -> tuple[Any, bool]:
+             device_index: int | None, slot_of: Any = None) -> tuple[Any, bool]:
         """One entry's launch for a signature; device_index None runs it on the interpreter."""
-        picks, consts, reusable = self.order(values, dyn, n_dyn, device_index is None)
+        picks, consts, reusable = self.order(values, dyn, n_dyn, device_index is None, slot_of)
         if device_index is None:
             return _InterpretedEntry(self._interpreted(), grid, picks, consts), reusable
         return _CudaEntry(self._compiled_kernel(device_index), grid, picks, consts), reusable

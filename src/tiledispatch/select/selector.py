@@ -5,8 +5,9 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from tiledispatch.errors import BadInput, bad_choice
+from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import GemmProblem
-from tiledispatch.select import rules
+from tiledispatch.select import conv_rules, rules
 
 if TYPE_CHECKING:
     from tiledispatch.registry.kernel import Kernel
@@ -47,7 +48,11 @@ def first_fit(plans: list[Plan]) -> list[tuple[Plan, float]]:
     return [(plan, float(i)) for i, plan in enumerate(plans)]
 
 
-def by_rules(registry: Registry, plans: list[Plan], request: GemmProblem) -> list[tuple[Plan, float]]:
+def by_rules(registry: Registry, plans: list[Plan], request: GemmProblem | ConvProblem
+             ) -> list[tuple[Plan, float]]:
+    if isinstance(request, ConvProblem):
+        scored = [(plan, conv_rules.estimate_us(plan.kernel.config, plan.problem, registry.arch)) for plan in plans]
+        return sorted(scored, key=lambda pair: pair[1])
     pad_us = rules.padding_us(request, registry.arch)
     scored = [(plan, rules.estimate_us(plan.kernel.config, plan.problem, registry.arch) + (pad_us if plan.padded
                                                                                             else 0.0))
@@ -74,8 +79,15 @@ def tune(registry: Registry, plans: list[Plan], request: GemmProblem, top_k: int
     device = device or registry.default_device()
     ranked = [plan for plan, _ in by_rules(registry, plans, request)]
     chosen = ranked if top_k is None else ranked[: max(1, top_k)]
-    args = make_args(request, device)
-    timings = {plan.label: time_ms(_plan_runner(plan, args), device) for plan in chosen}
+    if isinstance(request, ConvProblem):
+        from tiledispatch.runtime.conv_reference import make_conv_args
+
+        conv_args = make_conv_args(request, device)
+        runner = lambda plan: (lambda: plan.kernel.launch(conv_args, plan.problem))  # noqa: E731
+    else:
+        args = make_args(request, device)
+        runner = lambda plan: _plan_runner(plan, args)  # noqa: E731
+    timings = {plan.label: time_ms(runner(plan), device) for plan in chosen}
     winner = min(chosen, key=lambda plan: timings[plan.label])
     registry.tuning_db.store(registry.device_name(device), request.signature(), winner.label, timings)
     return winner, timings

@@ -1,0 +1,70 @@
+"""ConvConfig: one convolution kernel instance. Every field changes the generated code; `name` carries all."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tiledispatch.dtypes import default_acc_dtype, default_out_dtype
+from tiledispatch.errors import InvalidConfig
+
+# igemm: implicit GEMM on tensor cores (several groups per program when channels per group are few);
+# direct: CUDA-core FMAs vectorized over channels (depthwise, very few channels per group).
+CONV_FAMILIES = ("igemm", "direct")
+# How the implicit GEMM walks its reduction: "tap" loops over filter taps, then channels of one tap in
+# block_k chunks; "flat" walks (tap, channel) pairs flattened, so one block_k chunk spans several taps
+# (channels per group below block_k).
+KLOOPS = ("tap", "flat")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvConfig:
+    family: str = "igemm"
+    direction: str = "fwd"
+    ndim: int = 2
+    dtype: str = "bf16"
+    out_dtype: str = ""
+    acc_dtype: str = ""
+    block_m: int = 128       # rows of the implicit GEMM (pixels; bwd_weight: output channels per group)
+    block_n: int = 64        # columns (output channels per group; bwd_weight: taps x input channels)
+    block_k: int = 32        # reduction chunk (direct: unused, 1)
+    groups_per_program: int = 1
+    num_warps: int = 4
+    num_stages: int = 2
+    split_k: int = 0         # bwd_weight: reduction splits over pixels (0: chosen per problem at launch)
+    kloop: str = "tap"
+    align: int = 8
+    activation: str = "none"
+    bias: bool = False
+
+    op = "conv"
+
+    def __post_init__(self) -> None:
+        if not self.out_dtype:
+            object.__setattr__(self, "out_dtype", default_out_dtype(self.dtype) if self.dtype in _IN else "")
+        if not self.acc_dtype:
+            object.__setattr__(self, "acc_dtype", default_acc_dtype(self.dtype) if self.dtype in _IN else "")
+
+    @property
+    def name(self) -> str:
+        return (f"conv-{self.family}-{self.direction}-{self.ndim}d-{self.dtype}-{self.out_dtype}-{self.acc_dtype}-"
+                f"{self.block_m}x{self.block_n}x{self.block_k}-g{self.groups_per_program}-w{self.num_warps}-"
+                f"s{self.num_stages}-k{self.split_k}-{self.kloop}-a{self.align}-{self.activation}-"
+                f"b{int(self.bias)}")
+
+    def with_epilogue(self, activation: str, bias: bool) -> ConvConfig:
+        return dataclasses.replace(self, activation=activation, bias=bias)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": "conv", **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ConvConfig:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - fields - {"op", "name"})
+        if unknown:
+            raise InvalidConfig(f"unknown ConvConfig field(s) {unknown}; legal fields: {sorted(fields)}",
+                                field=unknown[0])
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+
+_IN = ("fp16", "bf16", "fp32")

@@ -1,0 +1,139 @@
+"""The single validity predicate of the convolution families, and the config-vs-problem match.
+
+Everything that needs to know whether a ConvConfig can exist on an arch (registry, codegen, presets, tests)
+calls `conv_config_errors`; everything that needs to know whether a built kernel computes a ConvProblem calls
+`conv_problem_mismatch`.
+"""
+from __future__ import annotations
+
+from tiledispatch.arch.spec import ArchSpec
+from tiledispatch.configs.conv import CONV_FAMILIES, KLOOPS, ConvConfig
+from tiledispatch.dtypes import DTYPES
+from tiledispatch.errors import InvalidConfig, legal
+from tiledispatch.problems.conv import CONV_ALIGNS, CONV_DTYPES, DIRECTIONS, NDIMS, ConvProblem
+from tiledispatch.problems.gemm import ACTIVATIONS
+
+BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+DOT_BLOCKS = (16, 32, 64, 128, 256)
+WARPS = (1, 2, 4, 8, 16)
+STAGES = (1, 2, 3, 4, 5)
+GROUPS_PER_PROGRAM = (1, 2, 4, 8, 16, 32, 64)
+SPLIT_K = (0, 1, 2, 4, 8, 16, 32, 64, 128)
+MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
+MAX_GRID_YZ = 65535
+
+
+def _choice(errors: list[tuple[str, str]], field: str, value: object, choices: tuple) -> bool:
+    if value not in choices:
+        errors.append((field, f"{field}={value!r} not in {legal(choices)}"))
+        return False
+    return True
+
+
+def _common_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
+    _choice(errors, "direction", cfg.direction, DIRECTIONS)
+    _choice(errors, "ndim", cfg.ndim, NDIMS)
+    if _choice(errors, "dtype", cfg.dtype, CONV_DTYPES) and not arch.supports_dtype(cfg.dtype):
+        errors.append(("dtype", f"dtype={cfg.dtype!r} is not supported on {arch.name}"))
+    _choice(errors, "out_dtype", cfg.out_dtype, CONV_DTYPES)
+    _choice(errors, "acc_dtype", cfg.acc_dtype, ("fp32",))
+    _choice(errors, "num_warps", cfg.num_warps, WARPS)
+    _choice(errors, "num_stages", cfg.num_stages, STAGES)
+    _choice(errors, "align", cfg.align, CONV_ALIGNS)
+    _choice(errors, "kloop", cfg.kloop, KLOOPS)
+    _choice(errors, "split_k", cfg.split_k, SPLIT_K)
+    _choice(errors, "activation", cfg.activation, ACTIVATIONS)
+    _choice(errors, "bias", cfg.bias, (False, True))
+    if cfg.direction != "fwd" and (cfg.bias or cfg.activation != "none"):
+        errors.append(("bias" if cfg.bias else "activation",
+                       f"the fused epilogue exists for direction 'fwd' only, not {cfg.direction!r}"))
+    if cfg.direction != "bwd_weight" and cfg.split_k not in (0, 1):
+        errors.append(("split_k", f"split_k is a bwd_weight field; direction {cfg.direction!r} needs 0"))
+
+
+def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
+    ok = _choice(errors, "block_m", cfg.block_m, DOT_BLOCKS) & _choice(errors, "block_n", cfg.block_n, DOT_BLOCKS)
+    ok &= _choice(errors, "block_k", cfg.block_k, DOT_BLOCKS)
+    ok &= _choice(errors, "groups_per_program", cfg.groups_per_program, GROUPS_PER_PROGRAM)
+    if not ok or cfg.num_warps not in WARPS or cfg.dtype not in DTYPES:
+        return
+    acc = cfg.groups_per_program * cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
+    if acc > MAX_ACC_PER_THREAD:
+        errors.append(("num_warps", f"{cfg.groups_per_program} x {cfg.block_m}x{cfg.block_n} tile with "
+                                    f"{cfg.num_warps} warps holds {acc} accumulators per thread "
+                                    f"(max {MAX_ACC_PER_THREAD})"))
+    smem = shared_memory_bytes(cfg)
+    if smem > arch.smem_per_block:
+        errors.append(("num_stages", f"{cfg.num_stages} stages of {cfg.name} need {smem} B of shared memory; "
+                                     f"{arch.name} has {arch.smem_per_block} B per block"))
+
+
+def _direct_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
+    _choice(errors, "block_m", cfg.block_m, BLOCKS)
+    _choice(errors, "block_n", cfg.block_n, BLOCKS)
+    if cfg.block_k != 1:
+        errors.append(("block_k", f"family 'direct' has no reduction block; block_k must be 1, got {cfg.block_k}"))
+    if cfg.groups_per_program != 1:
+        errors.append(("groups_per_program", "family 'direct' vectorizes over channels; groups_per_program "
+                                             f"must be 1, got {cfg.groups_per_program}"))
+    if cfg.kloop != "tap":
+        errors.append(("kloop", f"family 'direct' loops over taps; kloop must be 'tap', got {cfg.kloop!r}"))
+    if cfg.block_m * cfg.block_n // (32 * max(cfg.num_warps, 1)) > MAX_ACC_PER_THREAD:
+        errors.append(("num_warps", f"a {cfg.block_m}x{cfg.block_n} tile with {cfg.num_warps} warps holds more "
+                                    f"than {MAX_ACC_PER_THREAD} accumulators per thread"))
+
+
+def shared_memory_bytes(cfg: ConvConfig) -> int:
+    """Shared memory of the pipelined operand tiles of an implicit-GEMM instance (estimate)."""
+    g = cfg.groups_per_program
+    stage = g * (cfg.block_m * cfg.block_k + cfg.block_k * cfg.block_n) * DTYPES[cfg.dtype].bytes
+    return max(1, cfg.num_stages) * stage
+
+
+_FAMILY_ERRORS = {"igemm": _igemm_errors, "direct": _direct_errors}
+
+
+def conv_config_errors(cfg: ConvConfig, arch: ArchSpec) -> list[tuple[str, str]]:
+    """Every reason `cfg` cannot be built for `arch`, as (field, reason); empty when valid."""
+    errors: list[tuple[str, str]] = []
+    if not _choice(errors, "family", cfg.family, CONV_FAMILIES):
+        return errors
+    _common_errors(cfg, arch, errors)
+    _FAMILY_ERRORS[cfg.family](cfg, arch, errors)
+    return errors
+
+
+def check_conv_config(cfg: ConvConfig, arch: ArchSpec) -> ConvConfig:
+    """Return cfg, or raise InvalidConfig naming the first offending field."""
+    errors = conv_config_errors(cfg, arch)
+    if errors:
+        field, reason = errors[0]
+        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise InvalidConfig(f"{cfg.name}: {reason}{more}", field=field)
+    return cfg
+
+
+def conv_problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    """None when a kernel built from cfg computes `problem` exactly; otherwise the reason it cannot."""
+    checks = (("direction", cfg.direction, problem.direction), ("ndim", cfg.ndim, problem.ndim),
+              ("dtype", cfg.dtype, problem.dtype), ("out_dtype", cfg.out_dtype, problem.out_dtype),
+              ("acc_dtype", cfg.acc_dtype, problem.acc_dtype), ("bias", cfg.bias, problem.bias),
+              ("activation", cfg.activation, problem.activation))
+    for field, have, want in checks:
+        if have != want:
+            return f"{field}: kernel has {have!r}, problem needs {want!r}"
+    if cfg.align > problem.align:
+        return (f"align: kernel assumes 16-byte aligned activations with channel totals and strides that are "
+                f"multiples of {cfg.align}; the problem guarantees align={problem.align}")
+    return _FAMILY_MISMATCH[cfg.family](cfg, problem)
+
+
+def _igemm_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    return None
+
+
+def _direct_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    return None
+
+
+_FAMILY_MISMATCH = {"igemm": _igemm_mismatch, "direct": _direct_mismatch}

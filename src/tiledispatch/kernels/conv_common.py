@@ -1,0 +1,67 @@
+"""Parameters shared by every convolution kernel family, and small source helpers.
+
+Names (the run-time values come from runtime/conv_args.conv_values, by these names):
+- pointers by forward role, whatever the direction: `x_ptr` (input; the output dx of bwd_data), `w_ptr`
+  (weight [K, C/G, *filter]; the output dw of bwd_weight), `y_ptr` (output; the input dy of the backward
+  directions), `bias_ptr` (fwd with bias), `ws_ptr` (an fp32 workspace of a family that needs one);
+- sizes (i32): N, C, K (totals), G, CG = C/G, KG = K/G, and per spatial dim s (`DIMS[ndim]`, outermost
+  first): in_s, out_s, flt_s (filter), str_s (stride), pad_s (left padding), dil_s (dilation);
+- strides in elements (i64): sx_n, sx_s (input), sy_n, sy_s (output), sw_k, sw_s (weight). The channel
+  stride of every tensor is 1 (channels-last) and is not passed.
+"""
+from __future__ import annotations
+
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.dtypes import DTYPES
+from tiledispatch.kernels.gemm_common import ACTIVATION_EXPR, TL_TYPES
+from tiledispatch.kernels.spec import Param
+
+DIMS = {1: ("w",), 2: ("h", "w"), 3: ("d", "h", "w")}
+SIZE_NAMES = ("N", "C", "K", "G", "CG", "KG")
+DIM_FIELDS = ("in", "out", "flt", "str", "pad", "dil")
+# which forward-role tensor each direction writes
+OUTPUT_ROLE = {"fwd": "y", "bwd_data": "x", "bwd_weight": "w"}
+CONV_SLOTS = {"x_ptr": 0, "w_ptr": 1, "y_ptr": 2, "bias_ptr": 3}   # per-call tensors of a bound conv launch
+
+
+def dims(cfg: ConvConfig) -> tuple[str, ...]:
+    return DIMS[cfg.ndim]
+
+
+def pointer_params(cfg: ConvConfig) -> list[Param]:
+    """x, w, y (the written one in out_dtype, the others in dtype) and the bias of a fwd epilogue."""
+    written = OUTPUT_ROLE[cfg.direction]
+    out = [Param(f"{role}_ptr", "*" + DTYPES[cfg.out_dtype if role == written else cfg.dtype].triton)
+           for role in ("x", "w", "y")]
+    if cfg.bias:
+        out.append(Param("bias_ptr", "*" + DTYPES[cfg.out_dtype].triton))
+    return out
+
+
+def size_params(cfg: ConvConfig) -> list[Param]:
+    out = [Param(name, "i32") for name in SIZE_NAMES]
+    out += [Param(f"{field}_{s}", "i32") for field in DIM_FIELDS for s in dims(cfg)]
+    return out
+
+
+def stride_params(cfg: ConvConfig) -> list[Param]:
+    out = []
+    for tensor, lead in (("x", "n"), ("y", "n"), ("w", "k")):
+        out += [Param(f"s{tensor}_{lead}", "i64")] + [Param(f"s{tensor}_{s}", "i64") for s in dims(cfg)]
+    return out
+
+
+def standard_params(cfg: ConvConfig) -> list[Param]:
+    """Pointers, sizes and strides, in this order: what every conv entry takes first."""
+    return pointer_params(cfg) + size_params(cfg) + stride_params(cfg)
+
+
+def tl_type(dtype: str) -> str:
+    return TL_TYPES[dtype]
+
+
+def activation_line(cfg: ConvConfig, var: str = "acc", indent: str = "    ") -> str:
+    """`var = activation(var)` for the fused forward epilogue ('' without activation)."""
+    if cfg.activation == "none":
+        return ""
+    return f"{indent}{var} = " + ACTIVATION_EXPR[cfg.activation].format(x=var) + "\n"

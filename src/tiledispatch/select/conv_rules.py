@@ -1,0 +1,64 @@
+"""Analytic ranking of convolution instances: padding waste of the implicit-GEMM tiles, wave quantization,
+and the larger of the memory and the compute time."""
+from __future__ import annotations
+
+import math
+
+from tiledispatch.arch.spec import ArchSpec
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.problems.conv import ConvProblem
+
+LAUNCH_US = 3.0
+# Fraction of the tensor-core peak: a 2-D dot (one group per program) vs a batched dot of merged groups;
+# CUDA-core FMAs (direct) run at about 1/16 of the fp16 tensor-core peak on sm_90.
+DOT_EFFICIENCY = {1: 0.55}
+BATCHED_DOT_EFFICIENCY = 0.25
+FMA_FRACTION = 1.0 / 16
+MEMORY_EFFICIENCY = {"direct": 0.7, "igemm": 0.6}
+WORKSPACE_PASSES = 2     # split reductions write and read an fp32 partial per split
+
+
+def _ceil_to(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def _gemm_view(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
+    m, n, k = problem.implicit_gemm()
+    if problem.direction == "bwd_data":   # phase decomposition: each input pixel meets taps / prod(stride)
+        k = max(problem.k_per_group, k // math.prod(problem.stride))
+    return m, n, k
+
+
+def _padded_flops(cfg: ConvConfig, problem: ConvProblem) -> float:
+    """FLOPs the tiles execute, padding included."""
+    m, n, k = _gemm_view(cfg, problem)
+    taps = math.prod(problem.filter)
+    per_tap = k // taps if problem.direction != "bwd_weight" else problem.c_per_group
+    if cfg.kloop == "tap" and problem.direction != "bwd_weight":
+        k_pad = taps * _ceil_to(per_tap, cfg.block_k)
+    else:
+        k_pad = _ceil_to(k, cfg.block_k)
+    return 2.0 * problem.groups * _ceil_to(m, cfg.block_m) * _ceil_to(n, 16 if n < cfg.block_n else cfg.block_n) \
+        * k_pad
+
+
+def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
+    """Estimated run time in microseconds (a ranking score, not a prediction to report)."""
+    mem_us = problem.min_bytes / (arch.hbm_gbps * 1e3 * MEMORY_EFFICIENCY[cfg.family])
+    if cfg.family == "direct":
+        compute_us = problem.flops / (arch.peak_tflops_fp16 * 1e6 * FMA_FRACTION)
+        programs = math.ceil(problem.n * math.prod(problem.output) / cfg.block_m) * math.ceil(
+            problem.k / cfg.block_n)
+    else:
+        eff = DOT_EFFICIENCY.get(cfg.groups_per_program, BATCHED_DOT_EFFICIENCY)
+        compute_us = _padded_flops(cfg, problem) / (arch.peak_tflops_fp16 * 1e6 * eff)
+        m, n, _ = _gemm_view(cfg, problem)
+        programs = math.ceil(m / cfg.block_m) * math.ceil(problem.groups / cfg.groups_per_program) \
+            * math.ceil(n / cfg.block_n)
+    waves = programs / arch.sm_count
+    quantization = math.ceil(waves) / waves if waves >= 1 else 1.0 / waves
+    body = max(mem_us, compute_us) * min(quantization, 4.0)
+    if problem.direction == "bwd_weight" and cfg.family == "igemm":
+        body += WORKSPACE_PASSES * 4 * problem.tensor_elements()["weight"] * max(cfg.split_k, 1) / (
+            arch.hbm_gbps * 1e3)
+    return LAUNCH_US + body
