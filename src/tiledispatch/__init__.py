@@ -1,6 +1,7 @@
 """tiledispatch: declare, generate, build, select and run Triton GEMM kernels on NVIDIA GPUs."""
-from tiledispatch.api import gemm
+from tiledispatch.api import conv, conv_bwd_data, conv_bwd_weight, gemm
 from tiledispatch.arch.spec import ArchSpec, detect, get_arch
+from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.configs.naming import parse_name
 from tiledispatch.errors import (BadInput, CacheError, CompileError, InvalidConfig, NoKernelFound,
@@ -14,7 +15,7 @@ from tiledispatch.select.selector import Selection
 from tiledispatch.version import __version__
 
 __all__ = [
-    "ArchSpec", "BadInput", "BuildReport", "CacheError", "CompileError", "ConvProblem", "Epilogue", "GemmConfig", "GemmProblem",
+    "ArchSpec", "BadInput", "BuildReport", "CacheError", "CompileError", "ConvConfig", "ConvProblem", "Epilogue", "GemmConfig", "GemmProblem",
     "InvalidConfig", "Kernel", "NoKernelFound", "Registry", "Selection", "Support", "TileDispatchError",
-    "UnsupportedProblem", "__version__", "detect", "gemm", "get_arch", "list_presets", "parse_name",
+    "UnsupportedProblem", "__version__", "conv", "conv_bwd_data", "conv_bwd_weight", "detect", "gemm", "get_arch", "list_presets", "parse_name",
 ]

@@ -117,4 +117,73 @@ def _dispatch(key: tuple | None, hit: tuple | None, a: Any, b: Any, strategy: st
     return out
 
 
-__all__ = ["Epilogue", "GemmProblem", "default_registry", "gemm"]
+
+
+# -- convolutions ------------------------------------------------------------------------------------------
+_CONV_DEFAULTS: dict[tuple, Registry] = {}
+
+
+def default_conv_registry(problem: Any) -> Registry:
+    """The registry td.conv* use for problems like this one: the essential preset of its direction, dtype and
+    ndim, specialised to its epilogue, built (or loaded from the cache) on first use."""
+    key = (problem.direction, problem.dtype, problem.ndim, problem.activation, problem.bias)
+    with _LOCK:
+        if key not in _CONV_DEFAULTS:
+            registry = Registry()
+            registry.add_preset(f"conv_{problem.direction}_{problem.dtype}_{problem.ndim}d_essential",
+                                (problem.activation, problem.bias))
+            report = registry.build()
+            if report.failed:
+                import logging
+
+                logging.getLogger("tiledispatch").warning("default conv registry: %d kernels failed to build: %s",
+                                                          len(report.failed), report.failed)
+            _CONV_DEFAULTS[key] = registry
+        return _CONV_DEFAULTS[key]
+
+
+def _run_conv(direction: str, first: Any, second: Any, x_shape: Any, w_shape: Any, stride: Any, padding: Any,
+              dilation: Any, groups: int, *, bias: Any = None, activation: str | None = None, out: Any = None,
+              strategy: str = "auto") -> Any:
+    from tiledispatch.dtypes import from_torch
+    from tiledispatch.errors import BadInput
+    from tiledispatch.runtime.conv_args import conv_problem
+
+    for field, t in (("first", first), ("second", second)):
+        if not hasattr(t, "dtype"):
+            raise BadInput(f"{field} tensor argument must be a torch tensor, got {type(t).__name__}", field=field)
+    if first.dtype != second.dtype:
+        raise BadInput(f"the tensors have different dtypes ({first.dtype}, {second.dtype})", field="dtype")
+    if first.device != second.device:
+        raise BadInput(f"the tensors are on different devices ({first.device}, {second.device})", field="device")
+    problem = conv_problem(direction, tuple(x_shape), tuple(w_shape), stride=stride, padding=padding,
+                           dilation=dilation, groups=groups, dtype=from_torch(first.dtype, "dtype"),
+                           bias=bias is not None, activation=activation or "none")
+    return default_conv_registry(problem).run_conv(problem, first, second, strategy=strategy, out=out, bias=bias)
+
+
+def conv(x: Any, w: Any, bias: Any = None, stride: Any = 1, padding: Any = 0, dilation: Any = 1, groups: int = 1,
+         *, activation: str | None = None, out: Any = None, strategy: str = "auto") -> Any:
+    """y = activation(conv(x, w) + bias): x (N, C, *spatial) and w (K, C/groups, *filter) channels-last
+    (torch.channels_last / channels_last_3d; for 1-D a (N, L, C) tensor transposed to (N, C, L)); padding is
+    an int, one per dim, or a (left, right) pair per dim. Returns y (N, K, *out) channels-last."""
+    return _run_conv("fwd", x, w, tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups, bias=bias,
+                     activation=activation, out=out, strategy=strategy)
+
+
+def conv_bwd_data(dy: Any, w: Any, input_shape: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
+                  groups: int = 1, *, out: Any = None, strategy: str = "auto") -> Any:
+    """dx (input_shape, channels-last): the gradient of conv(x, w) with respect to x, given dy."""
+    return _run_conv("bwd_data", dy, w, tuple(input_shape), tuple(w.shape), stride, padding, dilation, groups,
+                     out=out, strategy=strategy)
+
+
+def conv_bwd_weight(x: Any, dy: Any, weight_shape: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
+                    groups: int = 1, *, out: Any = None, strategy: str = "auto") -> Any:
+    """dw (weight_shape, channels-last): the gradient of conv(x, w) with respect to w, given x and dy."""
+    return _run_conv("bwd_weight", x, dy, tuple(x.shape), tuple(weight_shape), stride, padding, dilation, groups,
+                     out=out, strategy=strategy)
+
+
+__all__ = ["Epilogue", "GemmProblem", "conv", "conv_bwd_data", "conv_bwd_weight", "default_conv_registry",
+           "default_registry", "gemm"]

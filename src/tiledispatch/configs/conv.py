@@ -8,8 +8,9 @@ from tiledispatch.dtypes import default_acc_dtype, default_out_dtype
 from tiledispatch.errors import InvalidConfig
 
 # igemm: implicit GEMM on tensor cores (several groups per program when channels per group are few);
-# direct: CUDA-core FMAs vectorized over channels (depthwise, very few channels per group).
-CONV_FAMILIES = ("igemm", "direct")
+# direct: CUDA-core FMAs vectorized over channels (depthwise, very few channels per group);
+# gemm: 1x1 convolutions (stride 1, no padding, one group) as a GEMM over the pixels (fwd, bwd_data).
+CONV_FAMILIES = ("igemm", "direct", "gemm")
 # How the implicit GEMM walks its reduction: "tap" loops over filter taps, then channels of one tap in
 # block_k chunks; "flat" walks (tap, channel) pairs flattened, so one block_k chunk spans several taps
 # (channels per group below block_k).

@@ -90,7 +90,24 @@ def shared_memory_bytes(cfg: ConvConfig) -> int:
     return max(1, cfg.num_stages) * stage
 
 
-_FAMILY_ERRORS = {"igemm": _igemm_errors, "direct": _direct_errors}
+def _gemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
+    """1x1 as GEMM: the GEMM instance it runs must be valid; fwd and bwd_data only."""
+    from tiledispatch.configs.validity import gemm_config_errors
+    from tiledispatch.kernels.conv_gemm import LAYOUTS, gemm_config
+
+    if cfg.direction not in LAYOUTS:
+        errors.append(("direction", f"family 'gemm' computes directions {legal(LAYOUTS)}; bwd_weight reduces over "
+                                    "every pixel and runs on the implicit-GEMM split-K family"))
+        return
+    for field, value, want in (("groups_per_program", cfg.groups_per_program, 1), ("kloop", cfg.kloop, "tap"),
+                               ("split_k", cfg.split_k, 0)):
+        if value != want:
+            errors.append((field, f"family 'gemm' needs {field}={want!r}, got {value!r}"))
+    if cfg.dtype in DTYPES and cfg.out_dtype in DTYPES:
+        errors.extend((field, f"as GEMM: {reason}") for field, reason in gemm_config_errors(gemm_config(cfg), arch))
+
+
+_FAMILY_ERRORS = {"igemm": _igemm_errors, "direct": _direct_errors, "gemm": _gemm_errors}
 
 
 def conv_config_errors(cfg: ConvConfig, arch: ArchSpec) -> list[tuple[str, str]]:
@@ -136,4 +153,16 @@ def _direct_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     return None
 
 
-_FAMILY_MISMATCH = {"igemm": _igemm_mismatch, "direct": _direct_mismatch}
+def _gemm_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    if any(f != 1 for f in problem.filter):
+        return f"filter: family 'gemm' computes 1x1 convolutions, not filter {problem.filter}"
+    if any(s != 1 for s in problem.stride):
+        return f"stride: family 'gemm' needs stride 1, got {problem.stride}"
+    if any(p != (0, 0) for p in problem.padding):
+        return f"padding: family 'gemm' needs no padding, got {problem.padding}"
+    if problem.groups != 1:
+        return f"groups: family 'gemm' computes one group, got groups={problem.groups}"
+    return None
+
+
+_FAMILY_MISMATCH = {"igemm": _igemm_mismatch, "direct": _direct_mismatch, "gemm": _gemm_mismatch}

@@ -5,6 +5,7 @@ import functools
 import json
 from importlib import resources
 
+from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.configs.naming import parse_name
 from tiledispatch.errors import InvalidConfig, bad_choice
@@ -26,10 +27,16 @@ def preset_info(name: str) -> dict:
     return dict(_read(name))
 
 
-def load_preset(name: str) -> list[GemmConfig]:
+def _config(entry: str | dict) -> GemmConfig | ConvConfig:
+    if isinstance(entry, str):
+        return parse_name(entry)
+    return ConvConfig.from_dict(entry) if entry.get("op") == "conv" else GemmConfig.from_dict(entry)
+
+
+def load_preset(name: str) -> list[GemmConfig | ConvConfig]:
     data = _read(name)
     if "configs" in data:
-        return [parse_name(n) if isinstance(n, str) else GemmConfig.from_dict(n) for n in data["configs"]]
+        return [_config(entry) for entry in data["configs"]]
     from tiledispatch.arch.spec import get_arch
     from tiledispatch.configs.space import gemm_space
 

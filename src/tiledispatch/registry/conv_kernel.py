@@ -20,10 +20,6 @@ from tiledispatch.runtime.launcher import (WorkspaceSlot, cuda_runtime, interpre
 _ROLES = ("x", "w", "y")
 
 
-def _conv_slot(name: str, n_args: int) -> int | None:
-    return CONV_SLOTS.get(name)
-
-
 class ConvKernel(Kernel):
     """A built convolution instance. `run(problem, x=..., w=..., y=..., bias=...)` takes the tensors by forward
     role (y is dy in the backward directions) and returns the written one (allocated when None)."""
@@ -68,16 +64,22 @@ class ConvKernel(Kernel):
         if tensors[written] is None:
             tensors[written] = empty_channels_last(out_shape, out_dtype, device)
         full = ConvArgs(tensors["x"], tensors["w"], tensors["y"], args.bias)
-        plan: LaunchPlan = family_module(cfg).launch_plan(cfg, problem, _sm_count(device, self.arch))
+        module = family_module(cfg)
+        plan: LaunchPlan = module.launch_plan(cfg, problem, _sm_count(device, self.arch))
         dyn = (full.x, full.w, full.y, full.bias)
         values = conv_values(problem, full)
+        if hasattr(module, "extra_values"):   # a family whose kernel takes other parameters (1x1 as GEMM)
+            values.update(module.extra_values(cfg, problem, tensors))
         values.update(dict(plan.scalars))
+        slots = module.slots(cfg) if hasattr(module, "slots") else CONV_SLOTS
+        for name, slot in slots.items():
+            values[name] = dyn[slot]
         for i, (name, _, _) in enumerate(plan.workspaces):
             values[name] = WorkspaceSlot(len(dyn) + i)
         index = None if uses_interpreter(device) else (device.index if device.index is not None
                                                        else cuda_runtime().get_device())
         n_dyn = len(dyn) + len(plan.workspaces)
-        bound = [launcher.bind(grid, values, dyn, n_dyn, index, _conv_slot)
+        bound = [launcher.bind(grid, values, dyn, n_dyn, index, lambda name, _: slots.get(name))
                  for launcher, grid in zip(launchers, plan.grids)]
         workspaces = tuple((elements, torch_dtype(dtype)) for _, elements, dtype in plan.workspaces)
         return ConvBound([e for e, _ in bound], device, index, _ROLES.index(written), out_shape, out_dtype,

@@ -1,0 +1,96 @@
+"""Family `gemm`: 1x1 convolutions (stride 1, no padding, one group) run as a GEMM over the pixels.
+
+Channels-last tensors whose pixels are evenly spaced are matrices: the input is (N*pixels) x C row-major, the
+output (N*pixels) x K, and the weight (K, C, 1..) is K x C row-major. fwd: y = x @ w^T (layout rcr);
+bwd_data: dx = dy @ w (rrr). The instance is the GEMM family's own kernel (tma_persistent for aligned problems,
+tiled otherwise) built from the conv config's tile fields; bwd_weight (a K x C result reduced over every
+pixel) stays with the implicit-GEMM split-K family.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.errors import BadInput
+from tiledispatch.kernels.spec import EntrySpec, LaunchPlan
+from tiledispatch.problems.conv import ConvProblem
+
+LAYOUTS = {"fwd": "rcr", "bwd_data": "rrr"}
+# GEMM operands by forward role: (A, B, out); slots of kernels/conv_common.CONV_SLOTS
+ROLES = {"fwd": ("x", "w", "y"), "bwd_data": ("y", "w", "x")}
+_ROLE_SLOT = {"x": 0, "w": 1, "y": 2}
+
+
+def gemm_config(cfg: ConvConfig) -> GemmConfig:
+    """The GEMM instance a `gemm` conv config runs (every field derives from the conv config's)."""
+    return GemmConfig(family="tma_persistent" if cfg.align == 8 else "tiled", layout=LAYOUTS.get(cfg.direction, "rcr"),
+                      dtype=cfg.dtype, out_dtype=cfg.out_dtype, acc_dtype=cfg.acc_dtype, block_m=cfg.block_m,
+                      block_n=cfg.block_n, block_k=cfg.block_k, num_warps=cfg.num_warps,
+                      num_stages=cfg.num_stages, group_m=8, align=16 if cfg.align == 8 else 1,
+                      activation=cfg.activation, bias="col" if cfg.bias else "none")
+
+
+def _gemm_module(cfg: ConvConfig) -> Any:
+    from tiledispatch.kernels import family_module
+
+    return family_module(gemm_config(cfg))
+
+
+def entries(cfg: ConvConfig) -> list[EntrySpec]:
+    return _gemm_module(cfg).entries(gemm_config(cfg))
+
+
+def render(cfg: ConvConfig) -> str:
+    return _gemm_module(cfg).render(gemm_config(cfg))
+
+
+def sizes(problem: ConvProblem) -> tuple[int, int, int]:
+    """(M, N, K) of the GEMM: pixels x output channels x input channels (bwd_data: pixels x C x K)."""
+    pixels = problem.n * math.prod(problem.spatial)
+    if problem.direction == "fwd":
+        return pixels, problem.k, problem.c
+    return pixels, problem.c, problem.k
+
+
+def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
+    m, n, k = sizes(problem)
+    return _gemm_module(cfg).launch_plan(gemm_config(cfg), m, n, k, 1, sms)
+
+
+def slots(cfg: ConvConfig) -> dict[str, int]:
+    a, b, out = ROLES[cfg.direction]
+    return {"a_ptr": _ROLE_SLOT[a], "b_ptr": _ROLE_SLOT[b], "out_ptr": _ROLE_SLOT[out], "bias_ptr": 3}
+
+
+def _pixel_stride(t: Any, field: str) -> int:
+    """The stride between consecutive pixels of a channels-last tensor whose pixels are evenly spaced."""
+    step = t.stride(-1)
+    expected = step
+    for dim in range(t.dim() - 1, 1, -1):
+        if t.stride(dim) != expected and t.shape[dim] != 1:
+            raise BadInput(f"{field} has strides {tuple(t.stride())}: a 1x1 GEMM kernel needs evenly spaced pixels "
+                           "(a channels-last tensor without gaps)", field=field)
+        expected *= t.shape[dim]
+    if t.stride(0) != expected and t.shape[0] != 1:
+        raise BadInput(f"{field} has strides {tuple(t.stride())}: a 1x1 GEMM kernel needs evenly spaced pixels "
+                       "(a channels-last tensor without gaps)", field=field)
+    return step
+
+
+def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any]) -> dict[str, Any]:
+    """The GEMM kernel's run-time values: sizes, matrix strides (from the conv tensors' strides), alpha."""
+    m, n, k = sizes(problem)
+    a, b, out = (tensors[role] for role in ROLES[cfg.direction])
+    a_rows = _pixel_stride(a, "input" if cfg.direction == "fwd" else "output")
+    o_rows = _pixel_stride(out, "output" if cfg.direction == "fwd" else "input")
+    w_rows = b.stride(0)   # weight (K, C, 1..): K x C row-major
+    values: dict[str, Any] = {"M": m, "N": n, "K": k, "alpha": 1.0, "stride_ab": 0, "stride_ar": a_rows,
+                              "stride_ac": 1, "stride_bb": 0, "stride_ob": 0, "stride_or": o_rows, "stride_oc": 1,
+                              "stride_biasb": 0}
+    if cfg.direction == "fwd":   # B = w^T: (C, K) with C contiguous (column-major)
+        values.update({"stride_br": 1, "stride_bc": w_rows})
+    else:                        # B = w: (K, C) row-major
+        values.update({"stride_br": w_rows, "stride_bc": 1})
+    return values
