@@ -66,6 +66,19 @@ def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]
     if smem > arch.smem_per_block:
         errors.append(("num_stages", f"{cfg.num_stages} stages of {cfg.name} need {smem} B of shared memory; "
                                      f"{arch.name} has {arch.smem_per_block} B per block"))
+    # fwd / bwd_data (kernels/conv_igemm.py) need nothing beyond the shared conditions above
+    if cfg.direction == "bwd_weight":
+        _igemm_wgrad_errors(cfg, arch, errors)
+
+
+# ---- igemm bwd_weight conditions (kernels/conv_wgrad.py) live here ----------------------------------------
+def _igemm_wgrad_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
+    """igemm bwd_weight (kernels/conv_wgrad.py). Both kloops and every groups_per_program compile (a batched
+    3-D dot when > 1); 16 warps leave 128 registers per thread, so at most 64 of them may hold accumulators."""
+    acc = cfg.groups_per_program * cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
+    if cfg.num_warps == 16 and acc > 64:
+        errors.append(("num_warps", f"{cfg.groups_per_program} x {cfg.block_m}x{cfg.block_n} tile with 16 warps "
+                                    f"holds {acc} accumulators per thread in a 128-register budget (max 64)"))
 
 
 def _direct_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
@@ -146,6 +159,52 @@ def conv_problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
 
 
 def _igemm_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    if problem.direction == "bwd_weight":
+        return _igemm_wgrad_mismatch(cfg, problem)
+    return _igemm_fwd_dgrad_mismatch(cfg, problem)
+
+
+INT32_LIMIT = 2**31 - 1
+
+
+def _igemm_fwd_dgrad_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    """igemm fwd / bwd_data (kernels/conv_igemm.py): row indices are int32, phases sit on grid axis 1."""
+    from tiledispatch.kernels.conv_igemm import gemm_rows, grid
+
+    if cfg.groups_per_program > problem.groups:
+        return (f"groups_per_program: the kernel merges {cfg.groups_per_program} groups per program, the problem "
+                f"has {problem.groups}")
+    if cfg.align == 8 and (problem.c_per_group % 8 or problem.k_per_group % 8):
+        return (f"align: align-8 igemm kernels need channels per group that are multiples of 8 (16-byte channel "
+                f"runs); the problem has C/G={problem.c_per_group}, K/G={problem.k_per_group}")
+    rows = gemm_rows(problem)
+    programs, phases, _ = grid(cfg, problem)
+    if rows + cfg.block_m > INT32_LIMIT or programs > INT32_LIMIT:
+        return f"spatial: {rows} GEMM rows in {programs} programs exceed the kernel's int32 row indexing"
+    if phases > MAX_GRID_YZ:
+        return f"stride: {phases} stride phases exceed the grid limit {MAX_GRID_YZ}"
+    return None
+
+
+# ---- igemm bwd_weight conditions (kernels/conv_wgrad.py) live here ----------------------------------------
+def _igemm_wgrad_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    """igemm bwd_weight (kernels/conv_wgrad.py): pixel indices are int32, splits and group blocks sit on grid
+    axes 1 and 2."""
+    import math
+
+    from tiledispatch.kernels.conv_wgrad import pixel_chunks, tile_counts
+
+    if cfg.align == 8 and (problem.c_per_group % 8 or problem.k_per_group % 8):
+        return (f"align: align-8 igemm kernels need channels per group that are multiples of 8 (16-byte channel "
+                f"runs); the problem has C/G={problem.c_per_group}, K/G={problem.k_per_group}")
+    if (pixel_chunks(cfg, problem) + 1) * cfg.block_k > INT32_LIMIT:
+        return f"spatial: {problem.n} x {problem.output} output pixels exceed the kernel's int32 pixel indexing"
+    tiles_m, tiles_n, group_blocks = tile_counts(cfg, problem)
+    if group_blocks > MAX_GRID_YZ:
+        return (f"groups: {group_blocks} blocks of {cfg.groups_per_program} groups exceed the grid limit "
+                f"{MAX_GRID_YZ}; use a larger groups_per_program")
+    if tiles_m * tiles_n > INT32_LIMIT or math.prod(problem.filter) * problem.c_per_group > INT32_LIMIT:
+        return f"filter: {problem.filter} taps x {problem.c_per_group} channels exceed the kernel's int32 columns"
     return None
 
 

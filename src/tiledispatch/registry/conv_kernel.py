@@ -80,7 +80,7 @@ class ConvKernel(Kernel):
                                                        else cuda_runtime().get_device())
         n_dyn = len(dyn) + len(plan.workspaces)
         bound = [launcher.bind(grid, values, dyn, n_dyn, index, lambda name, _: slots.get(name))
-                 for launcher, grid in zip(launchers, plan.grids)]
+                 for launcher, grid in zip(launchers, plan.grids) if min(grid) > 0]   # empty grid: not launched
         workspaces = tuple((elements, torch_dtype(dtype)) for _, elements, dtype in plan.workspaces)
         return ConvBound([e for e, _ in bound], device, index, _ROLES.index(written), out_shape, out_dtype,
                          workspaces, all(ok for _, ok in bound))

@@ -1,0 +1,328 @@
+"""Family `igemm`, direction bwd_weight: implicit GEMM with split-K over the pixels and a deterministic reduce.
+
+Per group g the weight gradient is a GEMM reduced over every output pixel p = (n, o):
+
+    dw[g*KG + kk, c, tap] = sum_p dy[n, o, g*KG + kk] * x[n, o*stride - pad + tap*dil, g*CG + c]
+
+- rows: the KG output channels of a group (block_m per tile);
+- columns: (tap, c) pairs, block_n per tile, walked by `kloop`:
+  'tap'  one tap per column tile, block_n input channels of it (tiles_n = taps * ceil(CG / block_n));
+         the border mask and the input offset are per pixel only (good for CG >= block_n);
+  'flat' columns are the flattened index j = tap*CG + c (tiles_n = ceil(taps*CG / block_n)); one tile spans
+         several taps, so small CG fills the tile (the mask is per (pixel, column));
+- reduction: the N * out-pixels, in block_k chunks. The chunks are split into SPLITS contiguous ranges of CPS
+  chunks (grid axis 1). With SPLITS > 1 every program stores its fp32 partial tile into the workspace
+  ws[split, k, tap*CG + c] and the reduce entry sums the splits in a fixed order (no atomics) and writes dw in
+  out_dtype; with SPLITS == 1 the main entry writes dw itself and the reduce entry is not launched.
+- groups_per_program (GPP) > 1: a program handles GPP consecutive groups with a batched 3-D dot
+  [GPP, BM, BK] x [GPP, BK, BN] (the channels of consecutive groups are adjacent in memory).
+
+Grid of the main entry: (tiles_m * tiles_n, SPLITS, ceil(G / GPP)); tiles_m varies fastest, and the programs of
+one split are launched together so that they share their pixel range in L2.
+
+align=8 instances additionally assume (conv_problem_mismatch checks it) C/G and K/G multiples of 8: every
+channel run then starts on a 16-byte boundary and the loads vectorize.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.kernels.conv_common import dims, standard_params, tl_type
+from tiledispatch.kernels.gemm_common import DOT_F32, signature_text
+from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+from tiledispatch.problems.conv import ConvProblem
+
+FN = "conv_wgrad_kernel"
+REDUCE_FN = "conv_wgrad_reduce_kernel"
+REDUCE_BLOCK = 1024
+REDUCE_WARPS = 4
+MIN_CHUNKS_PER_SPLIT = 8     # auto split: each split reduces at least this many block_k chunks
+TARGET_WAVES = 2             # auto split: fill at least this many waves of `sms` programs
+MAX_AUTO_SPLITS = 1024
+MAX_GRID_YZ = 65535
+
+
+# -- parameters ------------------------------------------------------------------------------------------
+def _aligned_standard_params(cfg: ConvConfig) -> list[Param]:
+    """The standard parameters; align-8 instances know that the x and y base pointers are 16-byte aligned."""
+    out = standard_params(cfg)
+    if cfg.align == 8:
+        out = [dataclasses.replace(p, divisible16=True) if p.name in ("x_ptr", "y_ptr") else p for p in out]
+    return out
+
+
+def entries(cfg: ConvConfig) -> list[EntrySpec]:
+    ws = Param("ws_ptr", "*fp32", divisible16=True)
+    main = [*_aligned_standard_params(cfg), ws, Param("SPLITS", "i32"), Param("CPS", "i32"),
+            Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n),
+            Param("BLOCK_K", "constexpr", cfg.block_k), Param("GPP", "constexpr", cfg.groups_per_program),
+            Param(DOT_F32, "constexpr", False)]
+    reduce = [*standard_params(cfg), ws, Param("SPLITS", "i32"), Param("RBLOCK", "constexpr", REDUCE_BLOCK)]
+    return [EntrySpec(FN, tuple(main), cfg.num_warps, cfg.num_stages),
+            EntrySpec(REDUCE_FN, tuple(reduce), REDUCE_WARPS, 1)]
+
+
+# -- source pieces ---------------------------------------------------------------------------------------
+def _prod(names: list[str]) -> str:
+    return " * ".join(names)
+
+
+def _split_index(var: str, index: str, sizes: list[str], names: list[str], indent: str) -> str:
+    """`names[-1] = index % sizes[-1]`, ... innermost first; the outermost name takes the rest (no modulo)."""
+    lines, rest = [], index
+    for i in range(len(names) - 1, 0, -1):
+        lines.append(f"{indent}{names[i]} = {rest} % {sizes[i]}")
+        lines.append(f"{indent}{var} = {rest} // {sizes[i]}")
+        rest = var
+    lines.append(f"{indent}{names[0]} = {rest}")
+    return "\n".join(lines) + "\n"
+
+
+def _tap_coords(cfg: ConvConfig, tap: str, indent: str) -> str:
+    """f_<s> = filter coordinates of `tap` (outermost dim first in the tap index)."""
+    ds = dims(cfg)
+    return _split_index("t_rest", tap, [f"flt_{s}" for s in ds], [f"f_{s}" for s in ds], indent)
+
+
+def _prologue(cfg: ConvConfig) -> str:
+    ds = dims(cfg)
+    align = cfg.align == 8
+    # align-8 problems have C/G and K/G multiples of 8; rounding tells the compiler so (same value)
+    cgv, kgv = ("CG // 8 * 8", "KG // 8 * 8") if align else ("CG", "KG")
+    src = f"""\
+    pid_t = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    pid_g = tl.program_id(2)
+    CGv = {cgv}
+    KGv = {kgv}
+    TAPS = {_prod([f"flt_{s}" for s in ds])}
+    ROW = TAPS * CGv
+    tiles_m = (KGv + BLOCK_M - 1) // BLOCK_M
+    tile_m = pid_t % tiles_m
+    tile_n = pid_t // tiles_m
+    rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    m_ok = rm < KGv
+"""
+    if cfg.groups_per_program == 1:
+        src += "    grp = pid_g\n    ych = (grp * KGv).to(tl.int64)\n    xch = (grp * CGv).to(tl.int64)\n"
+    else:
+        src += ("    grp = pid_g * GPP + tl.arange(0, GPP)\n    g_ok = grp < G\n"
+                "    ych = (grp * KGv).to(tl.int64)\n    xch = (grp * CGv).to(tl.int64)\n")
+    return src + _columns(cfg)
+
+
+def _columns(cfg: ConvConfig) -> str:
+    """Per column: n_ok, x_col (input offset of the tap and channel), w_col (weight offset), ws_col (tap*CG + c);
+    'tap': dl_<s> scalars (tap offsets in input pixels); 'flat': dl_<s> vectors."""
+    ds = dims(cfg)
+    hint = cfg.align == 8
+    if cfg.kloop == "tap":
+        src = ("    c_tiles = (CGv + BLOCK_N - 1) // BLOCK_N\n    tap = tile_n // c_tiles\n"
+               "    rc = (tile_n % c_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)\n    n_ok = rc < CGv\n"
+               "    ws_col = tap * CGv + rc\n")
+    else:
+        src = ("    rj = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)\n    n_ok = rj < ROW\n"
+               "    tap = rj // CGv\n    rc = rj % CGv\n    ws_col = rj\n")
+    src += _tap_coords(cfg, "tap", "    ")
+    for s in ds:
+        dl = f"f_{s} * dil_{s}"
+        if cfg.kloop == "flat" and hint:
+            dl = f"tl.max_constancy({dl}, 8)"   # constant over runs of CG >= 8 columns (one tap)
+        src += f"    dl_{s} = {dl}\n"
+    x_col = " + ".join(f"dl_{s}.to(tl.int64) * sx_{s}" for s in ds) + " + rc"
+    w_col = " + ".join(f"f_{s}.to(tl.int64) * sw_{s}" for s in ds) + " + rc"
+    if hint and cfg.kloop == "flat":   # runs of CG >= 8 channels of one tap, each starting on a multiple of 8
+        x_col = f"tl.max_contiguous(tl.multiple_of({x_col}, 8), 8)"
+    elif hint:   # block_n channels of one tap, starting on a multiple of 8 elements
+        x_col = f"tl.multiple_of({x_col}, 8)"
+    src += f"    x_col = {x_col}\n    w_col = {w_col}\n"
+    return src
+
+
+def _pixels(cfg: ConvConfig) -> str:
+    """Inside the chunk loop: p_ok, y_pix (dy offset), x_pix (input offset of tap 0) and b_<s> (first input
+    coordinate) of the chunk's pixels."""
+    ds = dims(cfg)
+    ind = "        "
+    src = f"{ind}p = p0 + rk\n{ind}p_ok = p < p_hi\n"
+    src += _split_index("q", "p", ["N"] + [f"out_{s}" for s in ds], ["n"] + [f"o_{s}" for s in ds], ind)
+    y_pix = "n.to(tl.int64) * sy_n + " + " + ".join(f"o_{s}.to(tl.int64) * sy_{s}" for s in ds)
+    for s in ds:
+        src += f"{ind}b_{s} = o_{s} * str_{s} - pad_{s}\n"
+    x_pix = "n.to(tl.int64) * sx_n + " + " + ".join(f"b_{s}.to(tl.int64) * sx_{s}" for s in ds)
+    if cfg.align == 8:
+        y_pix, x_pix = f"tl.multiple_of({y_pix}, 8)", f"tl.multiple_of({x_pix}, 8)"
+    src += f"{ind}y_pix = {y_pix}\n{ind}x_pix = {x_pix}\n"
+    if cfg.kloop == "tap":
+        src += f"{ind}x_ok = p_ok"
+        for s in ds:
+            src += f" & (b_{s} + dl_{s} >= 0) & (b_{s} + dl_{s} < in_{s})"
+    else:
+        src += f"{ind}x_ok = p_ok[:, None] & n_ok[None, :]"
+        for s in ds:
+            src += f" & (b_{s}[:, None] + dl_{s}[None, :] >= 0) & (b_{s}[:, None] + dl_{s}[None, :] < in_{s})"
+    return src + "\n"
+
+
+def _loads(cfg: ConvConfig) -> str:
+    """a: dy [(GPP,) BK, BM]; b: x [(GPP,) BK, BN]; both masked, zero outside."""
+    ind = "        "
+    x_rows = "x_ok[:, None]" if cfg.kloop == "tap" else "x_ok"
+    if cfg.groups_per_program == 1:
+        a_ptr = "y_ptr + (y_pix + ych)[:, None] + rm[None, :]"
+        a_mask = "p_ok[:, None] & m_ok[None, :]"
+        b_ptr = "x_ptr + (x_pix + xch)[:, None] + x_col[None, :]"
+        b_mask = f"{x_rows} & n_ok[None, :]" if cfg.kloop == "tap" else x_rows
+    else:
+        a_ptr = "y_ptr + (y_pix[None, :] + ych[:, None])[:, :, None] + rm[None, None, :]"
+        a_mask = "p_ok[None, :, None] & (g_ok[:, None] & m_ok[None, :])[:, None, :]"
+        b_ptr = "x_ptr + (x_pix[None, :] + xch[:, None])[:, :, None] + x_col[None, None, :]"
+        b_mask = f"{x_rows}[None, :, :] & (g_ok[:, None] & n_ok[None, :])[:, None, :]"
+    return (f"{ind}a = tl.load({a_ptr}, mask={a_mask}, other=0.0)\n"
+            f"{ind}b = tl.load({b_ptr}, mask={b_mask}, other=0.0)\n")
+
+
+def _dot(cfg: ConvConfig) -> str:
+    ind = "        "
+    at = "tl.trans(a)" if cfg.groups_per_program == 1 else "tl.permute(a, (0, 2, 1))"
+    precision = ', input_precision="ieee"' if cfg.dtype == "fp32" else ""
+    return (f"{ind}at = {at}\n"
+            f"{ind}if {DOT_F32}:\n"
+            f"{ind}    acc += tl.dot(at.to(tl.float32), b.to(tl.float32), input_precision=\"ieee\")\n"
+            f"{ind}else:\n"
+            f"{ind}    acc = tl.dot(at, b, acc{precision})\n")
+
+
+def _main_loop(cfg: ConvConfig) -> str:
+    ds = dims(cfg)
+    shape = "(BLOCK_M, BLOCK_N)" if cfg.groups_per_program == 1 else "(GPP, BLOCK_M, BLOCK_N)"
+    return (f"    P = N * {_prod([f'out_{s}' for s in ds])}\n"
+            "    p_lo = pid_s * CPS * BLOCK_K\n"
+            "    p_hi = min(p_lo + CPS * BLOCK_K, P)\n"
+            "    rk = tl.arange(0, BLOCK_K)\n"
+            f"    acc = tl.zeros({shape}, dtype=tl.float32)\n"
+            "    for p0 in range(p_lo, p_hi, BLOCK_K):\n"
+            + _pixels(cfg) + _loads(cfg) + _dot(cfg))
+
+
+def _store(cfg: ConvConfig) -> str:
+    """SPLITS == 1: dw in out_dtype; else the fp32 partial into ws[pid_s, k, tap*CG + c]."""
+    out_ty = tl_type(cfg.out_dtype)
+    if cfg.groups_per_program == 1:
+        k_row = "(ych + rm)"
+        mask = "m_ok[:, None] & n_ok[None, :]"
+        w_off = f"{k_row}[:, None] * sw_k + w_col[None, :]"
+        ws_off = f"{k_row}[:, None] * ROW + ws_col[None, :]"
+    else:
+        k_row = "(ych[:, None] + rm[None, :])"
+        mask = "(g_ok[:, None] & m_ok[None, :])[:, :, None] & n_ok[None, None, :]"
+        w_off = f"{k_row}[:, :, None] * sw_k + w_col[None, None, :]"
+        ws_off = f"{k_row}[:, :, None] * ROW + ws_col[None, None, :]"
+    return (f"    mask = {mask}\n"
+            "    if SPLITS == 1:\n"
+            f"        tl.store(w_ptr + {w_off}, acc.to({out_ty}), mask=mask)\n"
+            "    else:\n"
+            "        ws_split = pid_s.to(tl.int64) * K * ROW\n"
+            f"        tl.store(ws_ptr + ws_split + {ws_off}, acc, mask=mask)\n")
+
+
+def _reduce_source(cfg: ConvConfig, params: list[Param]) -> str:
+    ds = dims(cfg)
+    w_off = "k * sw_k + " + " + ".join(f"f_{s} * sw_{s}" for s in ds) + " + c"
+    return (f"@triton.jit\ndef {REDUCE_FN}(\n    {signature_text(params)},\n):\n"
+            f"    ROW = ({_prod([f'flt_{s}' for s in ds])} * CG).to(tl.int64)\n"
+            "    E = K * ROW\n"
+            "    e = tl.program_id(0).to(tl.int64) * RBLOCK + tl.arange(0, RBLOCK)\n"
+            "    ok = e < E\n"
+            "    acc = tl.zeros((RBLOCK,), dtype=tl.float32)\n"
+            "    for s in range(0, SPLITS):\n"
+            "        acc += tl.load(ws_ptr + s * E + e, mask=ok, other=0.0)\n"
+            "    k = e // ROW\n    col = e % ROW\n    tap = col // CG\n    c = col % CG\n"
+            + _tap_coords(cfg, "tap", "    ")
+            + f"    tl.store(w_ptr + {w_off}, acc.to({tl_type(cfg.out_dtype)}), mask=ok)\n")
+
+
+def render(cfg: ConvConfig) -> str:
+    main, reduce = entries(cfg)
+    main_src = (f"@triton.jit\ndef {FN}(\n    {signature_text(list(main.params))},\n):\n"
+                + _prologue(cfg) + _main_loop(cfg) + _store(cfg))
+    return main_src + "\n\n" + _reduce_source(cfg, list(reduce.params))
+
+
+# -- launch ----------------------------------------------------------------------------------------------
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def tile_counts(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
+    """(tiles_m, tiles_n, group blocks) of the main grid."""
+    taps, cg = math.prod(problem.filter), problem.c_per_group
+    tiles_n = taps * _cdiv(cg, cfg.block_n) if cfg.kloop == "tap" else _cdiv(taps * cg, cfg.block_n)
+    return _cdiv(problem.k_per_group, cfg.block_m), tiles_n, _cdiv(problem.groups, cfg.groups_per_program)
+
+
+def pixel_chunks(cfg: ConvConfig, problem: ConvProblem) -> int:
+    return _cdiv(problem.n * math.prod(problem.output), cfg.block_k)
+
+
+def _auto_splits(programs: int, chunks: int, sms: int) -> int:
+    """Fewest splits that fill TARGET_WAVES waves without a mostly empty last wave (<= 10% idle), keeping at
+    least MIN_CHUNKS_PER_SPLIT chunks per split."""
+    most = max(1, min(chunks // MIN_CHUNKS_PER_SPLIT, MAX_AUTO_SPLITS))
+    low = _cdiv(TARGET_WAVES * sms, programs)
+    if low <= 1 or most == 1:
+        return max(1, min(low, most))
+    best, best_loss = low, 2.0
+    for s in range(low, 2 * low + 1):
+        total = programs * s
+        loss = _cdiv(total, sms) * sms / total
+        if loss < best_loss - 1e-9:
+            best, best_loss = s, loss
+        if loss <= 1.1:
+            break
+    return min(best, most)
+
+
+def split_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int]:
+    """(SPLITS, CPS): the number of pixel ranges and the block_k chunks per range (no range is empty)."""
+    chunks = pixel_chunks(cfg, problem)
+    tiles_m, tiles_n, gblocks = tile_counts(cfg, problem)
+    wanted = cfg.split_k or _auto_splits(tiles_m * tiles_n * gblocks, chunks, max(1, sms))
+    cps = _cdiv(chunks, max(1, min(wanted, chunks, MAX_GRID_YZ)))
+    return _cdiv(chunks, cps), cps
+
+
+def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
+    tiles_m, tiles_n, gblocks = tile_counts(cfg, problem)
+    splits, cps = split_plan(cfg, problem, sms)
+    elements = problem.k * problem.c_per_group * math.prod(problem.filter)
+    reduce_grid = (_cdiv(elements, REDUCE_BLOCK), 1, 1) if splits > 1 else (0, 1, 1)   # 0: not launched
+    return LaunchPlan(((tiles_m * tiles_n, splits, gblocks), reduce_grid),
+                      scalars=(("SPLITS", splits), ("CPS", cps)),
+                      workspaces=(("ws_ptr", elements * splits if splits > 1 else 0, "fp32"),))
+
+
+# -- preset candidates -----------------------------------------------------------------------------------
+# (block_m, block_n, block_k, groups_per_program, num_warps, num_stages, kloop, align): untuned starting points
+# for the presets; the comment says which problems each is meant for.
+_CANDIDATES = (
+    (128, 128, 64, 1, 8, 3, "tap", 8),     # dense, K/G >= 128, C/G >= 128 (wgmma)
+    (128, 256, 64, 1, 8, 3, "tap", 8),     # dense, wide C/G (fewer re-reads of dy)
+    (64, 128, 64, 1, 4, 4, "tap", 8),      # dense, K/G = 64
+    (64, 64, 64, 1, 4, 3, "flat", 8),      # dense, small C/G (taps packed into the columns)
+    (64, 64, 32, 1, 4, 2, "tap", 1),       # any problem (align 1: odd channel counts)
+    (32, 128, 64, 1, 4, 3, "flat", 8),     # grouped, C/G = K/G = 32
+    (32, 64, 64, 4, 8, 3, "flat", 8),      # grouped, C/G = K/G = 32 (3-D: G = 4)
+    (16, 64, 64, 4, 4, 3, "flat", 8),      # grouped, C/G = K/G = 16
+    (16, 32, 64, 8, 4, 3, "flat", 8),      # grouped, C/G = K/G = 8 (ResNeXt 32x8d-like)
+    (16, 32, 32, 16, 8, 3, "flat", 1),     # grouped, C/G = K/G = 4 (ResNeXt 32x4d first stage)
+)
+
+
+def candidate_configs(dtype: str, ndim: int) -> list[ConvConfig]:
+    """Starting points for the bwd_weight igemm presets of one dtype and ndim (split_k chosen per problem)."""
+    return [ConvConfig(family="igemm", direction="bwd_weight", ndim=ndim, dtype=dtype, block_m=bm, block_n=bn,
+                       block_k=bk, groups_per_program=gpp, num_warps=w, num_stages=s, kloop=kloop, align=align)
+            for bm, bn, bk, gpp, w, s, kloop, align in _CANDIDATES]
