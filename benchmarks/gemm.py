@@ -14,11 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import math
-import platform
-import re
-import statistics
 import sys
 import tempfile
 import time
@@ -26,106 +22,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+if str(Path(__file__).resolve().parent) not in sys.path:   # benchmarks/protocol.py, however this was started
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from protocol import CpuTimer, CudaTimer, Protocol, Timing, environment, geomean, gpu_slug, hbm_copy_gbps
+
 ROOT = Path(__file__).resolve().parents[1]
 COMBOS = (("bf16", "rcr"), ("bf16", "rrr"), ("fp16", "rcr"), ("fp16", "rrr"), ("fp8e4m3", "rcr"))
 FP8 = "fp8e4m3"
 TOLERANCE = {"bf16": 1e-2, "fp16": 2e-3, FP8: 1e-2}   # relative Frobenius error vs the fp32 reference
 COMPUTE_BOUND_MIN = 4096
-
-
-# -- timing ---------------------------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class Protocol:
-    warmup_ms: float = 2.0        # warm-up calls until about this much kernel time (1 to 25 calls)
-    min_samples: int = 10
-    min_total_ms: float = 20.0    # keep sampling until this much summed sample time ...
-    max_samples: int = 200        # ... or this many samples
-    flush_mb: int = 256           # L2 flush: zero_() a buffer this large before every timed call
-    screen_ratio: float = 1.3     # a plan whose warm-up estimate is this much slower than the best so far ...
-    screen_samples: int = 3       # ... only gets this many samples (it cannot win; marked `screened`)
-
-    def describe(self, cuda: bool) -> str:
-        if not cuda:
-            return "CPU smoke run on Triton's interpreter: time.perf_counter, 1 warm-up, median of 3 (not GPU times)"
-        return (f"CUDA events around each call, L2 flushed before each call (zero_ of a {self.flush_mb} MB buffer, "
-                f"outside the events); warm-up ~{self.warmup_ms:g} ms; samples until >= {self.min_samples} and "
-                f">= {self.min_total_ms:g} ms summed, at most {self.max_samples}; median (p20/p80 reported); plans "
-                f"estimated > {self.screen_ratio:g}x the best so far get {self.screen_samples} samples (`screened`); "
-                "random normal inputs; each output validated vs an fp32 reference before timing; "
-                "ratio = cublas_ms / ours_ms")
-
-
-@dataclasses.dataclass
-class Timing:
-    ms: float                     # median
-    p20_ms: float
-    p80_ms: float
-    samples: int
-    screened: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    pos = q * (len(ordered) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def _timing(samples: list[float], screened: bool = False) -> Timing:
-    return Timing(statistics.median(samples), _quantile(samples, 0.2), _quantile(samples, 0.8), len(samples),
-                  screened)
-
-
-class CudaTimer:
-    """CUDA-event timer with an L2 flush before every timed call (the flush buffer is allocated on first use)."""
-
-    def __init__(self, protocol: Protocol, device: Any) -> None:
-        self.protocol = protocol
-        self.device = device
-        self._flush: Any = None
-
-    def _samples(self, fn: Callable[[], object], count: int) -> list[float]:
-        import torch
-
-        if self._flush is None:
-            self._flush = torch.empty(self.protocol.flush_mb * 2**20, dtype=torch.int8, device=self.device)
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
-        for start, end in events:
-            self._flush.zero_()
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize(self.device)
-        return [start.elapsed_time(end) for start, end in events]
-
-    def time_ms(self, fn: Callable[[], object], screen_ms: float | None = None) -> Timing:
-        """Median time of fn() in ms. With `screen_ms` (the best time so far), a plan estimated slower than
-        screen_ratio x screen_ms gets only `screen_samples` samples."""
-        p = self.protocol
-        estimate = statistics.median(self._samples(fn, 3))
-        warm = max(1, min(25, math.ceil(p.warmup_ms / max(estimate, 1e-3))))
-        self._samples(fn, warm)
-        if screen_ms is not None and estimate > p.screen_ratio * screen_ms:
-            return _timing(self._samples(fn, p.screen_samples), screened=True)
-        samples: list[float] = []
-        while len(samples) < p.min_samples or (sum(samples) < p.min_total_ms and len(samples) < p.max_samples):
-            per_call = statistics.median(samples) if samples else estimate
-            want = max(p.min_samples - len(samples), math.ceil((p.min_total_ms - sum(samples)) / max(per_call, 1e-3)))
-            samples += self._samples(fn, max(1, min(want, p.max_samples - len(samples))))
-        return _timing(samples)
-
-
-class CpuTimer:
-    """Wall-clock timer for the interpreter smoke run: 1 warm-up, median of 3."""
-
-    def time_ms(self, fn: Callable[[], object], screen_ms: float | None = None) -> Timing:
-        from tiledispatch.bench.timer import wall_samples_ms
-
-        return _timing(wall_samples_ms(fn))
 
 
 # -- problems, references, cuBLAS -----------------------------------------------------------------------------
@@ -308,11 +213,6 @@ def build_registry(combo: Combo, kind: str, tuning_db: str, arch: Any) -> tuple[
                  "failed": report.failed, "skipped": dict(reg.skipped), "seconds": round(report.seconds, 2)}
 
 
-def geomean(values: list[float]) -> float | None:
-    values = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-
 def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     summary = {}
     for key in dict.fromkeys(r["combo"] for r in rows):
@@ -338,31 +238,12 @@ def measure_limits(timer: CudaTimer) -> dict[str, float]:
 
     a = torch.randn(8192, 8192, device=timer.device, dtype=torch.bfloat16)
     gemm = timer.time_ms(lambda: torch.mm(a, a, out=torch.empty_like(a)))
-    src = torch.randn(2**29, device=timer.device)   # 2 GiB of fp32, read once and written once per copy
-    dst = torch.empty_like(src)
-    copy = timer.time_ms(lambda: dst.copy_(src))
-    return {"cublas_bf16_8192_tflops": 2 * 8192**3 / gemm.ms / 1e9, "hbm_copy_gbps": 2 * 2**31 / copy.ms / 1e6}
-
-
-def gpu_slug(name: str) -> str:
-    """'NVIDIA H200' -> 'h200', 'NVIDIA H100 80GB HBM3' -> 'h100_80gb_hbm3'."""
-    name = re.sub(r"^nvidia\s+", "", name.strip().lower())
-    return re.sub(r"[^a-z0-9]+", "_", name).strip("_") or "gpu"
+    return {"cublas_bf16_8192_tflops": 2 * 8192**3 / gemm.ms / 1e9, "hbm_copy_gbps": hbm_copy_gbps(timer)}
 
 
 def header(ctx: Context, opts: argparse.Namespace) -> dict[str, Any]:
-    import torch
-    import triton
-
-    import tiledispatch as td
-
-    cuda = ctx.device.type == "cuda"
-    return {"benchmark": "gemm", "mode": "smoke" if opts.smoke else "gpu",
-            "gpu": torch.cuda.get_device_name(ctx.device) if cuda else "cpu (Triton interpreter)",
-            "sm_count": torch.cuda.get_device_properties(ctx.device).multi_processor_count if cuda else None,
-            "tiledispatch": td.__version__, "triton": triton.__version__, "torch": torch.__version__,
-            "cuda": torch.version.cuda, "python": platform.python_version(),
-            "date": datetime.datetime.now().isoformat(timespec="seconds"), "protocol": ctx.protocol.describe(cuda),
+    return {"benchmark": "gemm", "mode": "smoke" if opts.smoke else "gpu", **environment(ctx.device),
+            "protocol": ctx.protocol.describe(ctx.device.type == "cuda"),
             "preset_kind": opts.preset_kind, "full_matrix": opts.full_matrix, "screening": ctx.screen,
             "fp8_fast_accum": ctx.fast_accum, "tolerances": TOLERANCE, "argv": sys.argv[1:]}
 

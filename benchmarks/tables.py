@@ -93,18 +93,75 @@ def dispatch_overhead_section(path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _problem(r: dict) -> str:
+    join = lambda v: "×".join(map(str, v))
+    groups = f" g{r['groups']}" if r["groups"] > 1 else ""
+    stride = f" s{join(r['stride'])}" if any(s > 1 for s in r["stride"]) else ""
+    return f"N{r['n']} {r['c']}→{r['k']}{groups} {join(r['spatial'])} f{join(r['filter'])}{stride}"
+
+
+def _pct(value: float | None) -> str:
+    return f"{value:.0f}%" if value else "–"
+
+
+def conv_section(path: Path) -> str:
+    """`conv_<gpu>.json` from benchmarks/conv.py, between the conv markers: acceptance, geomeans per direction x
+    category, then one table per direction."""
+    data = json.loads(path.read_text())
+    copy = (data.get("limits") or {}).get("hbm_copy_gbps")
+    lines = ["<!-- conv:begin -->", f"## Convolution: tiledispatch vs cuDNN ({path.name})", "",
+             (f"{data['gpu']}, tiledispatch {data['tiledispatch']}, triton {data['triton']}, torch {data['torch']}, "
+              f"CUDA {data['cuda']}, {data['date']}; {data['dtype']}, suites {', '.join(data['suites'])}, "
+              f"{data['seconds']:.0f} s."), f"Protocol: {data['protocol']}.",
+             *([f"Measured in the same run: HBM copy {copy:.0f} GB/s (read + write)."] if copy else []), "",
+             ("`tune` = fastest valid plan of preset `conv_<direction>_<dtype>_<n>d_all`, `auto` = "
+              "`select(problem, 'auto')` of `..._essential` without a tuning DB; ratio = cuDNN time / our time "
+              "(> 1: faster than cuDNN); GB/s = minimal bytes (read two tensors, write the third once) / time; "
+              "% floor = that over the HBM copy bandwidth."), "",
+             "| direction | check | value | target | result | rows |", "|---|---|---|---|---|---|"]
+    for a in data["summary"]["acceptance"]:
+        mem = a["check"].startswith("memory")
+        val = _pct(a["value"]) if mem else _x(a["value"]) + "×"
+        goal = f"{a['target']:.0f}%" if mem else f"{a['target']:g}×"
+        extra = f", {a['cases_meeting']} ≥ {a['target']:.0f}%" if mem else ""
+        if mem and a["worst_case"]:
+            extra += f", worst {_pct(a['worst_pct'])} ({a['worst_case']})"
+        lines.append(f"| {a['direction']} | {a['check']} | {val} | {goal} | {'pass' if a['pass'] else '**miss**'} | "
+                     f"{a['rows']}/{a['of']}{extra} |")
+    lines += ["", ("| direction | category | rows | tune geomean | auto geomean | worst tune | tune % floor | "
+                   "cuDNN % floor | wrong plans |"), "|---|---|---|---|---|---|---|---|---|"]
+    for g in data["summary"]["groups"]:
+        lines.append(f"| {g['direction']} | {g['category']} | {g['rows']} | {_x(g['tune_geomean'], 3)} | "
+                     f"{_x(g['auto_geomean'], 3)} | {_x(g['tune_min'])} ({g['tune_min_case']}) | "
+                     f"{_pct(g['tune_floor_pct_geomean'])} | {_pct(g['cudnn_floor_pct_geomean'])} | "
+                     f"{g['wrong_plans']} |")
+    for direction in dict.fromkeys(r["direction"] for r in data["rows"]):
+        lines += ["", f"### conv {direction}", "",
+                  ("| layer | category | problem | cuDNN µs | tune µs | tune ratio | auto µs | auto ratio | TF/s | "
+                   "GB/s | % floor | tune kernel |"), "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in (r for r in data["rows"] if r["direction"] == direction):
+            kernel = f"`{r['tune_kernel']}`" if r.get("tune_kernel") else (r.get("error") or r.get("tune_error")
+                                                                           or "–")
+            lines.append(f"| {r['case']} | {r['category']} | {_problem(r)} | {_us(r.get('cudnn_ms'))} | "
+                         f"{_us(r.get('tune_ms'))} | {_x(r.get('tune_ratio'))} | {_us(r.get('auto_ms'))} | "
+                         f"{_x(r.get('auto_ratio'))} | {_x(r.get('tune_tflops'), 1)} | {_x(r.get('tune_gbps'), 0)} | "
+                         f"{_pct(r.get('tune_floor_pct'))} | {kernel} |")
+    return "\n".join(lines) + "\n<!-- conv:end -->\n"
+
+
 # Renderers by the JSON's "benchmark" field (files without one: by file-name prefix), in section order.
 RENDERERS: dict[str, Callable[[Path], str]] = {
     "gemm": gemm_section,
     "gemm_baseline": gemm_baseline_section,
     "dispatch_overhead": dispatch_overhead_section,
+    "conv": conv_section,
 }
 
 
 def result_kind(path: Path) -> str | None:
     """The benchmark a result file holds; None for files not to render (CPU smoke runs)."""
     data = json.loads(path.read_text())
-    if data.get("mode") == "smoke":
+    if data.get("mode") in ("smoke", "cpu"):
         return None
     if "benchmark" in data:
         return str(data["benchmark"])

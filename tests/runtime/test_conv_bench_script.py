@@ -1,0 +1,89 @@
+"""benchmarks/conv.py without a GPU: --help, case selection, the acceptance summary, the BENCHMARKS.md section
+(rendered from a synthetic result and spliced between the conv markers, other sections kept)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def conv():
+    """benchmarks/conv.py as a module (benchmarks/ on sys.path for its `protocol` and `tables` imports)."""
+    if str(ROOT / "benchmarks") not in sys.path:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("conv_bench_under_test", ROOT / "benchmarks" / "conv.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["conv_bench_under_test"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_help_runs_without_gpu() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "conv.py"), "--help"], check=False,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "--max-problems" in done.stdout and "--top-k" in done.stdout
+
+
+def test_select_cases(conv) -> None:
+    opts = conv.parse_args(["--max-problems", "2", "--categories", "dense2d,depthwise3d"])
+    cases = conv.select_cases(opts)
+    assert [c.category for c in cases] == ["dense2d", "dense2d", "depthwise3d", "depthwise3d"]
+    assert cases[0].name == "resnet50/conv1" and cases[1].name != cases[0].name     # spread: first and last
+    smoke = conv.select_cases(conv.parse_args(["--smoke"]))
+    assert len(smoke) == 6 and len({c.category for c in smoke}) == 6
+    tiny = conv.select_cases(conv.parse_args(["--cpu", "--batch-scale", "0.5"]))
+    assert all(c.problem.n == 1 and max(c.problem.spatial) <= 6 for c in tiny)
+    assert [c.category for c in tiny] == [c.category for c in smoke]
+    assert conv.select_cases(conv.parse_args(["--batch-scale", "0.5", "--max-problems", "1"]))[0].problem.n == 16
+    with pytest.raises(SystemExit):
+        conv.select_cases(conv.parse_args(["--categories", "sparse"]))
+
+
+def _row(conv, direction: str, category: str, ratio: float | None, pct: float | None, cpg: int = 1) -> dict:
+    return {"direction": direction, "category": category, "case": f"m/{category}-{ratio}", "memory_bound":
+            category.startswith("depthwise") or (category.startswith("grouped") and cpg <= 16),
+            "tune_ratio": ratio, "auto_ratio": ratio, "tune_floor_pct": pct, "cudnn_floor_pct": 10.0}
+
+
+def test_summary_and_acceptance(conv) -> None:
+    rows = [_row(conv, "fwd", "grouped", 4.0, 70.0, cpg=4), _row(conv, "fwd", "grouped", 1.0, 50.0, cpg=8),
+            _row(conv, "fwd", "dense2d", 0.9, None), _row(conv, "bwd_data", "dense2d", 0.6, None),
+            _row(conv, "fwd", "depthwise3d", None, None)]
+    summary = conv.summarize(rows)
+    checks = {(a["direction"], a["check"]): a for a in summary["acceptance"]}
+    assert checks[("fwd", "grouped ratio")]["value"] == pytest.approx(2.0) and checks[("fwd", "grouped ratio")]["pass"]
+    assert checks[("fwd", "dense2d ratio")]["pass"] and not checks[("bwd_data", "dense2d ratio")]["pass"]
+    assert not checks[("fwd", "depthwise3d ratio")]["pass"]             # no result is a miss
+    mem = checks[("fwd", "memory-bound 2D % of HBM")]
+    assert mem["value"] == pytest.approx((70 * 50) ** 0.5) and mem["cases_meeting"] == 1 and not mem["pass"]
+    assert conv.target("dense2d", "bwd_weight") == 0.7 and conv.target("grouped3d", "fwd") == 3.0
+
+
+def test_markdown_section_between_markers(conv, tmp_path: Path) -> None:
+    row = {"direction": "fwd", "case": "resnext50_32x4d/layer1.conv2", "category": "grouped", "memory_bound": True,
+           "n": 32, "c": 128, "k": 128, "groups": 32, "spatial": [56, 56], "filter": [3, 3], "stride": [1, 1],
+           "cudnn_ms": 0.2, "tune_ms": 0.05, "tune_ratio": 4.0, "auto_ms": 0.06, "auto_ratio": 3.3,
+           "tune_tflops": 18.0, "tune_gbps": 1000.0, "tune_floor_pct": 70.0, "tune_kernel": "conv-direct-x"}
+    result = {"benchmark": "conv", "mode": "gpu", "gpu": "NVIDIA H200", "tiledispatch": "0", "triton": "3",
+              "torch": "2", "cuda": "13", "date": "today", "dtype": "bf16", "suites": ["resnext50_32x4d"],
+              "seconds": 1.0, "protocol": "p", "limits": {"hbm_copy_gbps": 4000.0}, "rows": [row],
+              "summary": conv.summarize([row])}
+    path = tmp_path / "conv_h200.json"
+    path.write_text(json.dumps(result))
+    md = tmp_path / "BENCHMARKS.md"
+    md.write_text("# Benchmarks\n\n## GEMM\n\nkeep me\n")
+    conv.update_markdown(path, md)
+    first = md.read_text()
+    assert "keep me" in first and first.count(conv.MARK_BEGIN) == 1 and "4.00" in first
+    conv.update_markdown(path, md)                                      # replaced in place, not appended again
+    assert md.read_text() == first
+    md.write_text(first + "\n## after\n")
+    conv.update_markdown(path, md)
+    assert md.read_text().endswith("## after\n") and md.read_text().count(conv.MARK_END) == 1
