@@ -208,7 +208,30 @@ def _igemm_wgrad_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     return None
 
 
+DIRECT_MAX_CG = 16          # input channels per group the direct family loops over (beyond: igemm's domain)
+DIRECT_MAX_INDEX = 2 ** 30  # the direct kernels index pixels and weight elements in int32
+
+
+def _volume(sizes: tuple[int, ...]) -> int:
+    out = 1
+    for size in sizes:
+        out *= size
+    return out
+
+
 def _direct_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    if problem.c_per_group > DIRECT_MAX_CG:
+        return (f"c_per_group: family 'direct' loops over at most {DIRECT_MAX_CG} input channels per group "
+                f"(CUDA-core FMAs); the problem has {problem.c_per_group}")
+    pixels = problem.n * max(_volume(problem.spatial), _volume(problem.output))
+    weights = problem.k * problem.c_per_group * _volume(problem.filter)
+    for field, count in (("spatial", pixels), ("k", weights)):
+        if count >= DIRECT_MAX_INDEX:
+            what = "N x pixels" if field == "spatial" else "weight elements"
+            return f"{field}: family 'direct' indexes {what} in int32 (< {DIRECT_MAX_INDEX}); the problem has {count}"
+    channels = problem.c if problem.direction == "bwd_data" else problem.k
+    if -(-channels // cfg.block_n) > MAX_GRID_YZ:
+        return f"block_n: {channels} channels need more than {MAX_GRID_YZ} channel tiles of {cfg.block_n}"
     return None
 
 

@@ -1,0 +1,361 @@
+"""Family `direct`: depthwise and few-channels-per-group convolutions on CUDA cores (fp32 FMAs, no tl.dot),
+vectorized over the contiguous channel axis, for every direction and ndim 1, 2, 3.
+
+- fwd: a program computes BLOCK_M output pixels (n and the output dims flattened, innermost dim fastest, so
+  neighbouring taps hit lines just loaded) x BLOCK_N output channels, looping over the C/G input channels of
+  the group and over the filter taps (one runtime loop per dim). Bias and activation are fused.
+- bwd_data: a program computes BLOCK_M input pixels x BLOCK_N input channels by gathering, for every tap, the
+  output pixel o with o*stride = i + pad - tap*dilation (exactly divisible, 0 <= o < out): no zero
+  insertion, no atomics.
+- bwd_weight: the reduction over N x output pixels is split over SPLIT programs of SPAN pixels each. A
+  program keeps TAP_CHUNK [BLOCK_M, BLOCK_N] fp32 accumulators (one per filter tap of its chunk), so one dy
+  tile serves every tap of the chunk, and writes its partial sums to the workspace `ws_ptr`
+  [SPLIT, taps, C/G, K] (each element written by exactly one program). A last entry sums the partials in
+  split order (deterministic) and writes dw.
+
+fwd and bwd_data first repack the weight tap-major, ws[(tap * C/G + c) * K + k] (entry `wpack`, a workspace
+in the weight dtype), so the weight vector of a tap is one contiguous (vector) load instead of a gather with
+stride taps that would cost more L1 wavefronts than the activation tile itself.
+
+Each direction has two compute entries and launches one of them (the other gets an empty grid): `dw` for
+depthwise problems (C/G = K/G = 1), whose channel addressing is contiguous (16-byte vector loads with align 8),
+and `grouped` for the rest, which gathers input channel g*C/G + c (separate entries, so the gathers' register
+needs never limit the depthwise kernel). Pixel coordinates are int32 and become int64 before any stride
+multiply; weight offsets are int32 (conv_problem_mismatch bounds pixel counts and weight elements).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.dtypes import DTYPES
+from tiledispatch.kernels.conv_common import activation_line, dims, standard_params, tl_type
+from tiledispatch.kernels.gemm_common import signature_text
+from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+from tiledispatch.problems.conv import ConvProblem
+
+KINDS = ("dw", "grouped")    # compute entries of every direction, in entry order
+FN = {"fwd": "conv_direct_fwd_{}_kernel", "bwd_data": "conv_direct_dgrad_{}_kernel",
+      "bwd_weight": "conv_direct_wgrad_{}_kernel"}
+REDUCE_FN = "conv_direct_wgrad_reduce_kernel"
+PACK_FN = "conv_direct_wpack_kernel"
+PACK_BLOCK = 512
+REDUCE_BLOCK = 512
+REDUCE_WARPS = 4
+VECTOR = 8                  # channels of a 16-byte vector in 16-bit dtypes: the multiple align=8 promises
+PROGRAMS_PER_SM = 8         # bwd_weight: programs per SM the automatic split aims for
+MAX_GRID_YZ = 65535
+I = "    "
+
+
+# -- parameters ------------------------------------------------------------------------------------------
+def _base_params(cfg: ConvConfig) -> list[Param]:
+    """The standard parameters; with align 8 the activation pointers are 16-byte aligned."""
+    aligned = ("x_ptr", "y_ptr") if cfg.align == VECTOR else ()
+    return [dataclasses.replace(p, divisible16=True) if p.name in aligned else p for p in standard_params(cfg)]
+
+
+def tap_chunk(cfg: ConvConfig) -> int:
+    """bwd_weight: filter taps accumulated at once, one [BLOCK_M, BLOCK_N] fp32 tile each: 9 (a 3x3 filter,
+    a plane of a 3x3x3 one) while tiles hold <= 8 values per thread, 3 (a filter row) up to 32, else 1."""
+    per_thread = cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
+    return 9 if per_thread <= 8 else 3 if per_thread <= 32 else 1
+
+
+def _workspace_dtype(cfg: ConvConfig) -> str:
+    """bwd_weight: fp32 partial sums; fwd and bwd_data: the weight repacked tap-major in its own dtype."""
+    return "fp32" if cfg.direction == "bwd_weight" else cfg.dtype
+
+
+def entries(cfg: ConvConfig) -> list[EntrySpec]:
+    """fwd, bwd_data: weight pack, then the dw and grouped compute entries; bwd_weight: the dw and grouped
+    partial-sum entries, then the reduce."""
+    tiles = [Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n)]
+    ws = Param("ws_ptr", "*" + DTYPES[_workspace_dtype(cfg)].triton, divisible16=True)
+    params = [*_base_params(cfg), ws]
+    if cfg.direction == "bwd_weight":
+        params += [Param("SPAN", "i32"), *tiles, Param("TAP_CHUNK", "constexpr", tap_chunk(cfg))]
+    else:
+        params += tiles
+    out = [EntrySpec(FN[cfg.direction].format(kind), tuple(params), cfg.num_warps, cfg.num_stages)
+           for kind in KINDS]
+    if cfg.direction == "bwd_weight":
+        reduce = [*_base_params(cfg), ws, Param("SPLIT", "i32"), Param("BLOCK", "constexpr", REDUCE_BLOCK)]
+        return out + [EntrySpec(REDUCE_FN, tuple(reduce), REDUCE_WARPS, 1)]
+    pack = [*_base_params(cfg), ws, Param("BLOCK", "constexpr", PACK_BLOCK)]
+    return [EntrySpec(PACK_FN, tuple(pack), REDUCE_WARPS, 1)] + out
+
+
+# -- shared source pieces ---------------------------------------------------------------------------------
+def _lines(*lines: str, level: int = 1) -> str:
+    return "".join(f"{I * level}{line}\n" for line in lines)
+
+
+def _header(entry: EntrySpec) -> str:
+    return f"@triton.jit\ndef {entry.fn}(\n    {signature_text(list(entry.params))},\n):\n"
+
+
+def _vec(cfg: ConvConfig, row: str) -> str:
+    """align 8: a row offset (pixel offset into x or y) is a multiple of 8 elements (strides are), so with a
+    16-byte aligned base and a BLOCK_N-aligned channel range the tile is a run of 16-byte vectors."""
+    return f"tl.multiple_of({row}, [{VECTOR}])" if cfg.align == VECTOR else f"({row})"
+
+
+def _pixels(cfg: ConvConfig, size: str) -> str:
+    return " * ".join(["N"] + [f"{size}_{s}" for s in dims(cfg)])
+
+
+def _decompose(cfg: ConvConfig, flat: str, size: str, level: int = 1) -> str:
+    """p_<s> (coordinate in the {size}_<s> grid, innermost dim fastest) and nb (the image) of a flat index."""
+    ds = dims(cfg)
+    lines = [f"q = {flat}"]
+    for s in reversed(ds[1:]):
+        lines += [f"p_{s} = q % {size}_{s}", f"q = q // {size}_{s}"]
+    lines += [f"p_{ds[0]} = q % {size}_{ds[0]}", f"nb = q // {size}_{ds[0]}"]
+    return _lines(*lines, level=level)
+
+
+def _row_offset(cfg: ConvConfig, tensor: str, coord: str) -> str:
+    """int64 element offset of pixel (nb, {coord}_<s>...) of x or y."""
+    return " + ".join([f"nb.to(tl.int64) * s{tensor}_n"]
+                      + [f"{coord}_{s}.to(tl.int64) * s{tensor}_{s}" for s in dims(cfg)])
+
+
+def _channel_mask(cfg: ConvConfig, channels: str) -> str:
+    """n_ok; align 8: the channel total is a multiple of 8, so the mask is constant over each vector."""
+    out = [f"n_ok = rn < {channels}"]
+    if cfg.align == VECTOR:
+        out.append(f"n_ok = tl.max_constancy(n_ok, [{min(VECTOR, cfg.block_n)}])")
+    return _lines(*out)
+
+
+def _tile_start(cfg: ConvConfig, channels: str) -> str:
+    return (_lines("pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)",
+                   "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)", "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
+            + _channel_mask(cfg, channels))
+
+
+def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]], tensor: str, chan: str, w_off: str, level: int) -> str:
+    """Nested runtime loops over the filter taps, outermost dim first, then acc += activation tile x weight
+    vector. tap_lines(s, ok, row) gives the lines of dim s that define ok_<s> (pixel mask) and ro_<s> (row
+    offset) from the enclosing ones; tap_<s> is the linear tap, and w_off (a format of {tap}) the offset of
+    the weight vector in the packed weight."""
+    out, ok, row, tap = "", "m_ok", "r_base", ""
+    for s in dims(cfg):
+        out += _lines(f"for f_{s} in range(0, flt_{s}):", level=level)
+        level += 1
+        out += _lines(*tap_lines(s, ok, row), f"tap_{s} = {tap} * flt_{s} + f_{s}" if tap else f"tap_{s} = f_{s}",
+                      level=level)
+        ok, row, tap = f"ok_{s}", f"ro_{s}", f"tap_{s}"
+    return out + _lines(f"av = tl.load({tensor}_ptr + ({_vec(cfg, row)}[:, None] + {chan}[None, :]), "
+                        f"mask={ok}[:, None] & n_ok[None, :], other=0.0)",
+                        f"wv = tl.load(ws_ptr + ({w_off.format(tap=tap)}), mask=n_ok, other=0.0)",
+                        "acc += av.to(tl.float32) * wv.to(tl.float32)[None, :]", level=level)
+
+
+def _packed_row(cfg: ConvConfig, expr: str) -> str:
+    """Offset of a packed-weight row (a multiple of K; of 8 with align 8)."""
+    return f"tl.multiple_of({expr}, {VECTOR})" if cfg.align == VECTOR else f"({expr})"
+
+
+def _fwd_tap(s: str, ok: str, row: str) -> list[str]:
+    """Forward: input coordinate i = o*stride - pad + f*dil (c_<s> holds o*stride - pad)."""
+    return [f"i_{s} = c_{s} + f_{s} * dil_{s}",
+            f"ok_{s} = {ok} & (i_{s} >= 0) & (i_{s} < in_{s})",
+            f"ro_{s} = {row} + (f_{s} * dil_{s}).to(tl.int64) * sx_{s}"]
+
+
+def _dgrad_tap(s: str, ok: str, row: str) -> list[str]:
+    """Backward data: output coordinate o = (i + pad - f*dil) / stride when exact (c_<s> holds i + pad)."""
+    return [f"t_{s} = c_{s} - f_{s} * dil_{s}",
+            f"o_{s} = t_{s} // str_{s}",
+            f"ok_{s} = {ok} & (t_{s} >= 0) & (o_{s} * str_{s} == t_{s}) & (o_{s} < out_{s})",
+            f"ro_{s} = {row} + o_{s}.to(tl.int64) * sy_{s}"]
+
+
+def _store(cfg: ConvConfig, tensor: str) -> str:
+    """Cast the accumulator and store it at the tile's pixels (p_<s>) and channels."""
+    return _lines(f"o_off = {_vec(cfg, _row_offset(cfg, tensor, 'p'))}",
+                  f"tl.store({tensor}_ptr + (o_off[:, None] + rn[None, :]), acc.to({tl_type(cfg.out_dtype)}), "
+                  "mask=m_ok[:, None] & n_ok[None, :])")
+
+
+# -- forward and backward data ------------------------------------------------------------------------------
+def _fwd_body(cfg: ConvConfig, kind: str) -> str:
+    ds = dims(cfg)
+    if kind == "dw":
+        loops = _tap_loops(cfg, _fwd_tap, "x", "rn", _packed_row(cfg, "{tap} * K") + " + rn", 1)
+    else:
+        loops = (_lines("xg = (rn // KG) * CG", "for cc in range(0, CG):")
+                 + _tap_loops(cfg, _fwd_tap, "x", "(xg + cc)", _packed_row(cfg, "({tap} * CG + cc) * K") + " + rn", 2))
+    epilogue = ""
+    if cfg.bias:
+        epilogue += _lines("acc += tl.load(bias_ptr + rn, mask=n_ok, other=0.0).to(tl.float32)[None, :]")
+    epilogue += activation_line(cfg, "acc")
+    return (_tile_start(cfg, "K")
+            + _lines(f"m_ok = rm < {_pixels(cfg, 'out')}")
+            + _decompose(cfg, "rm", "out")
+            + _lines(*(f"c_{s} = p_{s} * str_{s} - pad_{s}" for s in ds))
+            + _lines(f"r_base = {_row_offset(cfg, 'x', 'c')}",
+                     "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+            + loops + epilogue + _store(cfg, "y"))
+
+
+def _dgrad_body(cfg: ConvConfig, kind: str) -> str:
+    ds = dims(cfg)
+    if kind == "dw":
+        loops = _tap_loops(cfg, _dgrad_tap, "y", "rn", _packed_row(cfg, "{tap} * K") + " + rn", 1)
+    else:
+        loops = (_lines("kg = (rn // CG) * KG", "cw = rn % CG", "for kk in range(0, KG):")
+                 + _tap_loops(cfg, _dgrad_tap, "y", "(kg + kk)", "({tap} * CG + cw) * K + kg + kk", 2))
+    return (_tile_start(cfg, "C")
+            + _lines(f"m_ok = rm < {_pixels(cfg, 'in')}")
+            + _decompose(cfg, "rm", "in")
+            + _lines(*(f"c_{s} = p_{s} + pad_{s}" for s in ds))
+            + _lines("r_base = nb.to(tl.int64) * sy_n", "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+            + loops + _store(cfg, "x"))
+
+
+# -- backward weight ---------------------------------------------------------------------------------------
+def _tap_coords(cfg: ConvConfig, tap: str, suffix: str) -> str:
+    """f_<s><suffix>: the per-dim filter coordinates of linear tap `tap` (innermost dim fastest)."""
+    ds = dims(cfg)
+    lines = [f"qt = {tap}"]
+    for s in reversed(ds[1:]):
+        lines += [f"f_{s}{suffix} = qt % flt_{s}", f"qt = qt // flt_{s}"]
+    lines.append(f"f_{ds[0]}{suffix} = qt")
+    return _lines(*lines)
+
+
+def _wgrad_tap_setup(cfg: ConvConfig, j: int) -> str:
+    """Scalars of tap j of the chunk: validity, per-dim shift f*dil, the x offset of that shift; its tile."""
+    ds = dims(cfg)
+    shift = " + ".join(f"d_{s}_{j}.to(tl.int64) * sx_{s}" for s in ds)
+    return (_lines(f"t_{j} = t0 + {j}", f"tok_{j} = t_{j} < taps")
+            + _tap_coords(cfg, f"t_{j}", f"_{j}")
+            + _lines(*(f"d_{s}_{j} = f_{s}_{j} * dil_{s}" for s in ds), f"xs_{j} = {shift}",
+                     f"acc_{j} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"))
+
+
+def _wgrad_pixel_loop(cfg: ConvConfig, chan: str) -> str:
+    """Walk the program's pixel span in BLOCK_M blocks: one dy tile, then every tap of the chunk."""
+    ds = dims(cfg)
+    out = _lines("for m0 in range(m_lo, m_hi, BLOCK_M):")
+    out += _lines("rm = m0 + tl.arange(0, BLOCK_M)", "m_ok = rm < m_hi", level=2)
+    out += _decompose(cfg, "rm", "out", 2)
+    out += _lines(f"y_off = {_vec(cfg, _row_offset(cfg, 'y', 'p'))}",
+                  "dv = tl.load(y_ptr + (y_off[:, None] + rn[None, :]), mask=m_ok[:, None] & n_ok[None, :], "
+                  "other=0.0).to(tl.float32)",
+                  *(f"c_{s} = p_{s} * str_{s} - pad_{s}" for s in ds),
+                  f"x_off = {_row_offset(cfg, 'x', 'c')}", level=2)
+    for j in range(tap_chunk(cfg)):
+        bounds = " & ".join(f"(c_{s} + d_{s}_{j} >= 0) & (c_{s} + d_{s}_{j} < in_{s})" for s in ds)
+        out += _lines(f"ok = m_ok & tok_{j} & {bounds}",
+                      f"xv = tl.load(x_ptr + ({_vec(cfg, f'x_off + xs_{j}')}[:, None] + {chan}[None, :]), "
+                      "mask=ok[:, None] & n_ok[None, :], other=0.0)",
+                      f"acc_{j} += dv * xv.to(tl.float32)", level=2)
+    return out
+
+
+def _wgrad_body(cfg: ConvConfig, kind: str) -> str:
+    chunk = tap_chunk(cfg)
+    taps = " * ".join(f"flt_{s}" for s in dims(cfg))
+    chan = "rn" if kind == "dw" else "xc"
+    stores = "".join(
+        _lines(f"ws_off = ((pid_s.to(tl.int64) * taps + t_{j}) * CG + cc) * K",
+               f"tl.store(ws_ptr + (ws_off + rn), tl.sum(acc_{j}, axis=0), mask=n_ok & tok_{j})")
+        for j in range(chunk))
+    return (_lines("pid_t = tl.program_id(0)", "pid_n = tl.program_id(1)", "pid_s = tl.program_id(2)",
+                   "cc = pid_t % CG", "t0 = (pid_t // CG) * TAP_CHUNK", f"taps = {taps}",
+                   "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
+            + _channel_mask(cfg, "K")
+            + _lines("xc = (rn // KG) * CG + cc", "m_lo = pid_s * SPAN",
+                     f"m_hi = tl.minimum(m_lo + SPAN, {_pixels(cfg, 'out')})")
+            + "".join(_wgrad_tap_setup(cfg, j) for j in range(chunk))
+            + _wgrad_pixel_loop(cfg, chan) + stores)
+
+
+def _reduce_body(cfg: ConvConfig) -> str:
+    ds = dims(cfg)
+    taps = " * ".join(f"flt_{s}" for s in ds)
+    w_off = " + ".join(["k.to(tl.int64) * sw_k"] + [f"f_{s}_.to(tl.int64) * sw_{s}" for s in ds] + ["c"])
+    return (_lines(f"per_split = {taps} * CG * K", "e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
+                   "ok = e < per_split", "step = per_split.to(tl.int64)",
+                   "acc = tl.zeros((BLOCK,), dtype=tl.float32)", "for s in range(0, SPLIT):")
+            + _lines("acc += tl.load(ws_ptr + (s * step + e), mask=ok, other=0.0)", level=2)
+            + _lines("k = e % K", "q = e // K", "c = q % CG", "t = q // CG")
+            + _tap_coords(cfg, "t", "_")
+            + _lines(f"tl.store(w_ptr + ({w_off}), acc.to({tl_type(cfg.out_dtype)}), mask=ok)"))
+
+
+def _pack_body(cfg: ConvConfig) -> str:
+    """ws[(tap * C/G + c) * K + k] = w[k, c, tap]: weight vectors contiguous over output channels."""
+    ds = dims(cfg)
+    taps = " * ".join(f"flt_{s}" for s in ds)
+    w_off = " + ".join(["k.to(tl.int64) * sw_k"] + [f"f_{s}_.to(tl.int64) * sw_{s}" for s in ds] + ["c"])
+    return (_lines(f"total = {taps} * CG * K", "e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
+                   "ok = e < total", "k = e % K", "q = e // K", "c = q % CG", "t = q // CG")
+            + _tap_coords(cfg, "t", "_")
+            + _lines(f"tl.store(ws_ptr + e, tl.load(w_ptr + ({w_off}), mask=ok, other=0.0), mask=ok)"))
+
+
+_BODIES = {"fwd": _fwd_body, "bwd_data": _dgrad_body, "bwd_weight": _wgrad_body}
+
+
+# -- module interface ------------------------------------------------------------------------------------
+def render(cfg: ConvConfig) -> str:
+    specs = entries(cfg)
+    bodies = [_BODIES[cfg.direction](cfg, kind) for kind in KINDS]
+    if cfg.direction == "bwd_weight":
+        bodies.append(_reduce_body(cfg))
+    else:
+        bodies.insert(0, _pack_body(cfg))
+    return "\n\n".join(_header(spec) + body for spec, body in zip(specs, bodies))
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def is_depthwise(problem: ConvProblem) -> bool:
+    """Whether the `dw` entries (contiguous channel addressing) compute the problem."""
+    return problem.c_per_group == 1 and problem.k_per_group == 1
+
+
+def split_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int]:
+    """bwd_weight: (SPLIT, SPAN): SPLIT programs per (tap chunk, c, channel tile), each reducing SPAN output
+    pixels (a multiple of BLOCK_M). cfg.split_k when set, else enough programs to give `sms` SMs
+    PROGRAMS_PER_SM each; never more splits than pixel blocks (and no empty split when chosen here)."""
+    blocks = _cdiv(problem.n * math.prod(problem.output), cfg.block_m)
+    chunks = _cdiv(math.prod(problem.filter), tap_chunk(cfg))
+    base = chunks * problem.c_per_group * _cdiv(problem.k, cfg.block_n)
+    split = min(cfg.split_k or max(1, min(blocks, _cdiv(sms * PROGRAMS_PER_SM, base))), MAX_GRID_YZ)
+    span_blocks = _cdiv(blocks, split)
+    if not cfg.split_k:
+        split = _cdiv(blocks, span_blocks)
+    return split, span_blocks * cfg.block_m
+
+
+def _pick(grid: tuple[int, int, int], depthwise: bool) -> tuple[tuple[int, int, int], ...]:
+    """The grids of the (dw, grouped) entries: the one that does not apply launches no program."""
+    empty = (0, 1, 1)
+    return (grid, empty) if depthwise else (empty, grid)
+
+
+def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
+    depthwise = is_depthwise(problem)
+    if cfg.direction != "bwd_weight":
+        pixels = problem.n * math.prod(problem.output if cfg.direction == "fwd" else problem.spatial)
+        channels = problem.k if cfg.direction == "fwd" else problem.c
+        packed = math.prod(problem.filter) * problem.c_per_group * problem.k
+        grids = ((_cdiv(packed, PACK_BLOCK), 1, 1),
+                 *_pick((_cdiv(pixels, cfg.block_m), _cdiv(channels, cfg.block_n), 1), depthwise))
+        return LaunchPlan(grids, workspaces=(("ws_ptr", packed, cfg.dtype),))
+    split, span = split_plan(cfg, problem, sms)
+    cg, taps = problem.c_per_group, math.prod(problem.filter)
+    per_split = taps * cg * problem.k
+    grid = (_cdiv(taps, tap_chunk(cfg)) * cg, _cdiv(problem.k, cfg.block_n), split)
+    return LaunchPlan((*_pick(grid, depthwise), (_cdiv(per_split, REDUCE_BLOCK), 1, 1)),
+                      scalars=(("SPAN", span), ("SPLIT", split)), workspaces=(("ws_ptr", split * per_split, "fp32"),))

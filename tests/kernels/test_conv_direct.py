@@ -1,0 +1,170 @@
+"""Family `direct` (depthwise / few channels per group, every direction): the interpreter vs the float64
+reference, its problem-match rules, launch plans (entry choice, bwd_weight splits), per-ndim rendering, and
+sm_90 compiles of the instances recommended for presets."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import tiledispatch as td
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
+from tiledispatch.kernels import conv_direct
+from tiledispatch.runtime.conv_reference import make_conv_args, validate_conv
+
+DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
+# align 1: fp32, 16x8 tiles, 1 warp (bwd_weight: 4 values per thread, so 9 taps per chunk);
+# align 8: fp16, 32x16 tiles (two 8-channel vectors), 1 warp (bwd_weight: 16 per thread, 3 taps per chunk),
+# bwd_weight with an explicit split of 4 (more splits than the tiny problems have pixel blocks: empty splits
+# must still write their partials), the fwd one with bias and an activation that rotates with ndim.
+A1 = {"family": "direct", "dtype": "fp32", "block_m": 16, "block_n": 8, "block_k": 1, "num_warps": 1, "align": 1}
+A8 = {"family": "direct", "dtype": "fp16", "block_m": 32, "block_n": 16, "block_k": 1, "num_warps": 1, "align": 8}
+ACTIVATION = {1: "relu", 2: "gelu_tanh", 3: "silu"}
+
+# Per ndim: odd sizes, stride 2 and dilation 2 on some dims, asymmetric padding ((1, 0), (0, 2) ...).
+GEOMETRY = {
+    1: {"spatial": (11,), "filter": (3,), "stride": 2, "padding": ((1, 0),), "dilation": 2},
+    2: {"spatial": (5, 7), "filter": (3, 2), "stride": (2, 1), "padding": ((1, 0), (0, 2)), "dilation": (1, 2)},
+    3: {"spatial": (3, 4, 5), "filter": (2, 3, 3), "stride": (1, 2, 2), "padding": ((0, 1), (1, 1), (2, 0)),
+        "dilation": (2, 1, 1)},
+}
+# (n, c, k, groups) per category; the align-1 ones have odd channel counts.
+SIZES = {
+    "depthwise": (2, 24, 24, 24),        # align 8: the dw entry, vector loads, a half-masked second channel tile
+    "depthwise_a1": (2, 5, 5, 5),        # align 1: the dw entry without vector hints, odd channels
+    "multiplier": (1, 5, 10, 5),         # K/G = 2, C/G = 1: the grouped entry (channel gathers)
+    "cg2": (2, 6, 9, 3),                 # C/G = 2, K/G = 3
+    "cg3": (1, 24, 16, 8),               # C/G = 3, K/G = 2 with align 8 (fp16)
+    "cg4": (1, 8, 8, 2),                 # C/G = 4, K/G = 4
+}
+# category -> (config fields, ndims)
+CASES = {
+    "depthwise": (A8, (1, 2, 3)),
+    "depthwise_a1": (A1, (2,)),
+    "multiplier": (A1, (1, 2, 3)),
+    "cg2": (A1, (1,)),
+    "cg3": (A8, (2,)),
+    "cg4": (A1, (3,)),
+}
+# bwd_data pixels that no tap reaches (stride 3 > filter span 2): NaN poisoning checks that dx = 0 is written
+NO_TAP = {"spatial": (10,), "filter": (2,), "stride": 3, "padding": ((0, 1),)}
+
+
+def _config(direction, ndim, fields):
+    cfg = ConvConfig(direction=direction, ndim=ndim, **fields)
+    if direction == "fwd" and fields["align"] == 8:
+        cfg = cfg.with_epilogue(ACTIVATION[ndim], True)
+    if direction == "bwd_weight" and fields["align"] == 8:
+        cfg = dataclasses.replace(cfg, split_k=4)
+    return cfg
+
+
+def _problem(cfg, sizes, geometry=None):
+    n, c, k, groups = sizes
+    return td.ConvProblem(cfg.direction, n, c, k, groups, dtype=cfg.dtype, bias=cfg.bias,
+                          activation=cfg.activation, **(geometry or GEOMETRY[cfg.ndim]))
+
+
+def _numeric_cases():
+    out = []
+    for direction in DIRECTIONS:
+        for name, (fields, ndims) in CASES.items():
+            for ndim in ndims:
+                cfg = _config(direction, ndim, fields)
+                out.append((f"{direction}-{ndim}d-{name}", cfg, _problem(cfg, SIZES[name])))
+    for name in ("depthwise_a1", "cg2"):
+        cfg = _config("bwd_data", 1, A1)
+        out.append((f"bwd_data-1d-{name}-no-tap", cfg, _problem(cfg, SIZES[name], NO_TAP)))
+    return out
+
+
+NUMERIC = _numeric_cases()
+
+# Recommended preset instances (bf16, align 8) per direction; one per (direction, ndim) compiles here, the tile
+# rotating with ndim (the numeric cases compile every direction x ndim in fp16/fp32, align 1 and 8, as well).
+RECOMMENDED_TILES = {
+    "fwd": ((32, 64, 4), (64, 64, 8), (128, 32, 8), (64, 16, 2)),
+    "bwd_data": ((32, 64, 4), (64, 64, 8), (128, 32, 8), (64, 16, 2)),
+    "bwd_weight": ((32, 32, 4), (64, 64, 16), (32, 64, 4), (64, 16, 4)),
+}
+
+
+def recommended() -> list[ConvConfig]:
+    return [ConvConfig(family="direct", direction=d, ndim=ndim, dtype="bf16", block_m=bm, block_n=bn, block_k=1,
+                       num_warps=w, num_stages=2, align=8)
+            for d, tiles in RECOMMENDED_TILES.items() for ndim in (1, 2, 3) for bm, bn, w in tiles[ndim - 1:ndim]]
+
+
+@pytest.fixture(scope="module")
+def registry():
+    reg = td.Registry("sm_90")
+    for _, cfg, _ in NUMERIC:
+        reg.add(cfg)
+    report = reg.build(max_workers=2)
+    assert not report.failed, report.failed
+    return reg
+
+
+@pytest.mark.parametrize("cfg, problem", [case[1:] for case in NUMERIC], ids=[case[0] for case in NUMERIC])
+def test_matches_reference(registry, cfg, problem):
+    assert conv_problem_mismatch(cfg, problem) is None
+    args = make_conv_args(problem, "cpu", poison=True)
+    out = registry.get(cfg.name).run(problem, x=args.x, w=args.w, y=args.y, bias=args.bias)
+    result = validate_conv(out, problem, args)
+    assert result["passed"], result
+
+
+def test_recommended_instances_compile_for_sm90():
+    reg = td.Registry("sm_90")
+    for cfg in recommended():
+        assert conv_config_errors(cfg, reg.arch) == [], cfg.name
+        reg.add(cfg)
+    report = reg.build(max_workers=2)
+    assert not report.failed, report.failed
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3])
+def test_source_names_only_the_configs_dims(ndim):
+    src = conv_direct.render(ConvConfig(family="direct", direction="bwd_weight", ndim=ndim, block_k=1))
+    for s in ("d", "h", "w"):
+        assert (f"flt_{s}" in src) == (s in conv_direct.dims(ConvConfig(ndim=ndim))), s
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("groups, k", [(16, 16), (16, 32), (4, 16)])
+def test_one_compute_entry_launches(direction, groups, k):
+    cfg = ConvConfig(family="direct", direction=direction, ndim=2, block_m=32, block_n=16, block_k=1)
+    problem = td.ConvProblem(direction, 2, 16, k, groups, (6, 6), (3, 3))
+    grids = conv_direct.launch_plan(cfg, problem, 132).grids
+    compute = grids[1:3] if direction != "bwd_weight" else grids[:2]
+    launched = [min(g) > 0 for g in compute]
+    assert launched == ([True, False] if groups == 16 and k == 16 else [False, True])
+
+
+@pytest.mark.parametrize("split_k, sms", [(0, 132), (0, 1), (4, 132), (128, 132)])
+def test_wgrad_split_covers_every_pixel(split_k, sms):
+    cfg = ConvConfig(family="direct", direction="bwd_weight", ndim=2, block_m=32, block_n=16, block_k=1,
+                     split_k=split_k)
+    problem = td.ConvProblem("bwd_weight", 3, 32, 32, 32, (9, 11), (3, 3), stride=2)
+    split, span = conv_direct.split_plan(cfg, problem, sms)
+    pixels = 3 * 4 * 5                                                     # output 4 x 5
+    assert span % cfg.block_m == 0 and split * span >= pixels
+    if split_k:
+        assert split == split_k
+    else:
+        assert (split - 1) * span < pixels    # no empty split when chosen automatically
+    plan = conv_direct.launch_plan(cfg, problem, sms)
+    assert plan.workspaces == (("ws_ptr", split * 9 * 32, "fp32"),)
+    assert dict(plan.scalars) == {"SPAN": span, "SPLIT": split}
+
+
+def test_mismatch_reasons():
+    cfg = ConvConfig(family="direct", direction="fwd", ndim=2, dtype="fp16", block_m=32, block_n=16, block_k=1)
+    dense = td.ConvProblem("fwd", 1, 64, 64, 2, (5, 5), (3, 3), dtype="fp16")     # C/G = 32
+    assert conv_problem_mismatch(cfg, dense).startswith("c_per_group")
+    huge = td.ConvProblem("fwd", 4096, 8, 8, 8, (512, 512), (1, 1), dtype="fp16")   # 2^30 pixels
+    assert conv_problem_mismatch(cfg, huge).startswith("spatial")
+    odd = td.ConvProblem("fwd", 1, 12, 12, 12, (5, 5), (3, 3), dtype="fp16")       # align 1 problem
+    assert conv_problem_mismatch(cfg, odd).startswith("align")
+    assert conv_problem_mismatch(dataclasses.replace(cfg, align=1), odd) is None
