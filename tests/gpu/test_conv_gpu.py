@@ -1,0 +1,105 @@
+"""GPU lane for convolutions (pytest -m gpu): every instance of the `all` presets on real-size problems in
+bf16 and fp16, and a fuzz of 1,000 random problems per direction through td.conv* (auto selection)."""
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+import torch
+
+import tiledispatch as td
+from tiledispatch.kernels.conv_common import OUTPUT_ROLE
+from tiledispatch.presets import list_presets
+from tiledispatch.runtime.conv_reference import CONV_TOLERANCES, conv_reference, make_conv_args, validate_conv
+from tiledispatch.runtime.reference import errors
+from tiledispatch.testing.conv_fuzz import random_problems
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
+FUZZ_COUNT = int(os.environ.get("TILEDISPATCH_CONV_FUZZ", "1000"))
+
+
+def _problems(direction: str, ndim: int, dtype: str) -> list[td.ConvProblem]:
+    """Real-size shapes of each kind: dense (C=K=64), grouped with 4, 8, 16 and 32 channels per group,
+    depthwise (and with multiplier 2), stride 2, dilation 2, asymmetric padding, odd sizes (13, 27)."""
+    sp = {1: (301,), 2: (27, 29), 3: (7, 13, 11)}[ndim]
+    f3 = (3,) * ndim
+    cases = [(4, 64, 64, 1, f3, 1, 1, 1), (4, 128, 128, 32, f3, 1, 1, 1), (2, 256, 256, 32, f3, 2, 1, 1),
+             (2, 128, 128, 8, f3, 1, 2, 2), (4, 512, 512, 16, f3, 1, 1, 1), (4, 96, 96, 96, f3, 1, 1, 1),
+             (2, 96, 96, 96, f3, 2, 1, 1), (2, 40, 80, 40, f3, 1, 1, 1), (2, 64, 256, 1, (1,) * ndim, 1, 0, 1),
+             (3, 24, 40, 1, (5,) * ndim, 1, ((2, 1),) * ndim, 1), (2, 13, 27, 1, f3, 1, ((0, 2),) * ndim, 1)]
+    out = []
+    for n, c, k, g, filt, stride, pad, dil in cases:
+        out.append(td.ConvProblem(direction, n, c, k, g, sp, filt, stride, pad, dil, dtype))
+    return out
+
+
+def _check_kernels(kernels, problem) -> tuple[int, list[str]]:
+    """Run every kernel on the same inputs (the float64 reference computed once), each into a fresh
+    NaN-poisoned output; returns (runs, failures)."""
+    args = make_conv_args(problem, "cuda", poison=True)
+    ref = conv_reference(problem, args)
+    role = OUTPUT_ROLE[problem.direction]
+    failures = []
+    for kernel in kernels:
+        setattr(args, role, torch.full_like(getattr(args, role), float("nan")))
+        out = kernel.run(problem, x=args.x, w=args.w, y=args.y, bias=args.bias)
+        result = errors(out, ref)
+        if not result["rel_err"] <= CONV_TOLERANCES[problem.dtype]:
+            failures.append(f"{kernel.name}: {problem.describe()}: {result}")
+    return len(kernels), failures
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_every_instance_of_the_all_presets(direction, dtype):
+    failures, runs = [], 0
+    for ndim in (1, 2, 3):
+        name = f"conv_{direction}_{dtype}_{ndim}d_all"
+        if name not in list_presets():
+            pytest.fail(f"preset {name} missing")
+        reg = td.Registry(td.detect())
+        reg.add_preset(name)
+        report = reg.build()
+        assert not report.failed, report.failed
+        for problem in _problems(direction, ndim, dtype):
+            count, failed = _check_kernels([k for k in reg.kernels if k.is_supported(problem)], problem)
+            runs += count
+            failures += failed
+    print(f"{direction} {dtype}: {runs} kernel runs, {len(failures)} failures")
+    assert runs > 0
+    assert not failures, "\n".join(failures[:20])
+
+
+def _call(problem, args):
+    p = problem
+    geometry = dict(stride=p.stride, padding=p.padding, dilation=p.dilation, groups=p.groups)
+    if p.direction == "fwd":
+        return td.conv(args.x, args.w, **geometry)
+    if p.direction == "bwd_data":
+        return td.conv_bwd_data(args.y, args.w, args.x.shape if args.x is not None else
+                                (p.n, p.c, *p.spatial), **geometry)
+    return td.conv_bwd_weight(args.x, args.y, (p.k, p.c_per_group, *p.filter), **geometry)
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_fuzz_random_problems(direction):
+    """FUZZ_COUNT random valid problems per direction (bf16 and fp16 alternating), auto selection."""
+    failures, rng = [], random.Random(direction)
+    problems = random_problems(FUZZ_COUNT // 2, direction, "bf16", seed=1) + random_problems(
+        FUZZ_COUNT - FUZZ_COUNT // 2, direction, "fp16", seed=2)
+    for problem in problems:
+        args = make_conv_args(problem, "cuda", seed=rng.randrange(1 << 30))
+        setattr(args, OUTPUT_ROLE[direction], None)
+        try:
+            out = _call(problem, args)
+        except td.TileDispatchError as exc:
+            failures.append(f"{problem.describe()}: {type(exc).__name__}: {exc}")
+            continue
+        result = validate_conv(out, problem, args)
+        if not result["passed"]:
+            failures.append(f"{problem.describe()}: {result}")
+    print(f"fuzz {direction}: {len(problems)} problems, {len(failures)} failures")
+    assert not failures, "\n".join(failures[:20])

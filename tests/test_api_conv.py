@@ -1,0 +1,83 @@
+"""td.conv / td.conv_bwd_data / td.conv_bwd_weight end to end on CPU tensors (interpreter): default registries
+built from the essential presets, typed errors by field, and a property-based fuzz over random valid problems."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tiledispatch as td
+from tiledispatch.kernels.conv_common import OUTPUT_ROLE
+from tiledispatch.runtime.conv_reference import make_conv_args, validate_conv
+from tiledispatch.testing.conv_fuzz import random_problem
+
+pytestmark = pytest.mark.slow
+
+
+def _call(problem, args):
+    p = problem
+    geometry = dict(stride=p.stride, padding=p.padding, dilation=p.dilation, groups=p.groups)
+    if p.direction == "fwd":
+        return td.conv(args.x, args.w, args.bias, activation=p.activation, **geometry)
+    if p.direction == "bwd_data":
+        return td.conv_bwd_data(args.y, args.w, (p.n, p.c, *p.spatial), **geometry)
+    return td.conv_bwd_weight(args.x, args.y, (p.k, p.c_per_group, *p.filter), **geometry)
+
+
+def _check(problem):
+    args = make_conv_args(problem, "cpu")
+    setattr(args, OUTPUT_ROLE[problem.direction], None)
+    out = _call(problem, args)
+    assert out.stride(1) == 1 or out.shape[1] == 1, "results are channels-last"
+    result = validate_conv(out, problem, args)
+    assert result["passed"], (problem, result)
+
+
+# Why each case: grouped 3x3 with 4 channels per group (merged groups), depthwise stride 2, dense 1x1 (the
+# GEMM route), asymmetric padding with dilation, 1-D and 3-D.
+CASES = [
+    ("fwd", 2, 16, 16, 4, (6, 7), (3, 3), 1, 1, 1),
+    ("fwd", 1, 8, 8, 8, (9, 8), (3, 3), 2, 1, 1),
+    ("fwd", 2, 16, 24, 1, (5, 5), (1, 1), 1, 0, 1),
+    ("bwd_data", 1, 8, 16, 2, (7, 6), (3, 3), 2, ((1, 0), (0, 2)), 2),
+    ("bwd_weight", 2, 8, 8, 8, (11,), (5,), 1, 2, 1),
+    ("bwd_weight", 1, 8, 8, 2, (3, 4, 5), (3, 3, 3), 1, 1, 1),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_one_call_api(case):
+    direction, n, c, k, g, sp, f, s, pad, dil = case
+    _check(td.ConvProblem(direction, n, c, k, g, sp, f, s, pad, dil, "fp16"))
+
+
+def test_fused_bias_and_activation():
+    _check(td.ConvProblem("fwd", 1, 8, 16, 2, (5, 6), (3, 3), 1, 1, 1, "fp16", bias=True, activation="relu"))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 1), direction=st.sampled_from(("fwd", "bwd_data", "bwd_weight")))
+def test_fuzz_random_valid_problems(seed, direction):
+    import random
+
+    problem = random_problem(random.Random(seed), direction, "fp16", max_pixels=64, max_channels=12, max_batch=2)
+    _check(problem)
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda x, w: td.conv(x, w, groups=3), "groups"),
+    (lambda x, w: td.conv(x, w[:, :2]), "weight"),
+    (lambda x, w: td.conv(x, w.to(torch.float32)), "dtype"),
+    (lambda x, w: td.conv(x.contiguous(), w), "input"),
+    (lambda x, w: td.conv(x, w, padding=-1), "padding"),
+    (lambda x, w: td.conv(x[:, :, :2, :2], w), "spatial"),
+    (lambda x, w: td.conv(x, w, stride=0), "stride"),
+    (lambda x, w: td.conv(x, w, activation="swish"), "activation"),
+])
+def test_bad_input_names_the_field(call, field):
+    x = torch.randn(1, 8, 6, 6, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(8, 4, 3, 3, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    with pytest.raises(td.TileDispatchError) as info:
+        call(x, w)
+    assert info.value.field == field, info.value

@@ -1,0 +1,95 @@
+"""Regenerate the packaged convolution presets (src/tiledispatch/presets/conv_*.json).
+
+conv_{direction}_{dtype}_{ndim}d_all: every candidate instance of the families for that direction (implicit GEMM
+dense and merged-group tiles, direct kernels for depthwise / few channels per group, and 1x1-as-GEMM for fwd and
+bwd_data), the set `benchmarks/conv.py` tunes over. _essential: the subset the one-call API builds by default
+(a dense tile, the merged-group tiles, the direct kernels and the unaligned fallbacks). Invalid configs for
+sm_90 are never written (the validity predicate is the filter). fp32 instances use fewer stages (4-byte tiles).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tiledispatch.arch import get_arch
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.configs.conv_validity import conv_config_errors
+
+OUT = Path(__file__).resolve().parents[1] / "src" / "tiledispatch" / "presets"
+DTYPES = ("bf16", "fp16", "fp32")
+DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
+# (family, BM, BN, BK, groups per program, warps, stages, kloop, align, essential)
+IGEMM = [
+    ("igemm", 128, 128, 64, 1, 8, 3, "tap", 8, True), ("igemm", 128, 64, 64, 1, 4, 3, "tap", 8, True),
+    ("igemm", 64, 128, 64, 1, 4, 3, "tap", 8, False), ("igemm", 128, 256, 64, 1, 8, 3, "tap", 8, False),
+    ("igemm", 64, 64, 64, 1, 4, 4, "tap", 8, False), ("igemm", 64, 32, 32, 4, 4, 3, "tap", 8, True),
+    ("igemm", 64, 16, 16, 8, 4, 3, "flat", 8, True), ("igemm", 32, 16, 16, 16, 4, 3, "flat", 8, False),
+    ("igemm", 64, 16, 32, 4, 4, 3, "flat", 8, False), ("igemm", 64, 64, 32, 1, 4, 2, "tap", 1, True),
+    ("igemm", 64, 16, 16, 4, 4, 2, "flat", 1, True),
+]
+DIRECT_SPATIAL = [
+    ("direct", 32, 64, 1, 1, 4, 2, "tap", 8, True), ("direct", 64, 64, 1, 1, 8, 2, "tap", 8, False),
+    ("direct", 128, 32, 1, 1, 8, 2, "tap", 8, False), ("direct", 64, 16, 1, 1, 2, 2, "tap", 8, True),
+    ("direct", 64, 16, 1, 1, 2, 2, "tap", 1, True),
+]
+DIRECT_WGRAD = [
+    ("direct", 32, 32, 1, 1, 4, 2, "tap", 8, True), ("direct", 64, 64, 1, 1, 16, 2, "tap", 8, False),
+    ("direct", 32, 64, 1, 1, 4, 2, "tap", 8, False), ("direct", 64, 16, 1, 1, 4, 2, "tap", 8, True),
+    ("direct", 64, 16, 1, 1, 4, 2, "tap", 1, True),
+]
+GEMM_1X1 = [
+    ("gemm", 128, 128, 64, 1, 8, 4, "tap", 8, True), ("gemm", 128, 256, 64, 1, 8, 3, "tap", 8, False),
+    ("gemm", 128, 64, 64, 1, 4, 4, "tap", 8, False), ("gemm", 64, 128, 64, 1, 4, 4, "tap", 8, True),
+    ("gemm", 64, 64, 32, 1, 4, 3, "tap", 1, True),
+]
+
+
+def _wgrad_igemm() -> list[tuple]:
+    from tiledispatch.kernels import conv_wgrad
+
+    rows = []
+    for cfg in conv_wgrad.candidate_configs("bf16", 2):
+        essential = cfg.groups_per_program > 1 or (cfg.block_m, cfg.block_n) == (128, 128) or cfg.align == 1
+        rows.append(("igemm", cfg.block_m, cfg.block_n, cfg.block_k, cfg.groups_per_program, cfg.num_warps,
+                     cfg.num_stages, cfg.kloop, cfg.align, essential))
+    return rows
+
+
+def rows_for(direction: str) -> list[tuple]:
+    if direction == "bwd_weight":
+        return _wgrad_igemm() + DIRECT_WGRAD
+    return IGEMM + DIRECT_SPATIAL + GEMM_1X1
+
+
+def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list[ConvConfig]:
+    arch = get_arch("sm_90")
+    out = []
+    for family, bm, bn, bk, gpp, warps, stages, kloop, align, essential in rows_for(direction):
+        if essential_only and not essential:
+            continue
+        if dtype == "fp32":
+            stages = min(stages, 2)
+        cfg = ConvConfig(family=family, direction=direction, ndim=ndim, dtype=dtype, block_m=bm, block_n=bn,
+                         block_k=bk, groups_per_program=gpp, num_warps=warps, num_stages=stages, kloop=kloop,
+                         align=align)
+        if not conv_config_errors(cfg, arch) and cfg not in out:
+            out.append(cfg)
+    return out
+
+
+def main() -> None:
+    for direction in DIRECTIONS:
+        for dtype in DTYPES:
+            for ndim in (1, 2, 3):
+                for kind in ("essential", "all"):
+                    name = f"conv_{direction}_{dtype}_{ndim}d_{kind}"
+                    listed = configs(direction, dtype, ndim, kind == "essential")
+                    data = {"name": name, "op": "conv", "direction": direction, "dtype": dtype, "ndim": ndim,
+                            "arch": "sm_90", "description": __doc__.split("\n\n")[1].replace("\n", " "),
+                            "configs": [c.name for c in listed]}
+                    (OUT / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
+                    print(f"{name}: {len(listed)}")
+
+
+if __name__ == "__main__":
+    main()
