@@ -89,7 +89,9 @@ def check_args(problem: ConvProblem, args: ConvArgs) -> None:
 
 def tensor_align(problem: ConvProblem, args: ConvArgs) -> int:
     """8 when the activations (input, output) have 16-byte aligned bases and non-unit strides that are
-    multiples of 8 elements, and C, K are multiples of 8; else 1."""
+    multiples of 8 elements, and C, K are multiples of 8; else 1. The weight (when given) must have a 16-byte
+    aligned base and non-unit strides that are multiples of gcd(8, C/G), as every channels-last weight of
+    its own allocation has: so kernels that also need C/G % 8 == 0 may read it in 16-byte vectors."""
     if problem.c % 8 or problem.k % 8:
         return 1
     for t in (args.x, args.y):
@@ -97,6 +99,9 @@ def tensor_align(problem: ConvProblem, args: ConvArgs) -> int:
             continue
         if t.data_ptr() % 16 or any(s % 8 for s in t.stride() if s != 1):
             return 1
+    w_unit = math.gcd(8, problem.c_per_group)
+    if args.w is not None and (args.w.data_ptr() % 16 or any(s % w_unit for s in args.w.stride() if s != 1)):
+        return 1
     return 8
 
 

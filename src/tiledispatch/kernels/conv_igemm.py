@@ -1,0 +1,284 @@
+"""Family `igemm`, directions fwd and bwd_data: implicit GEMM on tensor cores (tl.dot, fp32 accumulation).
+
+GEMM view of one group, in the kernel's own words (RED: reduction channels, COLS: result channels):
+- fwd: rows are the N*out pixels, COLS = K/G output channels, the reduction runs over (tap, RED = C/G). The A
+  operand is x at the tap's shifted input pixel i = o*stride - pad + tap*dil (masked outside the input).
+- bwd_data: rows are the N*in pixels, COLS = C/G input channels, the reduction runs over (tap, RED = K/G). The
+  A operand is dy at o = (i + pad - tap*dil) / stride, which exists only where the division is exact. Strides
+  above 1 use phase decomposition: grid axis 1 enumerates the prod(stride) residues i mod stride, so every row
+  of a program shares the residue and the taps that meet an output pixel are the same for all of them: they
+  form an arithmetic progression t0 + step*j per dim, computed once per program (no zero insertion, no
+  branches in the main loop).
+In both directions the A channel of group g is g*RED + r, the result channel g*COLS + col, and the weight
+element is w[g*KG + n, c, tap] (fwd: n = col, c = r; bwd_data: n = r, c = col).
+
+groups_per_program (GPP) > 1 merges GPP consecutive groups in one program: every operand gains a leading group
+axis ([GPP, BLOCK_M, BLOCK_K] x [GPP, BLOCK_K, BLOCK_N]) and one batched tl.dot computes them together, so the
+channel loads of neighbouring groups share cache lines. GPP == 1 is a plain 2-D dot (wgmma on Hopper).
+
+kloop 'tap' loops over (contributing) taps, then the group's reduction channels in BLOCK_K chunks (masked at
+RED); 'flat' walks the (tap, channel) pairs flattened, so one BLOCK_K chunk spans several taps when RED is
+small. Both are a single flat loop, which Triton software-pipelines.
+
+align=8 instances also require C/G and K/G to be multiples of 8 (configs/conv_validity._igemm_mismatch), so
+every channel run of 8 is 16-byte aligned; the kernel states it with tl.multiple_of so loads vectorize.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.kernels import conv_common as common
+from tiledispatch.kernels.gemm_common import DOT_F32, signature_text
+from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+from tiledispatch.problems.conv import ConvProblem
+
+FN = "conv_igemm_kernel"
+VEC = 8   # elements per 16-byte vector of a 16-bit dtype: the channel alignment of align=8 instances
+UNREACHABLE = 1 << 30   # a lower bound no tap shift reaches: masks every load of the rows past the end
+
+
+@dataclasses.dataclass(frozen=True)
+class _Roles:
+    """Names the rendered source uses for one direction."""
+
+    a_ptr: str      # the A operand (fwd x, bwd_data dy)
+    a_stride: str   # its stride prefix
+    a_ext: str      # extent prefix of its spatial dims
+    o_ptr: str      # the written tensor
+    o_stride: str
+    red: str        # reduction channels per group
+    cols: str       # result channels per group
+
+
+_ROLES = {"fwd": _Roles("x_ptr", "sx", "in", "y_ptr", "sy", "CG", "KG"),
+          "bwd_data": _Roles("y_ptr", "sy", "out", "x_ptr", "sx", "KG", "CG")}
+
+
+def entries(cfg: ConvConfig) -> list[EntrySpec]:
+    aligned = cfg.align == VEC
+    params = [dataclasses.replace(p, divisible16=aligned) if p.name in ("x_ptr", "y_ptr", "w_ptr") else p
+              for p in common.standard_params(cfg)]
+    params += [Param("M_TILES", "i32"), Param("N_TILES", "i32"),
+               Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n),
+               Param("BLOCK_K", "constexpr", cfg.block_k), Param("GPP", "constexpr", cfg.groups_per_program),
+               Param(DOT_F32, "constexpr", False)]
+    return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages)]
+
+
+def render(cfg: ConvConfig) -> str:
+    (entry,) = entries(cfg)
+    body = (_program_ids(cfg) + _hints(cfg) + _phases(cfg) + _rows(cfg) + _columns(cfg)
+            + (_tap_loop(cfg) if cfg.kloop == "tap" else _flat_loop(cfg)) + _epilogue(cfg))
+    return f"@triton.jit\ndef {FN}(\n    {signature_text(list(entry.params))},\n):\n" + body
+
+
+# -- launch ------------------------------------------------------------------------------------------------
+def gemm_rows(problem: ConvProblem) -> int:
+    """Rows of one program's GEMM view: N*out pixels (fwd), N*pixels of the largest phase (bwd_data)."""
+    if problem.direction == "fwd":
+        return problem.n * math.prod(problem.output)
+    return problem.n * math.prod(-(-size // s) for size, s in zip(problem.spatial, problem.stride))
+
+
+def grid(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
+    """(M tiles * group blocks * column tiles, phases, 1); the column tile varies fastest, then the group block,
+    so programs running together read the same pixels (and neighbouring channels of them)."""
+    cols = problem.k_per_group if problem.direction == "fwd" else problem.c_per_group
+    m_tiles = -(-gemm_rows(problem) // cfg.block_m)
+    blocks = -(-problem.groups // cfg.groups_per_program)
+    phases = 1 if problem.direction == "fwd" else math.prod(problem.stride)
+    return (m_tiles * blocks * -(-cols // cfg.block_n), phases, 1)
+
+
+def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
+    cols = problem.k_per_group if problem.direction == "fwd" else problem.c_per_group
+    scalars = (("M_TILES", -(-gemm_rows(problem) // cfg.block_m)), ("N_TILES", -(-cols // cfg.block_n)))
+    return LaunchPlan((grid(cfg, problem),), scalars)
+
+
+# -- source pieces -----------------------------------------------------------------------------------------
+def _dims(cfg: ConvConfig) -> tuple[str, ...]:
+    return common.dims(cfg)
+
+
+def _inner_first(cfg: ConvConfig) -> tuple[str, ...]:
+    return tuple(reversed(_dims(cfg)))
+
+
+def _program_ids(cfg: ConvConfig) -> str:
+    return """\
+    pid = tl.program_id(0)
+    pid_n = pid % N_TILES
+    rest = pid // N_TILES
+    n_gblocks = (G + GPP - 1) // GPP
+    pid_g = rest % n_gblocks
+    pid_m = rest // n_gblocks
+"""
+
+
+def _hints(cfg: ConvConfig) -> str:
+    """align=8: channel counts and every non-unit stride are multiples of 8 (see the module docstring). The
+    kernel states it as (v // 8) * 8 (exact under that guarantee): tl.multiple_of on a scalar argument is lost."""
+    if cfg.align != VEC:
+        return ""
+    names = ["CG", "KG", "sx_n", "sy_n", "sw_k"] + [f"s{t}_{s}" for t in "xyw" for s in _dims(cfg)]
+    return "".join(f"    {n} = ({n} // {VEC}) * {VEC}\n" for n in names)
+
+
+def _phases(cfg: ConvConfig) -> str:
+    """Per dim: R_s rows of the GEMM view, and the taps that meet them as t0_s + ts_s * j for j < nt_s."""
+    if cfg.direction == "fwd":
+        return "".join(f"    R_{s} = out_{s}\n    nt_{s} = flt_{s}\n" for s in _dims(cfg))
+    out = ["    ph = tl.program_id(1)"]
+    for s in _inner_first(cfg):
+        out += [f"    p_{s} = ph % str_{s}", f"    ph = ph // str_{s}",
+                f"    R_{s} = (in_{s} - p_{s} + str_{s} - 1) // str_{s}",
+                # smallest t >= 0 with (p + pad - t*dil) % str == 0, and the period of such t
+                f"    t0_{s} = str_{s} + flt_{s}", f"    ts_{s} = str_{s}",
+                f"    for j in range(0, str_{s}):",
+                f"        hit = (p_{s} + pad_{s} - j * dil_{s}) % str_{s} == 0",
+                f"        t0_{s} = tl.where(hit & (j < t0_{s}), j, t0_{s})",
+                f"        period = ((j + 1) * dil_{s}) % str_{s} == 0",
+                f"        ts_{s} = tl.where(period & (j + 1 < ts_{s}), j + 1, ts_{s})",
+                f"    nt_{s} = tl.maximum((flt_{s} - t0_{s} + ts_{s} - 1) // ts_{s}, 0)"]
+    return "\n".join(out) + "\n"
+
+
+def _rows(cfg: ConvConfig) -> str:
+    """Decompose the program's rows into (n, q_s). a_row: A offset of the row at tap 0 (a pixel coordinate
+    base_s per dim, possibly outside the tensor); a tap shifting it by sh_s stays inside where
+    lo_s <= sh_s < hi_s (lo of the first dim is out of reach for rows past the end). o_row: written-row offset."""
+    r = _ROLES[cfg.direction]
+    dims = _dims(cfg)
+    out = ["    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+           "    m_ok = rm < N * " + " * ".join(f"R_{s}" for s in dims), "    rr_ = rm"]
+    for s in _inner_first(cfg):
+        out += [f"    q_{s} = rr_ % tl.maximum(R_{s}, 1)", f"    rr_ = rr_ // tl.maximum(R_{s}, 1)"]
+    a_terms = [f"rr_.to(tl.int64) * {r.a_stride}_n"]
+    o_terms = [f"rr_.to(tl.int64) * {r.o_stride}_n"]
+    for i, s in enumerate(dims):
+        if cfg.direction == "fwd":
+            out.append(f"    base_{s} = q_{s} * str_{s} - pad_{s}")
+            o_terms.append(f"q_{s}.to(tl.int64) * {r.o_stride}_{s}")
+        else:
+            out.append(f"    base_{s} = q_{s}")
+            o_terms.append(f"(p_{s} + q_{s} * str_{s}).to(tl.int64) * {r.o_stride}_{s}")
+        lo = f"tl.where(m_ok, -base_{s}, {UNREACHABLE})" if i == 0 else f"-base_{s}"
+        out += [f"    lo_{s} = {lo}", f"    hi_{s} = {r.a_ext}_{s} - base_{s}"]
+        a_terms.append(f"base_{s}.to(tl.int64) * {r.a_stride}_{s}")
+    out.append("    a_row = " + " + ".join(a_terms))
+    out.append("    o_row = " + " + ".join(o_terms))
+    return "\n".join(out) + "\n"
+
+
+def _columns(cfg: ConvConfig) -> str:
+    r = _ROLES[cfg.direction]
+    out = ["    cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)", f"    cn_ok = cn < {r.cols}",
+           "    rk = tl.arange(0, BLOCK_K)"]
+    if cfg.groups_per_program == 1:
+        out += ["    gj = pid_g", "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"]
+    else:   # a leading group axis: [GPP, 1, 1] broadcasts every 2-D tile to [GPP, rows, cols]
+        out += ["    gj = (pid_g * GPP + tl.arange(0, GPP))[:, None, None]", "    g_ok = gj < G",
+                "    acc = tl.zeros((GPP, BLOCK_M, BLOCK_N), dtype=tl.float32)"]
+    out.append(f"    a_chan = gj * {r.red}")
+    return "\n".join(out) + "\n"
+
+
+def _tap_index(cfg: ConvConfig, var: str, indent: str) -> list[str]:
+    """tap index `var` (scalar or vector) -> t_s and the A-coordinate shift sh_s of every dim."""
+    out = []
+    for i, s in enumerate(_inner_first(cfg)):
+        last = i == cfg.ndim - 1
+        out.append(f"{indent}j_{s} = {var}" if last else f"{indent}j_{s} = {var} % nt_{s}")
+        if not last:
+            out.append(f"{indent}{var} = {var} // nt_{s}")
+    for s in _dims(cfg):
+        if cfg.direction == "fwd":
+            out += [f"{indent}t_{s} = j_{s}", f"{indent}sh_{s} = t_{s} * dil_{s}"]
+        else:   # exact division: the phase chose taps with (p + pad - t*dil) % str == 0
+            out += [f"{indent}t_{s} = t0_{s} + ts_{s} * j_{s}",
+                    f"{indent}sh_{s} = (p_{s} + pad_{s} - t_{s} * dil_{s}) // str_{s}"]
+    return out
+
+
+def _dot(cfg: ConvConfig, indent: str) -> str:
+    return (f"{indent}if {DOT_F32}:\n"
+            f"{indent}    acc += tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=\"ieee\")\n"
+            f"{indent}else:\n"
+            f"{indent}    acc = tl.dot(a, b, acc, input_precision=\"ieee\")\n")
+
+
+def _group_mask(cfg: ConvConfig, mask: str) -> str:
+    return mask if cfg.groups_per_program == 1 else f"({mask}) & g_ok"
+
+
+def _b_offsets(cfg: ConvConfig, red: str, w_tap: str) -> tuple[str, str]:
+    """Weight offsets of a [BLOCK_K, BLOCK_N] tile as (group part, tile part); red, w_tap: [BK, 1]."""
+    r = _ROLES[cfg.direction]
+    if cfg.direction == "fwd":   # w[g*KG + col, red, tap]: contiguous along the reduction
+        return f"(gj * {r.cols}).to(tl.int64) * sw_k", f"cn[None, :].to(tl.int64) * sw_k + ({w_tap} + {red})"
+    return f"(gj * {r.red}).to(tl.int64) * sw_k", f"{red}.to(tl.int64) * sw_k + {w_tap} + cn[None, :]"
+
+
+def _tap_loop(cfg: ConvConfig) -> str:
+    r = _ROLES[cfg.direction]
+    dims, ind = _dims(cfg), "        "
+    out = [f"    n_chunks = ({r.red} + BLOCK_K - 1) // BLOCK_K",
+           "    n_taps = " + " * ".join(f"nt_{s}" for s in dims),
+           "    for it in range(0, n_taps * n_chunks):",
+           f"{ind}tap = it // n_chunks", f"{ind}kc = (it - tap * n_chunks) * BLOCK_K"]
+    out += _tap_index(cfg, "tap", ind)
+    ok = " & ".join(f"(sh_{s} >= lo_{s}) & (sh_{s} < hi_{s})" for s in dims)
+    out.append(f"{ind}ok = {ok}")
+    out.append(f"{ind}a_off = a_row + (" + " + ".join(f"sh_{s}.to(tl.int64) * {r.a_stride}_{s}" for s in dims) + ")")
+    out.append(f"{ind}w_tap = " + " + ".join(f"t_{s}.to(tl.int64) * sw_{s}" for s in dims))
+    out += [f"{ind}red = kc + rk", f"{ind}red_ok = red < {r.red}"]
+    a_mask = _group_mask(cfg, "ok[:, None] & red_ok[None, :]")
+    b_mask = _group_mask(cfg, "red_ok[:, None] & cn_ok[None, :]")
+    out.append(f"{ind}a = tl.load({r.a_ptr} + (a_off[:, None] + (a_chan + red[None, :])), mask={a_mask}, "
+               f"other=0.0)")
+    b_group, b_tile = _b_offsets(cfg, "red[:, None]", "w_tap")
+    out.append(f"{ind}b = tl.load(w_ptr + ({b_group} + ({b_tile})), mask={b_mask}, other=0.0)")
+    return "\n".join(out) + "\n" + _dot(cfg, ind)
+
+
+def _flat_loop(cfg: ConvConfig) -> str:
+    r = _ROLES[cfg.direction]
+    dims, ind = _dims(cfg), "        "
+    out = ["    n_red = " + " * ".join(f"nt_{s}" for s in dims) + f" * {r.red}",
+           "    for r0 in range(0, n_red, BLOCK_K):",
+           f"{ind}rr = r0 + rk", f"{ind}r_ok = rr < n_red", f"{ind}tap = rr // {r.red}",
+           f"{ind}red = rr - tap * {r.red}"]
+    out += _tap_index(cfg, "tap", ind)
+    ok = " & ".join(f"(sh_{s}[None, :] >= lo_{s}[:, None]) & (sh_{s}[None, :] < hi_{s}[:, None])" for s in dims)
+    out.append(f"{ind}ok = r_ok[None, :] & {ok}")
+    out.append(f"{ind}a_off = a_row[:, None] + ("
+               + " + ".join(f"sh_{s}.to(tl.int64) * {r.a_stride}_{s}" for s in dims) + " + red)[None, :]")
+    out.append(f"{ind}w_tap = " + " + ".join(f"t_{s}.to(tl.int64) * sw_{s}" for s in dims))
+    if cfg.align == VEC:   # RED % 8 == 0 and r0 % 16 == 0: runs of 8 reduction indices share one tap
+        out.append(f"{ind}a_off = tl.max_contiguous(tl.multiple_of(a_off, [1, {VEC}]), [1, {VEC}])")
+    b_group, b_tile = _b_offsets(cfg, "red[:, None]", "w_tap[:, None]")
+    if cfg.direction == "fwd" and cfg.align == VEC:
+        out.append(f"{ind}b_off = tl.max_contiguous(tl.multiple_of({b_tile}, [{VEC}, 1]), [{VEC}, 1])")
+    else:
+        out.append(f"{ind}b_off = {b_tile}")
+    a_mask = _group_mask(cfg, "ok")
+    b_mask = _group_mask(cfg, "r_ok[:, None] & cn_ok[None, :]")
+    out.append(f"{ind}a = tl.load({r.a_ptr} + (a_off + a_chan), mask={a_mask}, other=0.0)")
+    out.append(f"{ind}b = tl.load(w_ptr + ({b_group} + b_off), mask={b_mask}, other=0.0)")
+    return "\n".join(out) + "\n" + _dot(cfg, ind)
+
+
+def _epilogue(cfg: ConvConfig) -> str:
+    r = _ROLES[cfg.direction]
+    out = []
+    if cfg.bias:
+        mask = _group_mask(cfg, "cn_ok[None, :]")
+        out.append(f"    acc += tl.load(bias_ptr + (gj * {r.cols} + cn[None, :]), mask={mask}, "
+                   f"other=0.0).to(tl.float32)")
+    text = "\n".join(out) + ("\n" if out else "") + common.activation_line(cfg)
+    mask = _group_mask(cfg, "m_ok[:, None] & cn_ok[None, :]")
+    return (text + f"    o_ptrs = {r.o_ptr} + (o_row[:, None] + (gj * {r.cols} + cn[None, :]))\n"
+            f"    tl.store(o_ptrs, acc.to({common.tl_type(cfg.out_dtype)}), mask={mask})\n")
