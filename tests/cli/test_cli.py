@@ -48,23 +48,6 @@ def assert_one_line_error(result, code: int, *fragments: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    """One build cache for this module, so each instance compiles once."""
-    root = tmp_path_factory.mktemp("cli-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TILEDISPATCH_CACHE_DIR", str(root))
-        mp.setenv("TILEDISPATCH_PROGRESS", "0")
-        yield root
-
-
-@pytest.fixture
-def cache(cache_dir, monkeypatch):
-    """The module cache, set again per test (the session fixture of conftest must not win)."""
-    monkeypatch.setenv("TILEDISPATCH_CACHE_DIR", str(cache_dir))
-    return cache_dir
-
-
-@pytest.fixture(scope="module")
 def kernels_file(cache_dir, tmp_path_factory) -> Path:
     """A --config file listing three small instances, built once into the module cache."""
     path = tmp_path_factory.mktemp("cli-config") / "kernels.json"
@@ -202,9 +185,9 @@ def test_demo(cache):
     (["build", "--preselected", "no_such_preset"], ["preset", "no_such_preset"]),
     (["run", "gemm", "8", "8", "8", "--kernel", "gemm-tiled-rcr-fp16"], ["malformed"]),
     (["select", "gemm", "8", "8", "8", "--dtype", "fp8"], ["--dtype", "fp8"]),
-    (["codegen", "--op", "conv", "--datatype", "fp16", "--output-dir", "unused"],
-     ["conv", "not supported yet"]),
-    (["select", "conv", "fwd", "--n", "3"], ["conv", "not supported yet"]),
+    (["codegen", "--op", "conv", "--layout", "rcr", "--datatype", "fp16", "--output-dir", "unused"],
+     ["--layout", "--op gemm"]),
+    (["select", "conv", "fwd", "--n", "3"], ["Missing option"]),
     (["select", "gemm", "-5", "8", "8"], ["m=-5", "positive"]),
     (["run", "gemm", "8", "0", "8", "--validate"], ["n=0"]),
     (["select", "gemm", "8", "8"], ["Missing argument"]),

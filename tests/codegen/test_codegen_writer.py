@@ -64,3 +64,14 @@ def test_codegen_output_builds_from_the_cache_of_the_same_sources(tmp_path, buil
     assert [k.name for k in kernels] == [c.name for c in CONFIGS]
     report = registry.build(max_workers=2)
     assert sorted(report.cached) == sorted(c.name for c in CONFIGS) and not report.built and not report.failed
+
+
+def test_conv_instances_write_and_read_back(tmp_path):
+    conv = [td.parse_name("conv-gemm-fwd-2d-fp16-fp16-fp32-64x64x32-g1-w4-s3-k0-tap-a8-none-b0"),
+            td.ConvConfig(family="direct", direction="bwd_weight", ndim=3, dtype="bf16", block_m=64, block_n=32,
+                          block_k=1, align=1)]
+    manifest = json.loads(write_instances(conv, tmp_path / "conv", "sm_90").read_text())
+    assert manifest["op"] == "conv" and [row["file"] for row in manifest["instances"]] == [file_name(c) for c in conv]
+    assert [c for c, _ in read_manifest(tmp_path / "conv")[1]] == conv
+    mixed = json.loads(write_instances(conv[:1] + CONFIGS[:1], tmp_path / "mixed", "sm_90").read_text())
+    assert mixed["op"] == "mixed"

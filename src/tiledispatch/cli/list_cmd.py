@@ -1,4 +1,5 @@
-"""`tiledispatch list`: presets, or the instances of one (optionally only those supporting a problem)."""
+"""`tiledispatch list`: presets (of one op with --op), or the instances of one (optionally only those
+supporting a GEMM)."""
 from typing import Annotated, Any
 
 import typer
@@ -6,8 +7,11 @@ import typer
 from tiledispatch.cli.output import emit_json, note, out_console, show_table, table, text
 from tiledispatch.cli.problem_args import (ActivationOpt, BatchOpt, BiasOpt, DTypeOpt, JsonOpt, LayoutOpt,
                                            NumDOpt, OutDTypeOpt, TargetOpt, WithCOpt, build_problem)
+from tiledispatch.errors import BadInput, bad_choice
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.registry.registry import Registry
+
+OPS = ("gemm", "conv")
 
 
 def _presets() -> list[dict[str, Any]]:
@@ -50,6 +54,8 @@ def _print_kernels(rows: list[dict[str, Any]], title: str) -> None:
 
 
 def list_cmd(
+    op: Annotated[str | None, typer.Option("--op", help=f"list only presets of this op ({', '.join(OPS)})",
+                                           show_default=False)] = None,
     preset: Annotated[str | None, typer.Option("--preset", help="list the instances of this preset",
                                                   show_default=False)] = None,
     supports: Annotated[tuple[int, int, int] | None, typer.Option(
@@ -62,13 +68,18 @@ def list_cmd(
     """List presets, or the instances of one; no build is needed."""
     from tiledispatch.cli.problem_args import default_preset
     from tiledispatch.cli.registries import registry_from_preset
-    from tiledispatch.presets import load_preset
+    from tiledispatch.presets import load_preset, preset_info
 
+    if op is not None and op not in OPS:
+        raise bad_choice(BadInput, "op", op, OPS)
     if preset is None and supports is None:
-        rows = _presets()
+        rows = [row for row in _presets() if op is None or row["op"] == op]
         emit_json(rows) if json_out else _print_presets(rows)
         return
     problem = None
+    if supports is not None and "conv" in (op, preset and preset_info(preset).get("op")):
+        raise BadInput("--supports takes a GEMM (M N K); for a convolution run `tiledispatch select conv ... "
+                       "--preset NAME`", field="supports")
     if supports is not None:
         base = load_preset(preset)[0] if preset else None   # dtype and layout default to the preset's
         problem = build_problem(*supports, batch=batch, dtype=dtype, layout=layout, activation=activation,

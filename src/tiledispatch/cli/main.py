@@ -7,6 +7,7 @@ import typer
 from typer.core import TyperGroup
 
 from tiledispatch.cli import build_cmds, cache_cmds, demo, info_cmd, list_cmd, profile_cmd, run_cmds
+from tiledispatch.cli.conv_args import join_per_dim_values
 from tiledispatch.cli.output import report_exception
 
 
@@ -18,7 +19,7 @@ class CLIGroup(TyperGroup):
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
-        argv = list(sys.argv[1:] if args is None else args)
+        argv = join_per_dim_values(sys.argv[1:] if args is None else args)
         debug = "--debug" in argv
         try:
             result = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
@@ -48,7 +49,7 @@ def _no_args_help(exc: Exception) -> int | None:
 app = typer.Typer(
     cls=CLIGroup,
     name="tiledispatch",
-    help="Declare, generate, build, select and run Triton GEMM kernels.",
+    help="Declare, generate, build, select and run Triton GEMM and convolution kernels.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -69,7 +70,7 @@ def root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="print the version and exit")] = False,
 ) -> None:
-    """tiledispatch: declare, generate, build, select and run Triton GEMM kernels.
+    """tiledispatch: declare, generate, build, select and run Triton GEMM and convolution kernels.
 
     Without a GPU, kernels still build for sm_90 and run on Triton's interpreter on the CPU.
     """

@@ -4,8 +4,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.select.selector import Selection
+
+Problem = GemmProblem | ConvProblem
 
 # Above this many FLOPs a run on Triton's interpreter takes seconds to minutes: warn before starting.
 INTERPRETER_FLOPS_WARNING = 2 * 256 ** 3
@@ -39,7 +42,7 @@ def pick_target(registry) -> Target:
     return Target(device, backend, name)
 
 
-def interpreter_notice(target: Target, problem: GemmProblem) -> str | None:
+def interpreter_notice(target: Target, problem: Problem) -> str | None:
     """What to tell the user when kernels run on the interpreter (None on a GPU)."""
     if target.backend != "interpreter":
         return None
@@ -50,7 +53,7 @@ def interpreter_notice(target: Target, problem: GemmProblem) -> str | None:
     return text
 
 
-def throughput(problem: GemmProblem, time_ms: float) -> dict[str, float]:
+def throughput(problem: Problem, time_ms: float) -> dict[str, float]:
     seconds = time_ms * 1e-3
     if seconds <= 0:
         return {"time_ms": time_ms, "tflops": 0.0, "gbps": 0.0}
@@ -58,35 +61,81 @@ def throughput(problem: GemmProblem, time_ms: float) -> dict[str, float]:
             "gbps": problem.min_bytes / seconds / 1e9}
 
 
-def measure(selection: Selection, request: GemmProblem, args: Any, target: Target, *, validate: bool,
+def make_inputs(problem: Problem, device: Any, seed: int = 0) -> Any:
+    """Random inputs of the problem on `device` (GemmArgs, or ConvArgs with a NaN-poisoned written tensor)."""
+    if isinstance(problem, ConvProblem):
+        from tiledispatch.runtime.conv_reference import make_conv_args
+
+        return make_conv_args(problem, device, seed=seed, poison=True)
+    from tiledispatch.runtime.inputs import make_args
+
+    return make_args(problem, device, seed=seed)
+
+
+def reference_of(problem: Problem, args: Any) -> Any:
+    """The float64 result the problem's output is checked against."""
+    if isinstance(problem, ConvProblem):
+        from tiledispatch.runtime.conv_reference import conv_reference
+
+        return conv_reference(problem, args)
+    from tiledispatch.runtime.reference import reference
+
+    return reference(args)
+
+
+def _tolerance(problem: Problem) -> float:
+    if isinstance(problem, ConvProblem):
+        from tiledispatch.runtime.conv_reference import CONV_TOLERANCES
+
+        return CONV_TOLERANCES[problem.dtype]
+    from tiledispatch.runtime.reference import TOLERANCES
+
+    return TOLERANCES[problem.dtype]
+
+
+def _runner(selection: Selection, args: Any) -> tuple[Any, Any]:
+    """(first run -> output, a function repeating the run into that same output)."""
+    if isinstance(selection.problem, ConvProblem):
+        from tiledispatch.kernels.conv_common import OUTPUT_ROLE
+
+        written = args.get(OUTPUT_ROLE[selection.problem.direction])
+        written.fill_(float("nan"))     # poisoned again: an earlier kernel may have written it (profile)
+        bound = selection.kernel.bound_launch(args, selection.problem)
+        run = lambda: bound(args.x, args.w, args.y, args.bias)
+        return run(), run
+    from tiledispatch.runtime.execute import run_selection
+
+    out = run_selection(selection, dataclasses.replace(args, out=None))
+    fixed = dataclasses.replace(args, out=out)
+    return out, lambda: run_selection(selection, fixed)
+
+
+def measure(selection: Selection, request: Problem, args: Any, target: Target, *, validate: bool,
             timing: bool = True, reference: Any = None) -> dict:
     """Run once (validating that output if asked), then time repeated runs into the same output buffer.
 
     Throughput counts the requested problem's work, not the padded one's, so padding costs show as time.
-    `reference` (from runtime.reference.reference(args)) saves recomputing it when measuring many kernels.
+    `reference` (from reference_of(request, args)) saves recomputing it when measuring many kernels.
     """
     from tiledispatch.bench.timer import time_ms
-    from tiledispatch.runtime.execute import run_selection
 
-    out = run_selection(selection, dataclasses.replace(args, out=None))
+    out, again = _runner(selection, args)
     result: dict[str, Any] = {}
     if validate:
-        result["validation"] = check(out, args, request.dtype, reference)
+        result["validation"] = check(out, args, request, reference)
     if timing:
-        fixed = dataclasses.replace(args, out=out)
-        ms = time_ms(lambda: run_selection(selection, fixed), target.device)
-        result["execution"] = throughput(request, ms)
+        result["execution"] = throughput(request, time_ms(again, target.device))
     return result
 
 
-def check(out: Any, args: Any, dtype: str, reference: Any = None) -> dict[str, Any]:
-    """runtime.reference.validate, reusing a precomputed float64 reference when one is given."""
-    from tiledispatch.runtime import reference as ref
+def check(out: Any, args: Any, problem: Problem, reference: Any = None) -> dict[str, Any]:
+    """Relative and max errors of `out` against the float64 reference (computed unless given), and whether
+    they are within the problem dtype's tolerance."""
+    from tiledispatch.runtime.reference import errors
 
-    if reference is None:
-        return ref.validate(out, args, dtype)
-    result: dict[str, Any] = dict(ref.errors(out, reference))
-    result["passed"] = result["rel_err"] <= ref.TOLERANCES[dtype]
+    expected = reference_of(problem, args) if reference is None else reference
+    result: dict[str, Any] = dict(errors(out, expected))
+    result["passed"] = result["rel_err"] <= _tolerance(problem)
     return result
 
 

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.dtypes import INPUT_DTYPES, OUTPUT_DTYPES
+from tiledispatch.errors import BadInput
+from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import ACTIVATIONS, BIAS_MODES, LAYOUTS, MAX_D, Epilogue, GemmProblem
 from tiledispatch.select.selector import STRATEGIES
 
@@ -89,6 +92,9 @@ def build_problem(m: int, n: int, k: int, batch: int = 1, dtype: enum.Enum | Non
                   out_dtype: enum.Enum | None = None, base: GemmConfig | None = None) -> GemmProblem:
     """The GemmProblem the options describe; unset options come from `base` (a kernel's config) when given,
     else from the defaults (bf16, rcr, no epilogue)."""
+    if base is not None and base.op != "gemm":
+        raise BadInput(f"{base.name} is a {base.op} instance; a GEMM needs gemm-... instances (--kernel, "
+                       "--config or --preset)", field="kernel")
     given = base
     base = base or GemmConfig(dtype=DEFAULT_DTYPE, layout=DEFAULT_LAYOUT)
     epilogue = Epilogue(activation=_value(activation) or base.activation, bias=_value(bias) or base.bias,
@@ -100,5 +106,18 @@ def build_problem(m: int, n: int, k: int, batch: int = 1, dtype: enum.Enum | Non
                        layout=_value(layout) or base.layout, epilogue=epilogue)
 
 
-def default_preset(problem: GemmProblem) -> str:
+def gemm_problem_maker(m: int, n: int, k: int, batch: int = 1, dtype: enum.Enum | None = None,
+                       layout: enum.Enum | None = None, activation: enum.Enum | None = None,
+                       bias: enum.Enum | None = None, num_d: int | None = None, with_c: bool | None = None,
+                       out_dtype: enum.Enum | None = None) -> Callable[[GemmConfig | None], GemmProblem]:
+    """build_problem with every option bound but the base config (which registries.problem_and_registry
+    supplies once it knows the kernels)."""
+    return lambda base: build_problem(m, n, k, batch, dtype, layout, activation, bias, num_d, with_c,
+                                      out_dtype, base)
+
+
+def default_preset(problem: GemmProblem | ConvProblem) -> str:
+    """The essential preset of the problem's op, dtype and layout (conv: direction, dtype and ndim)."""
+    if isinstance(problem, ConvProblem):
+        return f"conv_{problem.direction}_{problem.dtype}_{problem.ndim}d_essential"
     return f"gemm_{problem.dtype}_{problem.layout}_essential"

@@ -1,29 +1,35 @@
-"""`profile gemm ...`: time every built instance that can run one problem (and torch.matmul with --vendor)."""
+"""`profile gemm|conv ...`: time every built instance that can run one problem (and the vendor library with
+--vendor: torch.matmul for GEMMs, cuDNN for convolutions)."""
 import csv
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
-from collections.abc import Callable
 
 import typer
 
-from tiledispatch.cli.measure import Target, check, interpreter_notice, measure, pick_target, throughput
+from tiledispatch.cli.conv_args import ConvOptions, ConvPresetOpt, conv_problem_command
+from tiledispatch.cli.conv_vendor import CUDNN
+from tiledispatch.cli.measure import (Problem, Target, check, interpreter_notice, make_inputs, measure,
+                                      pick_target, reference_of, throughput)
 from tiledispatch.cli.output import emit_json, note, show_table, table, text
 from tiledispatch.cli.problem_args import (ActivationOpt, BatchOpt, BiasOpt, ConfigOpt, DTypeOpt, JsonOpt,
                                            KArg, LayoutOpt, MArg, NArg, NumDOpt, OutDTypeOpt, PresetOpt,
-                                           TargetOpt, WithCOpt, WorkersOpt)
+                                           TargetOpt, WithCOpt, WorkersOpt, gemm_problem_maker)
 from tiledispatch.errors import TileDispatchError
+from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.registry.kernel import Kernel
 from tiledispatch.registry.registry import Registry
 from tiledispatch.select.selector import Plan, Selection
 
 VENDOR = "torch.matmul"
+VENDORS = (VENDOR, CUDNN)
 CSV_COLUMNS = ("kernel", "status", "time_ms", "tflops", "gbps", "padded", "rel_err", "reason")
 
 profile_app = typer.Typer(help="Time every built instance for one problem.", no_args_is_help=True)
 
 
-def plans_by_kernel(registry: Registry, problem: GemmProblem) -> dict[str, Plan]:
+def plans_by_kernel(registry: Registry, problem: Problem) -> dict[str, Plan]:
     """Each built kernel that can compute `problem`, with its plan: direct if possible, else padded."""
     chosen: dict[str, Plan] = {}
     for plan in registry.plans(problem):
@@ -31,7 +37,7 @@ def plans_by_kernel(registry: Registry, problem: GemmProblem) -> dict[str, Plan]
     return chosen
 
 
-def profile_kernel(kernel: Kernel, plan: Plan | None, problem: GemmProblem, args: Any, target: Target,
+def profile_kernel(kernel: Kernel, plan: Plan | None, problem: Problem, args: Any, target: Target,
                    reference: Any) -> dict:
     """One row: the kernel's time on `args` (and its error against `reference`, when given)."""
     row: dict[str, Any] = {"kernel": kernel.name, "status": "unsupported", "padded": False}
@@ -76,24 +82,33 @@ def vendor_fn(args: Any) -> Callable[[], Any]:
     return run
 
 
-def profile_vendor(problem: GemmProblem, args: Any, target: Target, reference: Any) -> dict | None:
+def gemm_vendor(problem: GemmProblem, args: Any) -> tuple[str, Callable[[], Any]] | None:
+    """(label, function) of the vendor GEMM, or None (with a note) when there is none to compare with."""
     import torch
 
+    if problem.dtype == "int8":
+        note("--vendor: skipped, torch.matmul has no general int8 CUDA path")
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = problem.dtype == "tf32"
+    label = VENDOR if problem.epilogue.is_identity else f"{VENDOR} + eager epilogue"
+    return label, vendor_fn(args)
+
+
+def profile_vendor(problem: Problem, args: Any, target: Target, reference: Any) -> dict | None:
     from tiledispatch.bench.timer import time_ms
+    from tiledispatch.cli.conv_vendor import conv_vendor
 
     if target.backend != "cuda":
         note("--vendor: skipped, vendor timing needs a GPU (this run uses Triton's interpreter on the CPU)")
         return None
-    if problem.dtype == "int8":
-        note("--vendor: skipped, torch.matmul has no general int8 CUDA path")
+    made = conv_vendor(problem, args) if isinstance(problem, ConvProblem) else gemm_vendor(problem, args)
+    if made is None:
         return None
-    label = VENDOR if problem.epilogue.is_identity else f"{VENDOR} + eager epilogue"
-    torch.backends.cuda.matmul.allow_tf32 = problem.dtype == "tf32"
-    fn = vendor_fn(args)
+    label, fn = made
     row: dict[str, Any] = {"kernel": label, "status": "ok", "padded": False,
                            **throughput(problem, time_ms(fn, target.device))}
     if reference is not None:
-        verdict = check(fn(), args, problem.dtype, reference)
+        verdict = check(fn(), args, problem, reference)
         row["rel_err"], row["status"] = verdict["rel_err"], "ok" if verdict["passed"] else "failed_validation"
     return row
 
@@ -102,13 +117,13 @@ def _sorted(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda r: (r["status"] != "ok", r.get("time_ms", float("inf"))))
 
 
-def _print_rows(rows: list[dict], problem: GemmProblem, target: Target) -> None:
+def _print_rows(rows: list[dict], problem: Problem, target: Target) -> None:
     timed = [r for r in rows if "time_ms" in r]
     unit = "interpreter ms" if target.backend == "interpreter" else "time ms"
     view = table("kernel", unit, "TFLOP/s", "GB/s", "padded", "status", "rel_err")
     for row in timed:
         rel = f"{row['rel_err']:.2e}" if "rel_err" in row else "-"
-        view.add_row(text(row["kernel"], style="bold" if row["kernel"].startswith(VENDOR) else ""),
+        view.add_row(text(row["kernel"], style="bold" if row["kernel"].startswith(VENDORS) else ""),
                      text(f"{row['time_ms']:.4f}"), text(f"{row['tflops']:.4g}"), text(f"{row['gbps']:.4g}"),
                      text("yes" if row["padded"] else ""), text(row["status"]), text(rel))
     show_table(f"{problem.describe()} on {target.describe()}: {len(timed)} timed, fastest first", view)
@@ -120,7 +135,7 @@ def _print_rows(rows: list[dict], problem: GemmProblem, target: Target) -> None:
         note(f"{unsupported} built kernel(s) cannot run this problem (see --json for reasons)")
 
 
-def write_csv(path: Path, rows: list[dict], problem: GemmProblem, target: Target) -> None:
+def write_csv(path: Path, rows: list[dict], problem: Problem, target: Target) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=("problem", "device", "backend") + CSV_COLUMNS)
@@ -130,15 +145,12 @@ def write_csv(path: Path, rows: list[dict], problem: GemmProblem, target: Target
                              **{c: row.get(c, "") for c in CSV_COLUMNS}})
 
 
-def _problem_and_registry(make_problem: Callable[[Any], GemmProblem], preset: str | None,
-                          config: str | None, gpu_target: str | None, jobs: int | None, quiet: bool
-                          ) -> tuple[GemmProblem, Registry]:
-    from tiledispatch.cli.registries import build_for_use, problem_and_registry
-
-    problem, registry = problem_and_registry(make_problem, preset=preset, config=config, kernel=None,
-                                             gpu_target=gpu_target)
-    build_for_use(registry, jobs, quiet)
-    return problem, registry
+VendorOpt = Annotated[bool, typer.Option("--vendor", help="add a row of the vendor library: torch.matmul "
+                                       "(cuBLAS) or cuDNN (GPU only)")]
+ValidateOpt = Annotated[bool, typer.Option("--validate",
+                                           help="check each output against a float64 reference")]
+CsvOpt = Annotated[Path | None, typer.Option("--csv", help="also write the rows to this CSV file",
+                                             show_default=False)]
 
 
 @profile_app.command("gemm", context_settings={"ignore_unknown_options": True})
@@ -146,29 +158,39 @@ def profile_gemm(
     m: MArg, n: NArg, k: KArg, batch: BatchOpt = 1, dtype: DTypeOpt = None, layout: LayoutOpt = None,
     activation: ActivationOpt = None, bias: BiasOpt = None, num_d: NumDOpt = None, with_c: WithCOpt = None,
     out_dtype: OutDTypeOpt = None, preset: PresetOpt = None, config: ConfigOpt = None,
-    gpu_target: TargetOpt = None, jobs: WorkersOpt = None,
-    vendor: Annotated[bool, typer.Option("--vendor", help="add a torch.matmul row (GPU only)")] = False,
-    validate: Annotated[bool, typer.Option("--validate", help="check each output against a float64 "
-                                           "reference")] = False,
-    csv_path: Annotated[Path | None, typer.Option("--csv", help="also write the rows to this CSV file",
-                                                     show_default=False)] = None,
-    json_out: JsonOpt = False,
+    gpu_target: TargetOpt = None, jobs: WorkersOpt = None, vendor: VendorOpt = False,
+    validate: ValidateOpt = False, csv_path: CsvOpt = None, json_out: JsonOpt = False,
 ) -> None:
     """Time every built instance that can run M x N x K (directly or on padded copies), fastest first."""
-    from tiledispatch.cli.problem_args import build_problem
-    from tiledispatch.runtime.inputs import make_args
-    from tiledispatch.runtime.reference import reference
+    make = gemm_problem_maker(m, n, k, batch, dtype, layout, activation, bias, num_d, with_c, out_dtype)
+    profile_problem(make, preset, config, gpu_target, jobs, vendor, validate, csv_path, json_out)
 
-    def make_problem(base: Any) -> GemmProblem:
-        return build_problem(m, n, k, batch, dtype, layout, activation, bias, num_d, with_c, out_dtype, base)
 
-    problem, registry = _problem_and_registry(make_problem, preset, config, gpu_target, jobs, json_out)
+@profile_app.command("conv", context_settings={"ignore_unknown_options": True})
+@conv_problem_command
+def profile_conv(
+    options: ConvOptions, preset: ConvPresetOpt = None, config: ConfigOpt = None,
+    gpu_target: TargetOpt = None, jobs: WorkersOpt = None, vendor: VendorOpt = False,
+    validate: ValidateOpt = False, csv_path: CsvOpt = None, json_out: JsonOpt = False,
+) -> None:
+    """Time every built instance that can run the convolution, fastest first (--vendor: and cuDNN)."""
+    profile_problem(options.problem, preset, config, gpu_target, jobs, vendor, validate, csv_path, json_out)
+
+
+def profile_problem(make_problem: Callable[[Any], Problem], preset: str | None, config: str | None,
+                    gpu_target: str | None, jobs: int | None, vendor: bool, validate: bool,
+                    csv_path: Path | None, json_out: bool) -> None:
+    """profile gemm|conv: build, time every kernel that runs the problem (and the vendor's), report."""
+    from tiledispatch.cli.registries import prepared
+
+    problem, registry = prepared(make_problem, preset=preset, config=config, kernel=None,
+                                 gpu_target=gpu_target, jobs=jobs, quiet=json_out)
     target = pick_target(registry)
     notice = interpreter_notice(target, problem)
     if notice and not json_out:
         note(notice)
-    args = make_args(problem, target.device)
-    expected = reference(args) if validate else None
+    args = make_inputs(problem, target.device)
+    expected = reference_of(problem, args) if validate else None
     plans = plans_by_kernel(registry, problem)
     rows = [profile_kernel(kern, plans.get(kern.name), problem, args, target, expected)
             for kern in registry.kernels if kern.built]
@@ -186,8 +208,4 @@ def profile_gemm(
 
 
 def register(app: typer.Typer) -> None:
-    from tiledispatch.cli.run_cmds import conv_not_supported
-
-    conv = {"context_settings": {"ignore_unknown_options": True, "allow_extra_args": True}}
-    profile_app.command("conv", **conv)(conv_not_supported)
     app.add_typer(profile_app, name="profile")

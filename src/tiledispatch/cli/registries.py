@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
+from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.configs.naming import parse_name
 from tiledispatch.errors import BadInput, CompileError, InvalidConfig
+from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.registry.registry import BuildReport, Registry
 
@@ -33,7 +35,7 @@ def _add_items(registry: Registry, items: list[Any], path: str | Path) -> None:
         if isinstance(item, str):
             registry.add(parse_name(item))
         elif isinstance(item, dict):
-            registry.add(GemmConfig.from_dict(item))
+            registry.add((ConvConfig if item.get("op") == "conv" else GemmConfig).from_dict(item))
         else:
             raise InvalidConfig(f"--config {path}: item {i} is a {type(item).__name__}; expected an instance "
                                 "name or a config dict", field="config")
@@ -71,17 +73,28 @@ def _as_list(value: Any, path: str | Path) -> list[Any]:
     return value
 
 
+Problem = GemmProblem | ConvProblem
+
+
+def _epilogue(problem: Problem | None) -> Any:
+    if problem is None:
+        return None
+    if isinstance(problem, ConvProblem):
+        return problem.activation, problem.bias
+    return problem.epilogue
+
+
 def registry_from_preset(name: str, gpu_target: str | None = None,
-                         problem: GemmProblem | None = None) -> Registry:
+                         problem: Problem | None = None) -> Registry:
     """A registry of a packaged preset, specialised to the problem's epilogue when one is given."""
     registry = Registry(gpu_target)
-    registry.add_preset(name, problem.epilogue if problem is not None else None)
+    registry.add_preset(name, _epilogue(problem))
     return registry
 
 
-def problem_and_registry(make_problem: Callable[[GemmConfig | None], GemmProblem], *, preset: str | None,
+def problem_and_registry(make_problem: Callable[[Any], Problem], *, preset: str | None,
                          config: str | None, kernel: str | None, gpu_target: str | None
-                         ) -> tuple[GemmProblem, Registry]:
+                         ) -> tuple[Problem, Registry]:
     """The problem and the registry select/run/profile use: one --kernel, a --config file, or a preset
     (default: the essential one of the problem's dtype and layout, specialised to its epilogue).
 
@@ -105,6 +118,16 @@ def problem_and_registry(make_problem: Callable[[GemmConfig | None], GemmProblem
 
     problem = make_problem(load_preset(preset)[0] if preset else None)
     return problem, registry_from_preset(preset or default_preset(problem), gpu_target, problem)
+
+
+def prepared(make_problem: Callable[[Any], Problem], *, preset: str | None, config: str | None,
+             kernel: str | None, gpu_target: str | None, jobs: int | None, quiet: bool
+             ) -> tuple[Problem, Registry]:
+    """problem_and_registry, then build_for_use: what select, run and profile start with."""
+    problem, registry = problem_and_registry(make_problem, preset=preset, config=config, kernel=kernel,
+                                             gpu_target=gpu_target)
+    build_for_use(registry, jobs, quiet)
+    return problem, registry
 
 
 def build(registry: Registry, workers: int | None = None, quiet: bool = False) -> BuildReport:

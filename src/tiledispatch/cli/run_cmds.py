@@ -1,18 +1,17 @@
-"""`select gemm ...` and `run gemm ...`: pick a kernel for one problem, and run (time, validate) it."""
+"""`select gemm|conv ...` and `run gemm|conv ...`: pick a kernel for one problem, and run (time, validate)
+it."""
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
-from tiledispatch.cli.measure import interpreter_notice, measure, pick_target, status_of
-from tiledispatch.cli.output import (EXIT_FAILURE, emit_json, fail, note, out_console, show_table, table,
-                                     text)
+from tiledispatch.cli.conv_args import ConvOptions, ConvPresetOpt, conv_problem_command
+from tiledispatch.cli.measure import Problem, interpreter_notice, make_inputs, measure, pick_target, status_of
+from tiledispatch.cli.output import EXIT_FAILURE, emit_json, fail, note, out_console, show_table, table, text
 from tiledispatch.cli.problem_args import (ActivationOpt, BatchOpt, BiasOpt, ConfigOpt, DTypeOpt, JsonOpt,
                                            KArg, KernelOpt, LayoutOpt, MArg, NArg, NumDOpt, OutDTypeOpt,
                                            PresetOpt, Strategy, StrategyOpt, TargetOpt, WithCOpt, WorkersOpt,
-                                           build_problem)
-from tiledispatch.configs.gemm import GemmConfig
-from tiledispatch.errors import BadInput
-from tiledispatch.problems.gemm import GemmProblem
+                                           gemm_problem_maker)
 from tiledispatch.registry.registry import Registry
 from tiledispatch.select.selector import Selection
 
@@ -20,32 +19,16 @@ from tiledispatch.select.selector import Selection
 PROBLEM_COMMAND = {"context_settings": {"ignore_unknown_options": True}}
 TOP_RANKING = 5
 
+ValidateOpt = Annotated[bool, typer.Option("--validate", help="check the output against a float64 reference "
+                                         "(exit 1 when it fails)")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="seed of the random inputs")]
+
 select_app = typer.Typer(help="Select the kernel for one problem.", no_args_is_help=True)
 run_app = typer.Typer(help="Build, select and run one problem (timing; --validate checks it).",
                       no_args_is_help=True)
 
 
-def conv_not_supported(ctx: typer.Context) -> None:
-    """Convolutions: declared in the design, not implemented yet."""
-    raise BadInput("op 'conv' is not supported yet; supported ops: gemm", field="op")
-
-
-def _problem_and_registry(m: int, n: int, k: int, batch: int, dtype, layout, activation, bias, num_d, with_c,
-                          out_dtype, preset: str | None, config: str | None, kernel: str | None,
-                          gpu_target: str | None, jobs: int | None, quiet: bool
-                          ) -> tuple[GemmProblem, Registry]:
-    from tiledispatch.cli.registries import build_for_use, problem_and_registry
-
-    def make_problem(base: GemmConfig | None) -> GemmProblem:
-        return build_problem(m, n, k, batch, dtype, layout, activation, bias, num_d, with_c, out_dtype, base)
-
-    problem, registry = problem_and_registry(make_problem, preset=preset, config=config, kernel=kernel,
-                                             gpu_target=gpu_target)
-    build_for_use(registry, jobs, quiet)
-    return problem, registry
-
-
-def choose(registry: Registry, problem: GemmProblem, strategy: str, explicit: bool) -> Selection:
+def choose(registry: Registry, problem: Problem, strategy: str, explicit: bool) -> Selection:
     """Registry.select; with --kernel the one-kernel registry's choice is reported as explicit."""
     selection = registry.select(problem, "first_fit" if explicit else strategy)
     if explicit:
@@ -54,7 +37,7 @@ def choose(registry: Registry, problem: GemmProblem, strategy: str, explicit: bo
     return selection
 
 
-def _print_selection(problem: GemmProblem, selection: Selection) -> None:
+def _print_selection(problem: Problem, selection: Selection) -> None:
     console = out_console()
     console.print(text(f"problem:  {problem.describe()}"))
     console.print(text(f"kernel:   {selection.kernel.name}"))
@@ -81,18 +64,28 @@ def select_gemm(
     json_out: JsonOpt = False,
 ) -> None:
     """Build the preset (cached after the first time) and show which kernel serves M x N x K, and why."""
-    problem, registry = _problem_and_registry(m, n, k, batch, dtype, layout, activation, bias, num_d, with_c,
-                                              out_dtype, preset, config, kernel, gpu_target, jobs, json_out)
-    if strategy.value == "tune":
+    make = gemm_problem_maker(m, n, k, batch, dtype, layout, activation, bias, num_d, with_c, out_dtype)
+    select_problem(make, preset, config, kernel, gpu_target, jobs, strategy.value, json_out)
+
+
+def select_problem(make_problem: Callable[[Any], Problem], preset: str | None, config: str | None,
+                   kernel: str | None, gpu_target: str | None, jobs: int | None, strategy: str,
+                   json_out: bool) -> None:
+    """select gemm|conv: build the kernels, select for the problem, print the choice."""
+    from tiledispatch.cli.registries import prepared
+
+    problem, registry = prepared(make_problem, preset=preset, config=config, kernel=kernel,
+                                 gpu_target=gpu_target, jobs=jobs, quiet=json_out)
+    if strategy == "tune":
         _note_target(registry, problem, quiet=json_out)
-    selection = choose(registry, problem, strategy.value, explicit=bool(kernel))
+    selection = choose(registry, problem, strategy, explicit=bool(kernel))
     if json_out:
         emit_json({"problem": problem.to_dict(), "arch": registry.arch.name, **selection.to_dict()})
         return
     _print_selection(problem, selection)
 
 
-def _note_target(registry: Registry, problem: GemmProblem, quiet: bool):
+def _note_target(registry: Registry, problem: Problem, quiet: bool):
     target = pick_target(registry)
     notice = interpreter_notice(target, problem)
     if notice and not quiet:
@@ -100,14 +93,14 @@ def _note_target(registry: Registry, problem: GemmProblem, quiet: bool):
     return target
 
 
-def _run_report(problem: GemmProblem, selection: Selection, result: dict[str, Any], target) -> dict[str, Any]:
+def _run_report(problem: Problem, selection: Selection, result: dict[str, Any], target) -> dict[str, Any]:
     report = {"problem": problem.to_dict(), "kernel": selection.kernel.name, "strategy": selection.strategy,
               "padded": selection.padded, **result, "status": status_of(result),
               "device": target.name, "backend": target.backend}
     return report
 
 
-def _print_run(report: dict[str, Any], problem: GemmProblem) -> None:
+def _print_run(report: dict[str, Any], problem: Problem) -> None:
     console = out_console()
     console.print(text(f"problem:  {problem.describe()}"))
     console.print(text(f"kernel:   {report['kernel']}  (strategy: {report['strategy']}"
@@ -135,20 +128,26 @@ def run_gemm(
     out_dtype: OutDTypeOpt = None, preset: PresetOpt = None, config: ConfigOpt = None,
     kernel: KernelOpt = None, gpu_target: TargetOpt = None, jobs: WorkersOpt = None,
     strategy: StrategyOpt = Strategy.auto,
-    validate: Annotated[bool, typer.Option("--validate", help="check the output against a float64 reference "
-                                           "(exit 1 when it fails)")] = False,
-    seed: Annotated[int, typer.Option("--seed", help="seed of the random inputs")] = 0,
-    json_out: JsonOpt = False,
+    validate: ValidateOpt = False, seed: SeedOpt = 0, json_out: JsonOpt = False,
 ) -> None:
     """Run M x N x K on random inputs with the selected (or --kernel) instance; on a CPU-only machine this
     uses Triton's interpreter, so keep the problem small."""
-    from tiledispatch.runtime.inputs import make_args
+    make = gemm_problem_maker(m, n, k, batch, dtype, layout, activation, bias, num_d, with_c, out_dtype)
+    run_problem(make, preset, config, kernel, gpu_target, jobs, strategy.value, validate, seed, json_out)
 
-    problem, registry = _problem_and_registry(m, n, k, batch, dtype, layout, activation, bias, num_d, with_c,
-                                              out_dtype, preset, config, kernel, gpu_target, jobs, json_out)
+
+def run_problem(make_problem: Callable[[Any], Problem], preset: str | None, config: str | None,
+                kernel: str | None, gpu_target: str | None, jobs: int | None, strategy: str, validate: bool,
+                seed: int, json_out: bool) -> None:
+    """run gemm|conv: build, select, run on random inputs (timing, validation), report; exit 1 on a failed
+    validation."""
+    from tiledispatch.cli.registries import prepared
+
+    problem, registry = prepared(make_problem, preset=preset, config=config, kernel=kernel,
+                                 gpu_target=gpu_target, jobs=jobs, quiet=json_out)
     target = _note_target(registry, problem, quiet=json_out)
-    selection = choose(registry, problem, strategy.value, explicit=bool(kernel))
-    args = make_args(problem, target.device, seed=seed)
+    selection = choose(registry, problem, strategy, explicit=bool(kernel))
+    args = make_inputs(problem, target.device, seed=seed)
     result = measure(selection, problem, args, target, validate=validate)
     report = _run_report(problem, selection, result, target)
     if json_out:
@@ -161,9 +160,31 @@ def run_gemm(
                    EXIT_FAILURE)
 
 
+@select_app.command("conv", **PROBLEM_COMMAND)
+@conv_problem_command
+def select_conv(
+    options: ConvOptions, preset: ConvPresetOpt = None, config: ConfigOpt = None, kernel: KernelOpt = None,
+    gpu_target: TargetOpt = None, jobs: WorkersOpt = None, strategy: StrategyOpt = Strategy.auto,
+    json_out: JsonOpt = False,
+) -> None:
+    """Build the preset (cached after the first time) and show which kernel serves the convolution, and
+    why."""
+    select_problem(options.problem, preset, config, kernel, gpu_target, jobs, strategy.value, json_out)
+
+
+@run_app.command("conv", **PROBLEM_COMMAND)
+@conv_problem_command
+def run_conv(
+    options: ConvOptions, preset: ConvPresetOpt = None, config: ConfigOpt = None, kernel: KernelOpt = None,
+    gpu_target: TargetOpt = None, jobs: WorkersOpt = None, strategy: StrategyOpt = Strategy.auto,
+    validate: ValidateOpt = False, seed: SeedOpt = 0, json_out: JsonOpt = False,
+) -> None:
+    """Run the convolution on random channels-last inputs with the selected (or --kernel) instance; on a
+    CPU-only machine this uses Triton's interpreter, so keep the problem small."""
+    run_problem(options.problem, preset, config, kernel, gpu_target, jobs, strategy.value, validate, seed,
+                json_out)
+
+
 def register(app: typer.Typer) -> None:
-    conv = {"context_settings": {"ignore_unknown_options": True, "allow_extra_args": True}}
-    select_app.command("conv", **conv)(conv_not_supported)
-    run_app.command("conv", **conv)(conv_not_supported)
     app.add_typer(select_app, name="select")
     app.add_typer(run_app, name="run")

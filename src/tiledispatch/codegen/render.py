@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pprint
 
+from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.kernels import family_module
 
@@ -19,7 +20,7 @@ ENTRIES = {entries}
 '''
 
 
-def render_source(cfg: GemmConfig) -> str:
+def render_source(cfg: GemmConfig | ConvConfig) -> str:
     family = family_module(cfg)
     entries = [e.to_json() for e in family.entries(cfg)]
     header = HEADER.format(name=cfg.name, config=pprint.pformat(cfg.to_dict(), sort_dicts=False, width=110),

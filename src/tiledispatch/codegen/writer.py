@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from tiledispatch.codegen.render import render_source
+from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.errors import InvalidConfig
 from tiledispatch.fsutil import atomic_write_text
@@ -14,12 +15,16 @@ from tiledispatch.version import __version__
 MANIFEST = "manifest.json"
 
 
-def file_name(cfg: GemmConfig) -> str:
+Config = GemmConfig | ConvConfig
+
+
+def file_name(cfg: Config) -> str:
     return cfg.name.replace("-", "_") + ".py"
 
 
-def write_instances(configs: Iterable[GemmConfig], output_dir: str | Path, arch: str) -> Path:
-    """Render each config to `output_dir/<name>.py` and write the manifest; returns the manifest path."""
+def write_instances(configs: Iterable[Config], output_dir: str | Path, arch: str) -> Path:
+    """Render each config to `output_dir/<name>.py` and write the manifest; returns the manifest path.
+    The manifest's op is the configs' op ("gemm" or "conv"), "mixed" when they differ."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -27,12 +32,14 @@ def write_instances(configs: Iterable[GemmConfig], output_dir: str | Path, arch:
         path = out / file_name(cfg)
         atomic_write_text(path, render_source(cfg))
         rows.append({"name": cfg.name, "file": path.name, "config": cfg.to_dict()})
-    manifest = {"tiledispatch": __version__, "arch": arch, "op": "gemm", "instances": rows}
+    ops = {row["config"].get("op", "gemm") for row in rows}
+    op = ops.pop() if len(ops) == 1 else "mixed" if ops else "gemm"
+    manifest = {"tiledispatch": __version__, "arch": arch, "op": op, "instances": rows}
     atomic_write_text(out / MANIFEST, json.dumps(manifest, indent=1) + "\n")
     return out / MANIFEST
 
 
-def read_manifest(path: str | Path) -> tuple[str, list[tuple[GemmConfig, str]]]:
+def read_manifest(path: str | Path) -> tuple[str, list[tuple[Config, str]]]:
     """(arch, [(config, source text)]) of a codegen output directory or its manifest.json."""
     from tiledispatch.configs.naming import parse_name
 

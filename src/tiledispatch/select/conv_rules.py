@@ -12,9 +12,10 @@ LAUNCH_US = 3.0
 # Fraction of the tensor-core peak: a 2-D dot (one group per program) vs a batched dot of merged groups;
 # CUDA-core FMAs (direct) run at about 1/16 of the fp16 tensor-core peak on sm_90.
 DOT_EFFICIENCY = {1: 0.55}
+GEMM_EFFICIENCY = 0.8    # 1x1 as a TMA GEMM: about the GEMM presets' share of the peak
 BATCHED_DOT_EFFICIENCY = 0.25
 FMA_FRACTION = 1.0 / 16
-MEMORY_EFFICIENCY = {"direct": 0.7, "igemm": 0.6}
+MEMORY_EFFICIENCY = {"direct": 0.7, "igemm": 0.6, "gemm": 0.8}
 WORKSPACE_PASSES = 2     # split reductions write and read an fp32 partial per split
 
 
@@ -50,7 +51,8 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
         programs = math.ceil(problem.n * math.prod(problem.output) / cfg.block_m) * math.ceil(
             problem.k / cfg.block_n)
     else:
-        eff = DOT_EFFICIENCY.get(cfg.groups_per_program, BATCHED_DOT_EFFICIENCY)
+        eff = GEMM_EFFICIENCY if cfg.family == "gemm" else DOT_EFFICIENCY.get(cfg.groups_per_program,
+                                                                               BATCHED_DOT_EFFICIENCY)
         compute_us = _padded_flops(cfg, problem) / (arch.peak_tflops_fp16 * 1e6 * eff)
         m, n, _ = _gemm_view(cfg, problem)
         programs = math.ceil(m / cfg.block_m) * math.ceil(problem.groups / cfg.groups_per_program) \
