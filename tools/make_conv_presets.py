@@ -25,12 +25,16 @@ IGEMM = [
     ("igemm", 64, 64, 64, 1, 4, 4, "tap", 8, False), ("igemm", 64, 32, 32, 4, 4, 3, "tap", 8, True),
     ("igemm", 64, 16, 16, 8, 4, 3, "flat", 8, True), ("igemm", 32, 16, 16, 16, 4, 3, "flat", 8, False),
     ("igemm", 64, 16, 32, 4, 4, 3, "flat", 8, False), ("igemm", 64, 64, 32, 1, 4, 2, "tap", 1, True),
-    ("igemm", 64, 16, 16, 4, 4, 2, "flat", 1, True),
+    ("igemm", 64, 16, 16, 4, 4, 2, "flat", 1, True), ("igemm", 128, 16, 16, 4, 4, 3, "tap", 8, False),
+    ("igemm", 128, 32, 32, 2, 4, 3, "tap", 8, False), ("igemm", 128, 16, 16, 8, 8, 3, "flat", 8, False),
+    ("igemm", 32, 16, 16, 8, 4, 3, "flat", 1, False), ("igemm", 128, 128, 64, 1, 8, 4, "tap", 8, False),
 ]
 DIRECT_SPATIAL = [
     ("direct", 32, 64, 1, 1, 4, 2, "tap", 8, True), ("direct", 64, 64, 1, 1, 8, 2, "tap", 8, False),
     ("direct", 128, 32, 1, 1, 8, 2, "tap", 8, False), ("direct", 64, 16, 1, 1, 2, 2, "tap", 8, True),
-    ("direct", 64, 16, 1, 1, 2, 2, "tap", 1, True),
+    ("direct", 64, 16, 1, 1, 2, 2, "tap", 1, True), ("direct", 256, 32, 1, 1, 8, 2, "tap", 8, False),
+    ("direct", 128, 64, 1, 1, 8, 2, "tap", 8, False), ("direct", 256, 16, 1, 1, 4, 2, "tap", 8, False),
+    ("direct", 64, 32, 1, 1, 4, 2, "tap", 8, False),
 ]
 DIRECT_WGRAD = [
     ("direct", 32, 32, 1, 1, 4, 2, "tap", 8, True), ("direct", 64, 64, 1, 1, 16, 2, "tap", 8, False),
