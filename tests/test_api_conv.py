@@ -77,7 +77,7 @@ def test_fuzz_random_valid_problems(seed, direction):
 ])
 def test_bad_input_names_the_field(call, field):
     x = torch.randn(1, 8, 6, 6, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
-    w = torch.randn(8, 4, 3, 3, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(8, 8, 3, 3, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
     with pytest.raises(td.TileDispatchError) as info:
         call(x, w)
     assert info.value.field == field, info.value
