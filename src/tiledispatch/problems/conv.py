@@ -207,4 +207,5 @@ class ConvProblem:
     def describe(self) -> str:
         dims = "x".join(map(str, self.spatial))
         return (f"conv {self.direction} {self.ndim}d N{self.n} C{self.c} K{self.k} G{self.groups} {dims} filter "
-                f"{'x'.join(map(str, self.filter))} stride {self.stride} {self.dtype}")
+                f"{'x'.join(map(str, self.filter))} stride {self.stride} padding {self.padding} dilation "
+                f"{self.dilation} {self.dtype}")
