@@ -10,25 +10,15 @@ from hypothesis import strategies as st
 import tiledispatch as td
 from tiledispatch.kernels.conv_common import OUTPUT_ROLE
 from tiledispatch.runtime.conv_reference import make_conv_args, validate_conv
-from tiledispatch.testing.conv_fuzz import random_problem
+from tiledispatch.testing.conv_fuzz import call_api, random_problem
 
 pytestmark = pytest.mark.slow
-
-
-def _call(problem, args):
-    p = problem
-    geometry = dict(stride=p.stride, padding=p.padding, dilation=p.dilation, groups=p.groups)
-    if p.direction == "fwd":
-        return td.conv(args.x, args.w, args.bias, activation=p.activation, **geometry)
-    if p.direction == "bwd_data":
-        return td.conv_bwd_data(args.y, args.w, (p.n, p.c, *p.spatial), **geometry)
-    return td.conv_bwd_weight(args.x, args.y, (p.k, p.c_per_group, *p.filter), **geometry)
 
 
 def _check(problem):
     args = make_conv_args(problem, "cpu")
     setattr(args, OUTPUT_ROLE[problem.direction], None)
-    out = _call(problem, args)
+    out = call_api(problem, args)
     assert out.stride(1) == 1 or out.shape[1] == 1, "results are channels-last"
     result = validate_conv(out, problem, args)
     assert result["passed"], (problem, result)

@@ -56,18 +56,23 @@ def default_registry(problem: GemmProblem) -> Registry:
     """The registry td.gemm uses for problems like this one: the essential preset of its dtype and layout,
     specialised to its epilogue, built (or loaded from the cache) on first use."""
     key = (problem.dtype, problem.layout, problem.epilogue)
+    return _built_default(_DEFAULTS, key, f"gemm_{problem.dtype}_{problem.layout}_essential", problem.epilogue)
+
+
+def _built_default(store: dict, key: tuple, preset: str, epilogue: Any) -> Registry:
+    """store[key], first built from `preset` specialised to `epilogue` (failed builds are logged)."""
     with _LOCK:
-        if key not in _DEFAULTS:
+        if key not in store:
             registry = Registry()
-            registry.add_preset(f"gemm_{problem.dtype}_{problem.layout}_essential", problem.epilogue)
+            registry.add_preset(preset, epilogue)
             report = registry.build()
             if report.failed:
                 import logging
 
-                logging.getLogger("tiledispatch").warning("default registry: %d kernels failed to build: %s",
-                                                          len(report.failed), report.failed)
-            _DEFAULTS[key] = registry
-        return _DEFAULTS[key]
+                logging.getLogger("tiledispatch").warning("default registry %s: %d kernels failed to build: %s",
+                                                          preset, len(report.failed), report.failed)
+            store[key] = registry
+        return store[key]
 
 
 def gemm(a: Any, b: Any, *, bias: Any = None, d: tuple = (), activation: str | None = None, alpha: float = 1.0,
@@ -127,19 +132,8 @@ def default_conv_registry(problem: Any) -> Registry:
     """The registry td.conv* use for problems like this one: the essential preset of its direction, dtype and
     ndim, specialised to its epilogue, built (or loaded from the cache) on first use."""
     key = (problem.direction, problem.dtype, problem.ndim, problem.activation, problem.bias)
-    with _LOCK:
-        if key not in _CONV_DEFAULTS:
-            registry = Registry()
-            registry.add_preset(f"conv_{problem.direction}_{problem.dtype}_{problem.ndim}d_essential",
-                                (problem.activation, problem.bias))
-            report = registry.build()
-            if report.failed:
-                import logging
-
-                logging.getLogger("tiledispatch").warning("default conv registry: %d kernels failed to build: %s",
-                                                          len(report.failed), report.failed)
-            _CONV_DEFAULTS[key] = registry
-        return _CONV_DEFAULTS[key]
+    return _built_default(_CONV_DEFAULTS, key, f"conv_{problem.direction}_{problem.dtype}_{problem.ndim}d_essential",
+                          (problem.activation, problem.bias))
 
 
 def _run_conv(direction: str, first: Any, second: Any, x_shape: Any, w_shape: Any, stride: Any, padding: Any,

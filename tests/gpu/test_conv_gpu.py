@@ -13,7 +13,7 @@ from tiledispatch.kernels.conv_common import OUTPUT_ROLE
 from tiledispatch.presets import list_presets
 from tiledispatch.runtime.conv_reference import CONV_TOLERANCES, conv_reference, make_conv_args, validate_conv
 from tiledispatch.runtime.reference import errors
-from tiledispatch.testing.conv_fuzz import random_problems
+from tiledispatch.testing.conv_fuzz import call_api, random_problems
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -73,17 +73,6 @@ def test_every_instance_of_the_all_presets(direction, dtype):
     assert not failures, "\n".join(failures[:20])
 
 
-def _call(problem, args):
-    p = problem
-    geometry = dict(stride=p.stride, padding=p.padding, dilation=p.dilation, groups=p.groups)
-    if p.direction == "fwd":
-        return td.conv(args.x, args.w, **geometry)
-    if p.direction == "bwd_data":
-        return td.conv_bwd_data(args.y, args.w, args.x.shape if args.x is not None else
-                                (p.n, p.c, *p.spatial), **geometry)
-    return td.conv_bwd_weight(args.x, args.y, (p.k, p.c_per_group, *p.filter), **geometry)
-
-
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_fuzz_random_problems(direction):
     """FUZZ_COUNT random valid problems per direction (bf16 and fp16 alternating), auto selection."""
@@ -94,7 +83,7 @@ def test_fuzz_random_problems(direction):
         args = make_conv_args(problem, "cuda", seed=rng.randrange(1 << 30))
         setattr(args, OUTPUT_ROLE[direction], None)
         try:
-            out = _call(problem, args)
+            out = call_api(problem, args)
         except td.TileDispatchError as exc:
             failures.append(f"{problem.describe()}: {type(exc).__name__}: {exc}")
             continue

@@ -11,7 +11,7 @@ import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
 from tiledispatch.kernels import conv_direct
-from tiledispatch.runtime.conv_reference import make_conv_args, validate_conv
+from tiledispatch.runtime.conv_reference import run_and_validate
 
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
 # align 1: fp32, 16x8 tiles, 1 warp (bwd_weight: 4 values per thread, so 9 taps per chunk);
@@ -97,21 +97,14 @@ def recommended() -> list[ConvConfig]:
 
 
 @pytest.fixture(scope="module")
-def registry():
-    reg = td.Registry("sm_90")
-    for _, cfg, _ in NUMERIC:
-        reg.add(cfg)
-    report = reg.build(max_workers=2)
-    assert not report.failed, report.failed
-    return reg
+def registry(build_registry):
+    return build_registry([cfg for _, cfg, _ in NUMERIC])
 
 
 @pytest.mark.parametrize("cfg, problem", [case[1:] for case in NUMERIC], ids=[case[0] for case in NUMERIC])
 def test_matches_reference(registry, cfg, problem):
     assert conv_problem_mismatch(cfg, problem) is None
-    args = make_conv_args(problem, "cpu", poison=True)
-    out = registry.get(cfg.name).run(problem, x=args.x, w=args.w, y=args.y, bias=args.bias)
-    result = validate_conv(out, problem, args)
+    _, _, result = run_and_validate(registry.get(cfg.name), problem)
     assert result["passed"], result
 
 

@@ -8,7 +8,7 @@ import torch
 
 import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.runtime.conv_reference import make_conv_args, validate_conv
+from tiledispatch.runtime.conv_reference import run_and_validate
 
 # align 8 runs the tma_persistent GEMM, align 1 the pointer-loading tiled GEMM
 CONFIGS = {(d, a): ConvConfig(family="gemm", direction=d, ndim=2, dtype="fp16", block_m=64, block_n=64, block_k=32,
@@ -18,19 +18,8 @@ EPILOGUE = ConvConfig(family="gemm", direction="fwd", ndim=2, dtype="fp16", bloc
 
 
 @pytest.fixture(scope="module")
-def registry():
-    reg = td.Registry("sm_90")
-    for cfg in [*CONFIGS.values(), EPILOGUE]:
-        reg.add(cfg)
-    report = reg.build(max_workers=2)
-    assert not report.failed, report.failed
-    return reg
-
-
-def _run(kernel, problem):
-    args = make_conv_args(problem, "cpu", poison=True)
-    out = kernel.run(problem, x=args.x, w=args.w, y=args.y, bias=args.bias)
-    return out, args
+def registry(build_registry):
+    return build_registry([*CONFIGS.values(), EPILOGUE])
 
 
 # (n, c, k, spatial): 24/40 channels are multiples of 8 but not of the 64-wide tiles; 5x7 pixels leave a
@@ -41,36 +30,26 @@ SHAPES = [(2, 24, 40, (5, 7)), (1, 8, 72, (3, 3)), (3, 16, 8, (11,)), (1, 16, 24
 @pytest.mark.parametrize("direction", ["fwd", "bwd_data"])
 @pytest.mark.parametrize("align", [1, 8])
 @pytest.mark.parametrize("n, c, k, spatial", SHAPES)
-def test_one_by_one_matches_reference(registry, direction, align, n, c, k, spatial):
+def test_one_by_one_matches_reference(registry, build_registry, direction, align, n, c, k, spatial):
     ndim = len(spatial)
     cfg = CONFIGS[(direction, align)]
     cfg = dataclasses.replace(cfg, ndim=ndim)
-    reg = registry if ndim == 2 else _registry_of(cfg)
+    reg = registry if ndim == 2 else build_registry([cfg])
     problem = td.ConvProblem(direction, n, c, k, 1, spatial, (1,) * ndim, dtype="fp16", align=align)
-    out, args = _run(reg.get(cfg.name), problem)
-    result = validate_conv(out, problem, args)
+    _, _, result = run_and_validate(reg.get(cfg.name), problem)
     assert result["passed"], result
-
-
-def _registry_of(cfg):
-    reg = td.Registry("sm_90")
-    reg.add(cfg)
-    assert not reg.build(max_workers=2).failed
-    return reg
 
 
 def test_bias_and_activation_are_fused(registry):
     problem = td.ConvProblem("fwd", 2, 16, 24, 1, (3, 5), (1, 1), dtype="fp16", bias=True, activation="silu")
-    out, args = _run(registry.get(EPILOGUE.name), problem)
-    assert validate_conv(out, problem, args)["passed"]
+    assert run_and_validate(registry.get(EPILOGUE.name), problem)[2]["passed"]
 
 
 def test_unaligned_channels_need_the_align1_instance(registry):
     problem = td.ConvProblem("fwd", 1, 12, 20, 1, (4, 4), (1, 1), dtype="fp16")   # C=12: not a multiple of 8
     assert problem.align == 1
     assert not registry.get(CONFIGS[("fwd", 8)].name).is_supported(problem)
-    out, args = _run(registry.get(CONFIGS[("fwd", 1)].name), problem)
-    assert validate_conv(out, problem, args)["passed"]
+    assert run_and_validate(registry.get(CONFIGS[("fwd", 1)].name), problem)[2]["passed"]
 
 
 def test_pixels_with_gaps_raise_bad_input(registry):

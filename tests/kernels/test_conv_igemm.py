@@ -113,13 +113,8 @@ RECOMMENDED = [
 
 
 @pytest.fixture(scope="module")
-def registry():
-    reg = td.Registry("sm_90")
-    for _, cfg, _ in NUMERIC:
-        reg.add(cfg)
-    report = reg.build(max_workers=2)
-    assert not report.failed, report.failed
-    return reg
+def registry(build_registry):
+    return build_registry([cfg for _, cfg, _ in NUMERIC])
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
 from tiledispatch.kernels import conv_wgrad
-from tiledispatch.runtime.conv_reference import make_conv_args, validate_conv
+from tiledispatch.runtime.conv_reference import run_and_validate
 
 
 def _cfg(ndim: int, kloop: str, gpp: int = 1, align: int = 8, split: int = 0, dtype: str = "fp16") -> ConvConfig:
@@ -71,21 +71,14 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def registry():
-    reg = td.Registry("sm_90")
-    for cfg in {case[1] for case in CASES}:
-        reg.add(cfg)
-    report = reg.build(max_workers=2)
-    assert not report.failed, report.failed
-    return reg
+def registry(build_registry):
+    return build_registry({case[1] for case in CASES})
 
 
 @pytest.mark.parametrize("cfg, problem", [pytest.param(c[1], c[2], id=c[0]) for c in CASES])
 def test_matches_reference(registry, cfg, problem):
     assert conv_problem_mismatch(cfg, problem) is None
-    args = make_conv_args(problem, "cpu", poison=True)
-    out = registry.get(cfg.name).run(problem, x=args.x, w=args.w, y=args.y, bias=args.bias)
-    result = validate_conv(out, problem, args)
+    _, _, result = run_and_validate(registry.get(cfg.name), problem)
     assert result["passed"], result
 
 

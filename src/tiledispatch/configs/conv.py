@@ -4,8 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tiledispatch.dtypes import default_acc_dtype, default_out_dtype
-from tiledispatch.errors import InvalidConfig
+from tiledispatch.configs.fields import config_from_dict, fill_dtype_defaults
 
 # igemm: implicit GEMM on tensor cores (several groups per program when channels per group are few);
 # direct: CUDA-core FMAs vectorized over channels (depthwise, very few channels per group);
@@ -40,10 +39,7 @@ class ConvConfig:
     op = "conv"
 
     def __post_init__(self) -> None:
-        if not self.out_dtype:
-            object.__setattr__(self, "out_dtype", default_out_dtype(self.dtype) if self.dtype in _IN else "")
-        if not self.acc_dtype:
-            object.__setattr__(self, "acc_dtype", default_acc_dtype(self.dtype) if self.dtype in _IN else "")
+        fill_dtype_defaults(self, _IN)
 
     @property
     def name(self) -> str:
@@ -60,12 +56,7 @@ class ConvConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConvConfig:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - fields - {"op", "name"})
-        if unknown:
-            raise InvalidConfig(f"unknown ConvConfig field(s) {unknown}; legal fields: {sorted(fields)}",
-                                field=unknown[0])
-        return cls(**{k: v for k, v in data.items() if k in fields})
+        return config_from_dict(cls, data)
 
 
 _IN = ("fp16", "bf16", "fp32")

@@ -9,7 +9,8 @@ from __future__ import annotations
 from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import CONV_FAMILIES, KLOOPS, ConvConfig
 from tiledispatch.dtypes import DTYPES
-from tiledispatch.errors import InvalidConfig, legal
+from tiledispatch.configs.fields import choice, raise_first_error
+from tiledispatch.errors import legal
 from tiledispatch.problems.conv import CONV_ALIGNS, CONV_DTYPES, DIRECTIONS, NDIMS, ConvProblem
 from tiledispatch.problems.gemm import ACTIVATIONS
 
@@ -23,27 +24,20 @@ MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas sp
 MAX_GRID_YZ = 65535
 
 
-def _choice(errors: list[tuple[str, str]], field: str, value: object, choices: tuple) -> bool:
-    if value not in choices:
-        errors.append((field, f"{field}={value!r} not in {legal(choices)}"))
-        return False
-    return True
-
-
 def _common_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    _choice(errors, "direction", cfg.direction, DIRECTIONS)
-    _choice(errors, "ndim", cfg.ndim, NDIMS)
-    if _choice(errors, "dtype", cfg.dtype, CONV_DTYPES) and not arch.supports_dtype(cfg.dtype):
+    choice(errors, "direction", cfg.direction, DIRECTIONS)
+    choice(errors, "ndim", cfg.ndim, NDIMS)
+    if choice(errors, "dtype", cfg.dtype, CONV_DTYPES) and not arch.supports_dtype(cfg.dtype):
         errors.append(("dtype", f"dtype={cfg.dtype!r} is not supported on {arch.name}"))
-    _choice(errors, "out_dtype", cfg.out_dtype, CONV_DTYPES)
-    _choice(errors, "acc_dtype", cfg.acc_dtype, ("fp32",))
-    _choice(errors, "num_warps", cfg.num_warps, WARPS)
-    _choice(errors, "num_stages", cfg.num_stages, STAGES)
-    _choice(errors, "align", cfg.align, CONV_ALIGNS)
-    _choice(errors, "kloop", cfg.kloop, KLOOPS)
-    _choice(errors, "split_k", cfg.split_k, SPLIT_K)
-    _choice(errors, "activation", cfg.activation, ACTIVATIONS)
-    _choice(errors, "bias", cfg.bias, (False, True))
+    choice(errors, "out_dtype", cfg.out_dtype, CONV_DTYPES)
+    choice(errors, "acc_dtype", cfg.acc_dtype, ("fp32",))
+    choice(errors, "num_warps", cfg.num_warps, WARPS)
+    choice(errors, "num_stages", cfg.num_stages, STAGES)
+    choice(errors, "align", cfg.align, CONV_ALIGNS)
+    choice(errors, "kloop", cfg.kloop, KLOOPS)
+    choice(errors, "split_k", cfg.split_k, SPLIT_K)
+    choice(errors, "activation", cfg.activation, ACTIVATIONS)
+    choice(errors, "bias", cfg.bias, (False, True))
     if cfg.direction != "fwd" and (cfg.bias or cfg.activation != "none"):
         errors.append(("bias" if cfg.bias else "activation",
                        f"the fused epilogue exists for direction 'fwd' only, not {cfg.direction!r}"))
@@ -52,9 +46,9 @@ def _common_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
 
 
 def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    ok = _choice(errors, "block_m", cfg.block_m, DOT_BLOCKS) & _choice(errors, "block_n", cfg.block_n, DOT_BLOCKS)
-    ok &= _choice(errors, "block_k", cfg.block_k, DOT_BLOCKS)
-    ok &= _choice(errors, "groups_per_program", cfg.groups_per_program, GROUPS_PER_PROGRAM)
+    ok = choice(errors, "block_m", cfg.block_m, DOT_BLOCKS) & choice(errors, "block_n", cfg.block_n, DOT_BLOCKS)
+    ok &= choice(errors, "block_k", cfg.block_k, DOT_BLOCKS)
+    ok &= choice(errors, "groups_per_program", cfg.groups_per_program, GROUPS_PER_PROGRAM)
     if not ok or cfg.num_warps not in WARPS or cfg.dtype not in DTYPES:
         return
     acc = cfg.groups_per_program * cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
@@ -82,8 +76,8 @@ def _igemm_wgrad_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str,
 
 
 def _direct_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    _choice(errors, "block_m", cfg.block_m, BLOCKS)
-    _choice(errors, "block_n", cfg.block_n, BLOCKS)
+    choice(errors, "block_m", cfg.block_m, BLOCKS)
+    choice(errors, "block_n", cfg.block_n, BLOCKS)
     if cfg.block_k != 1:
         errors.append(("block_k", f"family 'direct' has no reduction block; block_k must be 1, got {cfg.block_k}"))
     if cfg.groups_per_program != 1:
@@ -126,7 +120,7 @@ _FAMILY_ERRORS = {"igemm": _igemm_errors, "direct": _direct_errors, "gemm": _gem
 def conv_config_errors(cfg: ConvConfig, arch: ArchSpec) -> list[tuple[str, str]]:
     """Every reason `cfg` cannot be built for `arch`, as (field, reason); empty when valid."""
     errors: list[tuple[str, str]] = []
-    if not _choice(errors, "family", cfg.family, CONV_FAMILIES):
+    if not choice(errors, "family", cfg.family, CONV_FAMILIES):
         return errors
     _common_errors(cfg, arch, errors)
     _FAMILY_ERRORS[cfg.family](cfg, arch, errors)
@@ -136,10 +130,7 @@ def conv_config_errors(cfg: ConvConfig, arch: ArchSpec) -> list[tuple[str, str]]
 def check_conv_config(cfg: ConvConfig, arch: ArchSpec) -> ConvConfig:
     """Return cfg, or raise InvalidConfig naming the first offending field."""
     errors = conv_config_errors(cfg, arch)
-    if errors:
-        field, reason = errors[0]
-        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise InvalidConfig(f"{cfg.name}: {reason}{more}", field=field)
+    raise_first_error(cfg, errors)
     return cfg
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tiledispatch.dtypes import default_acc_dtype, default_out_dtype
-from tiledispatch.errors import InvalidConfig
+from tiledispatch.configs.fields import config_from_dict, fill_dtype_defaults
 from tiledispatch.problems.gemm import Epilogue
 
 GEMM_FAMILIES = ("tiled", "splitk", "tma_persistent", "tma_ws", "streamk")
@@ -37,10 +36,7 @@ class GemmConfig:
     op = "gemm"
 
     def __post_init__(self) -> None:
-        if not self.out_dtype:
-            object.__setattr__(self, "out_dtype", default_out_dtype(self.dtype) if self.dtype in _IN else "")
-        if not self.acc_dtype:
-            object.__setattr__(self, "acc_dtype", default_acc_dtype(self.dtype) if self.dtype in _IN else "")
+        fill_dtype_defaults(self, _IN)
 
     @property
     def name(self) -> str:
@@ -62,12 +58,7 @@ class GemmConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GemmConfig:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - fields - {"op", "name"})
-        if unknown:
-            raise InvalidConfig(f"unknown GemmConfig field(s) {unknown}; legal fields: {sorted(fields)}",
-                                field=unknown[0])
-        return cls(**{k: v for k, v in data.items() if k in fields})
+        return config_from_dict(cls, data)
 
 
 _IN = ("fp16", "bf16", "fp32", "tf32", "int8", "fp8e4m3")

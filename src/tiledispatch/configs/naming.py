@@ -26,14 +26,20 @@ def parse_name(name: str) -> GemmConfig | ConvConfig:
         return _parse_conv_name(name)
     if not name.startswith("gemm-"):
         raise InvalidConfig(f"name {name!r}: unknown op prefix; legal ops: 'gemm', 'conv'", field="name")
-    match = _GEMM_PATTERN.fullmatch(name)
+    return _parse(name, GemmConfig, _GEMM_PATTERN, _GEMM_TEMPLATE, _INT_FIELDS, "with_c")
+
+
+def _parse(name: str, cls: type, pattern: re.Pattern, template: str, int_fields: tuple[str, ...],
+           flag: str) -> GemmConfig | ConvConfig:
+    """The config of `name` by `pattern` (ints converted, `flag` from 0/1); refuses non-canonical names."""
+    match = pattern.fullmatch(name)
     if match is None:
-        raise InvalidConfig(f"name {name!r} is malformed; expected {_GEMM_TEMPLATE}", field="name")
+        raise InvalidConfig(f"name {name!r} is malformed; expected {template}", field="name")
     fields: dict[str, object] = dict(match.groupdict())
-    for key in _INT_FIELDS:
+    for key in int_fields:
         fields[key] = int(fields[key])  # type: ignore[arg-type]
-    fields["with_c"] = fields["with_c"] == "1"
-    cfg = GemmConfig(**fields)  # type: ignore[arg-type]
+    fields[flag] = fields[flag] == "1"
+    cfg = cls(**fields)
     if cfg.name != name:
         raise InvalidConfig(f"name {name!r} is not canonical; canonical form: {cfg.name!r}", field="name")
     return cfg
@@ -52,14 +58,4 @@ _CONV_INT_FIELDS = ("ndim", "block_m", "block_n", "block_k", "groups_per_program
 
 
 def _parse_conv_name(name: str) -> ConvConfig:
-    match = _CONV_PATTERN.fullmatch(name)
-    if match is None:
-        raise InvalidConfig(f"name {name!r} is malformed; expected {_CONV_TEMPLATE}", field="name")
-    fields: dict[str, object] = dict(match.groupdict())
-    for key in _CONV_INT_FIELDS:
-        fields[key] = int(fields[key])  # type: ignore[arg-type]
-    fields["bias"] = fields["bias"] == "1"
-    cfg = ConvConfig(**fields)  # type: ignore[arg-type]
-    if cfg.name != name:
-        raise InvalidConfig(f"name {name!r} is not canonical; canonical form: {cfg.name!r}", field="name")
-    return cfg
+    return _parse(name, ConvConfig, _CONV_PATTERN, _CONV_TEMPLATE, _CONV_INT_FIELDS, "bias")  # type: ignore[return-value]

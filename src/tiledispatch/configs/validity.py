@@ -9,7 +9,8 @@ from __future__ import annotations
 from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.gemm import GEMM_FAMILIES, TMA_FAMILIES, GemmConfig
 from tiledispatch.dtypes import DTYPES, INPUT_DTYPES, SCALED_DTYPES
-from tiledispatch.errors import InvalidConfig, legal
+from tiledispatch.configs.fields import choice, raise_first_error
+from tiledispatch.errors import legal
 from tiledispatch.problems.gemm import ACTIVATIONS, BIAS_MODES, LAYOUTS, MAX_D, GemmProblem
 
 BLOCK_MN = (16, 32, 64, 128, 256)
@@ -26,15 +27,8 @@ WS_WARPS = 4                 # Triton 3.6 on sm_90 warp-specializes only kernels
 FP8_MAX_BLOCK_K = 128        # fp8 dots promote to fp32 once per K block (max_num_imprecise_acc = block_k)
 
 
-def _choice(errors: list[tuple[str, str]], field: str, value: object, choices: tuple) -> bool:
-    if value not in choices:
-        errors.append((field, f"{field}={value!r} not in {legal(choices)}"))
-        return False
-    return True
-
-
 def _dtype_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    if not _choice(errors, "dtype", cfg.dtype, INPUT_DTYPES):
+    if not choice(errors, "dtype", cfg.dtype, INPUT_DTYPES):
         return
     if not arch.supports_dtype(cfg.dtype):
         errors.append(("dtype", f"dtype={cfg.dtype!r} is not supported on {arch.name}; "
@@ -48,16 +42,16 @@ def _dtype_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]
         if cfg.block_k < 32 or cfg.block_k > FP8_MAX_BLOCK_K:
             errors.append(("block_k", f"{cfg.dtype} kernels need 32 <= block_k <= {FP8_MAX_BLOCK_K}, "
                                       f"got {cfg.block_k}"))
-    _choice(errors, "out_dtype", cfg.out_dtype, out_legal)
-    _choice(errors, "acc_dtype", cfg.acc_dtype, ("int32",) if is_int else ("fp32",))
+    choice(errors, "out_dtype", cfg.out_dtype, out_legal)
+    choice(errors, "acc_dtype", cfg.acc_dtype, ("int32",) if is_int else ("fp32",))
     if is_int and cfg.activation not in ("none", "relu"):
         errors.append(("activation", f"int8 kernels support activation 'none' or 'relu', not {cfg.activation!r}"))
 
 
 def _tile_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    ok = _choice(errors, "block_m", cfg.block_m, BLOCK_MN) & _choice(errors, "block_n", cfg.block_n, BLOCK_MN)
-    ok &= _choice(errors, "block_k", cfg.block_k, BLOCK_K) & _choice(errors, "num_warps", cfg.num_warps, WARPS)
-    ok &= _choice(errors, "num_stages", cfg.num_stages, STAGES)
+    ok = choice(errors, "block_m", cfg.block_m, BLOCK_MN) & choice(errors, "block_n", cfg.block_n, BLOCK_MN)
+    ok &= choice(errors, "block_k", cfg.block_k, BLOCK_K) & choice(errors, "num_warps", cfg.num_warps, WARPS)
+    ok &= choice(errors, "num_stages", cfg.num_stages, STAGES)
     if not ok or cfg.dtype not in DTYPES:
         return
     if cfg.num_warps > arch.max_warps_per_block:
@@ -95,8 +89,8 @@ def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]
     if cfg.family != "splitk" and cfg.split_k != 1:
         errors.append(("split_k", f"family {cfg.family!r} needs split_k=1, got {cfg.split_k}"))
     if cfg.family == "splitk":
-        _choice(errors, "split_k", cfg.split_k, SPLIT_K)
-    if _choice(errors, "subtile", cfg.subtile, SUBTILES) and cfg.subtile != 1:
+        choice(errors, "split_k", cfg.split_k, SPLIT_K)
+    if choice(errors, "subtile", cfg.subtile, SUBTILES) and cfg.subtile != 1:
         if cfg.family != "tma_persistent":
             errors.append(("subtile", f"epilogue subtiling is a tma_persistent feature; {cfg.family!r} needs "
                                       f"subtile=1"))
@@ -125,18 +119,18 @@ def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]
 def gemm_config_errors(cfg: GemmConfig, arch: ArchSpec) -> list[tuple[str, str]]:
     """Every reason `cfg` cannot be built for `arch`, as (field, reason); empty when valid."""
     errors: list[tuple[str, str]] = []
-    if not _choice(errors, "family", cfg.family, GEMM_FAMILIES):
+    if not choice(errors, "family", cfg.family, GEMM_FAMILIES):
         return errors
-    _choice(errors, "layout", cfg.layout, LAYOUTS)
+    choice(errors, "layout", cfg.layout, LAYOUTS)
     _dtype_errors(cfg, arch, errors)
     _tile_errors(cfg, arch, errors)
-    _choice(errors, "group_m", cfg.group_m, GROUP_M)
-    _choice(errors, "align", cfg.align, ALIGNS)
+    choice(errors, "group_m", cfg.group_m, GROUP_M)
+    choice(errors, "align", cfg.align, ALIGNS)
     _family_errors(cfg, arch, errors)
-    _choice(errors, "activation", cfg.activation, ACTIVATIONS)
-    _choice(errors, "bias", cfg.bias, BIAS_MODES)
-    _choice(errors, "num_d", cfg.num_d, tuple(range(MAX_D + 1)))
-    _choice(errors, "with_c", cfg.with_c, (False, True))
+    choice(errors, "activation", cfg.activation, ACTIVATIONS)
+    choice(errors, "bias", cfg.bias, BIAS_MODES)
+    choice(errors, "num_d", cfg.num_d, tuple(range(MAX_D + 1)))
+    choice(errors, "with_c", cfg.with_c, (False, True))
     return errors
 
 
@@ -147,10 +141,7 @@ def is_valid_gemm_config(cfg: GemmConfig, arch: ArchSpec) -> bool:
 def check_gemm_config(cfg: GemmConfig, arch: ArchSpec) -> GemmConfig:
     """Return cfg, or raise InvalidConfig naming the first offending field."""
     errors = gemm_config_errors(cfg, arch)
-    if errors:
-        field, reason = errors[0]
-        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise InvalidConfig(f"{cfg.name}: {reason}{more}", field=field)
+    raise_first_error(cfg, errors)
     return cfg
 
 

@@ -79,3 +79,11 @@ def validate_conv(out: Any, problem: ConvProblem, args: ConvArgs) -> dict[str, f
     result: dict[str, float | bool] = dict(errors(out, conv_reference(problem, args)))
     result["passed"] = result["rel_err"] <= CONV_TOLERANCES[problem.dtype]
     return result
+
+
+def run_and_validate(kernel: Any, problem: ConvProblem, device: Any = "cpu", seed: int = 0
+                     ) -> tuple[Any, ConvArgs, dict]:
+    """Run a conv kernel on random inputs with a NaN-poisoned output; returns (out, args, validate_conv)."""
+    args = make_conv_args(problem, device, seed, poison=True)
+    out = kernel.run(problem, x=args.x, w=args.w, y=args.y, bias=args.bias)
+    return out, args, validate_conv(out, problem, args)

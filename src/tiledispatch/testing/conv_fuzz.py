@@ -3,6 +3,7 @@ dense / grouped / depthwise (with channel multipliers), strides, dilations, asym
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from tiledispatch.errors import BadInput
 from tiledispatch.problems.conv import ConvProblem
@@ -46,3 +47,17 @@ def random_problem(rng: random.Random, direction: str, dtype: str, *, max_pixels
 def random_problems(count: int, direction: str, dtype: str, seed: int = 0, **limits: int) -> list[ConvProblem]:
     rng = random.Random(f"{seed}-{direction}-{dtype}")
     return [random_problem(rng, direction, dtype, **limits) for _ in range(count)]
+
+
+def call_api(problem: ConvProblem, args: Any) -> Any:
+    """The problem's direction through the one-call API (td.conv, td.conv_bwd_data, td.conv_bwd_weight) on the
+    tensors of `args` (runtime.conv_args.ConvArgs; y is dy in the backward directions)."""
+    import tiledispatch as td
+
+    p = problem
+    geometry = dict(stride=p.stride, padding=p.padding, dilation=p.dilation, groups=p.groups)
+    if p.direction == "fwd":
+        return td.conv(args.x, args.w, args.bias, activation=p.activation, **geometry)
+    if p.direction == "bwd_data":
+        return td.conv_bwd_data(args.y, args.w, (p.n, p.c, *p.spatial), **geometry)
+    return td.conv_bwd_weight(args.x, args.y, (p.k, p.c_per_group, *p.filter), **geometry)
