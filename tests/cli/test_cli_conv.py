@@ -15,7 +15,7 @@ from test_cli import HAS_GPU, assert_one_line_error, invoke
 import tiledispatch as td
 from tiledispatch import presets
 from tiledispatch.cli.conv_args import ConvOptions, join_per_dim_values, padding_value
-from tiledispatch.cli.conv_vendor import conv_vendor
+from tiledispatch.runtime.vendor import conv_vendor
 from tiledispatch.cli.measure import check, make_inputs
 from tiledispatch.codegen.writer import file_name
 from tiledispatch.configs.conv import ConvConfig
@@ -163,7 +163,8 @@ def test_vendor_functions_compute_the_direction(direction):
     label, run = conv_vendor(problem, args)
     assert label.startswith("cuDNN") and check(run(), args, problem)["passed"]
     asymmetric = dataclasses.replace(problem, padding=((1, 0), (1, 1)))
-    assert conv_vendor(asymmetric, args) is None
+    with pytest.raises(td.UnsupportedProblem, match="symmetric padding"):
+        conv_vendor(asymmetric, args)
 
 
 # -- codegen / build / list -----------------------------------------------------------------------------------

@@ -8,22 +8,44 @@ from typing import Annotated, Any
 import typer
 
 from tiledispatch.cli.conv_args import ConvOptions, ConvPresetOpt, conv_problem_command
-from tiledispatch.cli.conv_vendor import CUDNN
-from tiledispatch.cli.measure import (Problem, Target, check, interpreter_notice, make_inputs, measure,
-                                      pick_target, reference_of, throughput)
+from tiledispatch.cli.measure import (
+    Problem,
+    Target,
+    check,
+    interpreter_notice,
+    make_inputs,
+    measure,
+    pick_target,
+    reference_of,
+    throughput,
+)
 from tiledispatch.cli.output import emit_json, note, show_table, table, text
-from tiledispatch.cli.problem_args import (ActivationOpt, BatchOpt, BiasOpt, ConfigOpt, DTypeOpt, JsonOpt,
-                                           KArg, LayoutOpt, MArg, NArg, NumDOpt, OutDTypeOpt, PresetOpt,
-                                           TargetOpt, WithCOpt, WorkersOpt, gemm_problem_maker)
-from tiledispatch.errors import TileDispatchError
-from tiledispatch.problems.conv import ConvProblem
-from tiledispatch.problems.gemm import GemmProblem
+from tiledispatch.cli.problem_args import (
+    ActivationOpt,
+    BatchOpt,
+    BiasOpt,
+    ConfigOpt,
+    DTypeOpt,
+    JsonOpt,
+    KArg,
+    LayoutOpt,
+    MArg,
+    NArg,
+    NumDOpt,
+    OutDTypeOpt,
+    PresetOpt,
+    TargetOpt,
+    WithCOpt,
+    WorkersOpt,
+    gemm_problem_maker,
+)
+from tiledispatch.errors import TileDispatchError, UnsupportedProblem
 from tiledispatch.registry.kernel import Kernel
 from tiledispatch.registry.registry import Registry
+from tiledispatch.runtime.vendor import CUBLAS, CUDNN, vendor_call
 from tiledispatch.select.selector import Plan, Selection
 
-VENDOR = "torch.matmul"
-VENDORS = (VENDOR, CUDNN)
+VENDORS = (CUBLAS, CUDNN)
 CSV_COLUMNS = ("kernel", "status", "time_ms", "tflops", "gbps", "padded", "rel_err", "reason")
 
 profile_app = typer.Typer(help="Time every built instance for one problem.", no_args_is_help=True)
@@ -58,53 +80,17 @@ def profile_kernel(kernel: Kernel, plan: Plan | None, problem: Problem, args: An
     return row
 
 
-def vendor_fn(args: Any) -> Callable[[], Any]:
-    """torch.matmul, plus the epilogue in eager torch ops when the problem has one."""
-    import torch
-
-    from tiledispatch.dtypes import torch_dtype
-    from tiledispatch.runtime.reference import _act
-
-    out_dtype = torch_dtype(args.out_dtype) if args.out_dtype else args.a.dtype
-
-    def run() -> Any:
-        acc = torch.matmul(args.a, args.b)
-        if args.alpha != 1:
-            acc = acc * args.alpha
-        if args.c is not None and args.beta != 0:
-            acc = acc + args.beta * args.c
-        if args.bias is not None:
-            acc = acc + (args.bias.unsqueeze(-1) if args.bias_mode == "row" else args.bias)
-        for extra in args.d:
-            acc = acc + extra
-        return _act(acc, args.activation).to(out_dtype)
-
-    return run
-
-
-def gemm_vendor(problem: GemmProblem, args: Any) -> tuple[str, Callable[[], Any]] | None:
-    """(label, function) of the vendor GEMM, or None (with a note) when there is none to compare with."""
-    import torch
-
-    if problem.dtype == "int8":
-        note("--vendor: skipped, torch.matmul has no general int8 CUDA path")
-        return None
-    torch.backends.cuda.matmul.allow_tf32 = problem.dtype == "tf32"
-    label = VENDOR if problem.epilogue.is_identity else f"{VENDOR} + eager epilogue"
-    return label, vendor_fn(args)
-
-
 def profile_vendor(problem: Problem, args: Any, target: Target, reference: Any) -> dict | None:
     from tiledispatch.bench.timer import time_ms
-    from tiledispatch.cli.conv_vendor import conv_vendor
 
     if target.backend != "cuda":
         note("--vendor: skipped, vendor timing needs a GPU (this run uses Triton's interpreter on the CPU)")
         return None
-    made = conv_vendor(problem, args) if isinstance(problem, ConvProblem) else gemm_vendor(problem, args)
-    if made is None:
+    try:
+        label, fn = vendor_call(problem, args)
+    except UnsupportedProblem as exc:
+        note(f"--vendor: skipped, {exc}")
         return None
-    label, fn = made
     row: dict[str, Any] = {"kernel": label, "status": "ok", "padded": False,
                            **throughput(problem, time_ms(fn, target.device))}
     if reference is not None:
