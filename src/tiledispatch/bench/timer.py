@@ -1,6 +1,7 @@
 """Timing: CUDA events via triton.testing.do_bench (median) on the GPU, wall clock on the interpreter."""
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from collections.abc import Callable
@@ -23,3 +24,83 @@ def wall_samples_ms(fn: Callable[[], object], repeats: int = 3) -> list[float]:
         fn()
         samples.append((time.perf_counter() - start) * 1e3)
     return samples
+
+
+@dataclasses.dataclass(frozen=True)
+class StopRule:
+    """When a sweep stops sampling one kernel: samples come in chunks; sampling ends once the median of all
+    samples moved less than `rtol` over the last chunk (stable), or at `max_samples`, or once `max_total_ms` of
+    kernel time was sampled."""
+
+    warmup: int = 2
+    chunk: int = 5
+    min_samples: int = 10
+    max_samples: int = 100
+    rtol: float = 0.01
+    max_total_ms: float = 500.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Samples:
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    count: int
+    stable: bool
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+class SweepTimer:
+    """Times one callable after another on one device: CUDA events around each call with the L2 flushed
+    (a `flush_mb` buffer zeroed, outside the events) before it; perf_counter on the CPU interpreter."""
+
+    def __init__(self, device, rule: StopRule = StopRule(), flush_mb: int = 64) -> None:
+        self.device, self.rule = device, rule
+        self._flush = None
+        if device.type == "cuda":
+            import torch
+
+            self._flush = torch.empty(flush_mb * 2**20, dtype=torch.int8, device=device)
+
+    def _chunk(self, fn: Callable[[], object], count: int) -> list[float]:
+        if self._flush is None:
+            out = []
+            for _ in range(count):
+                start = time.perf_counter()
+                fn()
+                out.append((time.perf_counter() - start) * 1e3)
+            return out
+        import torch
+
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
+        for start, end in events:
+            self._flush.zero_()
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize(self.device)
+        return [start.elapsed_time(end) for start, end in events]
+
+    def measure(self, fn: Callable[[], object]) -> Samples:
+        rule = self.rule
+        self._chunk(fn, rule.warmup)
+        samples: list[float] = []
+        stable = False
+        while True:
+            before = statistics.median(samples) if samples else None
+            samples += self._chunk(fn, rule.chunk)
+            now = statistics.median(samples)
+            if len(samples) >= rule.min_samples and before is not None and abs(now - before) <= rule.rtol * now:
+                stable = True
+                break
+            if len(samples) >= rule.max_samples or sum(samples) >= rule.max_total_ms:
+                break
+        return Samples(statistics.median(samples), quantile(samples, 0.2), quantile(samples, 0.8), len(samples),
+                       stable)

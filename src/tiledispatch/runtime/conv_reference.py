@@ -7,7 +7,7 @@ from tiledispatch.dtypes import torch_dtype
 from tiledispatch.kernels.conv_common import OUTPUT_ROLE
 from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.runtime.conv_args import ConvArgs, empty_channels_last, shapes
-from tiledispatch.runtime.reference import _act, errors
+from tiledispatch.runtime.reference import _act, _converter, errors
 
 # Relative-error limits ‖out − ref‖/‖ref‖ per input dtype (the issue's acceptance limits)
 CONV_TOLERANCES = {"fp16": 2e-3, "bf16": 1e-2, "fp32": 1e-5}
@@ -52,18 +52,21 @@ def _pad_input(x64: Any, problem: ConvProblem) -> Any:
     return F.pad(x64, pads)
 
 
-def conv_reference(problem: ConvProblem, args: ConvArgs) -> Any:
-    """The exact result of the direction in float64 on the CPU (before the cast to the output dtype)."""
+def conv_reference(problem: ConvProblem, args: ConvArgs, exact: bool = True) -> Any:
+    """The result of the direction before the cast to the output dtype: exact in float64 on the CPU, or
+    (exact=False, for sweeps at real sizes) in float32 (no TF32) on the tensors' device."""
     import torch
     import torch.nn.functional as F
 
     conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[problem.ndim]
-    f64 = lambda t: t.detach().to("cpu", torch.float64)  # noqa: E731
+    device = next(t for t in (args.x, args.w, args.y) if t is not None).device
+    f64 = _converter(device, exact)
+    like = f64(torch.zeros(()))
     shp = shapes(problem)
-    x = f64(args.x) if args.x is not None and problem.direction != "bwd_data" else torch.zeros(shp["x"],
-                                                                                                 dtype=torch.float64)
+    x = f64(args.x) if args.x is not None and problem.direction != "bwd_data" else torch.zeros(
+        shp["x"], dtype=like.dtype, device=like.device)
     w = f64(args.w) if args.w is not None and problem.direction != "bwd_weight" else torch.zeros(
-        shp["w"], dtype=torch.float64)
+        shp["w"], dtype=like.dtype, device=like.device)
     x.requires_grad_(problem.direction == "bwd_data")
     w.requires_grad_(problem.direction == "bwd_weight")
     y = conv(_pad_input(x, problem), w, None, problem.stride, 0, problem.dilation, problem.groups)

@@ -30,11 +30,12 @@ def _act(x, name: str):
     raise ValueError(name)
 
 
-def reference(args: GemmArgs):
-    """The exact result in float64 on the CPU (before the cast to the output dtype)."""
+def reference(args: GemmArgs, exact: bool = True):
+    """The result before the cast to the output dtype: exact in float64 on the CPU, or (exact=False, for
+    sweeps at real sizes) in float32 (no TF32) on the operands' device."""
     import torch
 
-    f64 = lambda t: t.detach().to("cpu", torch.float64)  # noqa: E731
+    f64 = _converter(args.a.device, exact)
     acc = torch.matmul(f64(args.a), f64(args.b)) * args.alpha
     for scale in (args.scale_a, args.scale_b):
         if scale is not None:
@@ -49,10 +50,21 @@ def reference(args: GemmArgs):
     return _act(acc, args.activation)
 
 
-def errors(out, ref) -> dict[str, float]:
+def _converter(device, exact: bool):
     import torch
 
-    got = out.detach().to("cpu", torch.float64)
+    if exact:
+        return lambda t: t.detach().to("cpu", torch.float64)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return lambda t: t.detach().to(device, torch.float32)
+
+
+def errors(out, ref) -> dict[str, float]:
+    """Max absolute and relative (Frobenius) error of `out` against `ref`, computed in ref's dtype and device."""
+    import torch
+
+    got = out.detach().to(ref.device, ref.dtype)
     diff = got - ref
     ref_norm = float(torch.linalg.vector_norm(ref))
     rel = float(torch.linalg.vector_norm(diff)) / ref_norm if ref_norm > 0 else float(torch.linalg.vector_norm(diff))

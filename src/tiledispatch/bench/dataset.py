@@ -1,0 +1,118 @@
+"""A sweep's dataset directory: `manifest.json` plus parquet parts written atomically, one batch of rows each.
+
+    DIR/manifest.json            schema version, op, direction, dtype, GPU, tiledispatch version, creation date
+    DIR/parts/part-*.parquet     rows (schema.make_row), zstd-compressed; a part appears whole or not at all
+
+A pair (problem, kernel) is in the dataset once it is in some part; `--resume` skips those pairs. One sweep at a
+time writes a directory (a file lock says so). Data of another schema version or another GPU is refused.
+"""
+from __future__ import annotations
+
+import datetime
+import io
+import json
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tiledispatch.bench.schema import SCHEMA_VERSION
+from tiledispatch.errors import BadInput, CacheError
+from tiledispatch.fsutil import atomic_write_bytes, atomic_write_text
+from tiledispatch.version import __version__
+
+MANIFEST = "manifest.json"
+KIND = "tiledispatch-dataset"
+
+
+class Dataset:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.parts_dir = self.path / "parts"
+
+    # -- manifest ---------------------------------------------------------------------------------
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / MANIFEST
+
+    def exists(self) -> bool:
+        return self.manifest_path.exists()
+
+    def manifest(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.manifest_path.read_text())
+        except FileNotFoundError:
+            raise BadInput(f"{self.path} is not a dataset (no {MANIFEST})", field="data") from None
+        except ValueError as exc:
+            raise CacheError(f"{self.manifest_path} is not valid JSON ({exc})", field="data") from exc
+        if data.get("kind") != KIND:
+            raise CacheError(f"{self.manifest_path}: kind={data.get('kind')!r}, expected {KIND!r}", field="kind")
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise CacheError(f"{self.path} has schema_version={data.get('schema_version')!r}; this tiledispatch "
+                             f"reads {SCHEMA_VERSION} (re-collect the data)", field="schema_version")
+        return data
+
+    def open(self, op: str, direction: str, dtype: str, gpu: str, resume: bool, extra: dict[str, Any]) -> None:
+        """Create the directory for a new sweep, or check that an existing one matches (with resume=True)."""
+        if self.exists():
+            if not resume:
+                raise BadInput(f"{self.path} already holds a dataset; pass --resume to continue it or choose "
+                               "another --out", field="out")
+            manifest = self.manifest()
+            wanted = {"op": op, "direction": direction, "dtype": dtype, "gpu": gpu}
+            for field, value in wanted.items():
+                if manifest.get(field) != value:
+                    raise BadInput(f"cannot resume {self.path}: its {field} is {manifest.get(field)!r}, this "
+                                   f"sweep's is {value!r}", field=field)
+            return
+        self.parts_dir.mkdir(parents=True, exist_ok=True)
+        manifest = {"kind": KIND, "schema_version": SCHEMA_VERSION, "op": op, "direction": direction,
+                    "dtype": dtype, "gpu": gpu, "tiledispatch": __version__,
+                    "created": datetime.datetime.now().isoformat(timespec="seconds"), **extra}
+        atomic_write_text(self.manifest_path, json.dumps(manifest, indent=1))
+
+    def lock(self):
+        """An exclusive lock on the directory (one writer at a time)."""
+        from filelock import FileLock
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(self.path / ".lock"), timeout=0)
+
+    # -- rows -------------------------------------------------------------------------------------
+    def parts(self) -> list[Path]:
+        return sorted(self.parts_dir.glob("part-*.parquet")) if self.parts_dir.exists() else []
+
+    def append(self, rows: list[dict[str, Any]]) -> Path | None:
+        """Write `rows` as one new part, atomically (temporary file, then rename)."""
+        if not rows:
+            return None
+        import pandas as pd
+
+        stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S%f")
+        final = self.parts_dir / f"part-{stamp}-{uuid.uuid4().hex[:8]}.parquet"
+        buffer = io.BytesIO()
+        pd.DataFrame(rows).to_parquet(buffer, compression="zstd", index=False)
+        atomic_write_bytes(final, buffer.getvalue())
+        return final
+
+    def frame(self, columns: Iterable[str] | None = None):
+        """Every row as a pandas DataFrame (empty when there are no parts)."""
+        import pandas as pd
+
+        parts = self.parts()
+        cols = list(columns) if columns is not None else None
+        if not parts:
+            return pd.DataFrame(columns=cols or [])
+        return pd.concat([pd.read_parquet(p, columns=cols) for p in parts], ignore_index=True)
+
+    def done_pairs(self) -> set[tuple[str, str]]:
+        """(problem, kernel) pairs already recorded."""
+        df = self.frame(["problem", "kernel"])
+        return set(zip(df["problem"], df["kernel"]))
+
+
+def load_frame(path: str | Path):
+    """The rows of a dataset directory (manifest checked) as a DataFrame."""
+    dataset = Dataset(path)
+    dataset.manifest()
+    return dataset.frame()

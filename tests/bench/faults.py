@@ -1,0 +1,25 @@
+"""Planted faults for the sweep isolation tests: `plant` is the sweep's worker setup hook (it runs inside the
+spawned worker) and turns one named kernel into one that aborts the process and another into one that never
+returns. Kernels are chosen through the environment the worker inherits."""
+from __future__ import annotations
+
+import os
+import time
+
+CRASH_ENV = "TD_TEST_CRASH_KERNEL"
+HANG_ENV = "TD_TEST_HANG_KERNEL"
+
+
+def _abort(*args, **kwargs):
+    os.abort()
+
+
+def _hang(*args, **kwargs):
+    time.sleep(3600)
+
+
+def plant(kernels: dict) -> None:
+    for env, fault in ((CRASH_ENV, _abort), (HANG_ENV, _hang)):
+        kernel = kernels.get(os.environ.get(env, ""))
+        if kernel is not None:
+            kernel.launch = fault
