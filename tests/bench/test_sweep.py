@@ -18,8 +18,9 @@ import pytest
 import tiledispatch as td
 from tiledispatch.bench.dataset import Dataset, load_frame
 from tiledispatch.bench.schema import STATUSES
-from tiledispatch.bench.sweep import SweepEntry, SweepSpec, run_sweep
+from tiledispatch.bench.sweep import SweepSpec, run_sweep
 from tiledispatch.errors import BadInput
+from tiledispatch.problems.corpus import CorpusEntry
 
 HERE = Path(__file__).parent
 SHAPES = ((33, 40, 24), (64, 64, 64), (17, 9, 50))
@@ -31,7 +32,7 @@ NAMES = tuple(c.name for c in CONFIGS)
 
 
 def entries(shapes=SHAPES):
-    return tuple(SweepEntry(f"unit{i}", td.GemmProblem(m, n, k, dtype="fp16")) for i, (m, n, k) in enumerate(shapes))
+    return tuple(CorpusEntry(f"unit{i}", td.GemmProblem(m, n, k, dtype="fp16")) for i, (m, n, k) in enumerate(shapes))
 
 
 def spec(out, **kw):
@@ -89,7 +90,7 @@ def test_resume_needs_the_flag_and_matching_kind(tmp_path):
     run_sweep(spec(tmp_path / "d", problems=entries(SHAPES[:1]), configs=NAMES[:1]))
     with pytest.raises(BadInput, match="--resume"):
         run_sweep(spec(tmp_path / "d", problems=entries(SHAPES[:1]), configs=NAMES[:1]))
-    bf16 = (SweepEntry("x", td.GemmProblem(33, 40, 24, dtype="bf16")),)
+    bf16 = (CorpusEntry("x", td.GemmProblem(33, 40, 24, dtype="bf16")),)
     with pytest.raises(BadInput, match="dtype"):
         run_sweep(spec(tmp_path / "d", problems=bf16, configs=NAMES[:1], resume=True))
     again = run_sweep(spec(tmp_path / "d", problems=entries(SHAPES[:2]), configs=NAMES[:1], resume=True))

@@ -1,6 +1,6 @@
 """Sweeps: measure every (problem, kernel) pair of a problem set and a set of presets into a dataset.
 
-    report = run_sweep(SweepSpec(problems=entries, presets=("gemm_bf16_rcr_candidates",), out="data/x"))
+    report = run_sweep(SweepSpec(problems=corpus_entries, presets=("gemm_bf16_rcr_candidates",), out="data/x"))
 
 The kernels are built first (in parallel, cached). Pairs a kernel cannot run (`unsupported`) or could not be
 built (`compile_error`) are recorded without touching a device; the rest go, one batch per problem, to the
@@ -23,21 +23,14 @@ from tiledispatch.bench.measure import plan_for
 from tiledispatch.bench.schema import Outcome, direction_of, make_row, op_of, problem_key
 from tiledispatch.bench.worker import Batch, Pair, WorkerSpec
 from tiledispatch.errors import BadInput, bad_choice
+from tiledispatch.problems.corpus import CorpusEntry
 
 EXECUTORS = ("local", "ray")
 
 
 @dataclasses.dataclass(frozen=True)
-class SweepEntry:
-    """A problem of the sweep and where it came from."""
-
-    tag: str
-    problem: Any
-
-
-@dataclasses.dataclass(frozen=True)
 class SweepSpec:
-    problems: tuple[SweepEntry, ...]
+    problems: tuple[CorpusEntry, ...]
     out: Path
     presets: tuple[str, ...] = ()
     configs: tuple[str, ...] = ()            # instance names (from config files)
@@ -126,7 +119,7 @@ def run_sweep(spec: SweepSpec, on_status: Callable[[str], None] = lambda _: None
     return report
 
 
-def _sweep_kind(entries: Sequence[SweepEntry]) -> tuple[str, str, str]:
+def _sweep_kind(entries: Sequence[CorpusEntry]) -> tuple[str, str, str]:
     if not entries:
         raise BadInput("the sweep has no problems", field="problems")
     kinds = {(op_of(e.problem), direction_of(e.problem), e.problem.dtype) for e in entries}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -28,16 +29,17 @@ def wall_samples_ms(fn: Callable[[], object], repeats: int = 3) -> list[float]:
 
 @dataclasses.dataclass(frozen=True)
 class StopRule:
-    """When a sweep stops sampling one kernel: samples come in chunks; sampling ends once the median of all
-    samples moved less than `rtol` over the last chunk (stable), or at `max_samples`, or once `max_total_ms` of
-    kernel time was sampled."""
+    """When a sweep stops sampling one kernel. After `warmup` calls (whose times estimate the next chunk),
+    samples come in chunks of at most `chunk`; sampling ends once the median of all samples moved less than
+    `rtol` over the last chunk with at least `min_samples` taken (stable), or once `budget_ms` of kernel time
+    was sampled (at least 3 samples), or at `max_samples`."""
 
     warmup: int = 2
     chunk: int = 5
     min_samples: int = 10
     max_samples: int = 100
     rtol: float = 0.01
-    max_total_ms: float = 500.0
+    budget_ms: float = 25.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,17 +92,20 @@ class SweepTimer:
 
     def measure(self, fn: Callable[[], object]) -> Samples:
         rule = self.rule
-        self._chunk(fn, rule.warmup)
+        warm = self._chunk(fn, rule.warmup)
+        estimate = statistics.median(warm) if warm else None
         samples: list[float] = []
         stable = False
         while True:
+            left = rule.budget_ms - sum(samples)
+            count = rule.chunk if estimate is None else max(1, min(rule.chunk, math.ceil(left / max(estimate, 1e-4))))
             before = statistics.median(samples) if samples else None
-            samples += self._chunk(fn, rule.chunk)
-            now = statistics.median(samples)
-            if len(samples) >= rule.min_samples and before is not None and abs(now - before) <= rule.rtol * now:
+            samples += self._chunk(fn, count)
+            estimate = statistics.median(samples)
+            if len(samples) >= rule.min_samples and before is not None and abs(estimate - before) <= rule.rtol * estimate:
                 stable = True
                 break
-            if len(samples) >= rule.max_samples or sum(samples) >= rule.max_total_ms:
+            if len(samples) >= rule.max_samples or (sum(samples) >= rule.budget_ms and len(samples) >= 3):
                 break
         return Samples(statistics.median(samples), quantile(samples, 0.2), quantile(samples, 0.8), len(samples),
                        stable)

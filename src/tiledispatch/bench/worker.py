@@ -146,4 +146,4 @@ def _resolve(path: str):
 
 
 # The interpreter is ~10^4 times slower than the GPU: the first run is the validation, then 3 samples.
-CPU_RULE = StopRule(warmup=0, chunk=1, min_samples=3, max_samples=3, rtol=0.0, max_total_ms=1e9)
+CPU_RULE = StopRule(warmup=0, chunk=1, min_samples=3, max_samples=3, rtol=0.0, budget_ms=1e9)

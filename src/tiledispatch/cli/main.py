@@ -6,7 +6,18 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from tiledispatch.cli import build_cmds, cache_cmds, demo, info_cmd, list_cmd, profile_cmd, run_cmds
+from tiledispatch.cli import (
+    build_cmds,
+    cache_cmds,
+    data_cmd,
+    demo,
+    info_cmd,
+    list_cmd,
+    problems_cmd,
+    profile_cmd,
+    run_cmds,
+    sweep_cmd,
+)
 from tiledispatch.cli.conv_args import join_per_dim_values
 from tiledispatch.cli.output import report_exception
 
@@ -76,7 +87,9 @@ def root(
     """
 
 
-for _module in (info_cmd, build_cmds, list_cmd, run_cmds, profile_cmd, cache_cmds, demo):
+COMMAND_MODULES = (info_cmd, build_cmds, list_cmd, run_cmds, profile_cmd, cache_cmds, demo, problems_cmd, sweep_cmd,
+                   data_cmd)
+for _module in COMMAND_MODULES:
     _module.register(app)
 
 
