@@ -4,6 +4,7 @@ returns. Kernels are chosen through the environment the worker inherits."""
 from __future__ import annotations
 
 import os
+import resource
 import time
 
 CRASH_ENV = "TD_TEST_CRASH_KERNEL"
@@ -11,6 +12,7 @@ HANG_ENV = "TD_TEST_HANG_KERNEL"
 
 
 def _abort(*args, **kwargs):
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))   # no core dump: the process dies at once
     os.abort()
 
 

@@ -87,6 +87,7 @@ class LocalPool:
     def __init__(self, specs: Sequence[tuple[WorkerSpec, dict[str, str]]], options: PoolOptions = PoolOptions()
                  ) -> None:
         self.specs, self.options = list(specs), options
+        self.first_ready: float | None = None   # time.monotonic() when the first worker was up
 
     def run(self, batches: Iterable[Batch], sink: RowSink, advance: Callable[[int], None]) -> None:
         queue = collections.deque(batches)
@@ -121,6 +122,7 @@ class LocalPool:
                 kind = message[0]
                 if kind == "ready":
                     w.stamp = message[1]
+                    self.first_ready = self.first_ready or time.monotonic()
                 elif kind == "start":
                     w.current, w.since = message[1], time.monotonic()
                 elif kind == "row":

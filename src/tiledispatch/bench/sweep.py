@@ -60,7 +60,7 @@ class SweepReport:
     measured: int = 0              # of which went through a worker
     by_status: dict[str, int] = dataclasses.field(default_factory=dict)
     build_seconds: float = 0.0
-    measure_seconds: float = 0.0
+    measure_seconds: float = 0.0   # from the first worker ready to the last row (worker start-up excluded)
     workers: list[str] = dataclasses.field(default_factory=list)
     gpu: str = ""
 
@@ -111,6 +111,8 @@ def run_sweep(spec: SweepSpec, on_status: Callable[[str], None] = lambda _: None
         writer = _Writer(dataset, report, spec.flush_rows, spec.flush_s)
         batches = _plan(spec, registry, failed, done, stamp, report, writer, bool(gpus))
         writer.flush()
+        if not batches:
+            return report
         base = WorkerSpec(registry.arch.name, bool(gpus), sweep_id, "", spec.seed, setup=spec.worker_setup)
         try:
             _execute(spec, batches, base, gpus, writer, report, on_status)
@@ -218,7 +220,7 @@ def _execute(spec: SweepSpec, batches: list[Batch], base: WorkerSpec, gpus: tupl
     total = sum(len(b.pairs) for b in batches)
     before = report.recorded
     options = PoolOptions(timeout_s=spec.timeout_s)
-    start = time.perf_counter()
+    start = time.monotonic()
     with progress_bar(f"sweeping {len(batches)} problems", total, spec.progress) as advance:
         if spec.executor == "ray":
             from tiledispatch.bench.ray_executor import run_on_ray
@@ -228,8 +230,10 @@ def _execute(spec: SweepSpec, batches: list[Batch], base: WorkerSpec, gpus: tupl
         else:
             specs = local_specs(base, gpus, spec.cpu_workers)
             report.workers = [s.label for s, _ in specs]
-            LocalPool(specs, options).run(batches, writer, advance)
-    report.measure_seconds = time.perf_counter() - start
+            pool = LocalPool(specs, options)
+            pool.run(batches, writer, advance)
+            start = pool.first_ready or start   # throughput counts from the first worker up (not its start-up)
+    report.measure_seconds = time.monotonic() - start
     report.measured = report.recorded - before
     if report.measured != total:
         raise SweepError(f"{total} pairs were sent to workers but {report.measured} rows came back",

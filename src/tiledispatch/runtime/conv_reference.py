@@ -7,6 +7,7 @@ from tiledispatch.dtypes import torch_dtype
 from tiledispatch.kernels.conv_common import OUTPUT_ROLE
 from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.runtime.conv_args import ConvArgs, empty_channels_last, shapes
+from tiledispatch.runtime.inputs import seeded_generator
 from tiledispatch.runtime.reference import _act, _converter, errors
 
 # Relative-error limits ‖out − ref‖/‖ref‖ per input dtype (the issue's acceptance limits)
@@ -17,7 +18,7 @@ def _random_channels_last(shape: tuple[int, ...], dtype: str, device: Any, gen: 
     import torch
 
     t = empty_channels_last(shape, torch_dtype(dtype), device)
-    t.copy_((torch.randn(shape, generator=gen) * scale).to(torch_dtype(dtype)))
+    t.copy_((torch.randn(shape, generator=gen, device=gen.device) * scale).to(torch_dtype(dtype)))
     return t
 
 
@@ -26,7 +27,7 @@ def make_conv_args(problem: ConvProblem, device: Any, seed: int = 0, poison: boo
     poison=True also allocates the written tensor, filled with NaN (every element must be written)."""
     import torch
 
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeded_generator(device, seed)
     written = OUTPUT_ROLE[problem.direction]
     tensors: dict[str, Any] = {}
     for role, shape in shapes(problem).items():
@@ -39,7 +40,7 @@ def make_conv_args(problem: ConvProblem, device: Any, seed: int = 0, poison: boo
             tensors[role] = _random_channels_last(shape, problem.dtype, device, gen)
     bias = None
     if problem.bias:
-        bias = (torch.randn(problem.k, generator=gen)).to(torch_dtype(problem.out_dtype)).to(device)
+        bias = torch.randn(problem.k, generator=gen, device=gen.device).to(torch_dtype(problem.out_dtype)).to(device)
     return ConvArgs(tensors["x"], tensors["w"], tensors["y"], bias)
 
 

@@ -13,21 +13,30 @@ def _matrix(rows: int, cols: int, batch: int, letter: str, dtype: str, device, g
 
     shape = (batch, rows, cols) if letter == "r" else (batch, cols, rows)
     if dtype == "int8":
-        t = torch.randint(-8, 8, shape, generator=generator, dtype=torch.int8)
+        t = torch.randint(-8, 8, shape, generator=generator, dtype=torch.int8, device=generator.device)
     elif dtype in SCALED_DTYPES:   # spread over the fp8 range; the per-tensor scale brings it back to ~N(0, 1)
-        t = (torch.randn(shape, generator=generator, dtype=torch.float32) * FP8_SPREAD).to(torch_dtype(dtype))
+        t = (torch.randn(shape, generator=generator, dtype=torch.float32, device=generator.device)
+             * FP8_SPREAD).to(torch_dtype(dtype))
     else:
-        t = torch.randn(shape, generator=generator, dtype=torch.float32).to(torch_dtype(dtype))
+        t = torch.randn(shape, generator=generator, dtype=torch.float32, device=generator.device).to(torch_dtype(dtype))
     t = t.to(device)
     t = t if letter == "r" else t.transpose(-1, -2)
     return t if batch > 1 else t[0]
+
+
+def seeded_generator(device, seed: int):
+    """A generator on the GPU for CUDA devices (inputs of real sizes are drawn there), else on the CPU."""
+    import torch
+
+    device = torch.device(device)
+    return torch.Generator(device=device if device.type == "cuda" else "cpu").manual_seed(seed)
 
 
 def make_args(problem: GemmProblem, device, seed: int = 0, alpha: float = 1.0, beta: float = 0.5) -> GemmArgs:
     """Inputs for `problem` on `device`. beta applies only when the epilogue reads C."""
     import torch
 
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeded_generator(device, seed)
     p, e = problem, problem.epilogue
     a = _matrix(p.m, p.k, p.batch, p.layout[0], p.dtype, device, gen)
     b = _matrix(p.k, p.n, p.batch, p.layout[1], p.dtype, device, gen)
@@ -40,7 +49,7 @@ def make_args(problem: GemmProblem, device, seed: int = 0, alpha: float = 1.0, b
     bias = None
     if e.bias != "none":
         length = p.m if e.bias == "row" else p.n
-        bias = (torch.randn(length, generator=gen) * 2).to(torch_dtype(p.out_dtype)).to(device)
+        bias = (torch.randn(length, generator=gen, device=gen.device) * 2).to(torch_dtype(p.out_dtype)).to(device)
     d = tuple(out_like() for _ in range(e.num_d))
     c = out_like() if e.with_c else None
     if p.acc_dtype == "int32":
