@@ -2,12 +2,16 @@
 # Collect (or continue) the committed datasets on the GPU machine, within a time budget.
 #   tools/gpu_sweeps.sh SECONDS NAME...     NAME: gemm_bf16_rcr gemm_fp16_rcr conv_fwd_bf16 conv_bwd_data_bf16
 #                                                 conv_bwd_weight_bf16
-# Each dataset starts from data/<gpu>/NAME when present (copied to $OUT/NAME) and resumes there; the
-# seconds are shared by the names in order (a sweep stopped by the budget is continued by the next call).
+# Each dataset starts from data/<gpu>/NAME when present and resumes in a work directory ($TD_WORK, default
+# /tmp/td-datasets); the seconds are shared by the names in order (a sweep stopped by the budget is continued
+# by the next call). What comes back: $OUT/NAME.tar (the dataset, compacted to one part) and $OUT/sweeps.log.
 set -u
 budget=$1; shift
 gpu=${TD_GPU_SLUG:-h200}
+work=${TD_WORK:-/tmp/td-datasets}
 end=$(( $(date +%s) + budget ))
+mkdir -p "$work"
+log="$OUT/sweeps.log"
 for name in "$@"; do
     case $name in
         gemm_bf16_rcr) args=(--problems gemm --dtype bf16 --preset gemm_bf16_rcr_candidates) ;;
@@ -17,13 +21,15 @@ for name in "$@"; do
             args=(--problems "conv_$dir" --dtype bf16 --preset "conv_${dir}_bf16_2d_all" --preset "conv_${dir}_bf16_3d_all") ;;
         *) echo "unknown dataset $name" >&2; exit 2 ;;
     esac
-    [ -d "data/$gpu/$name" ] && [ ! -d "$OUT/$name" ] && cp -r "data/$gpu/$name" "$OUT/$name"
+    [ -d "data/$gpu/$name" ] && [ ! -d "$work/$name" ] && cp -r "data/$gpu/$name" "$work/$name"
     left=$(( end - $(date +%s) ))
-    if [ "$left" -lt 30 ]; then echo "no time left for $name"; continue; fi
-    echo "== $name (${left} s left)"
-    timeout -s INT "$left" python -m tiledispatch sweep "${args[@]}" --vendor --resume --out "$OUT/$name" \
-        --count "${TD_COUNT:-1100}" --json > "$OUT/$name.report.json" 2> "$OUT/$name.log"
-    echo "exit $?"; tail -3 "$OUT/$name.log"; cat "$OUT/$name.report.json"; echo
-    python -m tiledispatch data summary "$OUT/$name" > "$OUT/$name.summary.txt" 2>&1 || true
-    head -4 "$OUT/$name.summary.txt"
+    if [ "$left" -lt 30 ]; then echo "no time left for $name" | tee -a "$log"; continue; fi
+    echo "== $name (${left} s left)" | tee -a "$log"
+    timeout -s INT "$left" python -m tiledispatch sweep "${args[@]}" --vendor --resume --out "$work/$name" \
+        --count "${TD_COUNT:-1100}" --json 2>> "$log" | tee -a "$log"
+    echo "exit ${PIPESTATUS[0]}" | tee -a "$log"
+    python -m tiledispatch data compact "$work/$name" 2>&1 | tee -a "$log"
+    python -m tiledispatch data summary "$work/$name" 2>&1 | head -5 | tee -a "$log"
+    rm -f "$work/$name/.lock"
+    tar -cf "$OUT/$name.tar" -C "$work" "$name"
 done

@@ -103,7 +103,21 @@ class Dataset:
         cols = list(columns) if columns is not None else None
         if not parts:
             return pd.DataFrame(columns=cols or [])
-        return pd.concat([pd.read_parquet(p, columns=cols) for p in parts], ignore_index=True)
+        frame = pd.concat([pd.read_parquet(p, columns=cols) for p in parts], ignore_index=True)
+        if len(parts) > 1 and {"problem", "kernel"} <= set(frame.columns):
+            frame = frame.drop_duplicates(["problem", "kernel"], keep="first", ignore_index=True)
+        return frame
+
+    def compact(self) -> Path | None:
+        """Rewrite every part as one (the new part is complete before the old ones go; a reader in between
+        sees each pair twice and `frame` keeps one)."""
+        old = self.parts()
+        if len(old) <= 1:
+            return old[0] if old else None
+        new = self.append(self.frame().to_dict("records"))
+        for path in old:
+            path.unlink()
+        return new
 
     def done_pairs(self) -> set[tuple[str, str]]:
         """(problem, kernel) pairs already recorded."""

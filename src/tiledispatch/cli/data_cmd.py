@@ -136,5 +136,20 @@ def _print_oracle_summary(stats: dict[str, Any]) -> None:
     show_table("most often the best", _right_aligned(wins, 2))
 
 
+@data_app.command("compact")
+def data_compact(directory: DirArg) -> None:
+    """Rewrite a dataset's parts as one parquet file (for committing or copying it)."""
+    from tiledispatch.bench.dataset import Dataset
+
+    dataset = Dataset(directory)
+    manifest = dataset.manifest()
+    with dataset.lock():
+        before = len(dataset.parts())
+        part = dataset.compact()
+    size = part.stat().st_size / 2**20 if part is not None else 0.0
+    out_console().print(text(f"{directory}: {before} part(s) -> 1 ({size:.1f} MiB; {manifest['op']} "
+                             f"{manifest['direction']} {manifest['dtype']})"))
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(data_app, name="data")
