@@ -111,9 +111,13 @@ def measure_kernel(bench: ProblemBench, kernel: Kernel, padded: bool, timer: Swe
 
 def measure_vendor(bench: ProblemBench, timer: SweepTimer) -> tuple[str, Outcome]:
     """The vendor library's time on the same inputs (its result checked like a kernel's)."""
-    from tiledispatch.runtime.vendor import vendor_call
+    from tiledispatch.errors import UnsupportedProblem
+    from tiledispatch.runtime.vendor import CUBLAS, CUDNN, vendor_call
 
-    label, fn = vendor_call(bench.problem, bench.args)
+    try:
+        label, fn = vendor_call(bench.problem, bench.args)
+    except UnsupportedProblem as exc:
+        return (CUDNN if isinstance(bench.problem, ConvProblem) else CUBLAS), Outcome("unsupported", str(exc))
     out = fn()
     _synchronize(bench.device)
     err = bench.rel_err(out)
