@@ -12,6 +12,8 @@ import datetime
 import importlib
 import os
 import platform
+import sys
+import traceback
 from typing import Any
 
 from tiledispatch.bench.schema import SCHEMA_VERSION, Outcome, make_row, problem_from_json
@@ -49,7 +51,17 @@ class WorkerSpec:
 
 
 def worker_main(conn: Any, spec: WorkerSpec) -> None:
-    """Entry point of the spawned process."""
+    """Entry point of the spawned process. Any error ends the process at once (a CUDA context or a pipe
+    left behind could keep a failing process alive); the supervisor records the pair it was on."""
+    try:
+        _serve(conn, spec)
+    except BaseException:   # noqa: BLE001 - reported on stderr, then the supervisor takes over
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def _serve(conn: Any, spec: WorkerSpec) -> None:
     import torch
 
     device = torch.device("cuda", 0) if spec.cuda else torch.device("cpu")
