@@ -103,14 +103,11 @@ class Dataset:
         cols = list(columns) if columns is not None else None
         if not parts:
             return pd.DataFrame(columns=cols or [])
-        frame = pd.concat([pd.read_parquet(p, columns=cols) for p in parts], ignore_index=True)
-        if len(parts) > 1 and {"problem", "kernel"} <= set(frame.columns):
-            frame = frame.drop_duplicates(["problem", "kernel"], keep="first", ignore_index=True)
-        return frame
+        return pd.concat([pd.read_parquet(p, columns=cols) for p in parts], ignore_index=True)
 
     def compact(self) -> Path | None:
-        """Rewrite every part as one (the new part is complete before the old ones go; a reader in between
-        sees each pair twice and `frame` keeps one)."""
+        """Rewrite every part as one (the new part is complete before the old ones go: a compaction killed
+        in between leaves pairs twice, which `tiledispatch data summary` reports as duplicates)."""
         old = self.parts()
         if len(old) <= 1:
             return old[0] if old else None
