@@ -77,8 +77,8 @@ WorkersOpt = Annotated[int | None, typer.Option(
     "-j", "--jobs", help="compile worker processes [default: $TILEDISPATCH_MAX_WORKERS or the CPU count]",
     show_default=False, rich_help_panel=KERNELS_PANEL)]
 StrategyOpt = Annotated[Strategy, typer.Option(  # type: ignore[valid-type]
-    "--strategy", help="how to choose: auto (tuning DB, then rules), first_fit, rules, or tune (time the top "
-    "candidates and store the winner)")]
+    "--strategy", help="how to choose: auto (tuning DB, then the cost model, then rules), first_fit, rules, "
+    "ml (the shipped cost model; rules when none matches), or tune (time the top candidates and store the winner)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")]
 
 

@@ -53,6 +53,7 @@ class Registry:
         self._tuning_db: TuningDB | None = None
         self._kernels: dict[str, Kernel] = {}
         self._memo: dict[tuple, Dispatch] = {}    # call_key + run options -> Dispatch (see run)
+        self._select_memo: dict[tuple, Dispatch] = {}   # (problem, strategy, top_k, device) -> Dispatch
         self._sources: dict[str, str] = {}
         self.skipped: dict[str, str] = {}
 
@@ -205,10 +206,21 @@ class Registry:
 
     def select(self, problem: GemmProblem, strategy: str = "auto", top_k: int | None = selector.DEFAULT_TOP_K
                ) -> selector.Selection:
-        """Pick a built kernel (run directly or on exactly padded operands) for `problem`."""
+        """Pick a built kernel (run directly or on exactly padded operands) for `problem`. Every strategy but
+        `tune` is remembered per (problem, strategy): a later select of the same problem is a lookup."""
+        key = None if strategy == "tune" else (problem, strategy, top_k,
+                                               device_token() if strategy == "auto" else None)
+        hit = self._select_memo.get(key) if key is not None else None
+        if hit is not None and hit.valid(self):
+            return hit.selection_copy()
         plans = self.plans(problem)
         if plans:
-            return selector.choose(self, plans, problem, strategy, top_k)
+            selection = selector.choose(self, plans, problem, strategy, top_k)
+            if key is not None:
+                entry = Dispatch(selection, None, self._state())
+                remember(self._select_memo, key, entry)
+                return entry.selection_copy()
+            return selection
         if not any(k.built for k in self.kernels):
             raise NoKernelFound("no kernel of this registry is built; call build() first", field="registry")
         raise UnsupportedProblem(f"no kernel supports {problem.describe()}: "

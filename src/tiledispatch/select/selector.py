@@ -13,8 +13,9 @@ if TYPE_CHECKING:
     from tiledispatch.registry.kernel import Kernel
     from tiledispatch.registry.registry import Registry
 
-STRATEGIES = ("auto", "first_fit", "rules", "tune")
-DEFAULT_TOP_K = 8
+STRATEGIES = ("auto", "first_fit", "rules", "ml", "tune")
+DEFAULT_TOP_K = 8          # tune without a cost model: the rules' top 8
+MODEL_TOP_K = 5            # tune with a cost model: confirm its top 5
 
 
 @dataclasses.dataclass
@@ -60,6 +61,18 @@ def by_rules(registry: Registry, plans: list[Plan], request: GemmProblem | ConvP
     return sorted(scored, key=lambda pair: pair[1])
 
 
+def by_model_or_rules(registry: Registry, plans: list[Plan], request: GemmProblem | ConvProblem
+                      ) -> tuple[list[tuple[Plan, float]], str, str]:
+    """(ranking, strategy that ranked: 'ml' or 'rules', note): the shipped cost model of the request's
+    (arch, op, direction, dtype) when one matches, else the rules, with the reason."""
+    from tiledispatch.select import cost_model
+
+    model, why_not = cost_model.shipped_model(registry.arch.name, request)
+    if model is not None:
+        return cost_model.by_model(model, plans, request, registry.arch), "ml", f"ranked by the cost model {model.label}"
+    return by_rules(registry, plans, request), "rules", f"{why_not}; ranked by rules"
+
+
 def _plan_runner(plan: Plan, args):
     from tiledispatch.runtime.execute import run_selection
 
@@ -71,13 +84,16 @@ def _plan_runner(plan: Plan, args):
 
 def tune(registry: Registry, plans: list[Plan], request: GemmProblem, top_k: int | None,
          device=None) -> tuple[Plan, dict[str, float]]:
-    """Time the top-k plans of the rules ranking on `device` (k=None: all), padding included, and store the
-    winner in the tuning DB."""
+    """Time the top-k plans of the ranking (the cost model's, else the rules') on `device` (k=None: all),
+    padding included, and store the winner in the tuning DB."""
     from tiledispatch.bench.timer import time_ms
     from tiledispatch.runtime.inputs import make_args
 
     device = device or registry.default_device()
-    ranked = [plan for plan, _ in by_rules(registry, plans, request)]
+    ranking, source, _ = by_model_or_rules(registry, plans, request)
+    ranked = [plan for plan, _ in ranking]
+    if top_k == DEFAULT_TOP_K and source == "ml":
+        top_k = MODEL_TOP_K
     chosen = ranked if top_k is None else ranked[: max(1, top_k)]
     if isinstance(request, ConvProblem):
         from tiledispatch.runtime.conv_reference import make_conv_args
@@ -119,10 +135,12 @@ def choose(registry: Registry, plans: list[Plan], request: GemmProblem, strategy
             chosen = _selection(hit, "tuning_db", [])
             chosen.notes.append("measured winner from the tuning DB")
             return chosen
-    ranking = by_rules(registry, plans, request)
-    chosen = _selection(ranking[0][0], "rules", ranking)
-    if strategy == "auto":
-        chosen.notes.append("no cost model for this arch/op yet; ranked by rules")
+    if strategy == "rules":
+        ranking = by_rules(registry, plans, request)
+        return _selection(ranking[0][0], "rules", ranking)
+    ranking, source, note = by_model_or_rules(registry, plans, request)   # ml, or auto without a DB hit
+    chosen = _selection(ranking[0][0], source, ranking)
+    chosen.notes.append(note)
     return chosen
 
 

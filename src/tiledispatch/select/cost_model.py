@@ -1,0 +1,59 @@
+"""The `ml` strategy: LightGBM cost models shipped in the package, one per (arch, op, direction, dtype).
+
+    tiledispatch/models/<arch>/<op>_<direction>_<dtype>/{model.txt, meta.json}
+
+A model is used only when its arch and feature spec version match (ml.model.CostModel.load refuses
+others); without one, selection falls back to the rules and says so in the selection's notes.
+Importing this module does no work; a model is loaded once per process, on first use.
+"""
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tiledispatch.problems.conv import ConvProblem
+
+if TYPE_CHECKING:
+    from tiledispatch.select.selector import Plan
+
+MODELS_PACKAGE = "tiledispatch.models"
+
+
+def model_key(problem: Any) -> str:
+    """`<op>_<direction>_<dtype>` of a problem (GEMM's direction is 'none', as in datasets)."""
+    if isinstance(problem, ConvProblem):
+        return f"conv_{problem.direction}_{problem.dtype}"
+    return f"gemm_none_{problem.dtype}"
+
+
+def models_root() -> Path:
+    return Path(str(resources.files(MODELS_PACKAGE)))
+
+
+@functools.cache
+def _load(arch: str, key: str) -> tuple[Any, str]:
+    """(model or None, why not) for a shipped model directory."""
+    folder = models_root() / arch / key
+    if not (folder / "meta.json").is_file():
+        return None, f"no cost model for {arch} {key.replace('_', ' ')}"
+    from tiledispatch.ml.features import FEATURE_SPEC_VERSION
+    from tiledispatch.ml.model import CostModel, ModelMismatch
+
+    try:
+        return CostModel.load(folder, arch=arch, spec_version=FEATURE_SPEC_VERSION), ""
+    except ModelMismatch as exc:
+        return None, f"cost model {arch}/{key} refused: {exc}"
+
+
+def shipped_model(arch: str, problem: Any) -> tuple[Any, str]:
+    """The shipped model for `problem` on `arch`, or (None, the reason there is none)."""
+    return _load(arch, model_key(problem))
+
+
+def by_model(model: Any, plans: list[Plan], request: Any, arch: Any) -> list[tuple[Plan, float]]:
+    """Plans ranked by the model's score (lower is better)."""
+    scores = model.scores(request, [plan.kernel.config for plan in plans], arch,
+                          padded=[plan.padded for plan in plans])
+    return sorted(zip(plans, (float(s) for s in scores)), key=lambda pair: pair[1])
