@@ -54,6 +54,5 @@ def shipped_model(arch: str, problem: Any) -> tuple[Any, str]:
 
 def by_model(model: Any, plans: list[Plan], request: Any, arch: Any) -> list[tuple[Plan, float]]:
     """Plans ranked by the model's score (lower is better)."""
-    scores = model.scores(request, [plan.kernel.config for plan in plans], arch,
-                          padded=[plan.padded for plan in plans])
+    scores = model.scores(request, [plan.kernel.config for plan in plans], arch)   # padding is a feature
     return sorted(zip(plans, (float(s) for s in scores)), key=lambda pair: pair[1])

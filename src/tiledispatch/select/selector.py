@@ -69,7 +69,8 @@ def by_model_or_rules(registry: Registry, plans: list[Plan], request: GemmProble
 
     model, why_not = cost_model.shipped_model(registry.arch.name, request)
     if model is not None:
-        return cost_model.by_model(model, plans, request, registry.arch), "ml", f"ranked by the cost model {model.label}"
+        ranking = cost_model.by_model(model, plans, request, registry.arch)
+        return ranking, "ml", f"ranked by the cost model ({model.describe()})"
     return by_rules(registry, plans, request), "rules", f"{why_not}; ranked by rules"
 
 
