@@ -106,7 +106,8 @@ def test_select_json(cache, kernels_file):
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["kernel"] in (PLAIN, SPLITK)          # FUSED has another epilogue
-    assert data["strategy"] == "rules"
+    assert data["strategy"] == "ml"                   # auto: the shipped sm_90 fp16 GEMM cost model ranks
+    assert any("cost model" in note for note in data["notes"])
     assert (data["problem"]["m"], data["problem"]["n"], data["problem"]["k"]) == (37, 45, 100)
     assert data["ranking"] and {r["kernel"].split(" ")[0] for r in data["ranking"]} <= {PLAIN, SPLITK}
 
@@ -115,7 +116,9 @@ def test_select_text_names_kernel_and_strategy(cache, kernels_file):
     result = invoke("select", "gemm", *ODD, "--dtype", "fp16", "--activation", "gelu", "--bias", "col",
                     "--config", str(kernels_file))
     assert result.exit_code == 0, result.stderr
-    assert FUSED in result.stdout and "strategy: rules" in result.stdout
+    assert FUSED in result.stdout and "strategy: ml" in result.stdout
+    rules = invoke("select", "gemm", *ODD, "--dtype", "fp16", "--config", str(kernels_file), "--strategy", "rules")
+    assert rules.exit_code == 0 and "strategy: rules" in rules.stdout
 
 
 def test_run_validate_json_on_interpreter(cache, kernels_file):

@@ -13,6 +13,7 @@ from tiledispatch.cli import (
     demo,
     info_cmd,
     list_cmd,
+    ml_cmds,
     problems_cmd,
     profile_cmd,
     run_cmds,
@@ -88,7 +89,7 @@ def root(
 
 
 COMMAND_MODULES = (info_cmd, build_cmds, list_cmd, run_cmds, profile_cmd, cache_cmds, demo, problems_cmd, sweep_cmd,
-                   data_cmd)
+                   data_cmd, ml_cmds)
 for _module in COMMAND_MODULES:
     _module.register(app)
 

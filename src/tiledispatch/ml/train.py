@@ -1,0 +1,245 @@
+"""`train(data_dir, out_dir)`: one sweep dataset in, one cost model out (DESIGN.md §5 `ml`, §7 Models).
+
+1. Targets: kernel rows with status ok and a finite positive time (vendor rows never count).
+2. Hold-out: the problems are ordered by sha256(f"{seed}:{signature}") and the first ceil(holdout x count) are
+   held out (never trained on); their signatures go into meta.json so `validate` scores exactly them.
+3. Cross-validation grouped by problem (GROUP_FOLDS folds of the training problems, assigned round-robin in
+   the same hash order) for each kind asked for; the number of trees comes from early stopping on fold 0.
+4. The kind with the best mean top-1 efficiency (best time / time of the pick, per problem) over the folds is
+   refit on every training problem and saved with its metadata.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tiledispatch.arch.spec import get_arch
+from tiledispatch.bench.dataset import Dataset
+from tiledispatch.bench.schema import VENDOR_FAMILY
+from tiledispatch.errors import BadInput, bad_choice
+from tiledispatch.ml import metrics
+from tiledispatch.ml.features import feature_frame, spec_dict
+from tiledispatch.ml.model import FORMAT, FORMAT_VERSION, KINDS, OFFSET_FEATURE, CostModel
+from tiledispatch.version import __version__
+
+# One thread unless asked: LightGBM's OpenMP threads spin-wait, and on a small machine shared with any other
+# busy process two threads ran 50x slower than one (conv_bwd_data_bf16: 338 s vs 6 s on 2 cores).
+DEFAULT_THREADS = 1
+GROUP_FOLDS = 5
+MAX_ROUNDS = 500
+MIN_ROUNDS = 50
+EARLY_STOPPING = 30
+RANK_LEVELS = 30          # ranker relevance: floor(RANK_LEVELS * efficiency^2), linear gains
+PARAMS = {"learning_rate": 0.05, "num_leaves": 63, "min_data_in_leaf": 10, "feature_fraction": 0.8,
+          "bagging_fraction": 0.8, "bagging_freq": 1, "max_bin": 255, "verbose": -1, "deterministic": True,
+          "force_row_wise": True}
+OBJECTIVES = {"regressor": {"objective": "regression", "metric": "l2"},
+              "ranker": {"objective": "lambdarank", "metric": "ndcg", "eval_at": [3],
+                         "lambdarank_truncation_level": 10, "label_gain": list(range(RANK_LEVELS + 1))}}
+SPLIT_METHOD = "problems ordered by sha256('<seed>:<signature>'); the first ceil(holdout * problems) held out"
+
+
+# -- data ---------------------------------------------------------------------------------------------------
+def data_hash(data_dir: str | Path) -> str:
+    """sha256 over the dataset's parts (names and bytes, in name order)."""
+    digest = hashlib.sha256()
+    for part in Dataset(data_dir).parts():
+        digest.update(part.name.encode() + b"\0" + part.read_bytes())
+    return digest.hexdigest()
+
+
+def kernel_rows(frame):
+    """Rows that are targets: kernels (not vendor), status ok, finite positive time."""
+    import numpy as np
+
+    times = frame["time_ms"].astype(float)
+    good = (frame["status"] == "ok") & (frame["family"] != VENDOR_FAMILY) & np.isfinite(times) & (times > 0)
+    return frame[good].reset_index(drop=True)
+
+
+def data_arch(frame):
+    """The ArchSpec the rows were measured on (their arch, with the GPU's SM count)."""
+    archs = sorted({str(a) for a in frame["arch"].dropna().unique()}) if "arch" in frame.columns else []
+    if len(archs) != 1:
+        raise BadInput(f"the dataset rows come from arch(s) {archs}; a model needs rows of exactly one arch",
+                       field="arch")
+    spec = get_arch(archs[0])
+    counts = frame["sm_count"].dropna().unique() if "sm_count" in frame.columns else []
+    gpus = frame["gpu"].dropna().unique() if "gpu" in frame.columns else []
+    if len(counts) == 1:
+        spec = spec.with_device(int(counts[0]), str(gpus[0]) if len(gpus) else spec.reference_gpu)
+    return spec
+
+
+def _order_key(seed: int, signature: str) -> str:
+    return hashlib.sha256(f"{seed}:{signature}".encode()).hexdigest()
+
+
+def split_problems(problems: Sequence[str], holdout: float, seed: int) -> tuple[list[str], list[str]]:
+    """(training, held-out) problem signatures, each in hash order (see SPLIT_METHOD)."""
+    if not 0 < holdout < 1:
+        raise BadInput(f"holdout={holdout} must be a fraction strictly between 0 and 1", field="holdout")
+    ordered = sorted(set(problems), key=lambda p: _order_key(seed, p))
+    count = math.ceil(holdout * len(ordered))
+    if len(ordered) - count < 2:
+        raise BadInput(f"{len(ordered)} problems leave fewer than 2 to train on with holdout={holdout}",
+                       field="holdout")
+    return ordered[count:], ordered[:count]
+
+
+# -- fitting ------------------------------------------------------------------------------------------------
+def relevance(problems, times):
+    """Ranker labels: floor(RANK_LEVELS * (best / time)^2) per problem."""
+    import numpy as np
+    import pandas as pd
+
+    best = pd.Series(times).groupby(np.asarray(problems)).transform("min").to_numpy()
+    eff = best / np.asarray(times, dtype=np.float64)
+    return np.clip(np.floor(RANK_LEVELS * eff ** 2), 0, RANK_LEVELS).astype(int)
+
+
+@dataclasses.dataclass(frozen=True)
+class Matrix:
+    """Training rows sorted by problem: features (spec order), problem signatures, times (ms)."""
+
+    x: Any
+    problems: Any
+    times: Any
+    offset: int          # column of OFFSET_FEATURE (the regressor's target is relative to it)
+
+    def subset(self, mask) -> Matrix:
+        return Matrix(self.x[mask], self.problems[mask], self.times[mask], self.offset)
+
+
+def _dataset(kind: str, data: Matrix, reference=None):
+    """A LightGBM Dataset (ranker groups are contiguous: rows are sorted by problem)."""
+    import lightgbm as lgb
+    import numpy as np
+
+    if kind == "regressor":
+        target = np.log2(data.times * 1e3) - data.x[:, data.offset]
+        return lgb.Dataset(data.x, target, reference=reference, free_raw_data=False)
+    _, counts = np.unique(data.problems, return_counts=True)
+    return lgb.Dataset(data.x, relevance(data.problems, data.times), group=counts, reference=reference,
+                       free_raw_data=False)
+
+
+def fit(kind: str, data: Matrix, rounds: int, threads: int, valid: Matrix | None = None):
+    """A booster of `kind`; with `valid`, early stopping on it. Returns (booster, rounds to use)."""
+    import lightgbm as lgb
+
+    params = {**PARAMS, **OBJECTIVES[kind], "num_threads": threads, "seed": 0}
+    train_set = _dataset(kind, data)
+    if valid is None:
+        return lgb.train(params, train_set, num_boost_round=rounds), rounds
+    valid_set = _dataset(kind, valid, reference=train_set)
+    booster = lgb.train(params, train_set, num_boost_round=rounds, valid_sets=[valid_set],
+                        callbacks=[lgb.early_stopping(EARLY_STOPPING, first_metric_only=True, verbose=False)])
+    return booster, max(MIN_ROUNDS, booster.best_iteration or rounds)
+
+
+def predict(kind: str, booster, data: Matrix):
+    """Lower-is-better scores (as CostModel.scores_of computes them)."""
+    raw = booster.predict(data.x, num_threads=1)
+    return raw + data.x[:, data.offset] if kind == "regressor" else -raw
+
+
+def cross_validate(kind: str, data: Matrix, folds, threads: int) -> dict[str, Any]:
+    """Grouped k-fold: mean / P10 top-1 efficiency per fold; the rounds found by early stopping on fold 0."""
+    import numpy as np
+
+    results, rounds = [], MAX_ROUNDS
+    for i in range(int(folds.max()) + 1):
+        train_part, valid = data.subset(folds != i), data.subset(folds == i)
+        if i == 0:
+            booster, rounds = fit(kind, train_part, MAX_ROUNDS, threads, valid=valid)
+        else:
+            booster, _ = fit(kind, train_part, rounds, threads)
+        table = metrics.per_problem(valid.problems, valid.times, predict(kind, booster, valid))
+        results.append({"problems": len(table), "mean": float(table["eff"].mean()),
+                        "p10": float(np.quantile(table["eff"], 0.1))})
+    return {"rounds": rounds, "folds": results, "mean": float(np.mean([r["mean"] for r in results])),
+            "p10": float(np.mean([r["p10"] for r in results]))}
+
+
+# -- the command --------------------------------------------------------------------------------------------
+def train(data_dir: str | Path, out_dir: str | Path, *, holdout: float = 0.2, seed: int = 0,
+          kinds: Sequence[str] = KINDS, num_threads: int | None = None) -> dict[str, Any]:
+    """Train a cost model on the dataset in `data_dir` and save it into `out_dir`; returns the report."""
+    import numpy as np
+
+    start = time.perf_counter()
+    kinds = tuple(kinds)
+    for kind in kinds:
+        if kind not in KINDS:
+            raise bad_choice(BadInput, "kind", kind, KINDS)
+    if not kinds:
+        raise BadInput("kinds is empty; give at least one of " + ", ".join(KINDS), field="kind")
+    threads = num_threads or DEFAULT_THREADS
+    dataset = Dataset(data_dir)
+    manifest = dataset.manifest()
+    frame = kernel_rows(dataset.frame())
+    if frame.empty:
+        raise BadInput(f"{data_dir} holds no kernel row with status ok and a time", field="data")
+    arch = data_arch(frame)
+    train_problems, held_out = split_problems(frame["problem"].unique().tolist(), holdout, seed)
+    rows = frame[frame["problem"].isin(set(train_problems))].sort_values("problem", kind="stable")
+    rows = rows.reset_index(drop=True)
+    features = feature_frame(rows, arch)
+    data = Matrix(features.to_numpy(), rows["problem"].to_numpy(), rows["time_ms"].to_numpy(dtype=float),
+                  features.columns.get_loc(OFFSET_FEATURE))
+    position = {p: i for i, p in enumerate(train_problems)}
+    folds = np.array([position[p] % min(GROUP_FOLDS, len(train_problems)) for p in data.problems])
+    cv = {kind: cross_validate(kind, data, folds, threads) for kind in kinds}
+    kind = max(kinds, key=lambda k: (cv[k]["mean"], cv[k]["p10"]))
+    booster, _ = fit(kind, data, cv[kind]["rounds"], threads)
+    meta = _meta(manifest, rows, frame, arch, kind, cv, holdout, seed, held_out, data_dir)
+    seconds = time.perf_counter() - start
+    meta["training"]["seconds"] = round(seconds, 2)
+    CostModel(booster, meta).save(out_dir)
+    return {"out": str(out_dir), "kind": kind, "cv": cv, "rows": len(rows), "problems": len(train_problems),
+            "holdout_problems": len(held_out), "features": features.shape[1], "seconds": seconds,
+            "data_hash": meta["data"]["hash"], "arch": meta["arch"], "op": meta["op"],
+            "direction": meta["direction"], "dtype": meta["dtype"]}
+
+
+def _versions() -> dict[str, str | None]:
+    from importlib import metadata
+
+    import lightgbm
+
+    try:
+        triton = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        triton = None
+    return {"tiledispatch": __version__, "lightgbm": lightgbm.__version__, "triton": triton}
+
+
+def _meta(manifest: dict[str, Any], rows, frame, arch, kind: str, cv: dict[str, Any], holdout: float,
+          seed: int, held_out: list[str], data_dir: str | Path) -> dict[str, Any]:
+    op = str(manifest.get("op") or rows["op"].iloc[0])
+    gpus = sorted({str(g) for g in frame["gpu"].dropna().unique()}) if "gpu" in frame.columns else []
+    return {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "arch": arch.name, "sm_count": arch.sm_count,
+        "op": op, "direction": str(manifest.get("direction")), "dtype": str(manifest.get("dtype")),
+        "kind": kind,
+        "feature_spec": spec_dict(op),
+        "data": {"path": str(data_dir), "hash": data_hash(data_dir), "rows": len(frame),
+                 "problems": int(frame["problem"].nunique())},
+        "trained_on": {"rows": len(rows), "problems": int(rows["problem"].nunique())},
+        "holdout": {"fraction": holdout, "seed": seed, "method": SPLIT_METHOD, "count": len(held_out),
+                    "problems": sorted(held_out)},
+        "gpu": gpus[0] if len(gpus) == 1 else gpus, "versions": _versions(),
+        "created": datetime.datetime.now().isoformat(timespec="seconds"),
+        "training": {"params": {**PARAMS, **OBJECTIVES[kind]}, "rounds": cv[kind]["rounds"],
+                     "folds": GROUP_FOLDS,
+                     "cv": {k: {"mean": v["mean"], "p10": v["p10"], "rounds": v["rounds"]}
+                            for k, v in cv.items()},
+                     "selected_by": "mean top-1 efficiency over the folds"},
+    }

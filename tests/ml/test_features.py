@@ -1,0 +1,109 @@
+"""CPU lane: the cost model's feature spec and the two ways features are computed (dataset rows, run time).
+
+Samples (tests/ml/data/*_sample, datasets with a manifest): 60 problems of data/h200/gemm_bf16_rcr and of
+data/h200/conv_fwd_bf16 (the first 40 and the first 20 random ones, file order) with every row of them.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tiledispatch as td
+from tiledispatch.arch.spec import get_arch
+from tiledispatch.bench.dataset import load_frame
+from tiledispatch.bench.schema import problem_from_json
+from tiledispatch.errors import BadInput
+from tiledispatch.ml.features import (
+    FEATURE_SPEC_VERSION,
+    feature_frame,
+    feature_names,
+    features_for,
+    spec_dict,
+)
+from tiledispatch.ml.model import ModelMismatch, check_spec
+
+DATA = Path(__file__).parent / "data"
+SAMPLES = {"gemm": DATA / "gemm_bf16_rcr_sample", "conv": DATA / "conv_fwd_bf16_sample"}
+ARCH = get_arch("sm_90").with_device(132, "NVIDIA H200")
+
+
+def _ok_rows(op: str):
+    frame = load_frame(SAMPLES[op])
+    return frame[(frame["status"] == "ok") & (frame["family"] != "vendor")].reset_index(drop=True)
+
+
+@pytest.mark.parametrize("op", ["gemm", "conv"])
+def test_spec_round_trip(op):
+    spec = spec_dict(op)
+    assert isinstance(spec["version"], int) and spec["version"] == FEATURE_SPEC_VERSION
+    again = json.loads(json.dumps(spec))
+    assert again == spec and tuple(again["names"]) == feature_names(op)
+    assert len(set(spec["names"])) == len(spec["names"])
+    check_spec({"op": op, "feature_spec": again}, FEATURE_SPEC_VERSION, "test")   # accepted
+    with pytest.raises(ModelMismatch):
+        check_spec({"op": op, "feature_spec": {**again, "version": FEATURE_SPEC_VERSION + 1}},
+                   FEATURE_SPEC_VERSION, "test")
+    with pytest.raises(ModelMismatch):   # same version, other names: refused too
+        check_spec({"op": op, "feature_spec": {**again, "names": again["names"][::-1]}}, FEATURE_SPEC_VERSION,
+                   "test")
+
+
+def test_spec_of_an_unknown_op():
+    with pytest.raises(BadInput) as err:
+        spec_dict("fft")
+    assert err.value.field == "op"
+
+
+@pytest.mark.parametrize("op", ["gemm", "conv"])
+def test_features_for_equals_feature_frame(op):
+    """Run-time features (objects through schema.problem_columns / config_columns) == dataset features."""
+    rows = _ok_rows(op)
+    frame = feature_frame(rows, ARCH)
+    assert list(frame.columns) == list(feature_names(op)) and np.isfinite(frame.to_numpy()).all()
+    for problem_json in rows["problem_json"].unique()[:12]:
+        sub = rows[rows["problem_json"] == problem_json]
+        configs = [td.parse_name(name) for name in sub["kernel"]]
+        runtime = features_for(problem_from_json(problem_json), configs, ARCH)
+        np.testing.assert_allclose(runtime.to_numpy(), frame.loc[sub.index].to_numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("op", ["gemm", "conv"])
+def test_features_never_read_names(op):
+    """Kernel names, problem signatures and JSON are no inputs: scrambling or dropping them changes nothing"""
+    rows = _ok_rows(op)
+    expected = feature_frame(rows, ARCH)
+    scrambled = rows.drop(columns=["problem_json", "problem"]).assign(kernel="x", tag="y")
+    np.testing.assert_array_equal(feature_frame(scrambled, ARCH).to_numpy(), expected.to_numpy())
+
+
+def test_gemm_padded_flag_matches_the_sweep():
+    """The padded feature (derived from p_align / c_align / family) is what the sweep recorded."""
+    rows = _ok_rows("gemm")
+    frame = feature_frame(rows, ARCH)
+    assert rows["padded"].any()
+    assert (frame["padded"].to_numpy() == rows["padded"].to_numpy()).all()
+
+
+def test_features_depend_on_the_arch():
+    rows = _ok_rows("gemm").head(50)
+    few_sms = feature_frame(rows, ARCH.with_device(66, "half"))
+    full = feature_frame(rows, ARCH)
+    assert (few_sms["waves"] > full["waves"]).all() and (few_sms["sm_count"] == 66).all()
+
+
+def test_vendor_rows_are_refused():
+    frame = load_frame(SAMPLES["gemm"])
+    with pytest.raises(BadInput) as err:
+        feature_frame(frame, ARCH)
+    assert err.value.field == "family"
+
+
+def test_features_for_refuses_a_config_of_another_op():
+    problem = td.GemmProblem(64, 64, 64, dtype="bf16")
+    with pytest.raises(BadInput) as err:
+        features_for(problem, [td.ConvConfig()], ARCH)
+    assert err.value.field == "op"
+    assert features_for(problem, [], ARCH).shape == (0, len(feature_names("gemm")))

@@ -1,0 +1,62 @@
+"""The shipped cost models in selection: `ml` and `auto` rank with the model of the problem's (arch, op,
+direction, dtype); without one, or with one of another arch or feature spec, they rank by rules and say why."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import tiledispatch as td
+from tiledispatch.select import cost_model
+from tiledispatch.testing import suites
+
+KEYS = ("gemm_none_bf16", "gemm_none_fp16", "conv_fwd_bf16", "conv_bwd_data_bf16", "conv_bwd_weight_bf16")
+
+
+@pytest.fixture(autouse=True)
+def fresh_models():
+    cost_model._load.cache_clear()
+    yield
+    cost_model._load.cache_clear()
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_every_issue_model_is_shipped_for_sm90(key):
+    from tiledispatch.ml.features import FEATURE_SPEC_VERSION
+    from tiledispatch.ml.model import CostModel
+
+    model = CostModel.load(cost_model.models_root() / "sm_90" / key, arch="sm_90", spec_version=FEATURE_SPEC_VERSION)
+    op, direction, dtype = key.split("_", 1)[0], key.split("_", 1)[1].rsplit("_", 1)[0], key.rsplit("_", 1)[1]
+    assert model.key == ("sm_90", op, direction, dtype) and model.meta["gpu"].startswith("NVIDIA")
+
+
+def test_ml_and_auto_rank_with_the_model_when_one_matches(build_registry):
+    configs = [c for c in suites.select_configs() if c.dtype == "fp16"]
+    registry = build_registry(configs)
+    problem = td.GemmProblem(40, 48, 72, dtype="fp16")
+    for strategy in ("ml", "auto"):
+        chosen = registry.select(problem, strategy)
+        assert chosen.strategy == "ml" and any("cost model" in n for n in chosen.notes), chosen.notes
+        scores = [s for _, s in chosen.ranking]
+        assert scores == sorted(scores) and chosen.ranking[0][0] == chosen.kernel.name
+
+
+def test_no_model_falls_back_to_rules_and_says_so(build_registry):
+    configs = [c for c in suites.numeric_configs()
+               if c.dtype == "fp32" and c.layout == "rcr" and c.epilogue.is_identity][:2]
+    registry = build_registry(configs)
+    chosen = registry.select(td.GemmProblem(40, 48, 72, dtype="fp32"), "ml")
+    assert chosen.strategy == "rules" and any("no cost model for sm_90 gemm none fp32" in n for n in chosen.notes)
+
+
+def test_a_model_of_another_arch_is_refused(tmp_path, monkeypatch, build_registry):
+    target = tmp_path / "sm_90" / "gemm_none_fp16"
+    shutil.copytree(cost_model.models_root() / "sm_90" / "gemm_none_fp16", target)
+    meta = json.loads((target / "meta.json").read_text())
+    meta["arch"] = "sm_100"
+    (target / "meta.json").write_text(json.dumps(meta))
+    monkeypatch.setattr(cost_model, "models_root", lambda: tmp_path)
+    registry = build_registry([c for c in suites.select_configs() if c.dtype == "fp16"])
+    chosen = registry.select(td.GemmProblem(40, 48, 72, dtype="fp16"), "ml")
+    assert chosen.strategy == "rules" and any("refused" in n and "sm_100" in n for n in chosen.notes), chosen.notes
