@@ -60,3 +60,17 @@ def test_a_model_of_another_arch_is_refused(tmp_path, monkeypatch, build_registr
     registry = build_registry([c for c in suites.select_configs() if c.dtype == "fp16"])
     chosen = registry.select(td.GemmProblem(40, 48, 72, dtype="fp16"), "ml")
     assert chosen.strategy == "rules" and any("refused" in n and "sm_100" in n for n in chosen.notes), chosen.notes
+
+
+def test_tune_confirms_the_models_top_five(build_registry, tmp_path):
+    registry = td.Registry("sm_90", tuning_db=tmp_path / "db.json")
+    for cfg in suites.all_configs():   # the fp16 rcr kernels without an epilogue (compiled for the CPU lane)
+        if cfg.dtype == "fp16" and cfg.layout == "rcr" and cfg.epilogue.is_identity:
+            registry.add(cfg)
+    registry.build(max_workers=2)
+    problem = td.GemmProblem(40, 48, 72, dtype="fp16")
+    ranked = [name for name, _ in registry.select(problem, "ml").ranking]
+    assert len(ranked) > 5
+    tuned = registry.select(problem, "tune")
+    assert {name for name, _ in tuned.ranking} == set(ranked[:5])
+    assert registry.select(problem, "auto").strategy == "tuning_db"
