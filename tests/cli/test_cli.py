@@ -33,8 +33,9 @@ def _runner() -> CliRunner:
         return CliRunner()
 
 
-def invoke(*args: str):
-    return _runner().invoke(app, list(args))
+def invoke(*args):
+    """Run the command line in-process; arguments may be paths (passed as strings)."""
+    return _runner().invoke(app, [str(a) for a in args])
 
 
 def assert_one_line_error(result, code: int, *fragments: str) -> None:

@@ -11,11 +11,10 @@ import json
 import math
 
 import pytest
-from typer.testing import CliRunner
+from test_cli import invoke
 
 from tiledispatch.bench.dataset import Dataset
 from tiledispatch.bench.schema import Outcome, make_row
-from tiledispatch.cli.main import app
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.problems.gemm import GemmProblem
 
@@ -26,14 +25,6 @@ GPU = "NVIDIA H200"
 CELLS = [(Q1, A, "ok", 0.2), (Q1, B, "ok", 0.6), (Q1, None, "ok", 0.3),
          (Q2, A, "ok", 0.1), (Q2, B, "ok", 0.15),
          (Q3, A, "unsupported", math.nan), (Q3, B, "compile_error", math.nan)]
-
-
-def invoke(*args: str):
-    try:
-        runner = CliRunner(mix_stderr=False)  # click < 8.2 mixes stderr into stdout by default
-    except TypeError:
-        runner = CliRunner()
-    return runner.invoke(app, list(args))
 
 
 @pytest.fixture(scope="module")

@@ -5,20 +5,10 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from tiledispatch.cli.main import app
+from test_cli import invoke
 
 DATA = Path(__file__).parents[1] / "ml" / "data"
 GEMM, CONV = DATA / "gemm_bf16_rcr_sample", DATA / "conv_fwd_bf16_sample"
-
-
-def invoke(*args: str):
-    try:
-        runner = CliRunner(mix_stderr=False)  # click < 8.2 mixes stderr into stdout by default
-    except TypeError:
-        runner = CliRunner()
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def _ok(result):

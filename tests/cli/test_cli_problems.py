@@ -3,30 +3,9 @@ from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
+from test_cli import assert_one_line_error, invoke
 
-from tiledispatch.cli.main import app
 from tiledispatch.problems import corpus
-
-
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2 mixes stderr into stdout by default
-    except TypeError:
-        return CliRunner()
-
-
-def invoke(*args: str):
-    return _runner().invoke(app, list(args))
-
-
-def assert_one_line_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.stderr + result.stdout
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
 
 
 def test_list_json_names_every_suite_with_its_size() -> None:
@@ -78,12 +57,12 @@ def test_generate_smoke_gemm_json(tmp_path) -> None:
 
 def test_errors_are_one_line(tmp_path) -> None:
     out = str(tmp_path / "x.json")
-    assert_one_line_error(invoke("problems", "generate", "nope", "--out", out), "suite", "smoke_gemm")
-    assert_one_line_error(invoke("problems", "generate", "conv_fwd", "--out", out, "--layout", "rcr"), "layout")
-    assert_one_line_error(invoke("problems", "generate", "conv_fwd", "--out", out, "--ndims", "2,x"), "ndims")
-    assert_one_line_error(invoke("problems", "generate", "conv_fwd", "--out", out, "--ndims", "4"), "ndims")
-    assert_one_line_error(invoke("problems", "generate", "gemm", "--out", out, "--dtype", "fp64"), "dtype")
+    assert_one_line_error(invoke("problems", "generate", "nope", "--out", out), 2, "suite", "smoke_gemm")
+    assert_one_line_error(invoke("problems", "generate", "conv_fwd", "--out", out, "--layout", "rcr"), 2, "layout")
+    assert_one_line_error(invoke("problems", "generate", "conv_fwd", "--out", out, "--ndims", "2,x"), 2, "ndims")
+    assert_one_line_error(invoke("problems", "generate", "conv_fwd", "--out", out, "--ndims", "4"), 2, "ndims")
+    assert_one_line_error(invoke("problems", "generate", "gemm", "--out", out, "--dtype", "fp64"), 2, "dtype")
     assert not (tmp_path / "x.json").exists()
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": 1, "kind": "something", "op": "gemm", "problems": []}))
-    assert_one_line_error(invoke("problems", "show", str(bad)), "kind")
+    assert_one_line_error(invoke("problems", "show", str(bad)), 2, "kind")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from test_cli_problems import assert_one_line_error, invoke
+from test_cli import assert_one_line_error, invoke
 
 from tiledispatch.bench.dataset import Dataset, load_frame
 from tiledispatch.problems.corpus import named_suite
@@ -40,8 +40,8 @@ def test_sweep_writes_a_dataset_and_the_data_tools_read_it(tmp_path, cache):
 
 def test_sweep_errors_name_the_field(tmp_path, cache):
     assert_one_line_error(invoke("sweep", "--problems", "no_such_suite", "--preset", "gemm_fp16_rcr_latency",
-                                 "--out", str(tmp_path / "x")), "suite")
+                                 "--out", str(tmp_path / "x")), 2, "suite")
     assert_one_line_error(invoke("sweep", "--problems", "smoke_gemm", "--layout", "rcr", "--dtype", "fp16",
-                                 "--out", str(tmp_path / "y")), "--preset")
+                                 "--out", str(tmp_path / "y")), 2, "--preset")
     assert_one_line_error(invoke("sweep", "--problems", "smoke_gemm", "--preset", "gemm_fp16_rcr_latency",
-                                 "--gpus", "0", "--out", str(tmp_path / "z")), "gpus")
+                                 "--gpus", "0", "--out", str(tmp_path / "z")), 2, "gpus")
