@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from typing import TypeVar
 
 from tiledispatch.errors import BadInput, bad_choice
 from tiledispatch.problems.conv import DIRECTIONS, ConvProblem
 
+Case = TypeVar("Case")   # a ConvCase, or any entry with a `.problem` (problems.corpus.CorpusEntry)
 CATEGORIES = ("dense2d", "grouped", "depthwise", "dense3d", "grouped3d", "depthwise3d")
 SUITES = ("resnet50", "resnext50_32x4d", "mobilenet_v2", "video3d")
 DEFAULT_BATCH = {2: 32, 3: 8}
@@ -208,9 +210,10 @@ def _cases(name: str, dtype: str, batch: int | None) -> list[ConvCase]:
     return cases
 
 
-def dedupe(cases: Iterable[ConvCase]) -> list[ConvCase]:
-    """Each problem once, in order; the first name wins."""
-    seen: set[ConvProblem] = set()
+def dedupe(cases: Iterable[Case]) -> list[Case]:
+    """Each problem once, in order; the first entry wins. Works on anything with a `.problem` (suite cases,
+    corpus entries)."""
+    seen: set = set()
     out = []
     for case in cases:
         if case.problem not in seen:

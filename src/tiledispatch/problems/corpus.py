@@ -75,17 +75,6 @@ def op_of(problem: Problem) -> str:
                    field="problem")
 
 
-def dedupe(entries: Iterable[CorpusEntry]) -> list[CorpusEntry]:
-    """Each problem once, in order; the first tag wins."""
-    seen: set[Problem] = set()
-    out = []
-    for entry in entries:
-        if entry.problem not in seen:
-            seen.add(entry.problem)
-            out.append(entry)
-    return out
-
-
 def tag_prefix(tag: str) -> str:
     """The source part of a tag: the model (`llama3_8b`, `resnet50`) or the kind (`random`, `square`)."""
     return re.split(r"[/.@]", tag, maxsplit=1)[0]
@@ -137,7 +126,7 @@ def _assemble(structured: list[CorpusEntry], draw: Draw, count: int | None, defa
     `count` below that size keeps a seeded subset of the whole (order kept). Caps so tight that random draws
     keep failing give fewer problems than asked (after _ATTEMPTS draws per wanted problem)."""
     rng = random.Random(seed)
-    entries = dedupe(structured)
+    entries = cs.dedupe(structured)
     wanted = default_random if count is None else max(default_random, count - len(entries))
     seen = {entry.problem for entry in entries}
     for problem in _random_problems(rng, draw, wanted, seen, within):
@@ -348,7 +337,7 @@ def smoke_conv(direction: str, dtype: str = "bf16") -> list[CorpusEntry]:
 def _benchmark_suite(name: str) -> Callable[..., list[CorpusEntry]]:
     def build(dtype: str = "bf16", batch: int | None = None, direction: str = "fwd") -> list[CorpusEntry]:
         cases = cs.suite(name, dtype, batch)
-        return dedupe(CorpusEntry(f"{case.name}@n{case.problem.n}", case.for_direction(direction))
+        return cs.dedupe(CorpusEntry(f"{case.name}@n{case.problem.n}", case.for_direction(direction))
                       for case in cases)
     return build
 
