@@ -13,6 +13,8 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from tiledispatch.bench.timer import quantile
+
 
 @dataclasses.dataclass(frozen=True)
 class Protocol:
@@ -53,16 +55,8 @@ class Timing:
         return dataclasses.asdict(self)
 
 
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    pos = q * (len(ordered) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
 def _timing(samples: list[float], screened: bool = False) -> Timing:
-    return Timing(statistics.median(samples), _quantile(samples, 0.2), _quantile(samples, 0.8), len(samples),
+    return Timing(statistics.median(samples), quantile(samples, 0.2), quantile(samples, 0.8), len(samples),
                   screened)
 
 
@@ -83,16 +77,11 @@ class CudaTimer:
     def _samples(self, fn: Callable[[], object], count: int) -> list[float]:
         import torch
 
+        from tiledispatch.bench.timer import flushed_event_samples
+
         if self._flush is None:
             self._flush = torch.empty(self.protocol.flush_mb * 2**20, dtype=torch.int8, device=self.device)
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
-        for start, end in events:
-            self._flush.zero_()
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize(self.device)
-        return [start.elapsed_time(end) for start, end in events]
+        return flushed_event_samples(fn, count, self._flush, self.device)
 
     def time_ms(self, fn: Callable[[], object], screen_ms: float | None = None) -> Timing:
         """Median time of fn() in ms. With `screen_ms` (the best time so far), a plan estimated slower than

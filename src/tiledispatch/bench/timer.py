@@ -19,8 +19,13 @@ def time_ms(fn: Callable[[], object], device, warmup_ms: int = 25, rep_ms: int =
 def wall_samples_ms(fn: Callable[[], object], repeats: int = 3) -> list[float]:
     """Wall-clock milliseconds of `repeats` calls after one warm-up call (the interpreter's timer)."""
     fn()
+    return wall_ms(fn, repeats)
+
+
+def wall_ms(fn: Callable[[], object], count: int) -> list[float]:
+    """Wall-clock milliseconds of `count` calls."""
     samples = []
-    for _ in range(repeats):
+    for _ in range(count):
         start = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - start) * 1e3)
@@ -59,6 +64,21 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
+def flushed_event_samples(fn: Callable[[], object], count: int, flush, device) -> list[float]:
+    """Milliseconds of `count` calls of fn on a CUDA device, each between two CUDA events, with `flush` (a
+    buffer larger than L2) zeroed before it outside the events; one synchronization at the end."""
+    import torch
+
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
+    for start, end in events:
+        flush.zero_()
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize(device)
+    return [start.elapsed_time(end) for start, end in events]
+
+
 class SweepTimer:
     """Times one callable after another on one device: CUDA events around each call with the L2 flushed
     (a `flush_mb` buffer zeroed, outside the events) before it; perf_counter on the CPU interpreter."""
@@ -73,22 +93,8 @@ class SweepTimer:
 
     def _chunk(self, fn: Callable[[], object], count: int) -> list[float]:
         if self._flush is None:
-            out = []
-            for _ in range(count):
-                start = time.perf_counter()
-                fn()
-                out.append((time.perf_counter() - start) * 1e3)
-            return out
-        import torch
-
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
-        for start, end in events:
-            self._flush.zero_()
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize(self.device)
-        return [start.elapsed_time(end) for start, end in events]
+            return wall_ms(fn, count)
+        return flushed_event_samples(fn, count, self._flush, self.device)
 
     def measure(self, fn: Callable[[], object]) -> Samples:
         rule = self.rule
