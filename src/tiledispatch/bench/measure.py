@@ -91,12 +91,7 @@ def measure_kernel(bench: ProblemBench, kernel: Kernel, padded: bool, timer: Swe
     try:
         fn = bench.runner(kernel, padded)
         bench.poison()
-        out = fn()
-        _synchronize(bench.device)
-        err = bench.rel_err(out)
-        if not err <= bench.tolerance():
-            return Outcome("wrong_result", f"rel_err {err:.3g} > {bench.tolerance():g}", padded, rel_err=err)
-        samples = timer.measure(fn)
+        return _check_then_time(bench, fn, timer, padded)
     except TileDispatchError as exc:
         return Outcome("runtime_error", f"{type(exc).__name__}: {exc}", padded)
     except (RuntimeError, ValueError, AssertionError) as exc:   # launch failures, out of resources
@@ -105,8 +100,6 @@ def measure_kernel(bench: ProblemBench, kernel: Kernel, padded: bool, timer: Swe
         if fault:
             raise DeviceFault(outcome.error) from exc
         return outcome
-    return Outcome("ok", "", padded, samples.median_ms, samples.p20_ms, samples.p80_ms, samples.count,
-                   samples.stable, err)
 
 
 def measure_vendor(bench: ProblemBench, timer: SweepTimer) -> tuple[str, Outcome]:
@@ -118,13 +111,18 @@ def measure_vendor(bench: ProblemBench, timer: SweepTimer) -> tuple[str, Outcome
         label, fn = vendor_call(bench.problem, bench.args)
     except UnsupportedProblem as exc:
         return (CUDNN if isinstance(bench.problem, ConvProblem) else CUBLAS), Outcome("unsupported", str(exc))
+    return label, _check_then_time(bench, fn, timer, False)
+
+
+def _check_then_time(bench: ProblemBench, fn: Callable[[], Any], timer: SweepTimer, padded: bool) -> Outcome:
+    """One call checked against the reference (a wrong result is never timed), then the timed samples."""
     out = fn()
     _synchronize(bench.device)
     err = bench.rel_err(out)
     if not err <= bench.tolerance():
-        return label, Outcome("wrong_result", f"rel_err {err:.3g}", rel_err=err)
+        return Outcome("wrong_result", f"rel_err {err:.3g} > {bench.tolerance():g}", padded, rel_err=err)
     s = timer.measure(fn)
-    return label, Outcome("ok", "", False, s.median_ms, s.p20_ms, s.p80_ms, s.count, s.stable, err)
+    return Outcome("ok", "", padded, s.median_ms, s.p20_ms, s.p80_ms, s.count, s.stable, err)
 
 
 def _synchronize(device: Any) -> None:
