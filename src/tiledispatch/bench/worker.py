@@ -8,7 +8,6 @@ new worker for the rest of the batch. Importing this module does no work.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import importlib
 import os
 import platform
@@ -16,7 +15,7 @@ import sys
 import traceback
 from typing import Any
 
-from tiledispatch.bench.schema import SCHEMA_VERSION, Outcome, make_row, problem_from_json
+from tiledispatch.bench.schema import SCHEMA_VERSION, Outcome, make_row, now, problem_from_json
 from tiledispatch.bench.timer import StopRule, SweepTimer
 
 
@@ -113,30 +112,35 @@ class _Runner:
         self.kernels: dict[str, Any] = {}
         self._setup = _resolve(spec.setup) if spec.setup else None
 
-    def kernel(self, name: str) -> Any:
-        if name not in self.kernels:
-            kernel = self.registry.add(name)
-            self.registry.build(max_workers=1, progress=False)
-            if not kernel.built:
-                raise RuntimeError(f"{name} is not in the build cache (the sweep builds before measuring)")
-            self.kernels[name] = kernel
-            if self._setup is not None:
-                self._setup(self.kernels)
-        return self.kernels[name]
+    def load(self, names: list[str]) -> None:
+        """Load the kernels not loaded yet from the build cache: one registry build per batch that brings new
+        ones (the sweep built them all before measuring), then the setup hook."""
+        new = [name for name in dict.fromkeys(names) if name not in self.kernels]
+        if not new:
+            return
+        for name in new:
+            self.kernels[name] = self.registry.add(name)
+        self.registry.build(max_workers=1, progress=False)
+        missing = [name for name in new if not self.kernels[name].built]
+        if missing:
+            raise RuntimeError(f"{missing} not in the build cache (the sweep builds before measuring)")
+        if self._setup is not None:
+            self._setup(self.kernels)
 
     def run(self, batch: Batch, conn: Any) -> None:
         from tiledispatch.bench.measure import DeviceFault, ProblemBench, measure_kernel, measure_vendor
 
+        self.load([pair.kernel for pair in batch.pairs if not pair.vendor])
         problem = problem_from_json(batch.problem_json)
         bench = ProblemBench(problem, self.device, self.spec.seed)
         for index, pair in enumerate(batch.pairs):
             conn.send(("start", index))
-            stamp = {**self.stamp, "timestamp": _now()}
+            stamp = {**self.stamp, "timestamp": now()}
             if pair.vendor:
                 label, outcome = measure_vendor(bench, self.timer)
                 conn.send(("row", index, make_row(problem, batch.tag, f"vendor:{label}", None, outcome, stamp)))
                 continue
-            kernel = self.kernel(pair.kernel)
+            kernel = self.kernels[pair.kernel]
             try:
                 outcome = measure_kernel(bench, kernel, pair.padded, self.timer)
             except DeviceFault as fault:
@@ -146,10 +150,6 @@ class _Runner:
                 os._exit(3)   # the CUDA context is unusable: the supervisor starts a new worker for the rest
             conn.send(("row", index, make_row(problem, batch.tag, kernel.name, kernel.config, outcome, stamp)))
         conn.send(("done", batch.batch_id))
-
-
-def _now() -> str:
-    return datetime.datetime.now().isoformat(timespec="seconds")
 
 
 def _resolve(path: str):
