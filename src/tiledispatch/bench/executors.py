@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from multiprocessing.connection import wait
 from typing import Any
 
-from tiledispatch.bench.schema import Outcome, make_row, problem_from_json
+from tiledispatch.bench.schema import Outcome, make_row, now, problem_from_json
 from tiledispatch.bench.worker import Batch, Pair, WorkerSpec, worker_main
 from tiledispatch.configs.naming import parse_name
 from tiledispatch.errors import TileDispatchError
@@ -188,12 +188,10 @@ class LocalPool:
 
 
 def loss_row(batch: Batch, pair: Pair, status: str, reason: str, stamp: dict[str, Any]) -> dict[str, Any]:
-    import datetime
-
     problem = problem_from_json(batch.problem_json)
     config = None if pair.vendor else parse_name(pair.kernel)
     name = "vendor:unknown" if pair.vendor else pair.kernel
-    stamp = {**stamp, "timestamp": datetime.datetime.now().isoformat(timespec="seconds")}
+    stamp = {**stamp, "timestamp": now()}
     return make_row(problem, batch.tag, name, config, Outcome(status, reason, pair.padded), stamp)
 
 

@@ -8,6 +8,7 @@ versions, timestamp). Importing this module does no work.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import math
 from typing import Any
@@ -33,6 +34,16 @@ VENDOR_FAMILY = "vendor"
 def problem_key(problem: GemmProblem | ConvProblem) -> str:
     """The problem's identity in a dataset (its tuning signature)."""
     return problem.signature()
+
+
+def problem_json(problem: GemmProblem | ConvProblem) -> str:
+    """The problem as JSON (its to_dict); problem_from_json reads it back."""
+    return json.dumps(problem.to_dict())
+
+
+def now() -> str:
+    """A row's timestamp: local time to the second, ISO 8601."""
+    return datetime.datetime.now().isoformat(timespec="seconds")
 
 
 def problem_from_json(text: str) -> GemmProblem | ConvProblem:
@@ -108,7 +119,7 @@ def make_row(problem: GemmProblem | ConvProblem, tag: str, kernel: str, config: 
              outcome: Outcome, stamp: dict[str, Any]) -> dict[str, Any]:
     """One dataset row: keys, problem and config columns, the outcome with TF/s and GB/s, the stamp."""
     row: dict[str, Any] = {"op": op_of(problem), "direction": direction_of(problem), "dtype": problem.dtype,
-                           "problem": problem_key(problem), "problem_json": json.dumps(problem.to_dict()),
+                           "problem": problem_key(problem), "problem_json": problem_json(problem),
                            "tag": tag, "kernel": kernel,
                            "family": config.family if config is not None else VENDOR_FAMILY}
     row.update(problem_columns(problem))

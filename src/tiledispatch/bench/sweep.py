@@ -10,7 +10,6 @@ rows not yet written, and `resume=True` measures exactly the pairs that are miss
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -20,7 +19,7 @@ from typing import Any
 from tiledispatch.bench.dataset import Dataset
 from tiledispatch.bench.executors import LocalPool, PoolOptions, SweepError, local_specs
 from tiledispatch.bench.measure import plan_for
-from tiledispatch.bench.schema import Outcome, direction_of, make_row, op_of, problem_key
+from tiledispatch.bench.schema import Outcome, direction_of, make_row, now, op_of, problem_json, problem_key
 from tiledispatch.bench.worker import Batch, Pair, WorkerSpec
 from tiledispatch.errors import BadInput, bad_choice
 from tiledispatch.problems.corpus import CorpusEntry
@@ -171,7 +170,7 @@ def _main_stamp(arch: str, gpu: str, sweep_id: str) -> dict[str, Any]:
     from tiledispatch.version import __version__
 
     return {"gpu": gpu, "arch": arch, "tiledispatch": __version__, "schema_version": SCHEMA_VERSION,
-            "sweep_id": sweep_id, "worker": "main", "timestamp": datetime.datetime.now().isoformat(timespec="seconds")}
+            "sweep_id": sweep_id, "worker": "main", "timestamp": now()}
 
 
 def _plan(spec: SweepSpec, registry: Any, failed: dict[str, str], done: set, stamp: dict[str, Any],
@@ -203,14 +202,8 @@ def _plan(spec: SweepSpec, registry: Any, failed: dict[str, str], done: set, sta
         if spec.vendor and cuda and key not in with_vendor:
             pairs.append(Pair("vendor", vendor=True))
         if pairs:
-            batches.append(Batch(len(batches), _json(entry.problem), entry.tag, tuple(pairs)))
+            batches.append(Batch(len(batches), problem_json(entry.problem), entry.tag, tuple(pairs)))
     return batches
-
-
-def _json(problem: Any) -> str:
-    import json
-
-    return json.dumps(problem.to_dict())
 
 
 def _execute(spec: SweepSpec, batches: list[Batch], base: WorkerSpec, gpus: tuple[int, ...], writer: _Writer,
