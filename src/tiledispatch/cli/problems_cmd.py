@@ -37,7 +37,8 @@ def problems_list(json_out: JsonOpt = False) -> None:
     out_console().print(view)
 
 
-def _parse_ndims(value: str) -> tuple[int, ...]:
+def parse_ndims(value: str) -> tuple[int, ...]:
+    """--ndims: a comma list such as 2,3 (shared by `problems generate` and `sweep`)."""
     try:
         return tuple(int(part) for part in value.split(",") if part.strip())
     except ValueError:
@@ -66,7 +67,7 @@ def problems_generate(
     from tiledispatch.version import __version__
 
     given = {"dtype": dtype, "layout": layout, "count": count, "seed": seed,
-             "ndims": None if ndims is None else _parse_ndims(ndims)}
+             "ndims": None if ndims is None else parse_ndims(ndims)}
     options = {k: v for k, v in given.items() if v is not None}
     entries = corpus.named_suite(name, **options)
     meta = {"suite": name, "options": options, "tiledispatch": __version__}

@@ -6,6 +6,7 @@ import typer
 
 from tiledispatch.cli.output import emit_json, note, out_console, table, text
 from tiledispatch.cli.problem_args import JsonOpt, TargetOpt, WorkersOpt
+from tiledispatch.cli.problems_cmd import parse_ndims
 from tiledispatch.errors import BadInput
 
 SUITE_PANEL = "Problem set"
@@ -33,15 +34,6 @@ def _gpus(value: str | None) -> tuple[int, ...] | None:
         return tuple(int(v) for v in value.split(",") if v.strip())
     except ValueError:
         raise BadInput(f"--gpus {value!r}: expected GPU indices like 0,1", field="gpus") from None
-
-
-def _ndims(value: str | None) -> tuple[int, ...] | None:
-    if value is None:
-        return None
-    try:
-        return tuple(int(v) for v in value.split(","))
-    except ValueError:
-        raise BadInput(f"--ndims {value!r}: expected e.g. 2,3", field="ndims") from None
 
 
 def _config_names(files: list[str], gpu_target: str | None) -> tuple[str, ...]:
@@ -90,7 +82,7 @@ def sweep(
     a crashing or hanging kernel costs one row; a killed sweep continues with --resume."""
     from tiledispatch.bench.sweep import SweepSpec, run_sweep
 
-    entries = _problems(problems, {"dtype": dtype, "layout": layout, "ndims": _ndims(ndims), "batch": batch,
+    entries = _problems(problems, {"dtype": dtype, "layout": layout, "ndims": None if ndims is None else parse_ndims(ndims), "batch": batch,
                                    "direction": direction, "count": count, "seed": seed})
     if limit is not None:
         entries = entries[:limit]
