@@ -1,6 +1,7 @@
 """Planted faults for the sweep isolation tests: `plant` is the sweep's worker setup hook (it runs inside the
 spawned worker) and turns one named kernel into one that aborts the process and another into one that never
-returns. Kernels are chosen through the environment the worker inherits."""
+returns, and can make loading a batch's kernels slow. Kernels are chosen through the environment the worker
+inherits."""
 from __future__ import annotations
 
 import os
@@ -9,6 +10,7 @@ import time
 
 CRASH_ENV = "TD_TEST_CRASH_KERNEL"
 HANG_ENV = "TD_TEST_HANG_KERNEL"
+SLOW_LOAD_ENV = "TD_TEST_SLOW_LOAD_S"
 
 
 def _abort(*args, **kwargs):
@@ -21,6 +23,7 @@ def _hang(*args, **kwargs):
 
 
 def plant(kernels: dict) -> None:
+    time.sleep(float(os.environ.get(SLOW_LOAD_ENV, "0")))   # a slow kernel load (the hook runs inside it)
     for env, fault in ((CRASH_ENV, _abort), (HANG_ENV, _hang)):
         kernel = kernels.get(os.environ.get(env, ""))
         if kernel is not None:

@@ -86,6 +86,16 @@ def test_planted_crash_and_hang_cost_one_row_each(tmp_path, monkeypatch):
     assert report.by_status == {"ok": 2, "timeout": 2, "runtime_error": 2}
 
 
+def test_slow_kernel_loading_is_not_a_hang(tmp_path, monkeypatch):
+    # Loading a batch's kernels (a build on a busy machine) may outlast the per-pair timeout; it is bounded
+    # by the start-up allowance instead, so no pair is lost to it.
+    monkeypatch.setenv("TD_TEST_SLOW_LOAD_S", "3")
+    monkeypatch.syspath_prepend(str(HERE))
+    run_sweep(spec(tmp_path / "d", problems=entries(SHAPES[:1]), configs=NAMES[:1], timeout_s=1.0,
+                   cpu_workers=1, worker_setup="faults:plant"))
+    assert list(load_frame(tmp_path / "d").status) == ["ok"]
+
+
 def test_resume_needs_the_flag_and_matching_kind(tmp_path):
     run_sweep(spec(tmp_path / "d", problems=entries(SHAPES[:1]), configs=NAMES[:1]))
     with pytest.raises(BadInput, match="--resume"):

@@ -32,7 +32,7 @@ class SweepError(TileDispatchError):
 @dataclasses.dataclass(frozen=True)
 class PoolOptions:
     timeout_s: float = 120.0          # a pair silent this long is a hang
-    startup_s: float = 300.0          # a worker must be ready this soon after it starts
+    startup_s: float = 300.0          # a worker must be ready, and a batch's kernels loaded, this soon
     max_restarts_in_a_row: int = 3    # workers that die before being ready, in a row, stop the sweep
 
 
@@ -58,6 +58,7 @@ class _Worker:
         self.batch: Batch | None = None
         self.reported: set[int] = set()
         self.current: int | None = None
+        self.loading = False              # between a batch's arrival and its kernels being loaded
         self.since = time.monotonic()
 
     @property
@@ -66,6 +67,7 @@ class _Worker:
 
     def assign(self, batch: Batch) -> None:
         self.batch, self.reported, self.current, self.since = batch, set(), None, time.monotonic()
+        self.loading = True
         self.conn.send(batch)
 
     def remainder(self, skip: int | None) -> Batch | None:
@@ -123,6 +125,8 @@ class LocalPool:
                 if kind == "ready":
                     w.stamp = message[1]
                     self.first_ready = self.first_ready or time.monotonic()
+                elif kind == "loaded":
+                    w.loading, w.since = False, time.monotonic()
                 elif kind == "start":
                     w.current, w.since = message[1], time.monotonic()
                 elif kind == "row":
@@ -142,6 +146,8 @@ class LocalPool:
             return False
         if not w.ready:
             return now - w.started < self.options.startup_s
+        if w.batch is not None and w.loading:   # loading (maybe building) kernels is bounded like a start-up
+            return now - w.since < self.options.startup_s
         return w.batch is None or now - w.since < self.options.timeout_s
 
     def _replace(self, w: _Worker, queue: collections.deque, sink: RowSink, advance: Callable[[int], None],
@@ -168,10 +174,11 @@ class LocalPool:
             if rest is not None:
                 queue.appendleft(rest)
             return
-        if w.current is None:   # lost while preparing the problem (inputs, reference): the batch fails as one
+        if w.current is None:   # lost while loading kernels or preparing inputs: the batch fails as one
             lost = [i for i in range(len(w.batch.pairs)) if i not in w.reported]
-            reason = ("worker hung while preparing the problem" if hung else
-                      f"worker died while preparing the problem (exit code {w.proc.exitcode})")
+            stage = "loading kernels" if w.loading else "preparing the problem"
+            reason = (f"worker hung while {stage}" if hung else
+                      f"worker died while {stage} (exit code {w.proc.exitcode})")
             status = "timeout" if hung else "runtime_error"
         else:
             lost = [w.current]

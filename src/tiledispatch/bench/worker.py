@@ -1,6 +1,7 @@
 """A sweep worker: a spawned process that owns one device and measures the batches its supervisor sends.
 
-Messages to the supervisor (over a duplex pipe): ("ready", stamp) once the device is up; per pair
+Messages to the supervisor (over a duplex pipe): ("ready", stamp) once the device is up; ("loaded", batch_id)
+once a batch's kernels are loaded (loading is bounded like a start-up, not by the per-pair timeout); per pair
 ("start", index) before it is touched and ("row", index, row) after; ("done", batch_id) after a batch. A pair
 that crashes the process or never answers is therefore known to the supervisor, which records it and starts a
 new worker for the rest of the batch. Importing this module does no work.
@@ -131,6 +132,7 @@ class _Runner:
         from tiledispatch.bench.measure import DeviceFault, ProblemBench, measure_kernel, measure_vendor
 
         self.load([pair.kernel for pair in batch.pairs if not pair.vendor])
+        conn.send(("loaded", batch.batch_id))
         problem = problem_from_json(batch.problem_json)
         bench = ProblemBench(problem, self.device, self.spec.seed)
         for index, pair in enumerate(batch.pairs):
