@@ -34,12 +34,17 @@ CASES = {
     "cg4": ({"kloop": "flat", "groups_per_program": 2, "align": 1}, (1, 16, 8, 4), "fp32"),
     # C/G = 16 = BLOCK_K with 4 groups per program over 6 groups: the second group block is half empty
     "cg16": ({"kloop": "tap", "groups_per_program": 4, "align": 8}, (1, 96, 48, 6), "fp16"),
+    # block-diagonal dot, C/G = K/G = 4: 6 groups in two 16-channel tiles (the second has 2 real groups, the
+    # rest masked), align 8 with C/G below 8
+    "diag4": ({"kloop": "diag", "block_k": 4, "align": 8}, (2, 24, 24, 6), "fp16"),
 }
 # 2-D only (the ndim-independent loop variants): the flat loop's align-8 vector hints with one group per program,
 # and depthwise-like C/G = K/G = 1 (supported, though the direct family is the fast one there)
 EXTRA_CASES = {
     "flat_a8": ({"kloop": "flat", "groups_per_program": 1, "align": 8}, (2, 32, 32, 2), "fp16"),
     "depthwise": ({"kloop": "flat", "groups_per_program": 4, "align": 1}, (2, 8, 8, 8), "fp16"),
+    # block-diagonal dot with C/G = 2 and 10 channels (align 1: odd channel runs), fp32 (the ieee dot path)
+    "diag2_a1": ({"kloop": "diag", "block_k": 2, "align": 1}, (1, 10, 10, 5), "fp32"),
 }
 # fwd epilogues: bias + activation, on 2-D and 3-D dense problems
 EPILOGUES = {2: ("relu", True), 3: ("gelu_tanh", True)}
@@ -56,7 +61,7 @@ PHASE_PROBLEMS = [
 
 def _config(direction, ndim, dtype, fields, activation="none", bias=False):
     return ConvConfig(direction=direction, ndim=ndim, dtype=dtype, activation=activation, bias=bias,
-                      **SMALL, **fields)
+                      **{**SMALL, **fields})
 
 
 def _problem(direction, ndim, sizes, dtype, geometry=None, activation="none", bias=False):
@@ -109,6 +114,9 @@ RECOMMENDED = [
     _recommended("bwd_data", 3, (64, 16, 16), 4, 3, gpp=8, kloop="flat"),
     _recommended("fwd", 1, (128, 16, 16), 4, 3, gpp=4),
     _recommended("bwd_data", 2, (64, 32, 32), 4, 3, gpp=4),
+    # block-diagonal dots for C/G = K/G = 4 and 8 (ResNeXt's first stages)
+    _recommended("fwd", 2, (128, 32, 4), 4, 3, kloop="diag"),
+    _recommended("bwd_data", 3, (128, 32, 8), 4, 3, kloop="diag"),
 ]
 
 
@@ -208,3 +216,18 @@ def test_misaligned_weight_view_lowers_the_alignment():
     w = storage.as_strided(args.w.shape, args.w.stride())
     assert prepare(problem, dataclasses.replace(args, w=args.w)).align == 8
     assert prepare(problem, dataclasses.replace(args, w=w)).align == 1
+
+
+def test_diag_rules():
+    arch = td.Registry("sm_90").arch
+    cfg = _config("fwd", 2, "fp16", {"kloop": "diag", "block_k": 4, "block_n": 32})
+    assert conv_config_errors(cfg, arch) == []
+    for fields, field in (({"block_k": 3}, "block_k"), ({"block_k": 64}, "block_k"),
+                          ({"groups_per_program": 2}, "groups_per_program")):
+        assert field in dict(conv_config_errors(dataclasses.replace(cfg, **fields), arch)), fields
+    wgrad = dataclasses.replace(cfg, direction="bwd_weight")
+    assert "kloop" in dict(conv_config_errors(wgrad, arch))
+    grouped = td.ConvProblem("fwd", 1, 32, 32, 8, (5, 5), (3, 3), dtype="fp16")   # C/G = K/G = 4
+    assert conv_problem_mismatch(cfg, grouped) is None
+    wider = td.ConvProblem("fwd", 1, 32, 64, 8, (5, 5), (3, 3), dtype="fp16")     # K/G = 8
+    assert conv_problem_mismatch(cfg, wider).startswith("c_per_group")

@@ -19,6 +19,7 @@ DOT_BLOCKS = (16, 32, 64, 128, 256)
 WARPS = (1, 2, 4, 8, 16)
 STAGES = (1, 2, 3, 4, 5)
 GROUPS_PER_PROGRAM = (1, 2, 4, 8, 16, 32, 64)
+DIAG_GROUP_CHANNELS = (1, 2, 4, 8, 16, 32, 64)   # igemm kloop 'diag': C/G == K/G it is built for (block_k)
 SPLIT_K = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
 MAX_GRID_YZ = 65535
@@ -47,7 +48,8 @@ def _common_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
 
 def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
     ok = choice(errors, "block_m", cfg.block_m, DOT_BLOCKS) & choice(errors, "block_n", cfg.block_n, DOT_BLOCKS)
-    ok &= choice(errors, "block_k", cfg.block_k, DOT_BLOCKS)
+    if cfg.kloop != "diag":   # diag's block_k is the group width (checked below)
+        ok &= choice(errors, "block_k", cfg.block_k, DOT_BLOCKS)
     ok &= choice(errors, "groups_per_program", cfg.groups_per_program, GROUPS_PER_PROGRAM)
     if not ok or cfg.num_warps not in WARPS or cfg.dtype not in DTYPES:
         return
@@ -60,9 +62,22 @@ def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]
     if smem > arch.smem_per_block:
         errors.append(("num_stages", f"{cfg.num_stages} stages of {cfg.name} need {smem} B of shared memory; "
                                      f"{arch.name} has {arch.smem_per_block} B per block"))
-    # fwd / bwd_data (kernels/conv_igemm.py) need nothing beyond the shared conditions above
+    if cfg.kloop == "diag":
+        _igemm_diag_errors(cfg, errors)
     if cfg.direction == "bwd_weight":
         _igemm_wgrad_errors(cfg, arch, errors)
+
+
+def _igemm_diag_errors(cfg: ConvConfig, errors: list[tuple[str, str]]) -> None:
+    """kloop 'diag' (kernels/conv_igemm.py): one block-diagonal dot per tap over the channel tile itself."""
+    if cfg.direction == "bwd_weight":
+        errors.append(("kloop", "kloop 'diag' exists for directions fwd and bwd_data, not bwd_weight"))
+    if cfg.block_k not in DIAG_GROUP_CHANNELS or cfg.block_n % cfg.block_k:
+        errors.append(("block_k", f"kloop 'diag' takes block_k = channels per group, one of {DIAG_GROUP_CHANNELS} "
+                                  f"dividing block_n={cfg.block_n}; got {cfg.block_k}"))
+    if cfg.groups_per_program != 1:
+        errors.append(("groups_per_program", "kloop 'diag' tiles the channels of all groups at once; "
+                                             f"groups_per_program must be 1, got {cfg.groups_per_program}"))
 
 
 # ---- igemm bwd_weight conditions (kernels/conv_wgrad.py) live here ----------------------------------------
@@ -93,7 +108,8 @@ def _direct_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
 def shared_memory_bytes(cfg: ConvConfig) -> int:
     """Shared memory of the pipelined operand tiles of an implicit-GEMM instance (estimate)."""
     g = cfg.groups_per_program
-    stage = g * (cfg.block_m * cfg.block_k + cfg.block_k * cfg.block_n) * DTYPES[cfg.dtype].bytes
+    red = cfg.block_n if cfg.kloop == "diag" else cfg.block_k   # diag reduces over the channel tile
+    stage = g * (cfg.block_m * red + red * cfg.block_n) * DTYPES[cfg.dtype].bytes
     return max(1, cfg.num_stages) * stage
 
 
@@ -165,7 +181,11 @@ def _igemm_fwd_dgrad_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | No
     if cfg.groups_per_program > problem.groups:
         return (f"groups_per_program: the kernel merges {cfg.groups_per_program} groups per program, the problem "
                 f"has {problem.groups}")
-    if cfg.align == 8 and (problem.c_per_group % 8 or problem.k_per_group % 8):
+    if cfg.kloop == "diag":
+        if problem.c_per_group != cfg.block_k or problem.k_per_group != cfg.block_k:
+            return (f"c_per_group: kloop 'diag' with block_k={cfg.block_k} computes C/G == K/G == {cfg.block_k}; "
+                    f"the problem has C/G={problem.c_per_group}, K/G={problem.k_per_group}")
+    elif cfg.align == 8 and (problem.c_per_group % 8 or problem.k_per_group % 8):
         return (f"align: align-8 igemm kernels need channels per group that are multiples of 8 (16-byte channel "
                 f"runs); the problem has C/G={problem.c_per_group}, K/G={problem.k_per_group}")
     rows = gemm_rows(problem)

@@ -20,6 +20,13 @@ kloop 'tap' loops over (contributing) taps, then the group's reduction channels 
 RED); 'flat' walks the (tap, channel) pairs flattened, so one BLOCK_K chunk spans several taps when RED is
 small. Both are a single flat loop, which Triton software-pipelines.
 
+kloop 'diag' is for many small groups with C/G == K/G (ResNeXt-style): a program's BLOCK_N result channels
+are BLOCK_N / (C/G) whole groups, whose reduction channels are the same BLOCK_N channel indices, so each tap
+is one [BLOCK_M, BLOCK_N] x [BLOCK_N, BLOCK_N] dot against the block-diagonal weight of those groups
+(gathered with the off-diagonal blocks masked to zero). The tensor cores do BLOCK_N / (C/G) times the useful
+work, but every load is a contiguous channel run and the dot is a plain wgmma. BLOCK_K is C/G itself (a
+compile-time constant, so the weight gather vectorizes over each group's C/G contiguous channels).
+
 align=8 instances also require C/G and K/G to be multiples of 8 (configs/conv_validity._igemm_mismatch), so
 every channel run of 8 is 16-byte aligned; the kernel states it with tl.multiple_of so loads vectorize.
 """
@@ -50,10 +57,12 @@ class _Roles:
     o_stride: str
     red: str        # reduction channels per group
     cols: str       # result channels per group
+    red_total: str  # reduction channels of all groups
+    cols_total: str
 
 
-_ROLES = {"fwd": _Roles("x_ptr", "sx", "in", "y_ptr", "sy", "CG", "KG"),
-          "bwd_data": _Roles("y_ptr", "sy", "out", "x_ptr", "sx", "KG", "CG")}
+_ROLES = {"fwd": _Roles("x_ptr", "sx", "in", "y_ptr", "sy", "CG", "KG", "C", "K"),
+          "bwd_data": _Roles("y_ptr", "sy", "out", "x_ptr", "sx", "KG", "CG", "K", "C")}
 
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
@@ -69,8 +78,9 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
 
 def render(cfg: ConvConfig) -> str:
     (entry,) = entries(cfg)
-    body = (_program_ids(cfg) + _hints(cfg) + _phases(cfg) + _rows(cfg) + _columns(cfg)
-            + (_tap_loop(cfg) if cfg.kloop == "tap" else _flat_loop(cfg)) + _epilogue(cfg))
+    loop = {"tap": _tap_loop, "flat": _flat_loop, "diag": _diag_loop}[cfg.kloop]
+    body = (_program_ids(cfg) + _hints(cfg) + _phases(cfg) + _rows(cfg) + _columns(cfg) + loop(cfg)
+            + _epilogue(cfg))
     return f"@triton.jit\ndef {FN}(\n    {signature_text(list(entry.params))},\n):\n" + body
 
 
@@ -82,19 +92,25 @@ def gemm_rows(problem: ConvProblem) -> int:
     return problem.n * math.prod(-(-size // s) for size, s in zip(problem.spatial, problem.stride))
 
 
+def _column_tiles(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int]:
+    """(column tiles per group block, group blocks); 'diag' tiles the channels of all groups at once."""
+    if cfg.kloop == "diag":
+        return -(-(problem.k if problem.direction == "fwd" else problem.c) // cfg.block_n), 1
+    cols = problem.k_per_group if problem.direction == "fwd" else problem.c_per_group
+    return -(-cols // cfg.block_n), -(-problem.groups // cfg.groups_per_program)
+
+
 def grid(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
     """(M tiles * group blocks * column tiles, phases, 1); the column tile varies fastest, then the group block,
     so programs running together read the same pixels (and neighbouring channels of them)."""
-    cols = problem.k_per_group if problem.direction == "fwd" else problem.c_per_group
     m_tiles = -(-gemm_rows(problem) // cfg.block_m)
-    blocks = -(-problem.groups // cfg.groups_per_program)
+    n_tiles, blocks = _column_tiles(cfg, problem)
     phases = 1 if problem.direction == "fwd" else math.prod(problem.stride)
-    return (m_tiles * blocks * -(-cols // cfg.block_n), phases, 1)
+    return (m_tiles * blocks * n_tiles, phases, 1)
 
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
-    cols = problem.k_per_group if problem.direction == "fwd" else problem.c_per_group
-    scalars = (("M_TILES", -(-gemm_rows(problem) // cfg.block_m)), ("N_TILES", -(-cols // cfg.block_n)))
+    scalars = (("M_TILES", -(-gemm_rows(problem) // cfg.block_m)), ("N_TILES", _column_tiles(cfg, problem)[0]))
     return LaunchPlan((grid(cfg, problem),), scalars)
 
 
@@ -108,6 +124,8 @@ def _inner_first(cfg: ConvConfig) -> tuple[str, ...]:
 
 
 def _program_ids(cfg: ConvConfig) -> str:
+    if cfg.kloop == "diag":
+        return "    pid = tl.program_id(0)\n    pid_n = pid % N_TILES\n    pid_m = pid // N_TILES\n"
     return """\
     pid = tl.program_id(0)
     pid_n = pid % N_TILES
@@ -119,11 +137,19 @@ def _program_ids(cfg: ConvConfig) -> str:
 
 
 def _hints(cfg: ConvConfig) -> str:
-    """align=8: channel counts and every non-unit stride are multiples of 8 (see the module docstring). The
-    kernel states it as (v // 8) * 8 (exact under that guarantee): tl.multiple_of on a scalar argument is lost."""
+    """align=8: channel counts and every non-unit stride are multiples of 8 (see the module docstring; weight
+    strides of 'diag' instances: of gcd(8, C/G), runtime/conv_args.tensor_align). The kernel states it as
+    (v // 8) * 8 (exact under that guarantee): tl.multiple_of on a scalar argument is lost."""
     if cfg.align != VEC:
         return ""
-    names = ["CG", "KG", "sx_n", "sy_n", "sw_k"] + [f"s{t}_{s}" for t in "xyw" for s in _dims(cfg)]
+    if cfg.kloop == "diag":   # C/G (BLOCK_K) may be below 8: weight strides are multiples of gcd(8, C/G)
+        unit = math.gcd(VEC, cfg.block_k)
+        names = ["C", "K", "sx_n", "sy_n"] + [f"s{t}_{s}" for t in "xy" for s in _dims(cfg)]
+        weights = ["sw_k"] + [f"sw_{s}" for s in _dims(cfg)]
+        return ("".join(f"    {n} = ({n} // {VEC}) * {VEC}\n" for n in names)
+                + "".join(f"    {n} = ({n} // {unit}) * {unit}\n" for n in weights))
+    else:
+        names = ["CG", "KG", "sx_n", "sy_n", "sw_k"] + [f"s{t}_{s}" for t in "xyw" for s in _dims(cfg)]
     return "".join(f"    {n} = ({n} // {VEC}) * {VEC}\n" for n in names)
 
 
@@ -175,6 +201,10 @@ def _rows(cfg: ConvConfig) -> str:
 
 def _columns(cfg: ConvConfig) -> str:
     r = _ROLES[cfg.direction]
+    if cfg.kloop == "diag":   # global channel indices; the reduction tile is the result tile
+        return "\n".join(["    cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)", f"    cn_ok = cn < {r.cols_total}",
+                          "    rk = tl.arange(0, BLOCK_N)", "    gj = 0", "    a_chan = pid_n * BLOCK_N",
+                          "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"]) + "\n"
     out = ["    cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)", f"    cn_ok = cn < {r.cols}",
            "    rk = tl.arange(0, BLOCK_K)"]
     if cfg.groups_per_program == 1:
@@ -268,6 +298,31 @@ def _flat_loop(cfg: ConvConfig) -> str:
     b_mask = _group_mask(cfg, "r_ok[:, None] & cn_ok[None, :]")
     out.append(f"{ind}a = tl.load({r.a_ptr} + (a_off + a_chan), mask={a_mask}, other=0.0)")
     out.append(f"{ind}b = tl.load(w_ptr + ({b_group} + b_off), mask={b_mask}, other=0.0)")
+    return "\n".join(out) + "\n" + _dot(cfg, ind)
+
+
+def _diag_loop(cfg: ConvConfig) -> str:
+    """One dot per contributing tap against the block-diagonal weight of the tile's groups (CG == KG): B[r, c]
+    is the weight between reduction channel a_chan + r and result channel cn[c] when both lie in one group."""
+    r = _ROLES[cfg.direction]
+    dims, ind = _dims(cfg), "        "
+    cl = "tl.arange(0, BLOCK_N)"
+    if cfg.direction == "fwd":   # w[k = cn, c = r % CG, tap]
+        b_off = f"cn[None, :].to(tl.int64) * sw_k + (rk % BLOCK_K)[:, None]"
+    else:                        # w[k = a_chan + r, c = col % CG, tap]
+        b_off = f"(a_chan + rk)[:, None].to(tl.int64) * sw_k + ({cl} % BLOCK_K)[None, :]"
+    out = ["    red_ok = a_chan + rk < " + r.red_total,
+           f"    b_mask = ((rk[:, None] // BLOCK_K) == ({cl}[None, :] // BLOCK_K)) & red_ok[:, None] & cn_ok[None, :]",
+           f"    b_off = {b_off}",
+           "    n_taps = " + " * ".join(f"nt_{s}" for s in dims),
+           "    for it in range(0, n_taps):", f"{ind}tap = it"]
+    out += _tap_index(cfg, "tap", ind)
+    out.append(f"{ind}ok = " + " & ".join(f"(sh_{s} >= lo_{s}) & (sh_{s} < hi_{s})" for s in dims))
+    out.append(f"{ind}a_off = a_row + (" + " + ".join(f"sh_{s}.to(tl.int64) * {r.a_stride}_{s}" for s in dims) + ")")
+    out.append(f"{ind}w_tap = " + " + ".join(f"t_{s}.to(tl.int64) * sw_{s}" for s in dims))
+    out.append(f"{ind}a = tl.load({r.a_ptr} + (a_off[:, None] + (a_chan + rk)[None, :]), "
+               "mask=ok[:, None] & red_ok[None, :], other=0.0)")
+    out.append(f"{ind}b = tl.load(w_ptr + (b_off + w_tap), mask=b_mask, other=0.0)")
     return "\n".join(out) + "\n" + _dot(cfg, ind)
 
 
