@@ -1,7 +1,7 @@
 """Regenerate the packaged convolution presets (src/tiledispatch/presets/conv_*.json).
 
 conv_{direction}_{dtype}_{ndim}d_all: every candidate instance of the families for that direction (implicit GEMM
-dense and merged-group tiles, direct kernels for depthwise / few channels per group, and 1x1-as-GEMM for fwd and
+dense and merged-group tiles, block-diagonal tiles for small equal groups, direct kernels for depthwise / few channels per group, and 1x1-as-GEMM for fwd and
 bwd_data), the set `benchmarks/conv.py` tunes over. _essential: the subset the one-call API builds by default
 (a dense tile, the merged-group tiles, the direct kernels and the unaligned fallbacks). Invalid configs for
 sm_90 are never written (the validity predicate is the filter). fp32 instances use fewer stages (4-byte tiles).
@@ -28,6 +28,14 @@ IGEMM = [
     ("igemm", 64, 16, 16, 4, 4, 2, "flat", 1, True), ("igemm", 128, 16, 16, 4, 4, 3, "tap", 8, False),
     ("igemm", 128, 32, 32, 2, 4, 3, "tap", 8, False), ("igemm", 128, 16, 16, 8, 8, 3, "flat", 8, False),
     ("igemm", 32, 16, 16, 8, 4, 3, "flat", 1, False), ("igemm", 128, 128, 64, 1, 8, 4, "tap", 8, False),
+]
+# block-diagonal dots for C/G == K/G in {2, 4, 8, 16} (block_k is C/G): 16-channel tiles waste the least
+# tensor-core work, 32/64-channel tiles make larger wgmmas
+DIAG = [("igemm", 128, 16, cg, 1, 4, 3, "diag", 8, cg in (4, 8)) for cg in (2, 4, 8, 16)] + [
+    ("igemm", 128, 32, 4, 1, 4, 3, "diag", 8, False), ("igemm", 128, 32, 8, 1, 4, 3, "diag", 8, False),
+    ("igemm", 64, 32, 4, 1, 4, 3, "diag", 8, False), ("igemm", 128, 64, 8, 1, 4, 3, "diag", 8, False),
+    ("igemm", 128, 64, 16, 1, 4, 3, "diag", 8, False), ("igemm", 64, 16, 4, 1, 4, 2, "diag", 1, True),
+    ("igemm", 64, 16, 2, 1, 4, 2, "diag", 1, False),
 ]
 DIRECT_SPATIAL = [
     ("direct", 32, 64, 1, 1, 4, 2, "tap", 8, True), ("direct", 64, 64, 1, 1, 8, 2, "tap", 8, False),
@@ -62,7 +70,7 @@ def _wgrad_igemm() -> list[tuple]:
 def rows_for(direction: str) -> list[tuple]:
     if direction == "bwd_weight":
         return _wgrad_igemm() + DIRECT_WGRAD
-    return IGEMM + DIRECT_SPATIAL + GEMM_1X1
+    return IGEMM + DIAG + DIRECT_SPATIAL + GEMM_1X1
 
 
 def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list[ConvConfig]:

@@ -74,3 +74,41 @@ def test_tune_confirms_the_models_top_five(build_registry, tmp_path):
     tuned = registry.select(problem, "tune")
     assert {name for name, _ in tuned.ranking} == set(ranked[:5])
     assert registry.select(problem, "auto").strategy == "tuning_db"
+
+
+def _model_without(tmp_path, monkeypatch, drop: set[str]) -> None:
+    """Ship a copy of the fp16 GEMM model that was 'trained' without the kernel kinds in `drop`."""
+    target = tmp_path / "sm_90" / "gemm_none_fp16"
+    shutil.copytree(cost_model.models_root() / "sm_90" / "gemm_none_fp16", target)
+    meta = json.loads((target / "meta.json").read_text())
+    meta["kernel_kinds"] = [k for k in meta["kernel_kinds"] if k not in drop]
+    (target / "meta.json").write_text(json.dumps(meta))
+    monkeypatch.setattr(cost_model, "models_root", lambda: tmp_path)
+
+
+def test_kernels_of_kinds_the_model_never_saw_are_not_ranked_by_it(tmp_path, monkeypatch):
+    _model_without(tmp_path, monkeypatch, {"splitk"})
+    registry = td.Registry("sm_90", tuning_db=tmp_path / "db.json")
+    for cfg in suites.all_configs():
+        if cfg.dtype == "fp16" and cfg.layout == "rcr" and cfg.epilogue.is_identity:
+            registry.add(cfg)
+    registry.build(max_workers=2)
+    families = {k.config.family for k in registry.kernels}
+    assert {"splitk", "tiled"} <= families
+    problem = td.GemmProblem(40, 48, 72, dtype="fp16")
+    chosen = registry.select(problem, "ml")
+    ranked = [name for name, _ in chosen.ranking]
+    assert chosen.strategy == "ml" and ranked and not any("splitk" in name for name in ranked)
+    assert any("kinds it was not trained on (splitk) not ranked" in n for n in chosen.notes), chosen.notes
+    # tune times them all, since the model cannot judge them
+    splitk = {k.name for k in registry.kernels if k.config.family == "splitk"}
+    labels = [label for label, _ in registry.select(problem, "tune").ranking]
+    assert splitk <= {label.removesuffix(" (padded)") for label in labels}
+    assert len([label for label in labels if "splitk" not in label]) == min(5, len(ranked))   # the model's top 5
+
+
+def test_a_model_that_knows_none_of_the_candidates_leaves_them_to_the_rules(tmp_path, monkeypatch, build_registry):
+    _model_without(tmp_path, monkeypatch, {"tiled", "splitk"})
+    registry = build_registry([c for c in suites.select_configs() if c.dtype == "fp16"])
+    chosen = registry.select(td.GemmProblem(40, 48, 72, dtype="fp16"), "ml")
+    assert chosen.strategy == "rules" and any("trained on none of the candidates" in n for n in chosen.notes)

@@ -1,13 +1,15 @@
 """CostModel: a LightGBM booster for one (arch, op, direction, dtype) and the metadata that says what it is.
 
     DIR/model.txt    the booster (LightGBM's text format)
-    DIR/meta.json    format, arch, op, direction, dtype, kind, feature spec, data hash, rows / problems
-                     trained on, the held-out problems, GPU, versions, creation date, training report
+    DIR/meta.json    format, arch, op, direction, dtype, kind, feature spec, the kernel kinds of the data,
+                     data hash, rows / problems trained on, the held-out problems, GPU, versions, creation
+                     date, training report
 
 kind 'regressor' predicts log2 of the run time in µs over the problem's roofline time (the roofline is added
 back, so scores are predicted log2 µs); kind 'ranker' is LambdaRank grouped by problem (scores are its negated
 output). Either way `scores` is lower-is-better. A model of another arch or feature spec version is refused
-(ModelMismatch), never used.
+(ModelMismatch), never used. A kernel kind (`kernel_kind`: family, and k-loop for convolutions) absent from
+the training data is one the model cannot judge: `knows` says so, and selection does not let the model rank it.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from tiledispatch.fsutil import atomic_write_text
 from tiledispatch.ml.features import FEATURE_SPEC_VERSION, feature_matrix, feature_names
 
 FORMAT = "tiledispatch-cost-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: meta names the kernel kinds of the training data
 KINDS = ("regressor", "ranker")
 MODEL_FILE = "model.txt"
 META_FILE = "meta.json"
@@ -35,6 +37,18 @@ class ModelMismatch(InvalidConfig):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, field="model")
+
+
+def kernel_kind(config: Any) -> str:
+    """What a model must have seen measured to rank a config: its family (conv: and its k-loop)."""
+    return f"{config.family}/{config.kloop}" if config.op == "conv" else config.family
+
+
+def data_kernel_kinds(frame) -> list[str]:
+    """The kernel kinds of dataset rows (their c_family and, for convolutions, c_kloop columns)."""
+    families = frame["c_family"].astype(str)
+    kinds = families + "/" + frame["c_kloop"].astype(str) if "c_kloop" in frame.columns else families
+    return sorted(set(kinds))
 
 
 def _arch_name(arch: ArchSpec | str) -> str:
@@ -63,6 +77,10 @@ class CostModel:
     def describe(self) -> str:
         arch, op, direction, dtype = self.key
         return f"{self.kind} for {arch} {op} {direction} {dtype}"
+
+    def knows(self, config: Any) -> bool:
+        """Whether kernels of config's kind were in the training data (else the model cannot rank it)."""
+        return kernel_kind(config) in self.meta["kernel_kinds"]
 
     def check_problem(self, problem: Any) -> None:
         """Raise ModelMismatch unless the model ranks kernels of problems like `problem`."""
@@ -141,6 +159,9 @@ def read_meta(directory: str | Path) -> dict[str, Any]:
                             f"this tiledispatch reads {FORMAT!r} version {FORMAT_VERSION}")
     if meta.get("kind") not in KINDS:
         raise InvalidConfig(f"{path}: kind={meta.get('kind')!r}; legal values: {KINDS}", field="model")
+    if not isinstance(meta.get("kernel_kinds"), list):
+        raise InvalidConfig(f"{path}: kernel_kinds missing (the kernel kinds the model was trained on)",
+                            field="model")
     return meta
 
 

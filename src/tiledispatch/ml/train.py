@@ -25,7 +25,7 @@ from tiledispatch.bench.schema import VENDOR_FAMILY
 from tiledispatch.errors import BadInput, bad_choice
 from tiledispatch.ml import metrics
 from tiledispatch.ml.features import feature_frame, spec_dict
-from tiledispatch.ml.model import FORMAT, FORMAT_VERSION, KINDS, OFFSET_FEATURE, CostModel
+from tiledispatch.ml.model import FORMAT, FORMAT_VERSION, KINDS, OFFSET_FEATURE, CostModel, data_kernel_kinds
 from tiledispatch.version import __version__
 
 # One thread unless asked: LightGBM's OpenMP threads spin-wait, and on a small machine shared with any other
@@ -229,7 +229,7 @@ def _meta(manifest: dict[str, Any], rows, frame, arch, kind: str, cv: dict[str, 
         "format": FORMAT, "format_version": FORMAT_VERSION, "arch": arch.name, "sm_count": arch.sm_count,
         "op": op, "direction": str(manifest.get("direction")), "dtype": str(manifest.get("dtype")),
         "kind": kind,
-        "feature_spec": spec_dict(op),
+        "feature_spec": spec_dict(op), "kernel_kinds": data_kernel_kinds(rows),
         "data": {"path": str(data_dir), "hash": data_hash(data_dir), "rows": len(frame),
                  "problems": int(frame["problem"].nunique())},
         "trained_on": {"rows": len(rows), "problems": int(rows["problem"].nunique())},

@@ -61,17 +61,37 @@ def by_rules(registry: Registry, plans: list[Plan], request: GemmProblem | ConvP
     return sorted(scored, key=lambda pair: pair[1])
 
 
-def by_model_or_rules(registry: Registry, plans: list[Plan], request: GemmProblem | ConvProblem
-                      ) -> tuple[list[tuple[Plan, float]], str, str]:
-    """(ranking, strategy that ranked: 'ml' or 'rules', note): the shipped cost model of the request's
-    (arch, op, direction, dtype) when one matches, else the rules, with the reason."""
+@dataclasses.dataclass
+class Ranking:
+    """Plans ranked best first (with scores), which strategy ranked them, why; and the plans the cost model
+    cannot judge (kernel kinds absent from its training data), which it leaves out of the ranking."""
+
+    ranked: list[tuple[Plan, float]]
+    source: str                   # 'ml' or 'rules'
+    note: str
+    unranked: list[Plan] = dataclasses.field(default_factory=list)
+
+
+def by_model_or_rules(registry: Registry, plans: list[Plan], request: GemmProblem | ConvProblem) -> Ranking:
+    """The shipped cost model of the request's (arch, op, direction, dtype) ranks the plans of kernel kinds it
+    was trained on; without a matching model, or when it knows none of the plans, the rules rank them all."""
+    from tiledispatch.ml.model import kernel_kind
     from tiledispatch.select import cost_model
 
     model, why_not = cost_model.shipped_model(registry.arch.name, request)
-    if model is not None:
-        ranking = cost_model.by_model(model, plans, request, registry.arch)
-        return ranking, "ml", f"ranked by the cost model ({model.describe()})"
-    return by_rules(registry, plans, request), "rules", f"{why_not}; ranked by rules"
+    if model is None:
+        return Ranking(by_rules(registry, plans, request), "rules", f"{why_not}; ranked by rules")
+    known = [plan for plan in plans if model.knows(plan.kernel.config)]
+    unknown = [plan for plan in plans if not model.knows(plan.kernel.config)]
+    kinds = ", ".join(sorted({kernel_kind(plan.kernel.config) for plan in unknown}))
+    if not known:
+        return Ranking(by_rules(registry, plans, request), "rules",
+                       f"the cost model ({model.describe()}) was trained on none of the candidates' kernel kinds "
+                       f"({kinds}); ranked by rules")
+    note = f"ranked by the cost model ({model.describe()})"
+    if unknown:
+        note += f"; {len(unknown)} candidate(s) of kernel kinds it was not trained on ({kinds}) not ranked"
+    return Ranking(cost_model.by_model(model, known, request, registry.arch), "ml", note, unknown)
 
 
 def _plan_runner(plan: Plan, args):
@@ -86,16 +106,17 @@ def _plan_runner(plan: Plan, args):
 def tune(registry: Registry, plans: list[Plan], request: GemmProblem, top_k: int | None,
          device=None) -> tuple[Plan, dict[str, float]]:
     """Time the top-k plans of the ranking (the cost model's, else the rules') on `device` (k=None: all),
-    padding included, and store the winner in the tuning DB."""
+    padding included, and store the winner in the tuning DB. Plans the cost model cannot judge are all timed
+    too."""
     from tiledispatch.bench.timer import time_ms
     from tiledispatch.runtime.inputs import make_args
 
     device = device or registry.default_device()
-    ranking, source, _ = by_model_or_rules(registry, plans, request)
-    ranked = [plan for plan, _ in ranking]
-    if top_k == DEFAULT_TOP_K and source == "ml":
+    ranking = by_model_or_rules(registry, plans, request)
+    ranked = [plan for plan, _ in ranking.ranked]
+    if top_k == DEFAULT_TOP_K and ranking.source == "ml":
         top_k = MODEL_TOP_K
-    chosen = ranked if top_k is None else ranked[: max(1, top_k)]
+    chosen = (ranked if top_k is None else ranked[: max(1, top_k)]) + ranking.unranked
     if isinstance(request, ConvProblem):
         from tiledispatch.runtime.conv_reference import make_conv_args
 
@@ -139,9 +160,9 @@ def choose(registry: Registry, plans: list[Plan], request: GemmProblem, strategy
     if strategy == "rules":
         ranking = by_rules(registry, plans, request)
         return _selection(ranking[0][0], "rules", ranking)
-    ranking, source, note = by_model_or_rules(registry, plans, request)   # ml, or auto without a DB hit
-    chosen = _selection(ranking[0][0], source, ranking)
-    chosen.notes.append(note)
+    ranking = by_model_or_rules(registry, plans, request)   # ml, or auto without a DB hit
+    chosen = _selection(ranking.ranked[0][0], ranking.source, ranking.ranked)
+    chosen.notes.append(ranking.note)
     return chosen
 
 
