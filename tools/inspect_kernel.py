@@ -48,6 +48,19 @@ def histogram(text: str) -> collections.Counter:
     return counts
 
 
+def loops(text: str) -> list[tuple[int, collections.Counter]]:
+    """(length, histogram) of every backward branch's body: the loops, innermost first by address."""
+    lines = [ln for ln in text.splitlines() if re.match(r"\s*/\*[0-9a-f]+\*/", ln)]
+    address = [int(re.match(r"\s*/\*([0-9a-f]+)\*/", ln).group(1), 16) for ln in lines]
+    out = []
+    for i, line in enumerate(lines):
+        m = re.search(r"BRA\s+(?:`\(\.L_x_\d+\)|0x([0-9a-f]+))", line)
+        if m and m.group(1) and int(m.group(1), 16) < address[i]:
+            start = address.index(int(m.group(1), 16))
+            out.append((i - start + 1, histogram("\n".join(lines[start:i + 1]))))
+    return out
+
+
 def inspect(name: str, entry_filter: str, show_sass: bool) -> None:
     from tiledispatch.build.compile import compile_entries
     from tiledispatch.codegen.render import render_source
@@ -71,6 +84,8 @@ def inspect(name: str, entry_filter: str, show_sass: bool) -> None:
             print(f"  {fn}: shared {res['shared']} B, warps {res['num_warps']}, "
                   f"regs {regs.group(1) if regs else '?'}, stack {stack.group(1) if stack else '?'}")
             print("    " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+            for length, body in loops(text):
+                print(f"    loop of {length}: " + ", ".join(f"{k} {v}" for k, v in body.items() if k != "total"))
             if show_sass:
                 print(text)
 

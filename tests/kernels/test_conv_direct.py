@@ -76,6 +76,12 @@ def _numeric_cases():
     for name in ("depthwise_a1", "cg2"):
         cfg = _config("bwd_data", 1, A1)
         out.append((f"bwd_data-1d-{name}-no-tap", cfg, _problem(cfg, SIZES[name], NO_TAP)))
+    # innermost filter dim unrolled by 3: wider than the 2-D geometry's filter width 2 (one tap masked), equal
+    # to the 3-D one's 3; depthwise (align 8, fp16) and grouped C/G = 2 (align 1, fp32)
+    for direction in ("fwd", "bwd_data"):
+        for name, fields, ndim in (("depthwise", A8, 2), ("depthwise", A8, 3), ("cg2", A1, 2)):
+            cfg = _config(direction, ndim, {**fields, "block_k": 3})
+            out.append((f"{direction}-{ndim}d-{name}-unroll3", cfg, _problem(cfg, SIZES[name])))
     return out
 
 
@@ -161,3 +167,13 @@ def test_mismatch_reasons():
     odd = td.ConvProblem("fwd", 1, 12, 12, 12, (5, 5), (3, 3), dtype="fp16")       # align 1 problem
     assert conv_problem_mismatch(cfg, odd).startswith("align")
     assert conv_problem_mismatch(dataclasses.replace(cfg, align=1), odd) is None
+
+
+def test_unrolled_filter_width_bounds_the_problems():
+    arch = td.Registry("sm_90").arch
+    cfg = ConvConfig(family="direct", direction="fwd", ndim=2, block_m=32, block_n=16, block_k=3)
+    assert conv_config_errors(cfg, arch) == []
+    assert "block_k" in dict(conv_config_errors(dataclasses.replace(cfg, block_k=6), arch))
+    assert "block_k" in dict(conv_config_errors(dataclasses.replace(cfg, direction="bwd_weight"), arch))
+    assert conv_problem_mismatch(cfg, td.ConvProblem("fwd", 1, 8, 8, 8, (9, 9), (5, 3))) is None
+    assert conv_problem_mismatch(cfg, td.ConvProblem("fwd", 1, 8, 8, 8, (9, 9), (3, 5))).startswith("filter")

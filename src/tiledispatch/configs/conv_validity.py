@@ -20,6 +20,7 @@ WARPS = (1, 2, 4, 8, 16)
 STAGES = (1, 2, 3, 4, 5)
 GROUPS_PER_PROGRAM = (1, 2, 4, 8, 16, 32, 64)
 DIAG_GROUP_CHANNELS = (1, 2, 4, 8, 16, 32, 64)   # igemm kloop 'diag': C/G == K/G it is built for (block_k)
+DIRECT_UNROLL = (1, 2, 3, 4, 5, 7)   # direct: innermost filter taps unrolled (block_k; 1 = run-time loops)
 SPLIT_K = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
 MAX_GRID_YZ = 65535
@@ -93,8 +94,12 @@ def _igemm_wgrad_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str,
 def _direct_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
     choice(errors, "block_m", cfg.block_m, BLOCKS)
     choice(errors, "block_n", cfg.block_n, BLOCKS)
-    if cfg.block_k != 1:
-        errors.append(("block_k", f"family 'direct' has no reduction block; block_k must be 1, got {cfg.block_k}"))
+    if cfg.block_k not in DIRECT_UNROLL:
+        errors.append(("block_k", f"family 'direct' takes block_k = taps of the innermost filter dim unrolled "
+                                  f"(1: none), one of {DIRECT_UNROLL}; got {cfg.block_k}"))
+    elif cfg.block_k > 1 and cfg.direction == "bwd_weight":
+        errors.append(("block_k", "family 'direct' unrolls filter taps in fwd and bwd_data only; bwd_weight "
+                                  f"needs block_k=1, got {cfg.block_k}"))
     if cfg.groups_per_program != 1:
         errors.append(("groups_per_program", "family 'direct' vectorizes over channels; groups_per_program "
                                              f"must be 1, got {cfg.groups_per_program}"))
@@ -231,6 +236,9 @@ def _volume(sizes: tuple[int, ...]) -> int:
 
 
 def _direct_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    if cfg.block_k > 1 and problem.filter[-1] > cfg.block_k:
+        return (f"filter: the kernel unrolls {cfg.block_k} taps of the innermost filter dim; the problem's filter "
+                f"{problem.filter} is wider")
     if problem.c_per_group > DIRECT_MAX_CG:
         return (f"c_per_group: family 'direct' loops over at most {DIRECT_MAX_CG} input channels per group "
                 f"(CUDA-core FMAs); the problem has {problem.c_per_group}")

@@ -13,9 +13,13 @@ vectorized over the contiguous channel axis, for every direction and ndim 1, 2, 
   [SPLIT, taps, C/G, K] (each element written by exactly one program). A last entry sums the partials in
   split order (deterministic) and writes dw.
 
-fwd and bwd_data first repack the weight tap-major, ws[(tap * C/G + c) * K + k] (entry `wpack`, a workspace
-in the weight dtype), so the weight vector of a tap is one contiguous (vector) load instead of a gather with
-stride taps that would cost more L1 wavefronts than the activation tile itself.
+fwd and bwd_data first repack the weight tap-major, ws[(tap * C/G + c) * K + k] (entry `wpack`, an fp32
+workspace), so the weight vector of a tap is one contiguous (vector) load, already converted, instead of a
+gather with stride taps that would cost more L1 wavefronts than the activation tile itself.
+
+block_k > 1 (fwd, bwd_data) unrolls the innermost filter dim by block_k taps (masked past its filter size;
+problems with a wider filter do not match): the loads of a filter row are issued back to back instead of one
+per loop trip, so more of them are in flight. block_k == 1 loops over every filter dim at run time.
 
 Each direction has two compute entries and launches one of them (the other gets an empty grid): `dw` for
 depthwise problems (C/G = K/G = 1), whose channel addressing is contiguous (16-byte vector loads with align 8),
@@ -65,8 +69,9 @@ def tap_chunk(cfg: ConvConfig) -> int:
 
 
 def _workspace_dtype(cfg: ConvConfig) -> str:
-    """bwd_weight: fp32 partial sums; fwd and bwd_data: the weight repacked tap-major in its own dtype."""
-    return "fp32" if cfg.direction == "bwd_weight" else cfg.dtype
+    """bwd_weight: fp32 partial sums; fwd and bwd_data: the weight repacked tap-major and converted to fp32
+    once, so the tap loop converts only the activations."""
+    return "fp32"
 
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
@@ -131,9 +136,20 @@ def _channel_mask(cfg: ConvConfig, channels: str) -> str:
     return _lines(*out)
 
 
+def _stride_hints(cfg: ConvConfig) -> str:
+    """align 8: the activation strides are multiples of 8 (runtime/conv_args.tensor_align). Stated as
+    (v // 8) * 8, exact under that guarantee, so every shifted row offset keeps the divisibility (a
+    tl.multiple_of on the final offset is lost once the compiler re-associates the shifts of unrolled taps)."""
+    if cfg.align != VECTOR:
+        return ""
+    names = [f"s{t}_{s}" for t in "xy" for s in ("n", *dims(cfg))]
+    return _lines(*(f"{n} = ({n} // {VECTOR}) * {VECTOR}" for n in names))
+
+
 def _tile_start(cfg: ConvConfig, channels: str) -> str:
-    return (_lines("pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)",
-                   "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)", "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
+    return (_stride_hints(cfg)
+            + _lines("pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)",
+                     "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)", "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
             + _channel_mask(cfg, channels))
 
 
@@ -143,16 +159,22 @@ def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]],
     offset) from the enclosing ones; tap_<s> is the linear tap, and w_off (a format of {tap}) the offset of
     the weight vector in the packed weight."""
     out, ok, row, tap = "", "m_ok", "r_base", ""
-    for s in dims(cfg):
-        out += _lines(f"for f_{s} in range(0, flt_{s}):", level=level)
+    ds = dims(cfg)
+    for s in ds:
+        unrolled = cfg.block_k > 1 and s == ds[-1]
+        loop = f"tl.static_range(0, {cfg.block_k})" if unrolled else f"range(0, flt_{s})"
+        out += _lines(f"for f_{s} in {loop}:", level=level)
         level += 1
         out += _lines(*tap_lines(s, ok, row), f"tap_{s} = {tap} * flt_{s} + f_{s}" if tap else f"tap_{s} = f_{s}",
                       level=level)
+        if unrolled:   # taps past the filter's own size: no load, no weight
+            out += _lines(f"ok_{s} = ok_{s} & (f_{s} < flt_{s})", level=level)
         ok, row, tap = f"ok_{s}", f"ro_{s}", f"tap_{s}"
+    w_ok = f"n_ok & (f_{ds[-1]} < flt_{ds[-1]})" if cfg.block_k > 1 else "n_ok"
     return out + _lines(f"av = tl.load({tensor}_ptr + ({_vec(cfg, row)}[:, None] + {chan}[None, :]), "
                         f"mask={ok}[:, None] & n_ok[None, :], other=0.0)",
-                        f"wv = tl.load(ws_ptr + ({w_off.format(tap=tap)}), mask=n_ok, other=0.0)",
-                        "acc += av.to(tl.float32) * wv.to(tl.float32)[None, :]", level=level)
+                        f"wv = tl.load(ws_ptr + ({w_off.format(tap=tap)}), mask={w_ok}, other=0.0)",
+                        "acc += av.to(tl.float32) * wv[None, :]", level=level)
 
 
 def _packed_row(cfg: ConvConfig, expr: str) -> str:
@@ -298,7 +320,8 @@ def _pack_body(cfg: ConvConfig) -> str:
     return (_lines(f"total = {taps} * CG * K", "e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
                    "ok = e < total", "k = e % K", "q = e // K", "c = q % CG", "t = q // CG")
             + _tap_coords(cfg, "t", "_")
-            + _lines(f"tl.store(ws_ptr + e, tl.load(w_ptr + ({w_off}), mask=ok, other=0.0), mask=ok)"))
+            + _lines(f"tl.store(ws_ptr + e, tl.load(w_ptr + ({w_off}), mask=ok, other=0.0).to(tl.float32), "
+                     "mask=ok)"))
 
 
 _BODIES = {"fwd": _fwd_body, "bwd_data": _dgrad_body, "bwd_weight": _wgrad_body}
@@ -352,7 +375,7 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
         packed = math.prod(problem.filter) * problem.c_per_group * problem.k
         grids = ((_cdiv(packed, PACK_BLOCK), 1, 1),
                  *_pick((_cdiv(pixels, cfg.block_m), _cdiv(channels, cfg.block_n), 1), depthwise))
-        return LaunchPlan(grids, workspaces=(("ws_ptr", packed, cfg.dtype),))
+        return LaunchPlan(grids, workspaces=(("ws_ptr", packed, "fp32"),))
     split, span = split_plan(cfg, problem, sms)
     cg, taps = problem.c_per_group, math.prod(problem.filter)
     per_split = taps * cg * problem.k

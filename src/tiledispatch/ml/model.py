@@ -40,14 +40,21 @@ class ModelMismatch(InvalidConfig):
 
 
 def kernel_kind(config: Any) -> str:
-    """What a model must have seen measured to rank a config: its family (conv: and its k-loop)."""
-    return f"{config.family}/{config.kloop}" if config.op == "conv" else config.family
+    """What a model must have seen measured to rank a config: its family (conv: its k-loop, and for the
+    direct family whether it unrolls filter taps)."""
+    if config.op != "conv":
+        return config.family
+    unrolled = "/unrolled" if config.family == "direct" and config.block_k > 1 else ""
+    return f"{config.family}/{config.kloop}{unrolled}"
 
 
 def data_kernel_kinds(frame) -> list[str]:
-    """The kernel kinds of dataset rows (their c_family and, for convolutions, c_kloop columns)."""
-    families = frame["c_family"].astype(str)
-    kinds = families + "/" + frame["c_kloop"].astype(str) if "c_kloop" in frame.columns else families
+    """The kernel kinds of dataset rows (from their c_family, c_kloop and c_block_k columns)."""
+    if "c_kloop" not in frame.columns:
+        return sorted(set(frame["c_family"].astype(str)))
+    unrolled = (frame["c_family"] == "direct") & (frame["c_block_k"] > 1)
+    kinds = (frame["c_family"].astype(str) + "/" + frame["c_kloop"].astype(str)
+             + unrolled.map({True: "/unrolled", False: ""}))
     return sorted(set(kinds))
 
 
