@@ -5,6 +5,8 @@
 # Each dataset starts from data/<gpu>/NAME when present and resumes in a work directory ($TD_WORK, default
 # /tmp/td-datasets); the seconds are shared by the names in order (a sweep stopped by the budget is continued
 # by the next call). What comes back: $OUT/NAME.tar (the dataset, compacted to one part) and $OUT/sweeps.log.
+# TD_DROP_FAMILIES="direct ..." first drops the committed rows of kernel families whose code changed (once per
+# work directory), so the resumed sweep measures them again.
 set -u
 budget=$1; shift
 gpu=${TD_GPU_SLUG:-h200}
@@ -21,7 +23,12 @@ for name in "$@"; do
             args=(--problems "conv_$dir" --dtype bf16 --preset "conv_${dir}_bf16_2d_all" --preset "conv_${dir}_bf16_3d_all") ;;
         *) echo "unknown dataset $name" >&2; exit 2 ;;
     esac
-    [ -d "data/$gpu/$name" ] && [ ! -d "$work/$name" ] && cp -r "data/$gpu/$name" "$work/$name"
+    if [ -d "data/$gpu/$name" ] && [ ! -d "$work/$name" ]; then
+        cp -r "data/$gpu/$name" "$work/$name"
+        for family in ${TD_DROP_FAMILIES:-}; do
+            python -m tiledispatch data drop "$work/$name" --family "$family" 2>&1 | tee -a "$log"
+        done
+    fi
     left=$(( end - $(date +%s) ))
     if [ "$left" -lt 30 ]; then echo "no time left for $name" | tee -a "$log"; continue; fi
     echo "== $name (${left} s left)" | tee -a "$log"

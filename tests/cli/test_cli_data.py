@@ -100,3 +100,18 @@ def test_errors_are_one_line(tmp_path, data_dir):
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.stderr
     assert "is not a dataset" in invoke("data", "summary", str(tmp_path)).stderr
+
+
+def test_drop_removes_rows_of_changed_kernels_for_resume(tmp_path, data_dir):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(data_dir, copy)
+    out = _ok(invoke("data", "drop", str(copy), "--family", "splitk"))
+    assert "dropped 3 row(s)" in out
+    dataset = Dataset(copy)
+    frame = dataset.frame()
+    assert len(frame) == len(CELLS) - 3 and "splitk" not in set(frame["family"]) and len(dataset.parts()) == 1
+    assert (Q1.signature(), B.name) not in dataset.done_pairs()     # --resume measures them again
+    assert "dropped 1 row(s)" in _ok(invoke("data", "drop", str(copy), "--kernel", "vendor:cublas"))
+    assert invoke("data", "drop", str(copy)).exit_code == 2         # nothing named

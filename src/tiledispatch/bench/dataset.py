@@ -116,6 +116,22 @@ class Dataset:
             path.unlink()
         return new
 
+    def drop(self, families: Iterable[str] = (), kernels: Iterable[str] = ()) -> int:
+        """Remove the rows of these kernel families and kernel names (so that `--resume` measures them again
+        after their code changed); returns how many went. Written like `compact`: the kept rows as one new
+        part before the old parts go."""
+        frame = self.frame()
+        gone = frame["family"].isin(set(families)) | frame["kernel"].isin(set(kernels))
+        count = int(gone.sum())
+        if count:
+            old = self.parts()
+            kept = frame[~gone]
+            if len(kept):
+                self.append(kept.to_dict("records"))
+            for path in old:
+                path.unlink()
+        return count
+
     def done_pairs(self) -> set[tuple[str, str]]:
         """(problem, kernel) pairs already recorded."""
         df = self.frame(["problem", "kernel"])

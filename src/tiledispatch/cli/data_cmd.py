@@ -1,4 +1,5 @@
-"""`tiledispatch data summary|oracle DIR`: what a sweep dataset holds, and its best kernel per problem."""
+"""`tiledispatch data summary|oracle|compact|drop DIR`: what a sweep dataset holds, its best kernel per problem,
+and upkeep (one part; rows of changed kernels removed for re-measuring)."""
 from __future__ import annotations
 
 import math
@@ -149,6 +150,28 @@ def data_compact(directory: DirArg) -> None:
     size = part.stat().st_size / 2**20 if part is not None else 0.0
     out_console().print(text(f"{directory}: {before} part(s) -> 1 ({size:.1f} MiB; {manifest['op']} "
                              f"{manifest['direction']} {manifest['dtype']})"))
+
+
+FamilyOpt = Annotated[list[str] | None, typer.Option("--family", help="drop the rows of this kernel family "
+                                                                    "(repeatable)", show_default=False)]
+KernelOpt = Annotated[list[str] | None, typer.Option("--kernel", help="drop the rows of this kernel name "
+                                                                    "(repeatable)", show_default=False)]
+
+
+@data_app.command("drop")
+def data_drop(directory: DirArg, family: FamilyOpt = None, kernel: KernelOpt = None) -> None:
+    """Remove the rows of kernels whose code changed; `tiledispatch sweep --resume` then measures them again."""
+    from tiledispatch.bench.dataset import Dataset
+    from tiledispatch.errors import BadInput
+
+    if not family and not kernel:
+        raise BadInput("name what to drop: --family and/or --kernel", field="family")
+    dataset = Dataset(directory)
+    manifest = dataset.manifest()
+    with dataset.lock():
+        count = dataset.drop(family or (), kernel or ())
+    out_console().print(text(f"{directory}: dropped {count} row(s) ({manifest['op']} {manifest['direction']} "
+                             f"{manifest['dtype']})"))
 
 
 def register(app: typer.Typer) -> None:
