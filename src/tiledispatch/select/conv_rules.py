@@ -31,8 +31,12 @@ def _gemm_view(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
 
 
 def _padded_flops(cfg: ConvConfig, problem: ConvProblem) -> float:
-    """FLOPs the tiles execute, padding included."""
+    """FLOPs the tiles execute, padding included (kloop 'diag': the whole block-diagonal tile of every tap)."""
     m, n, k = _gemm_view(cfg, problem)
+    if cfg.kloop == "diag":
+        channels = problem.k if problem.direction == "fwd" else problem.c
+        taps = k // problem.c_per_group if problem.direction == "fwd" else k // problem.k_per_group
+        return 2.0 * _ceil_to(m, cfg.block_m) * _ceil_to(channels, cfg.block_n) * cfg.block_n * taps
     taps = math.prod(problem.filter)
     per_tap = k // taps if problem.direction != "bwd_weight" else problem.c_per_group
     if cfg.kloop == "tap" and problem.direction != "bwd_weight":
@@ -57,6 +61,8 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
         m, n, _ = _gemm_view(cfg, problem)
         programs = math.ceil(m / cfg.block_m) * math.ceil(problem.groups / cfg.groups_per_program) \
             * math.ceil(n / cfg.block_n)
+        if cfg.kloop == "diag":   # channel tiles span whole groups
+            programs = math.ceil(m / cfg.block_m) * math.ceil(problem.groups * n / cfg.block_n)
     waves = programs / arch.sm_count
     quantization = math.ceil(waves) / waves if waves >= 1 else 1.0 / waves
     body = max(mem_us, compute_us) * min(quantization, 4.0)
