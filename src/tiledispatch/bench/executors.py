@@ -105,7 +105,9 @@ class LocalPool:
                     fresh = self._drain(w, sink, advance) if (w.conn in ready or w.proc.sentinel in ready) else True
                     if fresh and self._healthy(w):
                         continue
-                    workers[i] = self._replace(w, queue, sink, advance, failures, i)
+                    # a closed pipe means the worker is dying even while it is not reaped yet: not a hang
+                    hung = fresh and w.proc.is_alive()
+                    workers[i] = self._replace(w, hung, queue, sink, advance, failures, i)
         finally:
             for w in workers:
                 if w.proc.is_alive() and not w.conn.closed:
@@ -150,9 +152,8 @@ class LocalPool:
             return now - w.since < self.options.startup_s
         return w.batch is None or now - w.since < self.options.timeout_s
 
-    def _replace(self, w: _Worker, queue: collections.deque, sink: RowSink, advance: Callable[[int], None],
-                 failures: list[int], index: int) -> _Worker:
-        hung = w.proc.is_alive()
+    def _replace(self, w: _Worker, hung: bool, queue: collections.deque, sink: RowSink,
+                 advance: Callable[[int], None], failures: list[int], index: int) -> _Worker:
         w.kill()
         if not w.ready:
             failures[index] += 1
