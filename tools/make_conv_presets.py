@@ -44,7 +44,7 @@ DIRECT_SPATIAL = [
     ("direct", 128, 64, 1, 1, 8, 2, "tap", 8, False), ("direct", 256, 16, 1, 1, 4, 2, "tap", 8, False),
     ("direct", 64, 32, 1, 1, 4, 2, "tap", 8, False),
     # the innermost filter dim unrolled (3: 3x3 / 3x3x3 filters, 5: 5x5): loads of a filter row in flight at once
-    ("direct", 64, 32, 3, 1, 4, 2, "tap", 8, True), ("direct", 128, 32, 3, 1, 4, 2, "tap", 8, False),
+    ("direct", 64, 32, 3, 1, 4, 2, "tap", 8, True), ("direct", 128, 32, 3, 1, 8, 2, "tap", 8, False),
     ("direct", 64, 16, 3, 1, 2, 2, "tap", 8, False), ("direct", 64, 64, 3, 1, 8, 2, "tap", 8, False),
     ("direct", 32, 64, 3, 1, 4, 2, "tap", 8, False), ("direct", 64, 32, 5, 1, 4, 2, "tap", 8, False),
 ]

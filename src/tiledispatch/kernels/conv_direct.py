@@ -17,9 +17,10 @@ fwd and bwd_data first repack the weight tap-major, ws[(tap * C/G + c) * K + k] 
 workspace), so the weight vector of a tap is one contiguous (vector) load, already converted, instead of a
 gather with stride taps that would cost more L1 wavefronts than the activation tile itself.
 
-block_k > 1 (fwd, bwd_data) unrolls the innermost filter dim by block_k taps (masked past its filter size;
-problems with a wider filter do not match): the loads of a filter row are issued back to back instead of one
-per loop trip, so more of them are in flight. block_k == 1 loops over every filter dim at run time.
+block_k > 1 (fwd, bwd_data) unrolls the innermost filter dim of the `dw` entries by block_k taps (masked past
+its filter size; problems with a wider filter do not match): the loads of a filter row are issued back to back
+instead of one per loop trip, so more of them are in flight. The `grouped` entries keep run-time loops (their
+per-channel gathers, unrolled, spill registers). block_k == 1 loops over every filter dim at run time.
 
 Each direction has two compute entries and launches one of them (the other gets an empty grid): `dw` for
 depthwise problems (C/G = K/G = 1), whose channel addressing is contiguous (16-byte vector loads with align 8),
@@ -153,7 +154,8 @@ def _tile_start(cfg: ConvConfig, channels: str) -> str:
             + _channel_mask(cfg, channels))
 
 
-def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]], tensor: str, chan: str, w_off: str, level: int) -> str:
+def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]], tensor: str, chan: str,
+               w_off: str, level: int, unroll: int = 1) -> str:
     """Nested runtime loops over the filter taps, outermost dim first, then acc += activation tile x weight
     vector. tap_lines(s, ok, row) gives the lines of dim s that define ok_<s> (pixel mask) and ro_<s> (row
     offset) from the enclosing ones; tap_<s> is the linear tap, and w_off (a format of {tap}) the offset of
@@ -161,8 +163,8 @@ def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]],
     out, ok, row, tap = "", "m_ok", "r_base", ""
     ds = dims(cfg)
     for s in ds:
-        unrolled = cfg.block_k > 1 and s == ds[-1]
-        loop = f"tl.static_range(0, {cfg.block_k})" if unrolled else f"range(0, flt_{s})"
+        unrolled = unroll > 1 and s == ds[-1]
+        loop = f"tl.static_range(0, {unroll})" if unrolled else f"range(0, flt_{s})"
         out += _lines(f"for f_{s} in {loop}:", level=level)
         level += 1
         out += _lines(*tap_lines(s, ok, row), f"tap_{s} = {tap} * flt_{s} + f_{s}" if tap else f"tap_{s} = f_{s}",
@@ -170,7 +172,7 @@ def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]],
         if unrolled:   # taps past the filter's own size: no load, no weight
             out += _lines(f"ok_{s} = ok_{s} & (f_{s} < flt_{s})", level=level)
         ok, row, tap = f"ok_{s}", f"ro_{s}", f"tap_{s}"
-    w_ok = f"n_ok & (f_{ds[-1]} < flt_{ds[-1]})" if cfg.block_k > 1 else "n_ok"
+    w_ok = f"n_ok & (f_{ds[-1]} < flt_{ds[-1]})" if unroll > 1 else "n_ok"
     return out + _lines(f"av = tl.load({tensor}_ptr + ({_vec(cfg, row)}[:, None] + {chan}[None, :]), "
                         f"mask={ok}[:, None] & n_ok[None, :], other=0.0)",
                         f"wv = tl.load(ws_ptr + ({w_off.format(tap=tap)}), mask={w_ok}, other=0.0)",
@@ -208,7 +210,7 @@ def _store(cfg: ConvConfig, tensor: str) -> str:
 def _fwd_body(cfg: ConvConfig, kind: str) -> str:
     ds = dims(cfg)
     if kind == "dw":
-        loops = _tap_loops(cfg, _fwd_tap, "x", "rn", _packed_row(cfg, "{tap} * K") + " + rn", 1)
+        loops = _tap_loops(cfg, _fwd_tap, "x", "rn", _packed_row(cfg, "{tap} * K") + " + rn", 1, cfg.block_k)
     else:
         loops = (_lines("xg = (rn // KG) * CG", "for cc in range(0, CG):")
                  + _tap_loops(cfg, _fwd_tap, "x", "(xg + cc)", _packed_row(cfg, "({tap} * CG + cc) * K") + " + rn", 2))
@@ -228,7 +230,7 @@ def _fwd_body(cfg: ConvConfig, kind: str) -> str:
 def _dgrad_body(cfg: ConvConfig, kind: str) -> str:
     ds = dims(cfg)
     if kind == "dw":
-        loops = _tap_loops(cfg, _dgrad_tap, "y", "rn", _packed_row(cfg, "{tap} * K") + " + rn", 1)
+        loops = _tap_loops(cfg, _dgrad_tap, "y", "rn", _packed_row(cfg, "{tap} * K") + " + rn", 1, cfg.block_k)
     else:
         loops = (_lines("kg = (rn // CG) * KG", "cw = rn % CG", "for kk in range(0, KG):")
                  + _tap_loops(cfg, _dgrad_tap, "y", "(kg + kk)", "({tap} * CG + cw) * K + kg + kk", 2))
