@@ -111,7 +111,12 @@ class Dataset:
         old = self.parts()
         if len(old) <= 1:
             return old[0] if old else None
-        new = self.append(self.frame().to_dict("records"))
+        return self._rewrite(self.frame().to_dict("records"))
+
+    def _rewrite(self, rows: list[dict[str, Any]]) -> Path | None:
+        """Replace every part by one part of `rows` (none when empty), written before the old parts go."""
+        old = self.parts()
+        new = self.append(rows) if rows else None
         for path in old:
             path.unlink()
         return new
@@ -122,15 +127,9 @@ class Dataset:
         part before the old parts go."""
         frame = self.frame()
         gone = frame["family"].isin(set(families)) | frame["kernel"].isin(set(kernels))
-        count = int(gone.sum())
-        if count:
-            old = self.parts()
-            kept = frame[~gone]
-            if len(kept):
-                self.append(kept.to_dict("records"))
-            for path in old:
-                path.unlink()
-        return count
+        if gone.any():
+            self._rewrite(frame[~gone].to_dict("records"))
+        return int(gone.sum())
 
     def done_pairs(self) -> set[tuple[str, str]]:
         """(problem, kernel) pairs already recorded."""

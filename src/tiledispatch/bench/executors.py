@@ -148,7 +148,7 @@ class LocalPool:
             return False
         if not w.ready:
             return now - w.started < self.options.startup_s
-        if w.batch is not None and w.loading:   # loading (maybe building) kernels is bounded like a start-up
+        if w.loading:   # a batch's kernels being loaded (maybe built): bounded like a start-up
             return now - w.since < self.options.startup_s
         return w.batch is None or now - w.since < self.options.timeout_s
 

@@ -12,8 +12,8 @@ from tiledispatch.configs.fields import config_from_dict, fill_dtype_defaults
 CONV_FAMILIES = ("igemm", "direct", "gemm")
 # How the implicit GEMM walks its reduction: "tap" loops over filter taps, then channels of one tap in
 # block_k chunks; "flat" walks (tap, channel) pairs flattened, so one block_k chunk spans several taps
-# (channels per group below block_k); "diag" (C/G == K/G, many small groups) does one dot per tap against the
-# block-diagonal weight of the block_n / (C/G) groups of a channel tile (block_k == block_n).
+# (channels per group below block_k); "diag" (C/G == K/G == block_k, many small groups) does one dot per tap
+# against the block-diagonal weight of the block_n / block_k groups of a channel tile.
 KLOOPS = ("tap", "flat", "diag")
 
 

@@ -56,6 +56,13 @@ def standard_params(cfg: ConvConfig) -> list[Param]:
     return pointer_params(cfg) + size_params(cfg) + stride_params(cfg)
 
 
+def multiple_hints(names: list[str], unit: int) -> list[str]:
+    """Statements `v = (v // unit) * unit` for scalar arguments known (from the problem's alignment) to be
+    multiples of `unit`: exact under that guarantee, and the divisibility then survives every expression built
+    from them (tl.multiple_of on a scalar argument is lost)."""
+    return [f"{n} = ({n} // {unit}) * {unit}" for n in names]
+
+
 def tl_type(dtype: str) -> str:
     return TL_TYPES[dtype]
 

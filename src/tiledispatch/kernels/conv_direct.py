@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.dtypes import DTYPES
-from tiledispatch.kernels.conv_common import activation_line, dims, standard_params, tl_type
+from tiledispatch.kernels.conv_common import activation_line, dims, multiple_hints, standard_params, tl_type
 from tiledispatch.kernels.gemm_common import signature_text
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
 from tiledispatch.problems.conv import ConvProblem
@@ -49,6 +49,9 @@ PACK_FN = "conv_direct_wpack_kernel"
 PACK_BLOCK = 512
 REDUCE_BLOCK = 512
 REDUCE_WARPS = 4
+# the workspace of every direction: bwd_weight's partial sums; fwd / bwd_data's weight repacked tap-major and
+# converted once, so the tap loop converts only the activations
+WORKSPACE_DTYPE = "fp32"
 VECTOR = 8                  # channels of a 16-byte vector in 16-bit dtypes: the multiple align=8 promises
 PROGRAMS_PER_SM = 8         # bwd_weight: programs per SM the automatic split aims for
 MAX_GRID_YZ = 65535
@@ -69,17 +72,11 @@ def tap_chunk(cfg: ConvConfig) -> int:
     return 9 if per_thread <= 8 else 3 if per_thread <= 32 else 1
 
 
-def _workspace_dtype(cfg: ConvConfig) -> str:
-    """bwd_weight: fp32 partial sums; fwd and bwd_data: the weight repacked tap-major and converted to fp32
-    once, so the tap loop converts only the activations."""
-    return "fp32"
-
-
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
     """fwd, bwd_data: weight pack, then the dw and grouped compute entries; bwd_weight: the dw and grouped
     partial-sum entries, then the reduce."""
     tiles = [Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n)]
-    ws = Param("ws_ptr", "*" + DTYPES[_workspace_dtype(cfg)].triton, divisible16=True)
+    ws = Param("ws_ptr", "*" + DTYPES[WORKSPACE_DTYPE].triton, divisible16=True)
     params = [*_base_params(cfg), ws]
     if cfg.direction == "bwd_weight":
         params += [Param("SPAN", "i32"), *tiles, Param("TAP_CHUNK", "constexpr", tap_chunk(cfg))]
@@ -138,13 +135,12 @@ def _channel_mask(cfg: ConvConfig, channels: str) -> str:
 
 
 def _stride_hints(cfg: ConvConfig) -> str:
-    """align 8: the activation strides are multiples of 8 (runtime/conv_args.tensor_align). Stated as
-    (v // 8) * 8, exact under that guarantee, so every shifted row offset keeps the divisibility (a
-    tl.multiple_of on the final offset is lost once the compiler re-associates the shifts of unrolled taps)."""
+    """align 8: the activation strides are multiples of 8 (runtime/conv_args.tensor_align), so every shifted
+    row offset keeps the divisibility (a tl.multiple_of on the final offset is lost once the compiler
+    re-associates the shifts of unrolled taps)."""
     if cfg.align != VECTOR:
         return ""
-    names = [f"s{t}_{s}" for t in "xy" for s in ("n", *dims(cfg))]
-    return _lines(*(f"{n} = ({n} // {VECTOR}) * {VECTOR}" for n in names))
+    return _lines(*multiple_hints([f"s{t}_{s}" for t in "xy" for s in ("n", *dims(cfg))], VECTOR))
 
 
 def _tile_start(cfg: ConvConfig, channels: str) -> str:
@@ -377,10 +373,11 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
         packed = math.prod(problem.filter) * problem.c_per_group * problem.k
         grids = ((_cdiv(packed, PACK_BLOCK), 1, 1),
                  *_pick((_cdiv(pixels, cfg.block_m), _cdiv(channels, cfg.block_n), 1), depthwise))
-        return LaunchPlan(grids, workspaces=(("ws_ptr", packed, "fp32"),))
+        return LaunchPlan(grids, workspaces=(("ws_ptr", packed, WORKSPACE_DTYPE),))
     split, span = split_plan(cfg, problem, sms)
     cg, taps = problem.c_per_group, math.prod(problem.filter)
     per_split = taps * cg * problem.k
     grid = (_cdiv(taps, tap_chunk(cfg)) * cg, _cdiv(problem.k, cfg.block_n), split)
     return LaunchPlan((*_pick(grid, depthwise), (_cdiv(per_split, REDUCE_BLOCK), 1, 1)),
-                      scalars=(("SPAN", span), ("SPLIT", split)), workspaces=(("ws_ptr", split * per_split, "fp32"),))
+                      scalars=(("SPAN", span), ("SPLIT", split)),
+                      workspaces=(("ws_ptr", split * per_split, WORKSPACE_DTYPE),))

@@ -27,8 +27,9 @@ is one [BLOCK_M, BLOCK_N] x [BLOCK_N, BLOCK_N] dot against the block-diagonal we
 work, but every load is a contiguous channel run and the dot is a plain wgmma. BLOCK_K is C/G itself (a
 compile-time constant, so the weight gather vectorizes over each group's C/G contiguous channels).
 
-align=8 instances also require C/G and K/G to be multiples of 8 (configs/conv_validity._igemm_mismatch), so
-every channel run of 8 is 16-byte aligned; the kernel states it with tl.multiple_of so loads vectorize.
+align=8 instances also require C/G and K/G to be multiples of 8 (configs/conv_validity._igemm_mismatch; 'diag'
+instances only the channel totals), so every channel run of 8 is 16-byte aligned; the kernel states it so that
+loads vectorize.
 """
 from __future__ import annotations
 
@@ -138,19 +139,17 @@ def _program_ids(cfg: ConvConfig) -> str:
 
 def _hints(cfg: ConvConfig) -> str:
     """align=8: channel counts and every non-unit stride are multiples of 8 (see the module docstring; weight
-    strides of 'diag' instances: of gcd(8, C/G), runtime/conv_args.tensor_align). The kernel states it as
-    (v // 8) * 8 (exact under that guarantee): tl.multiple_of on a scalar argument is lost."""
+    strides of 'diag' instances: of gcd(8, C/G), runtime/conv_args.tensor_align)."""
     if cfg.align != VEC:
         return ""
     if cfg.kloop == "diag":   # C/G (BLOCK_K) may be below 8: weight strides are multiples of gcd(8, C/G)
-        unit = math.gcd(VEC, cfg.block_k)
         names = ["C", "K", "sx_n", "sy_n"] + [f"s{t}_{s}" for t in "xy" for s in _dims(cfg)]
         weights = ["sw_k"] + [f"sw_{s}" for s in _dims(cfg)]
-        return ("".join(f"    {n} = ({n} // {VEC}) * {VEC}\n" for n in names)
-                + "".join(f"    {n} = ({n} // {unit}) * {unit}\n" for n in weights))
+        lines = common.multiple_hints(names, VEC) + common.multiple_hints(weights, math.gcd(VEC, cfg.block_k))
     else:
         names = ["CG", "KG", "sx_n", "sy_n", "sw_k"] + [f"s{t}_{s}" for t in "xyw" for s in _dims(cfg)]
-    return "".join(f"    {n} = ({n} // {VEC}) * {VEC}\n" for n in names)
+        lines = common.multiple_hints(names, VEC)
+    return "".join(f"    {line}\n" for line in lines)
 
 
 def _phases(cfg: ConvConfig) -> str:

@@ -49,13 +49,10 @@ def kernel_kind(config: Any) -> str:
 
 
 def data_kernel_kinds(frame) -> list[str]:
-    """The kernel kinds of dataset rows (from their c_family, c_kloop and c_block_k columns)."""
-    if "c_kloop" not in frame.columns:
-        return sorted(set(frame["c_family"].astype(str)))
-    unrolled = (frame["c_family"] == "direct") & (frame["c_block_k"] > 1)
-    kinds = (frame["c_family"].astype(str) + "/" + frame["c_kloop"].astype(str)
-             + unrolled.map({True: "/unrolled", False: ""}))
-    return sorted(set(kinds))
+    """The kernel kinds of dataset rows (kernel rows: their names parse to configs)."""
+    from tiledispatch.configs.naming import parse_name
+
+    return sorted({kernel_kind(parse_name(name)) for name in frame["kernel"].unique()})
 
 
 def _arch_name(arch: ArchSpec | str) -> str:

@@ -59,10 +59,11 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
                                                                                BATCHED_DOT_EFFICIENCY)
         compute_us = _padded_flops(cfg, problem) / (arch.peak_tflops_fp16 * 1e6 * eff)
         m, n, _ = _gemm_view(cfg, problem)
-        programs = math.ceil(m / cfg.block_m) * math.ceil(problem.groups / cfg.groups_per_program) \
-            * math.ceil(n / cfg.block_n)
         if cfg.kloop == "diag":   # channel tiles span whole groups
-            programs = math.ceil(m / cfg.block_m) * math.ceil(problem.groups * n / cfg.block_n)
+            column_tiles = math.ceil(problem.groups * n / cfg.block_n)
+        else:
+            column_tiles = math.ceil(problem.groups / cfg.groups_per_program) * math.ceil(n / cfg.block_n)
+        programs = math.ceil(m / cfg.block_m) * column_tiles
     waves = programs / arch.sm_count
     quantization = math.ceil(waves) / waves if waves >= 1 else 1.0 / waves
     body = max(mem_us, compute_us) * min(quantization, 4.0)
