@@ -65,7 +65,8 @@ def _wgrad_igemm() -> list[tuple]:
 
     rows = []
     for cfg in conv_wgrad.candidate_configs("bf16", 2):
-        essential = cfg.groups_per_program > 1 or (cfg.block_m, cfg.block_n) == (128, 128) or cfg.align == 1
+        essential = (cfg.groups_per_program > 1 or (cfg.block_m, cfg.block_n) == (128, 128) or cfg.align == 1
+                     or (cfg.kloop == "diag" and cfg.block_n == 32))
         rows.append(("igemm", cfg.block_m, cfg.block_n, cfg.block_k, cfg.groups_per_program, cfg.num_warps,
                      cfg.num_stages, cfg.kloop, cfg.align, essential))
     return rows

@@ -2,6 +2,8 @@
 float64 reference, the split planning, the validity conditions, and an sm_90 build of the preset candidates."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import tiledispatch as td
@@ -61,6 +63,18 @@ CASES = [
      "3-D grouped with asymmetric padding, 2 splits"),
     ("g16-1d-flat-gpp4", _cfg(1, "flat", gpp=4), _problem(1, 3, 128, 64, 8, (10,), (4,), stride=2, padding=1),
      "1-D, even filter, K/G=8 != C/G=16"),
+    # block-diagonal ('diag'): one channel tile holds whole groups, cross-group pairs masked at the store
+    ("diag-2d-g4-a1", _cfg(2, "diag", align=1, split=2), _problem(2, 2, 40, 40, 10, (5, 6), (3, 3), padding=1),
+     "C/G=4: 4 groups per 16-channel tile, 10 groups leave a half tile; 2 splits"),
+    ("diag-2d-g3-a1", _cfg(2, "diag", align=1), _problem(2, 2, 21, 21, 7, (6, 5), (3, 3), stride=2, padding=ASYM2),
+     "C/G=3 does not divide the tile: 5 groups (15 lanes) per tile, lane 15 masked"),
+    ("diag-3d-g2-a1", _cfg(3, "diag", align=1, split=4), _problem(3, 1, 12, 12, 6, (3, 4, 4), (3, 3, 3),
+                                                                   padding=1, dilation=(1, 2, 1)),
+     "3-D, C/G=2, dilation, 4 splits"),
+    ("diag-1d-g8-a8", _cfg(1, "diag"), _problem(1, 3, 24, 24, 3, (13,), (5,), padding=2),
+     "C/G=8 aligned: 2 groups per tile, the second tile half empty"),
+    ("diag-2d-g16-a8", _cfg(2, "diag", split=2), _problem(2, 2, 32, 32, 2, (5, 5), (3, 3), stride=2, padding=1),
+     "C/G == block_n: one group per tile (the dense case of the diag path)"),
     # fp32 (ieee dot)
     ("fp32-2d-tap-split", _cfg(2, "tap", split=2, dtype="fp32"),
      _problem(2, 2, 24, 16, 1, (5, 7), (3, 3), dtype="fp32", stride=2, padding=ASYM2), "fp32 with 2 splits"),
@@ -113,6 +127,18 @@ def test_problem_mismatch_names_the_field():
     p = td.ConvProblem("bwd_weight", 1, 16, 16, 4, (4, 4), (3, 3), dtype="fp16", align=8)   # C/G = 4
     assert conv_problem_mismatch(cfg, p).startswith("align:")
     assert conv_problem_mismatch(_cfg(2, "flat", gpp=4, align=1), p) is None
+
+
+def test_diag_validity_and_mismatch():
+    arch = td.Registry("sm_90").arch
+    square = _cfg(2, "diag", align=1)
+    assert conv_config_errors(square, arch) == []
+    wide = dataclasses.replace(square, block_n=32)
+    assert [field for field, _ in conv_config_errors(wide, arch)] == ["block_m"]
+    unequal = _problem(2, 2, 16, 32, 4, (5, 5), (3, 3), padding=1)
+    assert conv_problem_mismatch(square, unequal).startswith("c_per_group")
+    too_wide = _problem(2, 2, 64, 64, 2, (5, 5), (3, 3), padding=1)   # C/G = 32 > block_n = 16
+    assert conv_problem_mismatch(square, too_wide).startswith("c_per_group")
 
 
 def test_sixteen_warps_limit_accumulators():

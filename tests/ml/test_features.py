@@ -1,7 +1,8 @@
 """CPU lane: the cost model's feature spec and the two ways features are computed (dataset rows, run time).
 
-Samples (tests/ml/data/*_sample, datasets with a manifest): 60 problems of data/h200/gemm_bf16_rcr and of
-data/h200/conv_fwd_bf16 (the first 40 and the first 20 random ones, file order) with every row of them.
+Samples (tests/ml/data/*_sample, datasets with a manifest): 60 problems of data/h200/gemm_bf16_rcr and 66 of
+data/h200/conv_fwd_bf16 (the first 40 and the first 20 random ones, file order; conv also its first 6 ResNeXt
+layers with a block-diagonal kernel) with every row of them.
 """
 from __future__ import annotations
 
@@ -107,3 +108,20 @@ def test_features_for_refuses_a_config_of_another_op():
         features_for(problem, [td.ConvConfig()], ARCH)
     assert err.value.field == "op"
     assert features_for(problem, [], ARCH).shape == (0, len(feature_names("gemm")))
+
+
+def test_block_diagonal_and_unrolled_views():
+    """diag tiles span every group (tiles_n over all K channels, one dot per tap, BN / BK times the useful
+    work); a direct kernel's block_k is its unroll factor; other kernels have neither flag."""
+    rows = _ok_rows("conv")
+    frame = feature_frame(rows, ARCH)
+    diag = (rows["c_kloop"] == "diag").to_numpy()
+    assert diag.any() and (frame["kloop_diag"].to_numpy() == diag).all()
+    d, f = rows[diag], frame[diag]
+    taps = d["p_filter_0"] * d["p_filter_1"].where(d["p_ndim"] > 1, 1) * d["p_filter_2"].where(d["p_ndim"] > 2, 1)
+    np.testing.assert_array_equal(f["k_iters"], taps)
+    np.testing.assert_array_equal(f["tiles_n"], np.ceil(d["p_k"] / d["c_block_n"]))
+    np.testing.assert_array_equal(f["waste_g"], d["c_block_n"] / d["c_block_k"])
+    direct = (rows["family"] == "direct").to_numpy()
+    assert (frame["unroll"][direct] == rows["c_block_k"][direct]).all()
+    assert (frame["unroll"][~direct] == 1).all() and (rows["c_block_k"][direct] > 1).any()

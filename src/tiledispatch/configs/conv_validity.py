@@ -49,7 +49,7 @@ def _common_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
 
 def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
     ok = choice(errors, "block_m", cfg.block_m, DOT_BLOCKS) & choice(errors, "block_n", cfg.block_n, DOT_BLOCKS)
-    if cfg.kloop != "diag":   # diag's block_k is the group width (checked below)
+    if cfg.kloop != "diag" or cfg.direction == "bwd_weight":   # fwd / bwd_data diag: block_k = C/G (below)
         ok &= choice(errors, "block_k", cfg.block_k, DOT_BLOCKS)
     ok &= choice(errors, "groups_per_program", cfg.groups_per_program, GROUPS_PER_PROGRAM)
     if not ok or cfg.num_warps not in WARPS or cfg.dtype not in DTYPES:
@@ -70,10 +70,14 @@ def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]
 
 
 def _igemm_diag_errors(cfg: ConvConfig, errors: list[tuple[str, str]]) -> None:
-    """kloop 'diag' (kernels/conv_igemm.py): one block-diagonal dot per tap over the channel tile itself."""
+    """kloop 'diag': fwd / bwd_data (kernels/conv_igemm.py) do one block-diagonal dot per tap over the channel
+    tile itself (block_k = C/G); bwd_weight (kernels/conv_wgrad.py) tiles the same channels as rows and columns
+    (block_m == block_n) and reduces over pixels (block_k)."""
     if cfg.direction == "bwd_weight":
-        errors.append(("kloop", "kloop 'diag' exists for directions fwd and bwd_data, not bwd_weight"))
-    if cfg.block_k not in DIAG_GROUP_CHANNELS or cfg.block_n % cfg.block_k:
+        if cfg.block_m != cfg.block_n:
+            errors.append(("block_m", f"bwd_weight kloop 'diag' uses one channel tile for rows and columns: "
+                                      f"block_m must equal block_n={cfg.block_n}, got {cfg.block_m}"))
+    elif cfg.block_k not in DIAG_GROUP_CHANNELS or cfg.block_n % cfg.block_k:
         errors.append(("block_k", f"kloop 'diag' takes block_k = channels per group, one of {DIAG_GROUP_CHANNELS} "
                                   f"dividing block_n={cfg.block_n}; got {cfg.block_k}"))
     if cfg.groups_per_program != 1:
@@ -113,7 +117,8 @@ def _direct_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
 def shared_memory_bytes(cfg: ConvConfig) -> int:
     """Shared memory of the pipelined operand tiles of an implicit-GEMM instance (estimate)."""
     g = cfg.groups_per_program
-    red = cfg.block_n if cfg.kloop == "diag" else cfg.block_k   # diag reduces over the channel tile
+    # fwd / bwd_data diag reduce over the channel tile
+    red = cfg.block_n if cfg.kloop == "diag" and cfg.direction != "bwd_weight" else cfg.block_k
     stage = g * (cfg.block_m * red + red * cfg.block_n) * DTYPES[cfg.dtype].bytes
     return max(1, cfg.num_stages) * stage
 
@@ -204,15 +209,32 @@ def _igemm_fwd_dgrad_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | No
 
 # ---- igemm bwd_weight conditions (kernels/conv_wgrad.py) live here ----------------------------------------
 def _igemm_wgrad_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
-    """igemm bwd_weight (kernels/conv_wgrad.py): pixel indices are int32, splits and group blocks sit on grid
-    axes 1 and 2."""
+    """igemm bwd_weight (kernels/conv_wgrad.py): channel runs as the alignment promises, then the grid."""
+    if cfg.kloop == "diag":
+        return _wgrad_diag_mismatch(cfg, problem) or _wgrad_grid_mismatch(cfg, problem)
+    if cfg.align == 8 and (problem.c_per_group % 8 or problem.k_per_group % 8):
+        return (f"align: align-8 igemm kernels need channels per group that are multiples of 8 (16-byte channel "
+                f"runs); the problem has C/G={problem.c_per_group}, K/G={problem.k_per_group}")
+    return _wgrad_grid_mismatch(cfg, problem)
+
+
+def _wgrad_diag_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    cg = problem.c_per_group
+    if cg != problem.k_per_group or cg > cfg.block_n:
+        return (f"c_per_group: bwd_weight kloop 'diag' needs C/G == K/G <= block_n={cfg.block_n}; the problem has "
+                f"C/G={cg}, K/G={problem.k_per_group}")
+    if cfg.align == 8 and (cfg.block_n // cg) * cg % 8:
+        return (f"align: align-8 'diag' tiles of {cfg.block_n // cg} groups of C/G={cg} channels do not start on "
+                f"multiples of 8 channels")
+    return None
+
+
+def _wgrad_grid_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    """Pixel indices are int32, splits and group blocks sit on grid axes 1 and 2."""
     import math
 
     from tiledispatch.kernels.conv_wgrad import pixel_chunks, tile_counts
 
-    if cfg.align == 8 and (problem.c_per_group % 8 or problem.k_per_group % 8):
-        return (f"align: align-8 igemm kernels need channels per group that are multiples of 8 (16-byte channel "
-                f"runs); the problem has C/G={problem.c_per_group}, K/G={problem.k_per_group}")
     if (pixel_chunks(cfg, problem) + 1) * cfg.block_k > INT32_LIMIT:
         return f"spatial: {problem.n} x {problem.output} output pixels exceed the kernel's int32 pixel indexing"
     tiles_m, tiles_n, group_blocks = tile_counts(cfg, problem)

@@ -16,12 +16,18 @@ Per group g the weight gradient is a GEMM reduced over every output pixel p = (n
   out_dtype; with SPLITS == 1 the main entry writes dw itself and the reduce entry is not launched.
 - groups_per_program (GPP) > 1: a program handles GPP consecutive groups with a batched 3-D dot
   [GPP, BM, BK] x [GPP, BK, BN] (the channels of consecutive groups are adjacent in memory).
+- kloop 'diag' (C/G == K/G, many small groups): a program takes one tap and a tile of BLOCK_N (== BLOCK_M)
+  channels holding the BLOCK_N // CG whole groups that start at a group boundary; rows and columns are the same
+  global channels, so the dot [BN, BK] x [BK, BN] makes every (k, c) pair of those groups plus the
+  cross-group pairs, which the store masks out (BN / CG times the useful work, on contiguous channel loads).
 
-Grid of the main entry: (tiles_m * tiles_n, SPLITS, ceil(G / GPP)); tiles_m varies fastest, and the programs of
+Grid of the main entry: (tiles_m * tiles_n, SPLITS, ceil(G / GPP)) ('diag': (taps * channel tiles, SPLITS, 1),
+taps fastest); tiles_m varies fastest, and the programs of
 one split are launched together so that they share their pixel range in L2.
 
-align=8 instances additionally assume (conv_problem_mismatch checks it) C/G and K/G multiples of 8: every
-channel run then starts on a 16-byte boundary and the loads vectorize.
+align=8 instances additionally assume (conv_problem_mismatch checks it) C/G and K/G multiples of 8 ('diag':
+channel tiles of whole groups, (BLOCK_N // C/G) * C/G, multiples of 8): every channel run then starts on a
+16-byte boundary and the loads vectorize.
 """
 from __future__ import annotations
 
@@ -88,8 +94,9 @@ def _tap_coords(cfg: ConvConfig, tap: str, indent: str) -> str:
 
 def _prologue(cfg: ConvConfig) -> str:
     ds = dims(cfg)
-    align = cfg.align == 8
-    # align-8 problems have C/G and K/G multiples of 8; rounding tells the compiler so (same value)
+    # align-8 problems have C/G and K/G multiples of 8 (not 'diag': whole tiles of groups are); rounding tells the
+    # compiler so (same value)
+    align = cfg.align == 8 and cfg.kloop != "diag"
     cgv, kgv = ("CG // 8 * 8", "KG // 8 * 8") if align else ("CG", "KG")
     src = f"""\
     pid_t = tl.program_id(0)
@@ -99,6 +106,10 @@ def _prologue(cfg: ConvConfig) -> str:
     KGv = {kgv}
     TAPS = {_prod([f"flt_{s}" for s in ds])}
     ROW = TAPS * CGv
+"""
+    if cfg.kloop == "diag":
+        return src + _diag_columns(cfg)
+    src += """\
     tiles_m = (KGv + BLOCK_M - 1) // BLOCK_M
     tile_m = pid_t % tiles_m
     tile_n = pid_t // tiles_m
@@ -113,11 +124,27 @@ def _prologue(cfg: ConvConfig) -> str:
     return src + _columns(cfg)
 
 
+def _diag_columns(cfg: ConvConfig) -> str:
+    """kloop 'diag': rm = the tile's global channels (rows: k, columns: c), rc = their channel within the group,
+    same_group = the (row, column) pairs of one group; then the tap's columns as _columns makes them."""
+    # align 8: the tile width and K are multiples of 8 (conv_problem_mismatch); rounding tells the compiler so
+    tile_ch, k_total = ("BLOCK_N // CGv * CGv // 8 * 8", "K // 8 * 8") if cfg.align == 8 else (
+        "BLOCK_N // CGv * CGv", "K")
+    return (f"    TILE_CH = {tile_ch}\n"
+            "    tap = pid_t % TAPS\n"
+            "    lane = tl.arange(0, BLOCK_N)\n"
+            "    rm = (pid_t // TAPS) * TILE_CH + lane\n"
+            f"    m_ok = (lane < TILE_CH) & (rm < {k_total})\n"
+            "    n_ok = m_ok\n"
+            "    rc = rm % CGv\n"
+            "    same_group = (lane // CGv)[:, None] == (lane // CGv)[None, :]\n"
+            "    ws_col = tap * CGv + rc\n"
+            "    ych = 0\n    xch = 0\n" + _tap_columns(cfg, x_channel="rm"))
+
+
 def _columns(cfg: ConvConfig) -> str:
     """Per column: n_ok, x_col (input offset of the tap and channel), w_col (weight offset), ws_col (tap*CG + c);
     'tap': dl_<s> scalars (tap offsets in input pixels); 'flat': dl_<s> vectors."""
-    ds = dims(cfg)
-    hint = cfg.align == 8
     if cfg.kloop == "tap":
         src = ("    c_tiles = (CGv + BLOCK_N - 1) // BLOCK_N\n    tap = tile_n // c_tiles\n"
                "    rc = (tile_n % c_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)\n    n_ok = rc < CGv\n"
@@ -125,13 +152,21 @@ def _columns(cfg: ConvConfig) -> str:
     else:
         src = ("    rj = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)\n    n_ok = rj < ROW\n"
                "    tap = rj // CGv\n    rc = rj % CGv\n    ws_col = rj\n")
-    src += _tap_coords(cfg, "tap", "    ")
+    return src + _tap_columns(cfg, x_channel="rc")
+
+
+def _tap_columns(cfg: ConvConfig, x_channel: str) -> str:
+    """f_<s>, dl_<s> of the column's tap; x_col = the input offset of tap and channel (`x_channel`: the channel
+    within the group, or the global one for 'diag'), w_col = the weight offset of tap and channel in the group."""
+    ds = dims(cfg)
+    hint = cfg.align == 8
+    src = _tap_coords(cfg, "tap", "    ")
     for s in ds:
         dl = f"f_{s} * dil_{s}"
         if cfg.kloop == "flat" and hint:
             dl = f"tl.max_constancy({dl}, 8)"   # constant over runs of CG >= 8 columns (one tap)
         src += f"    dl_{s} = {dl}\n"
-    x_col = " + ".join(f"dl_{s}.to(tl.int64) * sx_{s}" for s in ds) + " + rc"
+    x_col = " + ".join(f"dl_{s}.to(tl.int64) * sx_{s}" for s in ds) + f" + {x_channel}"
     w_col = " + ".join(f"f_{s}.to(tl.int64) * sw_{s}" for s in ds) + " + rc"
     if hint and cfg.kloop == "flat":   # runs of CG >= 8 channels of one tap, each starting on a multiple of 8
         x_col = f"tl.max_contiguous(tl.multiple_of({x_col}, 8), 8)"
@@ -155,7 +190,7 @@ def _pixels(cfg: ConvConfig) -> str:
     if cfg.align == 8:
         y_pix, x_pix = f"tl.multiple_of({y_pix}, 8)", f"tl.multiple_of({x_pix}, 8)"
     src += f"{ind}y_pix = {y_pix}\n{ind}x_pix = {x_pix}\n"
-    if cfg.kloop == "tap":
+    if cfg.kloop != "flat":
         src += f"{ind}x_ok = p_ok"
         for s in ds:
             src += f" & (b_{s} + dl_{s} >= 0) & (b_{s} + dl_{s} < in_{s})"
@@ -169,12 +204,12 @@ def _pixels(cfg: ConvConfig) -> str:
 def _loads(cfg: ConvConfig) -> str:
     """a: dy [(GPP,) BK, BM]; b: x [(GPP,) BK, BN]; both masked, zero outside."""
     ind = "        "
-    x_rows = "x_ok[:, None]" if cfg.kloop == "tap" else "x_ok"
+    x_rows = "x_ok" if cfg.kloop == "flat" else "x_ok[:, None]"
     if cfg.groups_per_program == 1:
         a_ptr = "y_ptr + (y_pix + ych)[:, None] + rm[None, :]"
         a_mask = "p_ok[:, None] & m_ok[None, :]"
         b_ptr = "x_ptr + (x_pix + xch)[:, None] + x_col[None, :]"
-        b_mask = f"{x_rows} & n_ok[None, :]" if cfg.kloop == "tap" else x_rows
+        b_mask = x_rows if cfg.kloop == "flat" else f"{x_rows} & n_ok[None, :]"
     else:
         a_ptr = "y_ptr + (y_pix[None, :] + ych[:, None])[:, :, None] + rm[None, None, :]"
         a_mask = "p_ok[None, :, None] & (g_ok[:, None] & m_ok[None, :])[:, None, :]"
@@ -212,7 +247,7 @@ def _store(cfg: ConvConfig) -> str:
     out_ty = tl_type(cfg.out_dtype)
     if cfg.groups_per_program == 1:
         k_row = "(ych + rm)"
-        mask = "m_ok[:, None] & n_ok[None, :]"
+        mask = "m_ok[:, None] & n_ok[None, :]" + (" & same_group" if cfg.kloop == "diag" else "")
         w_off = f"{k_row}[:, None] * sw_k + w_col[None, :]"
         ws_off = f"{k_row}[:, None] * ROW + ws_col[None, :]"
     else:
@@ -259,6 +294,8 @@ def _cdiv(a: int, b: int) -> int:
 def tile_counts(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
     """(tiles_m, tiles_n, group blocks) of the main grid."""
     taps, cg = math.prod(problem.filter), problem.c_per_group
+    if cfg.kloop == "diag":   # one tap x the channels of block_n // C/G whole groups per program
+        return 1, taps * _cdiv(problem.groups, max(1, cfg.block_n // cg)), 1
     tiles_n = taps * _cdiv(cg, cfg.block_n) if cfg.kloop == "tap" else _cdiv(taps * cg, cfg.block_n)
     return _cdiv(problem.k_per_group, cfg.block_m), tiles_n, _cdiv(problem.groups, cfg.groups_per_program)
 
@@ -318,6 +355,10 @@ _CANDIDATES = (
     (16, 64, 64, 4, 4, 3, "flat", 8),      # grouped, C/G = K/G = 16
     (16, 32, 64, 8, 4, 3, "flat", 8),      # grouped, C/G = K/G = 8 (ResNeXt 32x8d-like)
     (16, 32, 32, 16, 8, 3, "flat", 1),     # grouped, C/G = K/G = 4 (ResNeXt 32x4d first stage)
+    (64, 64, 64, 1, 4, 3, "diag", 8),      # many small equal groups: 64-channel tiles of whole groups (wgmma)
+    (32, 32, 64, 1, 4, 3, "diag", 8),      # ... 32-channel tiles (less masked work for C/G = 4, 8)
+    (16, 16, 128, 1, 4, 3, "diag", 8),     # ... 16-channel tiles (C/G = 2, 4, 8, 16; longest pixel chunks)
+    (32, 32, 64, 1, 4, 2, "diag", 1),      # ... any C/G <= 32 that tiles do not align to 8 channels
 )
 
 

@@ -30,7 +30,7 @@ from tiledispatch.ml.objects import (
 from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import GemmProblem
 
-FEATURE_SPEC_VERSION = 1
+FEATURE_SPEC_VERSION = 2    # 2: kloop_diag, the block-diagonal tiled view, direct unroll
 OPS = ("gemm", "conv")
 MAX_OCCUPANCY = 16
 ARCH_FEATURES = ("sm_count", "smem_per_sm_kb", "peak_tflops", "hbm_gbps")
@@ -45,7 +45,7 @@ GEMM_FEATURES = ("m", "n", "k", "batch", "log_m", "log_n", "log_k", "p_align", "
 CONV_FEATURES = ("n", "c", "k", "groups", "c_per_group", "k_per_group", "ndim", "taps", "filter_max",
                  "stride_prod", "dilation_max", "pad_sum", "log_in_px", "log_out_px", "depthwise", "gemm_m",
                  "gemm_n", "gemm_k", "log_gemm_m", "log_gemm_n", "log_gemm_k", "p_align",
-                 "groups_per_program", "group_blocks", "waste_g", "kloop_flat",
+                 "groups_per_program", "group_blocks", "waste_g", "kloop_flat", "kloop_diag", "unroll",
                  *(f"fam_{f}" for f in CONV_FAMILIES), *TILE_FEATURES, *ARCH_FEATURES)
 NAMES = {"gemm": GEMM_FEATURES, "conv": CONV_FEATURES}
 PROBLEM_FIELDS = {"gemm": GEMM_PROBLEM_FIELDS, "conv": CONV_PROBLEM_FIELDS}
@@ -255,26 +255,38 @@ def _conv_view(cols: dict[str, Any], c: dict[str, Any], out: dict[str, Any]) -> 
     cg, kg = p["c_per_group"], p["k_per_group"]
     family = np.asarray(cols["c_family"], dtype=object)
     direct, gemm, igemm = family == "direct", family == "gemm", family == "igemm"
-    flat = np.asarray(cols["c_kloop"], dtype=object) == "flat"
+    kloop = np.asarray(cols["c_kloop"], dtype=object)
+    flat, diag = kloop == "flat", igemm & (kloop == "diag")
     bm, bn, bk, gpp = c["block_m"], c["block_n"], np.maximum(c["block_k"], 1.0), c["groups_per_program"]
     splits = np.maximum(out["splits"], 1.0)
-    # igemm fwd / bwd_data: taps (bwd_data: of one stride phase) x channels per tap; bwd_weight: pixels
+    # igemm fwd / bwd_data: taps (bwd_data: of one stride phase) x channels per tap (diag: one dot per tap);
+    # bwd_weight: pixels
     per_tap, tap_steps = np.where(fwd, cg, kg), np.where(dgrad, np.ceil(taps / out["stride_prod"]), taps)
-    igemm_iters = np.where(flat, _cdiv(tap_steps * per_tap, bk), tap_steps * _cdiv(per_tap, bk))
+    igemm_iters = np.select([diag, flat], [tap_steps, _cdiv(tap_steps * per_tap, bk)],
+                            tap_steps * _cdiv(per_tap, bk))
     direct_iters = np.where(wgrad, _cdiv(v["out_px"] / splits, bm), taps * np.where(dgrad, kg, cg))
     k_iters = np.select([direct, gemm, wgrad], [direct_iters, _cdiv(np.where(dgrad, p["k"], p["c"]), bk),
                                                 _cdiv(_cdiv(v["out_px"], bk), splits)], igemm_iters)
-    rows = np.select([direct & ~dgrad, direct | gemm], [v["out_px"], v["in_px"]],
+    # bwd_weight: taps x channels of a group; diag: one row tile, taps x tiles of whole groups as columns
+    rows = np.select([direct & ~dgrad, direct | gemm, wgrad & diag], [v["out_px"], v["in_px"], bm],
                      np.where(dgrad, v["phase_px"], v["gm"]))
-    wgrad_cols = np.where(flat, taps * cg, taps * _cdiv(cg, bn) * bn)
-    columns = np.where(direct | gemm, np.where(dgrad, p["c"], p["k"]), np.where(wgrad, wgrad_cols, v["gn"]))
+    diag_tiles = taps * _cdiv(p["groups"], np.maximum(np.floor(bn / cg), 1.0))
+    wgrad_cols = np.select([diag, flat], [diag_tiles * bn, taps * cg], taps * _cdiv(cg, bn) * bn)
+    all_channels = np.where(dgrad, p["c"], p["k"])     # direct, gemm and diag tiles span every group
+    columns = np.where(direct | gemm | (diag & ~wgrad), all_channels,
+                       np.where(wgrad, wgrad_cols, v["gn"]))
     merged = np.where(igemm, gpp, 1.0)
-    blocks = np.where(igemm, _cdiv(p["groups"], gpp), 1.0)
+    blocks = np.where(igemm & ~diag, _cdiv(p["groups"], gpp), 1.0)
     tiles_m, tiles_n = _cdiv(rows, bm), _cdiv(columns, bn)
-    stage = merged * (bm * bk + bk * bn) * _bytes_of(cols["p_dtype"])
-    waste_g = blocks * merged / np.where(igemm, p["groups"], 1.0)
+    # diag: a [BM, BN] x [BN, BN] dot per tap against the block-diagonal weight (BN / BK times the useful work)
+    # bwd_weight diag: the [BN, BN] result tile holds BN / (C/G) times the useful pairs
+    stage_elems = np.where(diag & ~wgrad, bm * bn + bn * bn, merged * (bm * bk + bk * bn))
+    stage = stage_elems * _bytes_of(cols["p_dtype"])
+    waste_g = np.select([diag & wgrad, diag], [bn / cg, bn / bk],
+                        blocks * merged / np.where(igemm, p["groups"], 1.0))
     out.update(groups_per_program=gpp, group_blocks=blocks, waste_g=waste_g,
-               kloop_flat=flat.astype(np.float64))
+               kloop_flat=flat.astype(np.float64), kloop_diag=diag.astype(np.float64),
+               unroll=np.where(direct, bk, 1.0))
     for fam in CONV_FAMILIES:
         out[f"fam_{fam}"] = (family == fam).astype(np.float64)
     return {"rows": rows, "cols": columns, "tiles_m": tiles_m, "tiles_n": tiles_n,

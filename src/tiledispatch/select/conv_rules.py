@@ -30,9 +30,17 @@ def _gemm_view(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
     return m, n, k
 
 
+def _diag_wgrad_tiles(cfg: ConvConfig, problem: ConvProblem) -> int:
+    """bwd_weight 'diag' programs per split: taps x channel tiles of block_n // C/G whole groups."""
+    per_tile = max(1, cfg.block_n // problem.c_per_group)
+    return math.prod(problem.filter) * math.ceil(problem.groups / per_tile)
+
+
 def _padded_flops(cfg: ConvConfig, problem: ConvProblem) -> float:
     """FLOPs the tiles execute, padding included (kloop 'diag': the whole block-diagonal tile of every tap)."""
     m, n, k = _gemm_view(cfg, problem)
+    if cfg.kloop == "diag" and problem.direction == "bwd_weight":   # taps x tiles of whole groups, squared
+        return 2.0 * _diag_wgrad_tiles(cfg, problem) * cfg.block_n * cfg.block_n * _ceil_to(k, cfg.block_k)
     if cfg.kloop == "diag":
         channels = problem.k if problem.direction == "fwd" else problem.c
         taps = k // problem.c_per_group if problem.direction == "fwd" else k // problem.k_per_group
@@ -59,7 +67,9 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
                                                                                BATCHED_DOT_EFFICIENCY)
         compute_us = _padded_flops(cfg, problem) / (arch.peak_tflops_fp16 * 1e6 * eff)
         m, n, _ = _gemm_view(cfg, problem)
-        if cfg.kloop == "diag":   # channel tiles span whole groups
+        if cfg.kloop == "diag" and problem.direction == "bwd_weight":
+            column_tiles, m = _diag_wgrad_tiles(cfg, problem), cfg.block_m
+        elif cfg.kloop == "diag":   # channel tiles span whole groups
             column_tiles = math.ceil(problem.groups * n / cfg.block_n)
         else:
             column_tiles = math.ceil(problem.groups / cfg.groups_per_program) * math.ceil(n / cfg.block_n)
