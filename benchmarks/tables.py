@@ -148,6 +148,63 @@ def conv_section(path: Path) -> str:
                          f"{_pct(r.get('tune_floor_pct'))} | {kernel} |")
     return "\n".join(lines) + "\n<!-- conv:end -->\n"
 
+def sweep_throughput_section(path: Path) -> str:
+    data = json.loads(path.read_text())
+    lines = [f"## Sweep throughput ({path.name})", "",
+             f"{data['gpu']}, triton {data['triton']}, torch {data['torch']}, {data['date']}. {data['what']}.", "",
+             "| sweep | pairs | measured | measure s | pairs/s | workers |", "|---|---|---|---|---|---|"]
+    for name, run in data["runs"].items():
+        lines.append(f"| {name} | {run['pairs']:,} | {run['measured']:,} | {run['measure_seconds']:.1f} | "
+                     f"{run['pairs_per_second']:.0f} | {', '.join(run['workers'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def multi_gpu_section(path: Path) -> str:
+    data = json.loads(path.read_text())
+    one, two = data["one_gpu"], data["two_gpus"]
+    return "\n".join([
+        f"## Sweep on two GPUs ({path.name})", "",
+        f"{data['machine']}, triton {data['triton']}, torch {data['torch']}, {data['date']}. {data['what']}; "
+        f"`{data['command']}`.", "",
+        "| GPUs | pairs | measure s | pairs/s |", "|---|---|---|---|",
+        f"| 1 | {one['pairs']:,} | {one['measure_seconds']:.1f} | {one['pairs_per_second']:.0f} |",
+        f"| 2 | {two['pairs']:,} | {two['measure_seconds']:.1f} | {two['pairs_per_second']:.0f} |", "",
+        f"Speedup of `--gpus 0,1` over one GPU: **{data['speedup']:.2f}×** (target 1.8×).", ""])
+
+
+def select_speed_section(path: Path) -> str:
+    data = json.loads(path.read_text())
+    cold, warm, targets = data["rank_300_cold"], data["warm_select"], data["targets"]
+    return "\n".join([
+        f"## Selection speed ({path.name})", "",
+        f"One CPU core ({data['cpu']}, Python {data['python']}), {data['model']}.", "",
+        "| measure | value | target |", "|---|---|---|",
+        f"| rank {cold['candidates']} candidates, cold (median of {cold['problems']} problems) | "
+        f"{cold['median_ms']:.2f} ms | {targets['rank_300_cold_ms']} ms |",
+        f"| warm `select`, a problem seen before | {warm['per_call_us']:.1f} µs | {targets['warm_select_us']} µs |",
+        ""])
+
+
+def _eff(row: dict) -> str:
+    return f"{100 * row['mean']:.1f}% / {100 * row['p10']:.1f}%"
+
+
+def ml_section(folder: Path) -> str:
+    """Held-out validation of the shipped cost models (results/ml/*.validate.json, `tiledispatch validate`)."""
+    lines = ["## Cost models on held-out problems (results/ml)", "",
+             "`tiledispatch validate` on the problems held out of training (20% of each dataset, split by problem). "
+             "Efficiency = best time of the problem / time of the pick; mean / P10. top-1: the pick is the best "
+             "kernel; top-5: the best of the model's 5 first is timed (`tune` confirm).", "",
+             "| model | held-out problems | model | model top-1 | model top-5 | rules | rules top-5 | our best time / vendor time, median (> 1: vendor faster) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for path in sorted(folder.glob("*.validate.json")):
+        data = json.loads(path.read_text())
+        st = data["strategies"]
+        lines.append(f"| {path.name.split('.')[0]} | {data['problems']} | {_eff(st['model'])} | "
+                     f"{100 * st['model']['hit']:.0f}% | {_eff(st['model_top5'])} | {_eff(st['rules'])} | "
+                     f"{_eff(st['rules_top5'])} | {st['vendor']['median']:.2f} |")
+    return "\n".join(lines) + "\n"
+
 
 # Renderers by the JSON's "benchmark" field (files without one: by file-name prefix), in section order.
 RENDERERS: dict[str, Callable[[Path], str]] = {
@@ -155,6 +212,9 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "gemm_baseline": gemm_baseline_section,
     "dispatch_overhead": dispatch_overhead_section,
     "conv": conv_section,
+    "sweep_throughput": sweep_throughput_section,
+    "multi_gpu_speedup": multi_gpu_section,
+    "select_speed": select_speed_section,
 }
 
 
@@ -165,7 +225,7 @@ def result_kind(path: Path) -> str | None:
         return None
     if "benchmark" in data:
         return str(data["benchmark"])
-    for prefix in ("gemm_baseline", "dispatch_overhead"):
+    for prefix in ("gemm_baseline", "dispatch_overhead", "sweep_throughput", "multi_gpu_speedup"):
         if path.name.startswith(prefix + "_"):
             return prefix
     return "gemm" if path.name.startswith("gemm_") else path.stem
@@ -181,6 +241,7 @@ def main() -> None:
             by_kind.setdefault(kind, []).append(path)
     for kind, render in RENDERERS.items():
         parts += [render(path) for path in by_kind.pop(kind, [])]
+    parts.append(ml_section(ROOT / "benchmarks" / "results" / "ml"))
     for kind, paths in by_kind.items():
         print(f"not rendered (no renderer for {kind!r}): {', '.join(p.name for p in paths)}", file=sys.stderr)
     (ROOT / "BENCHMARKS.md").write_text("\n".join(parts))

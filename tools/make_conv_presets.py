@@ -1,9 +1,10 @@
 """Regenerate the packaged convolution presets (src/tiledispatch/presets/conv_*.json).
 
 conv_{direction}_{dtype}_{ndim}d_all: every candidate instance of the families for that direction (implicit GEMM
-dense and merged-group tiles, block-diagonal tiles for small equal groups, direct kernels for depthwise / few channels per group, and 1x1-as-GEMM for fwd and
-bwd_data), the set `benchmarks/conv.py` tunes over. _essential: the subset the one-call API builds by default
-(a dense tile, the merged-group tiles, the direct kernels and the unaligned fallbacks). Invalid configs for
+dense and merged-group tiles, block-diagonal tiles for small equal groups, direct kernels for depthwise / few
+channels per group, and 1x1-as-GEMM for fwd and bwd_data), the set `benchmarks/conv.py` tunes over. _essential:
+the subset the one-call API builds by default (the instances a greedy cover of the H200 sweeps chose,
+tools/derive_conv_essential.py, and the unaligned fallbacks). Invalid configs for
 sm_90 are never written (the validity predicate is the filter). fp32 instances use fewer stages (4-byte tiles).
 """
 from __future__ import annotations
@@ -16,60 +17,63 @@ from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.conv_validity import conv_config_errors
 
 OUT = Path(__file__).resolve().parents[1] / "src" / "tiledispatch" / "presets"
+ESSENTIAL = Path(__file__).resolve().parent / "conv_essential.json"
 DTYPES = ("bf16", "fp16", "fp32")
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
-# (family, BM, BN, BK, groups per program, warps, stages, kloop, align, essential)
+# (family, BM, BN, BK, groups per program, warps, stages, kloop, align)
 IGEMM = [
-    ("igemm", 128, 128, 64, 1, 8, 3, "tap", 8, True), ("igemm", 128, 64, 64, 1, 4, 3, "tap", 8, True),
-    ("igemm", 64, 128, 64, 1, 4, 3, "tap", 8, False), ("igemm", 128, 256, 64, 1, 8, 3, "tap", 8, False),
-    ("igemm", 64, 64, 64, 1, 4, 4, "tap", 8, False), ("igemm", 64, 32, 32, 4, 4, 3, "tap", 8, True),
-    ("igemm", 64, 16, 16, 8, 4, 3, "flat", 8, True), ("igemm", 32, 16, 16, 16, 4, 3, "flat", 8, False),
-    ("igemm", 64, 16, 32, 4, 4, 3, "flat", 8, False), ("igemm", 64, 64, 32, 1, 4, 2, "tap", 1, True),
-    ("igemm", 64, 16, 16, 4, 4, 2, "flat", 1, True), ("igemm", 128, 16, 16, 4, 4, 3, "tap", 8, False),
-    ("igemm", 128, 32, 32, 2, 4, 3, "tap", 8, False), ("igemm", 128, 16, 16, 8, 8, 3, "flat", 8, False),
-    ("igemm", 32, 16, 16, 8, 4, 3, "flat", 1, False), ("igemm", 128, 128, 64, 1, 8, 4, "tap", 8, False),
+    ("igemm", 128, 128, 64, 1, 8, 3, "tap", 8), ("igemm", 128, 64, 64, 1, 4, 3, "tap", 8),
+    ("igemm", 64, 128, 64, 1, 4, 3, "tap", 8), ("igemm", 128, 256, 64, 1, 8, 3, "tap", 8),
+    ("igemm", 64, 64, 64, 1, 4, 4, "tap", 8), ("igemm", 64, 32, 32, 4, 4, 3, "tap", 8),
+    ("igemm", 64, 16, 16, 8, 4, 3, "flat", 8), ("igemm", 32, 16, 16, 16, 4, 3, "flat", 8),
+    ("igemm", 64, 16, 32, 4, 4, 3, "flat", 8), ("igemm", 64, 64, 32, 1, 4, 2, "tap", 1),
+    ("igemm", 64, 16, 16, 4, 4, 2, "flat", 1), ("igemm", 128, 16, 16, 4, 4, 3, "tap", 8),
+    ("igemm", 128, 32, 32, 2, 4, 3, "tap", 8), ("igemm", 128, 16, 16, 8, 8, 3, "flat", 8),
+    ("igemm", 32, 16, 16, 8, 4, 3, "flat", 1), ("igemm", 128, 128, 64, 1, 8, 4, "tap", 8),
 ]
 # block-diagonal dots for C/G == K/G in {2, 4, 8, 16} (block_k is C/G): 16-channel tiles waste the least
 # tensor-core work, 32/64-channel tiles make larger wgmmas
-DIAG = [("igemm", 128, 16, cg, 1, 4, 3, "diag", 8, cg in (4, 8)) for cg in (2, 4, 8, 16)] + [
-    ("igemm", 128, 32, 4, 1, 4, 3, "diag", 8, False), ("igemm", 128, 32, 8, 1, 4, 3, "diag", 8, False),
-    ("igemm", 64, 32, 4, 1, 4, 3, "diag", 8, False), ("igemm", 128, 64, 8, 1, 4, 3, "diag", 8, False),
-    ("igemm", 128, 64, 16, 1, 4, 3, "diag", 8, False), ("igemm", 64, 16, 4, 1, 4, 2, "diag", 1, True),
-    ("igemm", 64, 16, 2, 1, 4, 2, "diag", 1, False),
+DIAG = [("igemm", 128, 16, cg, 1, 4, 3, "diag", 8) for cg in (2, 4, 8, 16)] + [
+    ("igemm", 128, 32, 4, 1, 4, 3, "diag", 8), ("igemm", 128, 32, 8, 1, 4, 3, "diag", 8),
+    ("igemm", 64, 32, 4, 1, 4, 3, "diag", 8), ("igemm", 128, 64, 8, 1, 4, 3, "diag", 8),
+    ("igemm", 128, 64, 16, 1, 4, 3, "diag", 8), ("igemm", 64, 16, 4, 1, 4, 2, "diag", 1),
+    ("igemm", 64, 16, 2, 1, 4, 2, "diag", 1),
 ]
 DIRECT_SPATIAL = [
-    ("direct", 32, 64, 1, 1, 4, 2, "tap", 8, True), ("direct", 64, 64, 1, 1, 8, 2, "tap", 8, False),
-    ("direct", 128, 32, 1, 1, 8, 2, "tap", 8, False), ("direct", 64, 16, 1, 1, 2, 2, "tap", 8, True),
-    ("direct", 64, 16, 1, 1, 2, 2, "tap", 1, True), ("direct", 256, 32, 1, 1, 8, 2, "tap", 8, False),
-    ("direct", 128, 64, 1, 1, 8, 2, "tap", 8, False), ("direct", 256, 16, 1, 1, 4, 2, "tap", 8, False),
-    ("direct", 64, 32, 1, 1, 4, 2, "tap", 8, False),
+    ("direct", 32, 64, 1, 1, 4, 2, "tap", 8), ("direct", 64, 64, 1, 1, 8, 2, "tap", 8),
+    ("direct", 128, 32, 1, 1, 8, 2, "tap", 8), ("direct", 64, 16, 1, 1, 2, 2, "tap", 8),
+    ("direct", 64, 16, 1, 1, 2, 2, "tap", 1), ("direct", 256, 32, 1, 1, 8, 2, "tap", 8),
+    ("direct", 128, 64, 1, 1, 8, 2, "tap", 8), ("direct", 256, 16, 1, 1, 4, 2, "tap", 8),
+    ("direct", 64, 32, 1, 1, 4, 2, "tap", 8),
     # the innermost filter dim unrolled (3: 3x3 / 3x3x3 filters, 5: 5x5): loads of a filter row in flight at once
-    ("direct", 64, 32, 3, 1, 4, 2, "tap", 8, True), ("direct", 128, 32, 3, 1, 8, 2, "tap", 8, False),
-    ("direct", 64, 16, 3, 1, 2, 2, "tap", 8, False), ("direct", 64, 64, 3, 1, 8, 2, "tap", 8, False),
-    ("direct", 32, 64, 3, 1, 4, 2, "tap", 8, False), ("direct", 64, 32, 5, 1, 4, 2, "tap", 8, False),
+    ("direct", 64, 32, 3, 1, 4, 2, "tap", 8), ("direct", 128, 32, 3, 1, 8, 2, "tap", 8),
+    ("direct", 64, 16, 3, 1, 2, 2, "tap", 8), ("direct", 64, 64, 3, 1, 8, 2, "tap", 8),
+    ("direct", 32, 64, 3, 1, 4, 2, "tap", 8), ("direct", 64, 32, 5, 1, 4, 2, "tap", 8),
 ]
 DIRECT_WGRAD = [
-    ("direct", 32, 32, 1, 1, 4, 2, "tap", 8, True), ("direct", 64, 64, 1, 1, 16, 2, "tap", 8, False),
-    ("direct", 32, 64, 1, 1, 4, 2, "tap", 8, False), ("direct", 64, 16, 1, 1, 4, 2, "tap", 8, True),
-    ("direct", 64, 16, 1, 1, 4, 2, "tap", 1, True),
+    ("direct", 32, 32, 1, 1, 4, 2, "tap", 8), ("direct", 64, 64, 1, 1, 16, 2, "tap", 8),
+    ("direct", 32, 64, 1, 1, 4, 2, "tap", 8), ("direct", 64, 16, 1, 1, 4, 2, "tap", 8),
+    ("direct", 64, 16, 1, 1, 4, 2, "tap", 1),
 ]
 GEMM_1X1 = [
-    ("gemm", 128, 128, 64, 1, 8, 4, "tap", 8, True), ("gemm", 128, 256, 64, 1, 8, 3, "tap", 8, False),
-    ("gemm", 128, 64, 64, 1, 4, 4, "tap", 8, False), ("gemm", 64, 128, 64, 1, 4, 4, "tap", 8, True),
-    ("gemm", 64, 64, 32, 1, 4, 3, "tap", 1, True),
+    ("gemm", 128, 128, 64, 1, 8, 4, "tap", 8), ("gemm", 128, 256, 64, 1, 8, 3, "tap", 8),
+    ("gemm", 128, 64, 64, 1, 4, 4, "tap", 8), ("gemm", 64, 128, 64, 1, 4, 4, "tap", 8),
+    ("gemm", 64, 64, 32, 1, 4, 3, "tap", 1),
 ]
 
 
 def _wgrad_igemm() -> list[tuple]:
     from tiledispatch.kernels import conv_wgrad
 
-    rows = []
-    for cfg in conv_wgrad.candidate_configs("bf16", 2):
-        essential = (cfg.groups_per_program > 1 or (cfg.block_m, cfg.block_n) == (128, 128) or cfg.align == 1
-                     or (cfg.kloop == "diag" and cfg.block_n == 32))
-        rows.append(("igemm", cfg.block_m, cfg.block_n, cfg.block_k, cfg.groups_per_program, cfg.num_warps,
-                     cfg.num_stages, cfg.kloop, cfg.align, essential))
-    return rows
+    return [("igemm", cfg.block_m, cfg.block_n, cfg.block_k, cfg.groups_per_program, cfg.num_warps,
+             cfg.num_stages, cfg.kloop, cfg.align) for cfg in conv_wgrad.candidate_configs("bf16", 2)]
+
+
+def essential_keys(direction: str) -> set[str]:
+    """The instances tools/derive_conv_essential.py chose from the sweeps (tools/conv_essential.json)."""
+    if not ESSENTIAL.exists():
+        raise SystemExit(f"{ESSENTIAL} is missing: run tools/derive_conv_essential.py first")
+    return set(json.loads(ESSENTIAL.read_text())[direction]["chosen"])
 
 
 def rows_for(direction: str) -> list[tuple]:
@@ -79,10 +83,16 @@ def rows_for(direction: str) -> list[tuple]:
 
 
 def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list[ConvConfig]:
+    """The valid instances of a preset; essential: the derived ones plus every align-1 instance (the fallbacks
+    for problems no aligned instance can take)."""
+    from derive_conv_essential import instance_key
+
     arch = get_arch("sm_90")
+    chosen = essential_keys(direction) if essential_only else set()
     out = []
-    for family, bm, bn, bk, gpp, warps, stages, kloop, align, essential in rows_for(direction):
-        if essential_only and not essential:
+    for row in rows_for(direction):
+        family, bm, bn, bk, gpp, warps, stages, kloop, align = row
+        if essential_only and align != 1 and instance_key(row) not in chosen:
             continue
         if dtype == "fp32":
             stages = min(stages, 2)

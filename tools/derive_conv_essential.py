@@ -1,0 +1,85 @@
+"""Choose the instances of the conv `_essential` presets from the committed sweeps by greedy set cover.
+
+Per direction, every problem of data/<gpu>/conv_<direction>_bf16 (2D and 3D) is an item; an instance is its
+config without ndim and dtype (the row tuple of tools/make_conv_presets.py). tools/derive_presets.greedy_cover
+adds, step by step, the instance that most lowers the summed log slowdown against each problem's best time,
+until every problem is within the tolerance or --max-kernels are chosen. The result is written to
+tools/conv_essential.json, which tools/make_conv_presets.py reads (the align-1 instances stay essential as well:
+they are the fallbacks for problems no aligned instance can take).
+
+    python tools/derive_conv_essential.py [--data data/h200] [--max-kernels 14] [--tolerance 0.02]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = Path(__file__).resolve().parent / "conv_essential.json"
+DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
+KEY_FIELDS = ("c_family", "c_block_m", "c_block_n", "c_block_k", "c_groups_per_program", "c_num_warps",
+              "c_num_stages", "c_kloop", "c_align")
+
+
+def instance_key(values: tuple[Any, ...]) -> str:
+    """The row tuple of make_conv_presets (family, BM, BN, BK, groups per program, warps, stages, kloop, align)."""
+    family, bm, bn, bk, gpp, warps, stages, kloop, align = values
+    return f"{family}-{int(bm)}x{int(bn)}x{int(bk)}-g{int(gpp)}-w{int(warps)}-s{int(stages)}-{kloop}-a{int(align)}"
+
+
+def _greedy_cover():
+    spec = importlib.util.spec_from_file_location("derive_presets", Path(__file__).with_name("derive_presets.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module          # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module.greedy_cover
+
+
+def times_of(dataset: Path) -> dict[str, dict[str, float]]:
+    """problem -> instance key -> median ms of the ok kernel rows."""
+    from tiledispatch.bench.dataset import load_frame
+
+    frame = load_frame(dataset)
+    ok = frame[(frame["status"] == "ok") & (frame["family"] != "vendor")]
+    times: dict[str, dict[str, float]] = {}
+    for row in zip(ok["problem"], ok["time_ms"], *(ok[c] for c in KEY_FIELDS)):
+        problem, ms, values = row[0], float(row[1]), row[2:]
+        if math.isfinite(ms) and ms > 0:
+            times.setdefault(problem, {})[instance_key(values)] = ms
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=str(ROOT / "data" / "h200"))
+    parser.add_argument("--max-kernels", type=int, default=14)
+    parser.add_argument("--tolerance", type=float, default=0.02)
+    args = parser.parse_args(argv)
+    cover = _greedy_cover()
+    data = Path(args.data).resolve()
+    report: dict[str, Any] = {"data": str(data.relative_to(ROOT)) if data.is_relative_to(ROOT) else str(data),
+                              "max_kernels": args.max_kernels, "tolerance": args.tolerance}
+    for direction in DIRECTIONS:
+        times = times_of(data / f"conv_{direction}_bf16")
+        result = cover(times, tolerance=args.tolerance, max_kernels=args.max_kernels)
+        ratios = list(result.loss.values())
+        geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        report[direction] = {"chosen": result.kernels, "wins": {k: len(v) for k, v in result.wins.items()},
+                             "problems": len(times), "within_tolerance": len(ratios) - len(result.uncovered),
+                             "slowdown_geomean": geomean, "slowdown_max": max(ratios)}
+        print(f"{direction}: {len(result.kernels)} instances, {len(times)} problems, slowdown geomean "
+              f"{geomean:.4f}, max {max(ratios):.2f}, {len(result.uncovered)} beyond {args.tolerance:.0%}")
+        for kernel in result.kernels:
+            print(f"   {kernel}: best of {len(result.wins[kernel])}")
+    OUT.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
