@@ -225,8 +225,12 @@ def test_diag_rules():
     for fields, field in (({"block_k": 3}, "block_k"), ({"block_k": 64}, "block_k"),
                           ({"groups_per_program": 2}, "groups_per_program")):
         assert field in dict(conv_config_errors(dataclasses.replace(cfg, **fields), arch)), fields
+    # bwd_weight 'diag' (kernels/conv_wgrad.py) reduces over pixels: block_k is a dot block, and one channel tile
+    # makes rows and columns (block_m == block_n)
     wgrad = dataclasses.replace(cfg, direction="bwd_weight")
-    assert "kloop" in dict(conv_config_errors(wgrad, arch))
+    assert set(dict(conv_config_errors(wgrad, arch))) == {"block_k"}
+    assert conv_config_errors(dataclasses.replace(wgrad, block_k=64), arch) == []
+    assert set(dict(conv_config_errors(dataclasses.replace(wgrad, block_k=64, block_m=64), arch))) == {"block_m"}
     grouped = td.ConvProblem("fwd", 1, 32, 32, 8, (5, 5), (3, 3), dtype="fp16")   # C/G = K/G = 4
     assert conv_problem_mismatch(cfg, grouped) is None
     wider = td.ConvProblem("fwd", 1, 32, 64, 8, (5, 5), (3, 3), dtype="fp16")     # K/G = 8
