@@ -12,12 +12,12 @@ they are the fallbacks for problems no aligned instance can take).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
+
+from derive_presets import greedy_cover  # tools/ is the script's directory
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = Path(__file__).resolve().parent / "conv_essential.json"
@@ -30,14 +30,6 @@ def instance_key(values: tuple[Any, ...]) -> str:
     """The row tuple of make_conv_presets (family, BM, BN, BK, groups per program, warps, stages, kloop, align)."""
     family, bm, bn, bk, gpp, warps, stages, kloop, align = values
     return f"{family}-{int(bm)}x{int(bn)}x{int(bk)}-g{int(gpp)}-w{int(warps)}-s{int(stages)}-{kloop}-a{int(align)}"
-
-
-def _greedy_cover():
-    spec = importlib.util.spec_from_file_location("derive_presets", Path(__file__).with_name("derive_presets.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module          # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module.greedy_cover
 
 
 def times_of(dataset: Path) -> dict[str, dict[str, float]]:
@@ -60,13 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-kernels", type=int, default=14)
     parser.add_argument("--tolerance", type=float, default=0.02)
     args = parser.parse_args(argv)
-    cover = _greedy_cover()
     data = Path(args.data).resolve()
     report: dict[str, Any] = {"data": str(data.relative_to(ROOT)) if data.is_relative_to(ROOT) else str(data),
                               "max_kernels": args.max_kernels, "tolerance": args.tolerance}
     for direction in DIRECTIONS:
         times = times_of(data / f"conv_{direction}_bf16")
-        result = cover(times, tolerance=args.tolerance, max_kernels=args.max_kernels)
+        result = greedy_cover(times, tolerance=args.tolerance, max_kernels=args.max_kernels)
         ratios = list(result.loss.values())
         geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         report[direction] = {"chosen": result.kernels, "wins": {k: len(v) for k, v in result.wins.items()},

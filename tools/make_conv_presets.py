@@ -9,6 +9,7 @@ sm_90 are never written (the validity predicate is the filter). fp32 instances u
 """
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -69,11 +70,12 @@ def _wgrad_igemm() -> list[tuple]:
              cfg.num_stages, cfg.kloop, cfg.align) for cfg in conv_wgrad.candidate_configs("bf16", 2)]
 
 
-def essential_keys(direction: str) -> set[str]:
+@functools.cache
+def essential_keys(direction: str) -> frozenset[str]:
     """The instances tools/derive_conv_essential.py chose from the sweeps (tools/conv_essential.json)."""
     if not ESSENTIAL.exists():
         raise SystemExit(f"{ESSENTIAL} is missing: run tools/derive_conv_essential.py first")
-    return set(json.loads(ESSENTIAL.read_text())[direction]["chosen"])
+    return frozenset(json.loads(ESSENTIAL.read_text())[direction]["chosen"])
 
 
 def rows_for(direction: str) -> list[tuple]:
@@ -88,7 +90,7 @@ def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list
     from derive_conv_essential import instance_key
 
     arch = get_arch("sm_90")
-    chosen = essential_keys(direction) if essential_only else set()
+    chosen = essential_keys(direction) if essential_only else frozenset()
     out = []
     for row in rows_for(direction):
         family, bm, bn, bk, gpp, warps, stages, kloop, align = row

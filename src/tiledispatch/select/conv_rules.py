@@ -6,6 +6,7 @@ import math
 
 from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.kernels import conv_wgrad
 from tiledispatch.problems.conv import ConvProblem
 
 LAUNCH_US = 3.0
@@ -31,9 +32,9 @@ def _gemm_view(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
 
 
 def _diag_wgrad_tiles(cfg: ConvConfig, problem: ConvProblem) -> int:
-    """bwd_weight 'diag' programs per split: taps x channel tiles of block_n // C/G whole groups."""
-    per_tile = max(1, cfg.block_n // problem.c_per_group)
-    return math.prod(problem.filter) * math.ceil(problem.groups / per_tile)
+    """bwd_weight 'diag' programs per split (taps x channel tiles of whole groups), as the kernel launches them."""
+    tiles_m, tiles_n, group_blocks = conv_wgrad.tile_counts(cfg, problem)
+    return tiles_m * tiles_n * group_blocks
 
 
 def _padded_flops(cfg: ConvConfig, problem: ConvProblem) -> float:
