@@ -23,13 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = Path(__file__).resolve().parent / "conv_essential.json"
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
 KEY_FIELDS = ("c_family", "c_block_m", "c_block_n", "c_block_k", "c_groups_per_program", "c_num_warps",
-              "c_num_stages", "c_kloop", "c_align")
+              "c_num_stages", "c_kloop", "c_align", "c_split_k")
 
 
 def instance_key(values: tuple[Any, ...]) -> str:
-    """The row tuple of make_conv_presets (family, BM, BN, BK, groups per program, warps, stages, kloop, align)."""
-    family, bm, bn, bk, gpp, warps, stages, kloop, align = values
-    return f"{family}-{int(bm)}x{int(bn)}x{int(bk)}-g{int(gpp)}-w{int(warps)}-s{int(stages)}-{kloop}-a{int(align)}"
+    """The row tuple of make_conv_presets (family, BM, BN, BK, groups per program, warps, stages, kloop, align,
+    split_k); split_k is named only where it is set (bwd_weight's 0 means chosen per problem)."""
+    family, bm, bn, bk, gpp, warps, stages, kloop, align, split = values
+    key = f"{family}-{int(bm)}x{int(bn)}x{int(bk)}-g{int(gpp)}-w{int(warps)}-s{int(stages)}-{kloop}-a{int(align)}"
+    return key + (f"-k{int(split)}" if int(split) else "")
 
 
 def times_of(dataset: Path) -> dict[str, dict[str, float]]:

@@ -21,7 +21,8 @@ OUT = Path(__file__).resolve().parents[1] / "src" / "tiledispatch" / "presets"
 ESSENTIAL = Path(__file__).resolve().parent / "conv_essential.json"
 DTYPES = ("bf16", "fp16", "fp32")
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
-# (family, BM, BN, BK, groups per program, warps, stages, kloop, align)
+# (family, BM, BN, BK, groups per program, warps, stages, kloop, align[, split_k]); split_k >= 2: the reduction
+# loop may split into up to that many ranges (problems whose tiles leave most SMs idle)
 IGEMM = [
     ("igemm", 128, 128, 64, 1, 8, 3, "tap", 8), ("igemm", 128, 64, 64, 1, 4, 3, "tap", 8),
     ("igemm", 64, 128, 64, 1, 4, 3, "tap", 8), ("igemm", 128, 256, 64, 1, 8, 3, "tap", 8),
@@ -31,6 +32,21 @@ IGEMM = [
     ("igemm", 64, 16, 16, 4, 4, 2, "flat", 1), ("igemm", 128, 16, 16, 4, 4, 3, "tap", 8),
     ("igemm", 128, 32, 32, 2, 4, 3, "tap", 8), ("igemm", 128, 16, 16, 8, 8, 3, "flat", 8),
     ("igemm", 32, 16, 16, 8, 4, 3, "flat", 1), ("igemm", 128, 128, 64, 1, 8, 4, "tap", 8),
+    # split reductions: few pixels x many channels (ResNet layer4, 3-D late stages)
+    ("igemm", 64, 64, 64, 1, 4, 4, "tap", 8, 8), ("igemm", 128, 64, 64, 1, 4, 3, "tap", 8, 8),
+    ("igemm", 64, 128, 64, 1, 4, 3, "tap", 8, 8), ("igemm", 128, 128, 64, 1, 8, 3, "tap", 8, 8),
+    ("igemm", 64, 32, 32, 4, 4, 3, "tap", 8, 8),
+    # dense stems with 3 input channels (align 1): (tap, channel) pairs packed into the reduction (fwd), few
+    # result columns (bwd_data's 3 channels)
+    ("igemm", 128, 64, 32, 1, 4, 3, "flat", 1), ("igemm", 64, 32, 32, 1, 4, 3, "flat", 1),
+    ("igemm", 128, 16, 64, 1, 4, 3, "tap", 1),
+]
+# stride-1 fwd / bwd_data over tensor-copy boxes (kernels/conv_tma.py): dense and grouped with C/G >= 16
+TMA = [
+    ("tma", 128, 128, 64, 1, 8, 3, "tap", 8), ("tma", 128, 64, 64, 1, 4, 4, "tap", 8),
+    ("tma", 64, 128, 64, 1, 4, 4, "tap", 8), ("tma", 128, 256, 64, 1, 8, 3, "tap", 8),
+    ("tma", 64, 64, 64, 1, 4, 4, "tap", 8), ("tma", 256, 128, 64, 1, 8, 3, "tap", 8),
+    ("tma", 128, 32, 32, 1, 4, 4, "tap", 8), ("tma", 128, 16, 16, 1, 4, 4, "tap", 8),
 ]
 # block-diagonal dots for C/G == K/G in {2, 4, 8, 16} (block_k is C/G): 16-channel tiles waste the least
 # tensor-core work, 32/64-channel tiles make larger wgmmas
@@ -67,7 +83,7 @@ def _wgrad_igemm() -> list[tuple]:
     from tiledispatch.kernels import conv_wgrad
 
     return [("igemm", cfg.block_m, cfg.block_n, cfg.block_k, cfg.groups_per_program, cfg.num_warps,
-             cfg.num_stages, cfg.kloop, cfg.align) for cfg in conv_wgrad.candidate_configs("bf16", 2)]
+             cfg.num_stages, cfg.kloop, cfg.align, cfg.split_k) for cfg in conv_wgrad.candidate_configs("bf16", 2)]
 
 
 @functools.cache
@@ -79,9 +95,10 @@ def essential_keys(direction: str) -> frozenset[str]:
 
 
 def rows_for(direction: str) -> list[tuple]:
-    if direction == "bwd_weight":
-        return _wgrad_igemm() + DIRECT_WGRAD
-    return IGEMM + DIAG + DIRECT_SPATIAL + GEMM_1X1
+    """Every candidate row of a direction, split_k included (0 where the row leaves it out)."""
+    rows = (_wgrad_igemm() + DIRECT_WGRAD if direction == "bwd_weight"
+            else IGEMM + TMA + DIAG + DIRECT_SPATIAL + GEMM_1X1)
+    return [row if len(row) == 10 else (*row, 0) for row in rows]
 
 
 def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list[ConvConfig]:
@@ -93,14 +110,14 @@ def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list
     chosen = essential_keys(direction) if essential_only else frozenset()
     out = []
     for row in rows_for(direction):
-        family, bm, bn, bk, gpp, warps, stages, kloop, align = row
+        family, bm, bn, bk, gpp, warps, stages, kloop, align, split = row
         if essential_only and align != 1 and instance_key(row) not in chosen:
             continue
         if dtype == "fp32":
             stages = min(stages, 2)
         cfg = ConvConfig(family=family, direction=direction, ndim=ndim, dtype=dtype, block_m=bm, block_n=bn,
                          block_k=bk, groups_per_program=gpp, num_warps=warps, num_stages=stages, kloop=kloop,
-                         align=align)
+                         align=align, split_k=split)
         if not conv_config_errors(cfg, arch) and cfg not in out:
             out.append(cfg)
     return out

@@ -69,7 +69,7 @@ def test_from_dict_names_an_unknown_field():
     ({"align": 4}, "align"),
     ({"kloop": "spiral"}, "kloop"),
     ({"direction": "bwd_data", "bias": True}, "bias"),
-    ({"direction": "fwd", "split_k": 8}, "split_k"),
+    ({"family": "direct", "split_k": 8}, "split_k"),
     ({"family": "gemm", "direction": "bwd_weight"}, "direction"),
     ({"family": "gemm", "groups_per_program": 2}, "groups_per_program"),
 ])

@@ -10,7 +10,7 @@ import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
 from tiledispatch.kernels import conv_igemm
-from tiledispatch.registry.conv_kernel import prepare
+from tiledispatch.registry.conv_kernel import ConvBound, prepare
 from tiledispatch.runtime.conv_reference import make_conv_args, validate_conv
 
 DIRECTIONS = ("fwd", "bwd_data")
@@ -46,6 +46,18 @@ EXTRA_CASES = {
     # block-diagonal dot with C/G = 2 and 10 channels (align 1: odd channel runs), fp32 (the ieee dot path)
     "diag2_a1": ({"kloop": "diag", "block_k": 2, "align": 1}, (1, 10, 10, 5), "fp32"),
 }
+# split instances (split_k >= 2): the reduction loop cut into ranges summed by the reduce entry; the tiny grids
+# here make the launch choose the most splits the loop allows (tests below check SPLITS > 1). 1-D: dense only
+# (3 taps leave too few iterations of the others to split)
+SPLIT_CASES = {
+    # dense tap loop: 12 iterations (6 taps x 2 chunks) in 3 splits; bwd_data: per-phase tap counts differ
+    "split_dense": ({"kloop": "tap", "groups_per_program": 1, "align": 8, "split_k": 4}, (2, 24, 24, 1), "fp16"),
+    # flat loop over packed (tap, channel) pairs with merged groups, C/G = 12, K/G = 24: chunks of 16 straddle
+    # taps, so a split range starts inside a tap
+    "split_cg12": ({"kloop": "flat", "groups_per_program": 2, "align": 1, "split_k": 2}, (1, 48, 96, 4), "fp32"),
+    # block-diagonal dots: one iteration per tap, split over taps
+    "split_diag4": ({"kloop": "diag", "block_k": 4, "align": 8, "split_k": 2}, (2, 24, 24, 6), "fp16"),
+}
 # fwd epilogues: bias + activation, on 2-D and 3-D dense problems
 EPILOGUES = {2: ("relu", True), 3: ("gelu_tanh", True)}
 # bwd_data phases without any contributing tap: a 1x1 stride-2 filter leaves odd pixels with dx = 0, and
@@ -80,15 +92,22 @@ def _numeric_cases():
         for name, (fields, sizes, dtype) in EXTRA_CASES.items():
             out.append((f"{direction}-2d-{name}", _config(direction, 2, dtype, fields),
                         _problem(direction, 2, sizes, dtype)))
+        for ndim in (1, 2, 3):
+            for name, (fields, sizes, dtype) in SPLIT_CASES.items():
+                if ndim == 1 and name != "split_dense":
+                    continue
+                out.append((f"{direction}-{ndim}d-{name}", _config(direction, ndim, dtype, fields),
+                            _problem(direction, ndim, sizes, dtype)))
         dense_fields, dense_sizes, dense_dtype = CASES["dense"]
         for geometry in PHASE_PROBLEMS:
             ndim = len(geometry["spatial"])
             out.append((f"{direction}-{ndim}d-phases", _config(direction, ndim, dense_dtype, dense_fields),
                         _problem(direction, ndim, dense_sizes, dense_dtype, geometry)))
     for ndim, (activation, bias) in EPILOGUES.items():
-        fields, sizes, dtype = CASES["dense"]
-        out.append((f"fwd-{ndim}d-{activation}", _config("fwd", ndim, dtype, fields, activation, bias),
-                    _problem("fwd", ndim, sizes, dtype, activation=activation, bias=bias)))
+        for name in ("dense", "split_dense"):   # the epilogue in the main entry, and in the split reduce
+            fields, sizes, dtype = {**CASES, **SPLIT_CASES}[name]
+            out.append((f"fwd-{ndim}d-{name}-{activation}", _config("fwd", ndim, dtype, fields, activation, bias),
+                        _problem("fwd", ndim, sizes, dtype, activation=activation, bias=bias)))
     return out
 
 
@@ -144,6 +163,20 @@ def bounds_checked(monkeypatch):
         assert inside.all(), f"{int((~inside).sum())} unmasked accesses outside every tensor"
 
     load, store = builder.create_masked_load, builder.create_masked_store
+    call = ConvBound.__call__
+
+    def allocate(*args, **kwargs):   # workspaces the launch allocates are legal targets too
+        import torch
+
+        out = torch.empty(*args, **kwargs)
+        ranges.append((out.data_ptr(), out.data_ptr() + out.untyped_storage().nbytes()))
+        return out
+
+    def recording_call(self, *args):
+        self.empty = allocate
+        return call(self, *args)
+
+    monkeypatch.setattr(ConvBound, "__call__", recording_call)
     monkeypatch.setattr(builder, "create_masked_load",
                         lambda self, ptrs, mask, *rest: (check(ptrs, mask), load(self, ptrs, mask, *rest))[1])
     monkeypatch.setattr(builder, "create_masked_store",
@@ -164,6 +197,27 @@ def test_matches_reference(registry, bounds_checked, cfg, problem):
     out = registry.get(cfg.name).run(problem, x=args.x, w=args.w, y=args.y, bias=args.bias)
     result = validate_conv(out, problem, args)
     assert result["passed"], result
+
+
+def test_split_cases_do_split():
+    """Every split case launches more than one split and the reduce entry (else it tests nothing new)."""
+    for name, cfg, problem in NUMERIC:
+        if "split" in name:
+            plan = conv_igemm.launch_plan(cfg, problem, 132)
+            splits = dict(plan.scalars)["SPLITS"]
+            assert splits > 1 and plan.grids[0][2] == splits and plan.grids[1][0] > 0, name
+            assert plan.workspaces[0][1] == splits * conv_igemm.written_elements(problem), name
+
+
+def test_split_count_fills_the_gpu_and_respects_split_k():
+    cfg = _config("fwd", 2, "bf16", {"block_m": 64, "block_n": 64, "block_k": 64, "split_k": 8})
+    small = td.ConvProblem("fwd", 32, 512, 512, 1, (7, 7), (3, 3), padding=1)   # 25 x 8 = 200 tiles, 72 iters
+    assert conv_igemm.split_count(cfg, small, 132) == 3   # 600 programs: 5 waves of 132, 10% idle
+    assert conv_igemm.split_count(dataclasses.replace(cfg, split_k=0), small, 132) == 1
+    tiny = td.ConvProblem("fwd", 1, 512, 64, 1, (7, 7), (3, 3), padding=1)      # one tile: as many as allowed
+    assert conv_igemm.split_count(cfg, tiny, 132) == 8
+    big = td.ConvProblem("fwd", 32, 64, 64, 1, (56, 56), (3, 3), padding=1)     # 1,568 tiles: no split
+    assert conv_igemm.split_count(cfg, big, 132) == 1
 
 
 def test_recommended_instances_compile_for_sm90():

@@ -8,8 +8,9 @@ from tiledispatch.configs.fields import config_from_dict, fill_dtype_defaults
 
 # igemm: implicit GEMM on tensor cores (several groups per program when channels per group are few);
 # direct: CUDA-core FMAs vectorized over channels (depthwise, very few channels per group);
-# gemm: 1x1 convolutions (stride 1, no padding, one group) as a GEMM over the pixels (fwd, bwd_data).
-CONV_FAMILIES = ("igemm", "direct", "gemm")
+# gemm: 1x1 convolutions (stride 1, no padding, one group) as a GEMM over the pixels (fwd, bwd_data);
+# tma: implicit GEMM of stride-1 fwd / bwd_data whose operand tiles are tensor-copy boxes (zero-filled padding).
+CONV_FAMILIES = ("igemm", "direct", "gemm", "tma")
 # How the implicit GEMM walks its reduction: "tap" loops over filter taps, then channels of one tap in
 # block_k chunks; "flat" walks (tap, channel) pairs flattened, so one block_k chunk spans several taps
 # (channels per group below block_k); "diag" (C/G == K/G == block_k, many small groups) does one dot per tap
@@ -31,7 +32,8 @@ class ConvConfig:
     groups_per_program: int = 1
     num_warps: int = 4
     num_stages: int = 2
-    split_k: int = 0         # bwd_weight: reduction splits over pixels (0: chosen per problem at launch)
+    split_k: int = 0         # igemm bwd_weight: reduction splits over pixels (0: chosen per problem at launch);
+                             # igemm fwd / bwd_data: >= 2 splits the reduction into at most split_k ranges
     kloop: str = "tap"
     align: int = 8
     activation: str = "none"

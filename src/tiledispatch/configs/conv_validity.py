@@ -43,8 +43,8 @@ def _common_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
     if cfg.direction != "fwd" and (cfg.bias or cfg.activation != "none"):
         errors.append(("bias" if cfg.bias else "activation",
                        f"the fused epilogue exists for direction 'fwd' only, not {cfg.direction!r}"))
-    if cfg.direction != "bwd_weight" and cfg.split_k not in (0, 1):
-        errors.append(("split_k", f"split_k is a bwd_weight field; direction {cfg.direction!r} needs 0"))
+    if cfg.family == "direct" and cfg.split_k not in (0, 1):
+        errors.append(("split_k", "family 'direct' chooses its own splits; split_k must be 0"))
 
 
 def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
@@ -140,7 +140,26 @@ def _gemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]])
         errors.extend((field, f"as GEMM: {reason}") for field, reason in gemm_config_errors(gemm_config(cfg), arch))
 
 
-_FAMILY_ERRORS = {"igemm": _igemm_errors, "direct": _direct_errors, "gemm": _gemm_errors}
+def _tma_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
+    """Family 'tma' (kernels/conv_tma.py): 2-D dots of one group over tensor-copy boxes, fwd / bwd_data only."""
+    from tiledispatch.kernels.conv_tma import BOX_H_3D, BOX_W
+
+    if cfg.direction not in ("fwd", "bwd_data"):
+        errors.append(("direction", f"family 'tma' computes fwd and bwd_data, not {cfg.direction!r}"))
+    if cfg.dtype not in ("bf16", "fp16"):
+        errors.append(("dtype", f"family 'tma' runs 16-bit tensor-core dots; dtype {cfg.dtype!r} is not one"))
+    for field, value, want in (("groups_per_program", cfg.groups_per_program, 1), ("kloop", cfg.kloop, "tap"),
+                               ("split_k", cfg.split_k, 0), ("align", cfg.align, 8)):
+        if value != want:
+            errors.append((field, f"family 'tma' needs {field}={want!r}, got {value!r}"))
+    box = {1: 1, 2: BOX_W, 3: BOX_H_3D * BOX_W}.get(cfg.ndim, 1)
+    if cfg.block_m % box or cfg.block_m < box:
+        errors.append(("block_m", f"family 'tma' tiles {cfg.ndim}-D pixels in boxes of {box}-pixel rows; block_m "
+                                  f"must be a multiple of {box}, got {cfg.block_m}"))
+    _igemm_errors(cfg, arch, errors)
+
+
+_FAMILY_ERRORS = {"igemm": _igemm_errors, "direct": _direct_errors, "gemm": _gemm_errors, "tma": _tma_errors}
 
 
 def conv_config_errors(cfg: ConvConfig, arch: ArchSpec) -> list[tuple[str, str]]:
@@ -288,4 +307,23 @@ def _gemm_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     return None
 
 
-_FAMILY_MISMATCH = {"igemm": _igemm_mismatch, "direct": _direct_mismatch, "gemm": _gemm_mismatch}
+def _tma_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    """Family 'tma': stride 1, 16-byte channel runs per group, whole reduction chunks for grouped bwd_data."""
+    from tiledispatch.kernels.conv_tma import grid
+
+    if any(s != 1 for s in problem.stride):
+        return f"stride: family 'tma' shifts whole pixel boxes per tap and needs stride 1, got {problem.stride}"
+    if problem.c_per_group % 8 or problem.k_per_group % 8:
+        return (f"c_per_group: family 'tma' reads 16-byte channel runs per group; the problem has "
+                f"C/G={problem.c_per_group}, K/G={problem.k_per_group}")
+    if problem.direction == "bwd_data" and problem.groups > 1 and problem.k_per_group % cfg.block_k:
+        return (f"k_per_group: grouped bwd_data on family 'tma' reduces whole chunks of block_k={cfg.block_k} "
+                f"output channels per group; the problem has K/G={problem.k_per_group}")
+    if grid(cfg, problem)[0] > INT32_LIMIT or max(problem.spatial + problem.output) + 2 * max(
+            max(p) for p in problem.padding) >= INT32_LIMIT:
+        return f"spatial: {problem.n} x {problem.spatial} pixels exceed the kernel's int32 grid and coordinates"
+    return None
+
+
+_FAMILY_MISMATCH = {"igemm": _igemm_mismatch, "direct": _direct_mismatch, "gemm": _gemm_mismatch,
+                    "tma": _tma_mismatch}

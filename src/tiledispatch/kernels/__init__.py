@@ -10,7 +10,8 @@ _GEMM = {"tiled": "gemm_tiled", "splitk": "gemm_splitk", "tma_persistent": "gemm
          "streamk": "gemm_streamk"}
 # conv: by family, then direction (None: every direction)
 _CONV = {"igemm": {"fwd": "conv_igemm", "bwd_data": "conv_igemm", "bwd_weight": "conv_wgrad"},
-         "direct": {None: "conv_direct"}, "gemm": {None: "conv_gemm"}}
+         "direct": {None: "conv_direct"}, "gemm": {None: "conv_gemm"},
+         "tma": {"fwd": "conv_tma", "bwd_data": "conv_tma"}}
 
 
 def family_module(cfg: Any) -> ModuleType:

@@ -72,3 +72,23 @@ def activation_line(cfg: ConvConfig, var: str = "acc", indent: str = "    ") -> 
     if cfg.activation == "none":
         return ""
     return f"{indent}{var} = " + ACTIVATION_EXPR[cfg.activation].format(x=var) + "\n"
+
+
+TARGET_WAVES = 2             # auto split: fill at least this many waves of `sms` programs
+
+
+def auto_splits(programs: int, most: int, sms: int) -> int:
+    """Fewest reduction splits (at most `most`) that give TARGET_WAVES waves of `sms` programs without a mostly
+    empty last wave (<= 10% idle)."""
+    low = -(-TARGET_WAVES * sms // programs)
+    if low <= 1 or most <= 1:
+        return max(1, min(low, most))
+    best, best_loss = low, 2.0
+    for s in range(low, 2 * low + 1):
+        total = programs * s
+        loss = -(-total // sms) * sms / total
+        if loss < best_loss - 1e-9:
+            best, best_loss = s, loss
+        if loss <= 1.1:
+            break
+    return min(best, most)

@@ -27,6 +27,13 @@ is one [BLOCK_M, BLOCK_N] x [BLOCK_N, BLOCK_N] dot against the block-diagonal we
 work, but every load is a contiguous channel run and the dot is a plain wgmma. BLOCK_K is C/G itself (a
 compile-time constant, so the weight gather vectorizes over each group's C/G contiguous channels).
 
+split_k >= 2 ("split" instances) cut the reduction loop into SPLITS contiguous ranges of iterations (grid axis 2,
+SPLITS chosen per problem at launch, at most split_k): for problems whose tiles leave most SMs idle (small
+N*pixels x channels, long reductions). With SPLITS > 1 each program stores its fp32 partial tile into a workspace
+ws[split, written pixel, channel] (dense, channels innermost) and the reduce entry sums the splits in a fixed
+order (no atomics), applies the bias and activation and writes the output; with SPLITS == 1 the main entry
+writes the output itself and the reduce entry is not launched.
+
 align=8 instances also require C/G and K/G to be multiples of 8 (configs/conv_validity._igemm_mismatch; 'diag'
 instances only the channel totals), so every channel run of 8 is 16-byte aligned; the kernel states it so that
 loads vectorize.
@@ -45,6 +52,10 @@ from tiledispatch.problems.conv import ConvProblem
 FN = "conv_igemm_kernel"
 VEC = 8   # elements per 16-byte vector of a 16-bit dtype: the channel alignment of align=8 instances
 UNREACHABLE = 1 << 30   # a lower bound no tap shift reaches: masks every load of the rows past the end
+REDUCE_FN = "conv_igemm_reduce_kernel"
+REDUCE_BLOCK = 1024
+REDUCE_WARPS = 4
+MIN_ITERS_PER_SPLIT = 2   # auto split: each split runs at least this many loop iterations
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,23 +77,38 @@ _ROLES = {"fwd": _Roles("x_ptr", "sx", "in", "y_ptr", "sy", "CG", "KG", "C", "K"
           "bwd_data": _Roles("y_ptr", "sy", "out", "x_ptr", "sx", "KG", "CG", "K", "C")}
 
 
+def is_split(cfg: ConvConfig) -> bool:
+    """Instances that may split the reduction loop (split_k >= 2: at most split_k ranges)."""
+    return cfg.split_k >= 2
+
+
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
     aligned = cfg.align == VEC
     params = [dataclasses.replace(p, divisible16=aligned) if p.name in ("x_ptr", "y_ptr", "w_ptr") else p
               for p in common.standard_params(cfg)]
-    params += [Param("M_TILES", "i32"), Param("N_TILES", "i32"),
-               Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n),
+    params += [Param("M_TILES", "i32"), Param("N_TILES", "i32")]
+    if is_split(cfg):
+        params += [Param("ws_ptr", "*fp32", divisible16=True), Param("SPLITS", "i32")]
+    params += [Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n),
                Param("BLOCK_K", "constexpr", cfg.block_k), Param("GPP", "constexpr", cfg.groups_per_program),
                Param(DOT_F32, "constexpr", False)]
-    return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages)]
+    out = [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages)]
+    if is_split(cfg):
+        reduce = [*common.standard_params(cfg), Param("ws_ptr", "*fp32", divisible16=True), Param("SPLITS", "i32"),
+                  Param("RBLOCK", "constexpr", REDUCE_BLOCK)]
+        out.append(EntrySpec(REDUCE_FN, tuple(reduce), REDUCE_WARPS, 1))
+    return out
 
 
 def render(cfg: ConvConfig) -> str:
-    (entry,) = entries(cfg)
+    main = entries(cfg)[0]
     loop = {"tap": _tap_loop, "flat": _flat_loop, "diag": _diag_loop}[cfg.kloop]
     body = (_program_ids(cfg) + _hints(cfg) + _phases(cfg) + _rows(cfg) + _columns(cfg) + loop(cfg)
-            + _epilogue(cfg))
-    return f"@triton.jit\ndef {FN}(\n    {signature_text(list(entry.params))},\n):\n" + body
+            + _store(cfg))
+    src = f"@triton.jit\ndef {FN}(\n    {signature_text(list(main.params))},\n):\n" + body
+    if is_split(cfg):
+        src += "\n\n" + _reduce_source(cfg, list(entries(cfg)[1].params))
+    return src
 
 
 # -- launch ------------------------------------------------------------------------------------------------
@@ -101,18 +127,56 @@ def _column_tiles(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int]:
     return -(-cols // cfg.block_n), -(-problem.groups // cfg.groups_per_program)
 
 
-def grid(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
-    """(M tiles * group blocks * column tiles, phases, 1); the column tile varies fastest, then the group block,
-    so programs running together read the same pixels (and neighbouring channels of them)."""
+def grid(cfg: ConvConfig, problem: ConvProblem, splits: int = 1) -> tuple[int, int, int]:
+    """(M tiles * group blocks * column tiles, phases, splits); the column tile varies fastest, then the group
+    block, so programs running together read the same pixels (and neighbouring channels of them)."""
     m_tiles = -(-gemm_rows(problem) // cfg.block_m)
     n_tiles, blocks = _column_tiles(cfg, problem)
     phases = 1 if problem.direction == "fwd" else math.prod(problem.stride)
-    return (m_tiles * blocks * n_tiles, phases, 1)
+    return (m_tiles * blocks * n_tiles, phases, splits)
+
+
+def loop_iterations(cfg: ConvConfig, problem: ConvProblem) -> int:
+    """Reduction-loop iterations of one program (bwd_data: of the phase with the most taps)."""
+    if problem.direction == "fwd":
+        taps, red = math.prod(problem.filter), problem.c_per_group
+    else:
+        # per dim the taps meeting one phase are every (s / gcd(s, d))-th
+        taps = math.prod(-(-f // (s // math.gcd(s, d)))
+                         for f, s, d in zip(problem.filter, problem.stride, problem.dilation))
+        taps, red = max(taps, 1), problem.k_per_group
+    if cfg.kloop == "diag":
+        return taps
+    if cfg.kloop == "flat":
+        return -(-(taps * red) // cfg.block_k)
+    return taps * -(-red // cfg.block_k)
+
+
+def split_count(cfg: ConvConfig, problem: ConvProblem, sms: int) -> int:
+    """SPLITS of a split instance on `problem` (1 for the others): enough to fill the SMs, at most split_k."""
+    if not is_split(cfg):
+        return 1
+    x, y, _ = grid(cfg, problem)
+    most = min(cfg.split_k, max(1, loop_iterations(cfg, problem) // MIN_ITERS_PER_SPLIT))
+    return common.auto_splits(x * y, most, max(1, sms))
+
+
+def written_elements(problem: ConvProblem) -> int:
+    """Elements of the tensor fwd / bwd_data writes (y, dx)."""
+    if problem.direction == "fwd":
+        return problem.n * math.prod(problem.output) * problem.k
+    return problem.n * math.prod(problem.spatial) * problem.c
 
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
-    scalars = (("M_TILES", -(-gemm_rows(problem) // cfg.block_m)), ("N_TILES", _column_tiles(cfg, problem)[0]))
-    return LaunchPlan((grid(cfg, problem),), scalars)
+    scalars = [("M_TILES", -(-gemm_rows(problem) // cfg.block_m)), ("N_TILES", _column_tiles(cfg, problem)[0])]
+    if not is_split(cfg):
+        return LaunchPlan((grid(cfg, problem),), tuple(scalars))
+    splits = split_count(cfg, problem, sms)
+    elements = written_elements(problem)
+    reduce_grid = (-(-elements // REDUCE_BLOCK), 1, 1) if splits > 1 else (0, 1, 1)   # 0: not launched
+    return LaunchPlan((grid(cfg, problem, splits), reduce_grid), tuple(scalars + [("SPLITS", splits)]),
+                      workspaces=(("ws_ptr", elements * splits if splits > 1 else 0, "fp32"),))
 
 
 # -- source pieces -----------------------------------------------------------------------------------------
@@ -251,12 +315,24 @@ def _b_offsets(cfg: ConvConfig, red: str, w_tap: str) -> tuple[str, str]:
     return f"(gj * {r.red}).to(tl.int64) * sw_k", f"{red}.to(tl.int64) * sw_k + {w_tap} + cn[None, :]"
 
 
+def _loop_range(cfg: ConvConfig, total: str, step: str = "") -> list[str]:
+    """`for it` over iterations 0..total; a split instance runs only its split's range of them (as `r0`, the
+    first reduction index of the iteration, when `step` is given)."""
+    if not is_split(cfg):
+        return [f"    for it in range(0, {total}):"]
+    out = [f"    n_iters = {total}", "    per_split = (n_iters + SPLITS - 1) // SPLITS",
+           "    it_lo = tl.program_id(2) * per_split", "    it_hi = tl.minimum(it_lo + per_split, n_iters)"]
+    if step:
+        return out + [f"    for r0 in range(it_lo * {step}, it_hi * {step}, {step}):"]
+    return out + ["    for it in range(it_lo, it_hi):"]
+
+
 def _tap_loop(cfg: ConvConfig) -> str:
     r = _ROLES[cfg.direction]
     dims, ind = _dims(cfg), "        "
     out = [f"    n_chunks = ({r.red} + BLOCK_K - 1) // BLOCK_K",
            "    n_taps = " + " * ".join(f"nt_{s}" for s in dims),
-           "    for it in range(0, n_taps * n_chunks):",
+           *_loop_range(cfg, "n_taps * n_chunks"),
            f"{ind}tap = it // n_chunks", f"{ind}kc = (it - tap * n_chunks) * BLOCK_K"]
     out += _tap_index(cfg, "tap", ind)
     ok = " & ".join(f"(sh_{s} >= lo_{s}) & (sh_{s} < hi_{s})" for s in dims)
@@ -277,7 +353,8 @@ def _flat_loop(cfg: ConvConfig) -> str:
     r = _ROLES[cfg.direction]
     dims, ind = _dims(cfg), "        "
     out = ["    n_red = " + " * ".join(f"nt_{s}" for s in dims) + f" * {r.red}",
-           "    for r0 in range(0, n_red, BLOCK_K):",
+           *(["    for r0 in range(0, n_red, BLOCK_K):"] if not is_split(cfg)
+             else _loop_range(cfg, "(n_red + BLOCK_K - 1) // BLOCK_K", "BLOCK_K")),
            f"{ind}rr = r0 + rk", f"{ind}r_ok = rr < n_red", f"{ind}tap = rr // {r.red}",
            f"{ind}red = rr - tap * {r.red}"]
     out += _tap_index(cfg, "tap", ind)
@@ -314,7 +391,7 @@ def _diag_loop(cfg: ConvConfig) -> str:
            f"    b_mask = ((rk[:, None] // BLOCK_K) == ({cl}[None, :] // BLOCK_K)) & red_ok[:, None] & cn_ok[None, :]",
            f"    b_off = {b_off}",
            "    n_taps = " + " * ".join(f"nt_{s}" for s in dims),
-           "    for it in range(0, n_taps):", f"{ind}tap = it"]
+           *_loop_range(cfg, "n_taps"), f"{ind}tap = it"]
     out += _tap_index(cfg, "tap", ind)
     out.append(f"{ind}ok = " + " & ".join(f"(sh_{s} >= lo_{s}) & (sh_{s} < hi_{s})" for s in dims))
     out.append(f"{ind}a_off = a_row + (" + " + ".join(f"sh_{s}.to(tl.int64) * {r.a_stride}_{s}" for s in dims) + ")")
@@ -325,14 +402,61 @@ def _diag_loop(cfg: ConvConfig) -> str:
     return "\n".join(out) + "\n" + _dot(cfg, ind)
 
 
-def _epilogue(cfg: ConvConfig) -> str:
+def _epilogue(cfg: ConvConfig, indent: str = "    ") -> str:
     r = _ROLES[cfg.direction]
     out = []
     if cfg.bias:
         mask = _group_mask(cfg, "cn_ok[None, :]")
-        out.append(f"    acc += tl.load(bias_ptr + (gj * {r.cols} + cn[None, :]), mask={mask}, "
+        out.append(f"{indent}acc += tl.load(bias_ptr + (gj * {r.cols} + cn[None, :]), mask={mask}, "
                    f"other=0.0).to(tl.float32)")
-    text = "\n".join(out) + ("\n" if out else "") + common.activation_line(cfg)
+    text = "\n".join(out) + ("\n" if out else "") + common.activation_line(cfg, indent=indent)
     mask = _group_mask(cfg, "m_ok[:, None] & cn_ok[None, :]")
-    return (text + f"    o_ptrs = {r.o_ptr} + (o_row[:, None] + (gj * {r.cols} + cn[None, :]))\n"
-            f"    tl.store(o_ptrs, acc.to({common.tl_type(cfg.out_dtype)}), mask={mask})\n")
+    return (text + f"{indent}o_ptrs = {r.o_ptr} + (o_row[:, None] + (gj * {r.cols} + cn[None, :]))\n"
+            f"{indent}tl.store(o_ptrs, acc.to({common.tl_type(cfg.out_dtype)}), mask={mask})\n")
+
+
+def _written_pixel(cfg: ConvConfig) -> str:
+    """Linear index of each row's written pixel in a dense N x spatial order (fwd: the row itself)."""
+    if cfg.direction == "fwd":
+        return "rm.to(tl.int64)"
+    text = "rr_.to(tl.int64)"
+    for s in _dims(cfg):
+        text = f"({text} * in_{s} + (p_{s} + q_{s} * str_{s}))"
+    return text
+
+
+def _store(cfg: ConvConfig) -> str:
+    """The output tile; split instances with SPLITS > 1 store the fp32 partial into ws[split] instead."""
+    if not is_split(cfg):
+        return _epilogue(cfg)
+    r = _ROLES[cfg.direction]
+    mask = _group_mask(cfg, "m_ok[:, None] & cn_ok[None, :]")
+    ext = "out" if cfg.direction == "fwd" else "in"
+    extent = "N * " + " * ".join(f"{ext}_{s}" for s in _dims(cfg))
+    return ("    if SPLITS == 1:\n" + _epilogue(cfg, "        ") + "    else:\n"
+            f"        ws_split = tl.program_id(2).to(tl.int64) * ({extent}).to(tl.int64) * {r.cols_total}\n"
+            f"        ws_row = {_written_pixel(cfg)} * {r.cols_total}\n"
+            f"        ws_ptrs = ws_ptr + ws_split + (ws_row[:, None] + (gj * {r.cols} + cn[None, :]))\n"
+            f"        tl.store(ws_ptrs, acc, mask={mask})\n")
+
+
+def _reduce_source(cfg: ConvConfig, params: list[Param]) -> str:
+    """Sum the SPLITS fp32 partials of every written element in split order, then bias, activation, store."""
+    r = _ROLES[cfg.direction]
+    ext = "out" if cfg.direction == "fwd" else "in"
+    lines = [f"    E = (N * " + " * ".join(f"{ext}_{s}" for s in _dims(cfg)) + f").to(tl.int64) * {r.cols_total}",
+             "    e = tl.program_id(0).to(tl.int64) * RBLOCK + tl.arange(0, RBLOCK)", "    ok = e < E",
+             "    acc = tl.zeros((RBLOCK,), dtype=tl.float32)", "    for s in range(0, SPLITS):",
+             "        acc += tl.load(ws_ptr + (s * E + e), mask=ok, other=0.0)",
+             f"    ch = e % {r.cols_total}", f"    pix = e // {r.cols_total}"]
+    offset = ["ch"]
+    for s in reversed(_dims(cfg)):
+        lines += [f"    i_{s} = pix % {ext}_{s}", f"    pix = pix // {ext}_{s}"]
+        offset.append(f"i_{s} * {r.o_stride}_{s}")
+    offset.append(f"pix * {r.o_stride}_n")
+    if cfg.bias:
+        lines.append("    acc += tl.load(bias_ptr + ch, mask=ok, other=0.0).to(tl.float32)")
+    body = "\n".join(lines) + "\n" + common.activation_line(cfg)
+    body += (f"    tl.store({r.o_ptr} + ({' + '.join(reversed(offset))}), acc.to({common.tl_type(cfg.out_dtype)}), "
+             "mask=ok)\n")
+    return f"@triton.jit\ndef {REDUCE_FN}(\n    {signature_text(params)},\n):\n" + body

@@ -35,7 +35,7 @@ import dataclasses
 import math
 
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.kernels.conv_common import dims, standard_params, tl_type
+from tiledispatch.kernels.conv_common import auto_splits, dims, standard_params, tl_type
 from tiledispatch.kernels.gemm_common import DOT_F32, signature_text
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
 from tiledispatch.problems.conv import ConvProblem
@@ -45,7 +45,6 @@ REDUCE_FN = "conv_wgrad_reduce_kernel"
 REDUCE_BLOCK = 1024
 REDUCE_WARPS = 4
 MIN_CHUNKS_PER_SPLIT = 8     # auto split: each split reduces at least this many block_k chunks
-TARGET_WAVES = 2             # auto split: fill at least this many waves of `sms` programs
 MAX_AUTO_SPLITS = 1024
 MAX_GRID_YZ = 65535
 
@@ -304,29 +303,12 @@ def pixel_chunks(cfg: ConvConfig, problem: ConvProblem) -> int:
     return _cdiv(problem.n * math.prod(problem.output), cfg.block_k)
 
 
-def _auto_splits(programs: int, chunks: int, sms: int) -> int:
-    """Fewest splits that fill TARGET_WAVES waves without a mostly empty last wave (<= 10% idle), keeping at
-    least MIN_CHUNKS_PER_SPLIT chunks per split."""
-    most = max(1, min(chunks // MIN_CHUNKS_PER_SPLIT, MAX_AUTO_SPLITS))
-    low = _cdiv(TARGET_WAVES * sms, programs)
-    if low <= 1 or most == 1:
-        return max(1, min(low, most))
-    best, best_loss = low, 2.0
-    for s in range(low, 2 * low + 1):
-        total = programs * s
-        loss = _cdiv(total, sms) * sms / total
-        if loss < best_loss - 1e-9:
-            best, best_loss = s, loss
-        if loss <= 1.1:
-            break
-    return min(best, most)
-
-
 def split_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int]:
     """(SPLITS, CPS): the number of pixel ranges and the block_k chunks per range (no range is empty)."""
     chunks = pixel_chunks(cfg, problem)
     tiles_m, tiles_n, gblocks = tile_counts(cfg, problem)
-    wanted = cfg.split_k or _auto_splits(tiles_m * tiles_n * gblocks, chunks, max(1, sms))
+    most = max(1, min(chunks // MIN_CHUNKS_PER_SPLIT, MAX_AUTO_SPLITS))
+    wanted = cfg.split_k or auto_splits(tiles_m * tiles_n * gblocks, most, max(1, sms))
     cps = _cdiv(chunks, max(1, min(wanted, chunks, MAX_GRID_YZ)))
     return _cdiv(chunks, cps), cps
 
@@ -350,6 +332,8 @@ _CANDIDATES = (
     (64, 128, 64, 1, 4, 4, "tap", 8),      # dense, K/G = 64
     (64, 64, 64, 1, 4, 3, "flat", 8),      # dense, small C/G (taps packed into the columns)
     (64, 64, 32, 1, 4, 2, "tap", 1),       # any problem (align 1: odd channel counts)
+    (64, 64, 64, 1, 4, 3, "flat", 1),      # dense stems with 3 input channels: (tap, channel) columns packed
+    (32, 32, 64, 1, 4, 3, "flat", 1),      # ... with few output channels (K <= 32)
     (32, 128, 64, 1, 4, 3, "flat", 8),     # grouped, C/G = K/G = 32
     (32, 64, 64, 4, 8, 3, "flat", 8),      # grouped, C/G = K/G = 32 (3-D: G = 4)
     (16, 64, 64, 4, 4, 3, "flat", 8),      # grouped, C/G = K/G = 16

@@ -30,7 +30,7 @@ from tiledispatch.ml.objects import (
 from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import GemmProblem
 
-FEATURE_SPEC_VERSION = 2    # 2: kloop_diag, the block-diagonal tiled view, direct unroll
+FEATURE_SPEC_VERSION = 3    # 2: kloop_diag, the block-diagonal tiled view, direct unroll; 3: conv family tma
 OPS = ("gemm", "conv")
 MAX_OCCUPANCY = 16
 ARCH_FEATURES = ("sm_count", "smem_per_sm_kb", "peak_tflops", "hbm_gbps")
@@ -255,6 +255,7 @@ def _conv_view(cols: dict[str, Any], c: dict[str, Any], out: dict[str, Any]) -> 
     cg, kg = p["c_per_group"], p["k_per_group"]
     family = np.asarray(cols["c_family"], dtype=object)
     direct, gemm, igemm = family == "direct", family == "gemm", family == "igemm"
+    implicit = igemm | (family == "tma")   # tma: the tap loop of igemm over one group, through TMA boxes
     kloop = np.asarray(cols["c_kloop"], dtype=object)
     flat, diag = kloop == "flat", igemm & (kloop == "diag")
     bm, bn, bk, gpp = c["block_m"], c["block_n"], np.maximum(c["block_k"], 1.0), c["groups_per_program"]
@@ -276,14 +277,14 @@ def _conv_view(cols: dict[str, Any], c: dict[str, Any], out: dict[str, Any]) -> 
     columns = np.where(direct | gemm | (diag & ~wgrad), all_channels,
                        np.where(wgrad, wgrad_cols, v["gn"]))
     merged = np.where(igemm, gpp, 1.0)
-    blocks = np.where(igemm & ~diag, _cdiv(p["groups"], gpp), 1.0)
+    blocks = np.where(implicit & ~diag, _cdiv(p["groups"], gpp), 1.0)
     tiles_m, tiles_n = _cdiv(rows, bm), _cdiv(columns, bn)
     # diag: a [BM, BN] x [BN, BN] dot per tap against the block-diagonal weight (BN / BK times the useful work)
     # bwd_weight diag: the [BN, BN] result tile holds BN / (C/G) times the useful pairs
     stage_elems = np.where(diag & ~wgrad, bm * bn + bn * bn, merged * (bm * bk + bk * bn))
     stage = stage_elems * _bytes_of(cols["p_dtype"])
     waste_g = np.select([diag & wgrad, diag], [bn / cg, bn / bk],
-                        blocks * merged / np.where(igemm, p["groups"], 1.0))
+                        blocks * merged / np.where(implicit, p["groups"], 1.0))
     out.update(groups_per_program=gpp, group_blocks=blocks, waste_g=waste_g,
                kloop_flat=flat.astype(np.float64), kloop_diag=diag.astype(np.float64),
                unroll=np.where(direct, bk, 1.0))

@@ -6,7 +6,7 @@ import math
 
 from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.kernels import conv_wgrad
+from tiledispatch.kernels import conv_igemm, conv_wgrad
 from tiledispatch.problems.conv import ConvProblem
 
 LAUNCH_US = 3.0
@@ -16,7 +16,8 @@ DOT_EFFICIENCY = {1: 0.55}
 GEMM_EFFICIENCY = 0.8    # 1x1 as a TMA GEMM: about the GEMM presets' share of the peak
 BATCHED_DOT_EFFICIENCY = 0.25
 FMA_FRACTION = 1.0 / 16
-MEMORY_EFFICIENCY = {"direct": 0.7, "igemm": 0.6, "gemm": 0.8}
+TMA_EFFICIENCY = 0.7     # stride-1 implicit GEMM over tensor-copy boxes (no per-pixel index math)
+MEMORY_EFFICIENCY = {"direct": 0.7, "igemm": 0.6, "gemm": 0.8, "tma": 0.7}
 WORKSPACE_PASSES = 2     # split reductions write and read an fp32 partial per split
 
 
@@ -64,8 +65,8 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
         programs = math.ceil(problem.n * math.prod(problem.output) / cfg.block_m) * math.ceil(
             problem.k / cfg.block_n)
     else:
-        eff = GEMM_EFFICIENCY if cfg.family == "gemm" else DOT_EFFICIENCY.get(cfg.groups_per_program,
-                                                                               BATCHED_DOT_EFFICIENCY)
+        eff = {"gemm": GEMM_EFFICIENCY, "tma": TMA_EFFICIENCY}.get(
+            cfg.family, DOT_EFFICIENCY.get(cfg.groups_per_program, BATCHED_DOT_EFFICIENCY))
         compute_us = _padded_flops(cfg, problem) / (arch.peak_tflops_fp16 * 1e6 * eff)
         m, n, _ = _gemm_view(cfg, problem)
         if cfg.kloop == "diag" and problem.direction == "bwd_weight":
@@ -75,10 +76,21 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
         else:
             column_tiles = math.ceil(problem.groups / cfg.groups_per_program) * math.ceil(n / cfg.block_n)
         programs = math.ceil(m / cfg.block_m) * column_tiles
+        if cfg.family == "tma":   # whole pixel boxes per image
+            from tiledispatch.kernels.conv_tma import pixel_tiles
+
+            programs = pixel_tiles(cfg, problem) * column_tiles
+    splits = 1
+    if cfg.family == "igemm" and problem.direction != "bwd_weight":
+        splits = conv_igemm.split_count(cfg, problem, arch.sm_count)
+        programs *= splits
     waves = programs / arch.sm_count
     quantization = math.ceil(waves) / waves if waves >= 1 else 1.0 / waves
     body = max(mem_us, compute_us) * min(quantization, 4.0)
     if problem.direction == "bwd_weight" and cfg.family == "igemm":
         body += WORKSPACE_PASSES * 4 * problem.tensor_elements()["weight"] * max(cfg.split_k, 1) / (
             arch.hbm_gbps * 1e3)
+    if splits > 1:   # the fp32 partials of every split, written and read back, and the reduce launch
+        body += WORKSPACE_PASSES * 4 * conv_igemm.written_elements(problem) * splits / (arch.hbm_gbps * 1e3)
+        body += LAUNCH_US
     return LAUNCH_US + body

@@ -1,0 +1,116 @@
+"""Family `tma` (stride-1 fwd / bwd_data over tensor-copy boxes) on the interpreter vs the float64 reference,
+its validity and problem-match rules, and sm_90 compiles."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import tiledispatch as td
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
+from tiledispatch.kernels import conv_tma
+from tiledispatch.runtime.conv_reference import make_conv_args, validate_conv
+
+ARCH = td.get_arch("sm_90")
+# the smallest boxes per ndim: 1-D 16 pixels, 2-D 2x8, 3-D 1x8x8
+BLOCK_M = {1: 16, 2: 16, 3: 64}
+# Per ndim: odd sizes (partial boxes at the far edge), padding larger than the dilated reach on one side
+# (boxes starting at negative coordinates), asymmetric padding, a dilation 2.
+GEOMETRY = {
+    1: {"spatial": (19,), "filter": (3,), "padding": ((2, 1),), "dilation": 2},
+    2: {"spatial": (5, 11), "filter": (3, 2), "padding": ((1, 2), (1, 0)), "dilation": (1, 2)},
+    3: {"spatial": (3, 5, 9), "filter": (2, 3, 3), "padding": ((1, 0), (1, 1), (2, 2)), "dilation": (2, 1, 1)},
+}
+# (n, c, k, groups): the comment says why each is here
+SIZES = {
+    # dense, 24 channels: a 16-channel chunk plus a half-empty one (zero-filled past C), two column tiles
+    "dense": (2, 24, 24, 1),
+    # 3 groups of 16 in, 8 out: fwd chunks stay inside the group; bwd_data K/G = 8 < block_k is refused (below)
+    "grouped": (1, 48, 24, 3),
+    # 2 groups of 8 in, 16 out: fwd chunks of 16 read the next group's channels against zero-filled weights
+    "grouped8": (1, 16, 32, 2),
+}
+
+
+def _config(direction, ndim, activation="none", bias=False, block_k=16):
+    return ConvConfig(family="tma", direction=direction, ndim=ndim, dtype="fp16", block_m=BLOCK_M[ndim],
+                      block_n=16, block_k=block_k, num_warps=4, num_stages=2, align=8, activation=activation,
+                      bias=bias)
+
+
+def _problem(direction, ndim, sizes, activation="none", bias=False):
+    n, c, k, groups = sizes
+    return td.ConvProblem(direction, n, c, k, groups, dtype="fp16", activation=activation, bias=bias,
+                          **GEOMETRY[ndim])
+
+
+def _cases():
+    out = []
+    for direction in ("fwd", "bwd_data"):
+        for ndim in (1, 2, 3):
+            for name, sizes in SIZES.items():
+                if direction == "bwd_data" and name == "grouped":
+                    continue
+                out.append((f"{direction}-{ndim}d-{name}", _config(direction, ndim), _problem(direction, ndim, sizes)))
+    for ndim, activation in ((2, "relu"), (3, "gelu_tanh")):
+        out.append((f"fwd-{ndim}d-bias-{activation}", _config("fwd", ndim, activation, True),
+                    _problem("fwd", ndim, SIZES["dense"], activation, True)))
+    return out
+
+
+CASES = _cases()
+
+
+@pytest.fixture(scope="module")
+def registry(build_registry):
+    return build_registry([cfg for _, cfg, _ in CASES])
+
+
+@pytest.mark.parametrize("cfg, problem", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_matches_reference(registry, cfg, problem):
+    assert conv_problem_mismatch(cfg, problem) is None
+    args = make_conv_args(problem, "cpu", poison=True)
+    out = registry.get(cfg.name).run(problem, x=args.x, w=args.w, y=args.y, bias=args.bias)
+    result = validate_conv(out, problem, args)
+    assert result["passed"], result
+
+
+def test_problem_match_rules():
+    cfg = _config("fwd", 2)
+    assert conv_problem_mismatch(cfg, td.ConvProblem("fwd", 1, 16, 16, 1, (6, 6), (3, 3), stride=2,
+                                                     dtype="fp16")).startswith("stride")
+    assert conv_problem_mismatch(cfg, td.ConvProblem("fwd", 1, 16, 16, 4, (6, 6), (3, 3),
+                                                     dtype="fp16")).startswith("c_per_group")
+    grouped = _problem("bwd_data", 2, SIZES["grouped"])   # K/G = 8 < block_k = 16
+    assert conv_problem_mismatch(_config("bwd_data", 2), grouped).startswith("k_per_group")
+    assert conv_problem_mismatch(_config("bwd_data", 2, block_k=16), _problem("bwd_data", 2, (1, 24, 48, 3))) is None
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"direction": "bwd_weight"}, "direction"), ({"dtype": "fp32"}, "dtype"), ({"align": 1}, "align"),
+    ({"kloop": "flat"}, "kloop"), ({"groups_per_program": 2}, "groups_per_program"), ({"split_k": 4}, "split_k"),
+    ({"ndim": 3, "block_m": 32}, "block_m"), ({"ndim": 2, "block_m": 16, "block_n": 24}, "block_n"),
+])
+def test_validity_names_the_field(changes, field):
+    cfg = dataclasses.replace(_config("fwd", 2), **changes)
+    assert field in dict(conv_config_errors(cfg, ARCH))
+
+
+def test_grid_counts_pixel_boxes_groups_and_column_tiles():
+    cfg = dataclasses.replace(_config("fwd", 2), block_m=64)          # 8 x 8 boxes
+    problem = td.ConvProblem("fwd", 3, 64, 96, 2, (14, 20), (3, 3), padding=1)
+    assert conv_tma.pixel_box(cfg) == (8, 8)
+    assert conv_tma.grid(cfg, problem) == (3 * 2 * 3 * 2 * 3, 1, 1)   # n x boxes(h) x boxes(w) x G x col tiles
+
+
+def test_instances_compile_for_sm90():
+    reg = td.Registry("sm_90")
+    for direction in ("fwd", "bwd_data"):
+        for ndim, bm in ((2, 128), (3, 128), (1, 64)):
+            cfg = ConvConfig(family="tma", direction=direction, ndim=ndim, dtype="bf16", block_m=bm, block_n=128,
+                             block_k=64, num_warps=8, num_stages=3, align=8)
+            assert conv_config_errors(cfg, ARCH) == [], cfg.name
+            reg.add(cfg)
+    report = reg.build(max_workers=2)
+    assert not report.failed, report.failed
