@@ -101,7 +101,9 @@ def test_grid_counts_pixel_boxes_groups_and_column_tiles():
     cfg = dataclasses.replace(_config("fwd", 2), block_m=64)          # 8 x 8 boxes
     problem = td.ConvProblem("fwd", 3, 64, 96, 2, (14, 20), (3, 3), padding=1)
     assert conv_tma.pixel_box(cfg) == (8, 8)
-    assert conv_tma.grid(cfg, problem) == (3 * 2 * 3 * 2 * 3, 1, 1)   # n x boxes(h) x boxes(w) x G x col tiles
+    assert conv_tma.tiles(cfg, problem) == 3 * 2 * 3 * 2 * 3   # n x boxes(h) x boxes(w) x G x column tiles
+    assert conv_tma.grid(cfg, problem, 132) == (108, 1, 1)      # fewer tiles than program slots: one each
+    assert conv_tma.grid(cfg, problem, 4)[0] == 4 * conv_tma.programs_per_sm(cfg)   # persistent walk
 
 
 def test_instances_compile_for_sm90():
@@ -114,3 +116,16 @@ def test_instances_compile_for_sm90():
             reg.add(cfg)
     report = reg.build(max_workers=2)
     assert not report.failed, report.failed
+
+
+@pytest.mark.parametrize("name", ["fwd-2d-dense", "bwd_data-3d-grouped8"])
+def test_persistent_walk_matches_reference(name):
+    """On a 1-SM device every program walks several tiles (the descriptors are reused across them)."""
+    _, cfg, problem = next(case for case in CASES if case[0] == name)
+    reg = td.Registry(ARCH.with_device(1, "test device"))
+    reg.add(cfg)
+    assert not reg.build(max_workers=1).failed
+    assert conv_tma.tiles(cfg, problem) > conv_tma.grid(cfg, problem, 1)[0]
+    args = make_conv_args(problem, "cpu", poison=True)
+    out = reg.get(cfg.name).run(problem, x=args.x, w=args.w, y=args.y, bias=args.bias)
+    assert validate_conv(out, problem, args)["passed"]

@@ -309,7 +309,7 @@ def _gemm_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
 
 def _tma_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     """Family 'tma': stride 1, 16-byte channel runs per group, whole reduction chunks for grouped bwd_data."""
-    from tiledispatch.kernels.conv_tma import grid
+    from tiledispatch.kernels.conv_tma import tiles
 
     if any(s != 1 for s in problem.stride):
         return f"stride: family 'tma' shifts whole pixel boxes per tap and needs stride 1, got {problem.stride}"
@@ -319,7 +319,7 @@ def _tma_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     if problem.direction == "bwd_data" and problem.groups > 1 and problem.k_per_group % cfg.block_k:
         return (f"k_per_group: grouped bwd_data on family 'tma' reduces whole chunks of block_k={cfg.block_k} "
                 f"output channels per group; the problem has K/G={problem.k_per_group}")
-    if grid(cfg, problem)[0] > INT32_LIMIT or max(problem.spatial + problem.output) + 2 * max(
+    if tiles(cfg, problem) > INT32_LIMIT or max(problem.spatial + problem.output) + 2 * max(
             max(p) for p in problem.padding) >= INT32_LIMIT:
         return f"spatial: {problem.n} x {problem.spatial} pixels exceed the kernel's int32 grid and coordinates"
     return None

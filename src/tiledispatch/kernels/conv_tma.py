@@ -1,7 +1,8 @@
 """Family `tma`, directions fwd and bwd_data at stride 1: implicit GEMM whose operand tiles are tensor-copy
 (TMA) boxes, so the loads need no per-pixel index math, no masks and no im2col.
 
-A program computes BLOCK_M output pixels that form a box of one image (1-D: BLOCK_M along w; 2-D: TH x 8;
+Programs are persistent (at most as many as fit on the SMs at once, walking tiles with that stride), so the
+two descriptors are made once per program. A tile is BLOCK_M output pixels that form a box of one image (1-D: BLOCK_M along w; 2-D: TH x 8;
 3-D: TD x 8 x 8, see `pixel_box`) times BLOCK_N result channels of one group. For each tap the activation
 operand is the same pixel box shifted by the tap, read through a descriptor over the whole channels-last tensor
 [N, *spatial, channels]: the box may start at negative coordinates or run past the end, and the tensor-copy
@@ -34,6 +35,8 @@ from tiledispatch.problems.conv import ConvProblem
 FN = "conv_tma_kernel"
 BOX_W = 8          # pixels of the innermost spatial dim in a 2-D / 3-D box
 BOX_H_3D = 8       # pixels of the middle dim in a 3-D box
+SMEM_PER_SM = 232448
+REGS_PER_SM = 65536
 
 
 def pixel_box(cfg: ConvConfig) -> tuple[int, ...]:
@@ -57,7 +60,7 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
     box = pixel_box(cfg)
     params = [p if p.name not in ("x_ptr", "y_ptr", "w_ptr") else Param(p.name, p.ty, divisible16=True)
               for p in common.standard_params(cfg)]
-    params += [Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n),
+    params += [Param("NUM_PROGRAMS", "i32"), Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n),
                Param("BLOCK_K", "constexpr", cfg.block_k)]
     params += [Param(f"T_{s}", "constexpr", size) for s, size in zip(common.dims(cfg), box)]
     params.append(Param(DOT_F32, "constexpr", False))
@@ -66,7 +69,10 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
 
 def render(cfg: ConvConfig) -> str:
     (entry,) = entries(cfg)
-    body = _hints(cfg) + _program(cfg) + _descriptors(cfg) + _loop(cfg) + _epilogue(cfg)
+    tile = _program(cfg) + _loop(cfg) + _epilogue(cfg)
+    body = (_hints(cfg) + _descriptors(cfg) + _tile_count(cfg)
+            + "    for tile in range(tl.program_id(0), n_tiles_total, NUM_PROGRAMS):\n"
+            + "".join("    " + line if line.strip() else line for line in tile.splitlines(keepends=True)))
     return f"@triton.jit\ndef {FN}(\n    {signature_text(list(entry.params))},\n):\n" + body
 
 
@@ -76,14 +82,30 @@ def pixel_tiles(cfg: ConvConfig, problem: ConvProblem) -> int:
     return problem.n * math.prod(-(-e // t) for e, t in zip(extents, pixel_box(cfg)))
 
 
-def grid(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
-    """(pixel boxes * groups * column tiles, 1, 1); the column tile varies fastest, then the group."""
+def tiles(cfg: ConvConfig, problem: ConvProblem) -> int:
+    """Output tiles: pixel boxes * groups * column tiles (the column tile varies fastest, then the group)."""
     cols = problem.k_per_group if problem.direction == "fwd" else problem.c_per_group
-    return (pixel_tiles(cfg, problem) * problem.groups * -(-cols // cfg.block_n), 1, 1)
+    return pixel_tiles(cfg, problem) * problem.groups * -(-cols // cfg.block_n)
+
+
+def programs_per_sm(cfg: ConvConfig) -> int:
+    """Resident programs per SM, from the pipelined tiles' shared memory and the accumulator registers."""
+    from tiledispatch.configs.conv_validity import shared_memory_bytes
+
+    by_smem = SMEM_PER_SM // max(1, shared_memory_bytes(cfg))
+    by_regs = REGS_PER_SM // (cfg.num_warps * 32 * (cfg.block_m * cfg.block_n // (32 * cfg.num_warps) + 64))
+    return max(1, min(by_smem, by_regs))
+
+
+def grid(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int, int]:
+    """Persistent: at most as many programs as fit on the SMs at once, each walking tiles with that stride (the
+    tensor descriptors are made once per program)."""
+    return (min(tiles(cfg, problem), max(1, sms) * programs_per_sm(cfg)), 1, 1)
 
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
-    return LaunchPlan((grid(cfg, problem),))
+    programs = grid(cfg, problem, sms)
+    return LaunchPlan((programs,), (("NUM_PROGRAMS", programs[0]),))
 
 
 # -- source pieces -----------------------------------------------------------------------------------------
@@ -93,14 +115,19 @@ def _hints(cfg: ConvConfig) -> str:
     return "".join(f"    {line}\n" for line in common.multiple_hints(names, 8))
 
 
-def _program(cfg: ConvConfig) -> str:
+def _tile_count(cfg: ConvConfig) -> str:
     r = _roles(cfg)
-    out = ["    pid = tl.program_id(0)", f"    n_tiles = ({r['cols']} + BLOCK_N - 1) // BLOCK_N",
-           "    pid_n = pid % n_tiles", "    rest = pid // n_tiles", "    pid_g = rest % G", "    rest = rest // G"]
+    out = [f"    n_tiles = ({r['cols']} + BLOCK_N - 1) // BLOCK_N", "    n_tiles_total = N * G * n_tiles"]
     for s in reversed(common.dims(cfg)):
-        ext = f"{r['o_ext']}_{s}"
-        out += [f"    boxes_{s} = ({ext} + T_{s} - 1) // T_{s}", f"    o0_{s} = (rest % boxes_{s}) * T_{s}",
-                f"    rest = rest // boxes_{s}"]
+        out += [f"    boxes_{s} = ({r['o_ext']}_{s} + T_{s} - 1) // T_{s}", f"    n_tiles_total *= boxes_{s}"]
+    return "\n".join(out) + "\n"
+
+
+def _program(cfg: ConvConfig) -> str:
+    """tile -> column tile, group, box origin o0_<s> per dim and image n."""
+    out = ["    pid_n = tile % n_tiles", "    rest = tile // n_tiles", "    pid_g = rest % G", "    rest = rest // G"]
+    for s in reversed(common.dims(cfg)):
+        out += [f"    o0_{s} = (rest % boxes_{s}) * T_{s}", f"    rest = rest // boxes_{s}"]
     out.append("    n = rest")
     return "\n".join(out) + "\n"
 
