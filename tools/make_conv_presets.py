@@ -41,7 +41,9 @@ IGEMM = [
     ("igemm", 128, 64, 32, 1, 4, 3, "flat", 1), ("igemm", 64, 32, 32, 1, 4, 3, "flat", 1),
     ("igemm", 128, 16, 64, 1, 4, 3, "tap", 1),
 ]
-# stride-1 fwd / bwd_data over tensor-copy boxes (kernels/conv_tma.py): dense and grouped with C/G >= 16
+# stride-1 fwd / bwd_data over tensor-copy boxes (kernels/conv_tma.py): dense and grouped with C/G >= 16.
+# Not in the presets: the GPU lane found wrong results (relative error up to 5e-3) from some instances of the
+# persistent walk (e.g. fp16 3-D 128x256x64, bwd_data), not yet diagnosed.
 TMA = [
     ("tma", 128, 128, 64, 1, 8, 3, "tap", 8), ("tma", 128, 64, 64, 1, 4, 4, "tap", 8),
     ("tma", 64, 128, 64, 1, 4, 4, "tap", 8), ("tma", 128, 256, 64, 1, 8, 3, "tap", 8),
@@ -97,7 +99,7 @@ def essential_keys(direction: str) -> frozenset[str]:
 def rows_for(direction: str) -> list[tuple]:
     """Every candidate row of a direction, split_k included (0 where the row leaves it out)."""
     rows = (_wgrad_igemm() + DIRECT_WGRAD if direction == "bwd_weight"
-            else IGEMM + TMA + DIAG + DIRECT_SPATIAL + GEMM_1X1)
+            else IGEMM + DIAG + DIRECT_SPATIAL + GEMM_1X1)
     return [row if len(row) == 10 else (*row, 0) for row in rows]
 
 
