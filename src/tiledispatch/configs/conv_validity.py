@@ -43,8 +43,9 @@ def _common_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
     if cfg.direction != "fwd" and (cfg.bias or cfg.activation != "none"):
         errors.append(("bias" if cfg.bias else "activation",
                        f"the fused epilogue exists for direction 'fwd' only, not {cfg.direction!r}"))
-    if cfg.family == "direct" and cfg.split_k not in (0, 1):
-        errors.append(("split_k", "family 'direct' chooses its own splits; split_k must be 0"))
+    if cfg.direction != "bwd_weight" and cfg.family != "igemm" and cfg.split_k not in (0, 1):
+        errors.append(("split_k", f"split_k splits the reduction of igemm and of bwd_weight; family {cfg.family!r} "
+                                  f"in direction {cfg.direction!r} needs 0"))
 
 
 def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
