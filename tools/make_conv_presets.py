@@ -41,15 +41,6 @@ IGEMM = [
     ("igemm", 128, 64, 32, 1, 4, 3, "flat", 1), ("igemm", 64, 32, 32, 1, 4, 3, "flat", 1),
     ("igemm", 128, 16, 64, 1, 4, 3, "tap", 1),
 ]
-# stride-1 fwd / bwd_data over tensor-copy boxes (kernels/conv_tma.py): dense and grouped with C/G >= 16.
-# Not in the presets: the GPU lane found wrong results (relative error up to 5e-3) from some instances of the
-# persistent walk (e.g. fp16 3-D 128x256x64, bwd_data), not yet diagnosed.
-TMA = [
-    ("tma", 128, 128, 64, 1, 8, 3, "tap", 8), ("tma", 128, 64, 64, 1, 4, 4, "tap", 8),
-    ("tma", 64, 128, 64, 1, 4, 4, "tap", 8), ("tma", 128, 256, 64, 1, 8, 3, "tap", 8),
-    ("tma", 64, 64, 64, 1, 4, 4, "tap", 8), ("tma", 256, 128, 64, 1, 8, 3, "tap", 8),
-    ("tma", 128, 32, 32, 1, 4, 4, "tap", 8), ("tma", 128, 16, 16, 1, 4, 4, "tap", 8),
-]
 # block-diagonal dots for C/G == K/G in {2, 4, 8, 16} (block_k is C/G): 16-channel tiles waste the least
 # tensor-core work, 32/64-channel tiles make larger wgmmas
 DIAG = [("igemm", 128, 16, cg, 1, 4, 3, "diag", 8) for cg in (2, 4, 8, 16)] + [

@@ -143,7 +143,7 @@ def _gemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]])
 
 def _tma_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
     """Family 'tma' (kernels/conv_tma.py): 2-D dots of one group over tensor-copy boxes, fwd / bwd_data only."""
-    from tiledispatch.kernels.conv_tma import BOX_H_3D, BOX_W
+    from tiledispatch.kernels.conv_tma import box_unit
 
     if cfg.direction not in ("fwd", "bwd_data"):
         errors.append(("direction", f"family 'tma' computes fwd and bwd_data, not {cfg.direction!r}"))
@@ -153,7 +153,7 @@ def _tma_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) 
                                ("split_k", cfg.split_k, 0), ("align", cfg.align, 8)):
         if value != want:
             errors.append((field, f"family 'tma' needs {field}={want!r}, got {value!r}"))
-    box = {1: 1, 2: BOX_W, 3: BOX_H_3D * BOX_W}.get(cfg.ndim, 1)
+    box = box_unit(cfg.ndim)
     if cfg.block_m % box or cfg.block_m < box:
         errors.append(("block_m", f"family 'tma' tiles {cfg.ndim}-D pixels in boxes of {box}-pixel rows; block_m "
                                   f"must be a multiple of {box}, got {cfg.block_m}"))

@@ -11,6 +11,8 @@ Names (the run-time values come from runtime/conv_args.conv_values, by these nam
 """
 from __future__ import annotations
 
+import dataclasses
+
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.dtypes import DTYPES
 from tiledispatch.kernels.gemm_common import ACTIVATION_EXPR, TL_TYPES
@@ -22,6 +24,26 @@ DIM_FIELDS = ("in", "out", "flt", "str", "pad", "dil")
 # which forward-role tensor each direction writes
 OUTPUT_ROLE = {"fwd": "y", "bwd_data": "x", "bwd_weight": "w"}
 CONV_SLOTS = {"x_ptr": 0, "w_ptr": 1, "y_ptr": 2, "bias_ptr": 3}   # per-call tensors of a bound conv launch
+
+
+@dataclasses.dataclass(frozen=True)
+class Roles:
+    """Names the rendered source of an implicit GEMM (fwd or bwd_data) uses for one direction."""
+
+    a_ptr: str      # the A operand (fwd x, bwd_data dy)
+    a_stride: str   # its stride prefix
+    a_ext: str      # extent prefix of its spatial dims
+    o_ptr: str      # the written tensor
+    o_stride: str
+    o_ext: str      # extent prefix of the written tensor's spatial dims
+    red: str        # reduction channels per group
+    cols: str       # result channels per group
+    red_total: str  # reduction channels of all groups
+    cols_total: str
+
+
+ROLES = {"fwd": Roles("x_ptr", "sx", "in", "y_ptr", "sy", "out", "CG", "KG", "C", "K"),
+         "bwd_data": Roles("y_ptr", "sy", "out", "x_ptr", "sx", "in", "KG", "CG", "K", "C")}
 
 
 def dims(cfg: ConvConfig) -> tuple[str, ...]:

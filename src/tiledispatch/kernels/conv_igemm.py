@@ -58,23 +58,7 @@ REDUCE_WARPS = 4
 MIN_ITERS_PER_SPLIT = 2   # auto split: each split runs at least this many loop iterations
 
 
-@dataclasses.dataclass(frozen=True)
-class _Roles:
-    """Names the rendered source uses for one direction."""
-
-    a_ptr: str      # the A operand (fwd x, bwd_data dy)
-    a_stride: str   # its stride prefix
-    a_ext: str      # extent prefix of its spatial dims
-    o_ptr: str      # the written tensor
-    o_stride: str
-    red: str        # reduction channels per group
-    cols: str       # result channels per group
-    red_total: str  # reduction channels of all groups
-    cols_total: str
-
-
-_ROLES = {"fwd": _Roles("x_ptr", "sx", "in", "y_ptr", "sy", "CG", "KG", "C", "K"),
-          "bwd_data": _Roles("y_ptr", "sy", "out", "x_ptr", "sx", "KG", "CG", "K", "C")}
+_ROLES = common.ROLES
 
 
 def is_split(cfg: ConvConfig) -> bool:
@@ -101,13 +85,13 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
 
 
 def render(cfg: ConvConfig) -> str:
-    main = entries(cfg)[0]
+    main, *reduce = entries(cfg)
     loop = {"tap": _tap_loop, "flat": _flat_loop, "diag": _diag_loop}[cfg.kloop]
     body = (_program_ids(cfg) + _hints(cfg) + _phases(cfg) + _rows(cfg) + _columns(cfg) + loop(cfg)
             + _store(cfg))
     src = f"@triton.jit\ndef {FN}(\n    {signature_text(list(main.params))},\n):\n" + body
-    if is_split(cfg):
-        src += "\n\n" + _reduce_source(cfg, list(entries(cfg)[1].params))
+    if reduce:
+        src += "\n\n" + _reduce_source(cfg, list(reduce[0].params))
     return src
 
 
@@ -415,6 +399,11 @@ def _epilogue(cfg: ConvConfig, indent: str = "    ") -> str:
             f"{indent}tl.store(o_ptrs, acc.to({common.tl_type(cfg.out_dtype)}), mask={mask})\n")
 
 
+def _written_extent(cfg: ConvConfig) -> str:
+    """Pixels of the written tensor (y: N x out, dx: N x in)."""
+    return "N * " + " * ".join(f"{_ROLES[cfg.direction].o_ext}_{s}" for s in _dims(cfg))
+
+
 def _written_pixel(cfg: ConvConfig) -> str:
     """Linear index of each row's written pixel in a dense N x spatial order (fwd: the row itself)."""
     if cfg.direction == "fwd":
@@ -431,8 +420,7 @@ def _store(cfg: ConvConfig) -> str:
         return _epilogue(cfg)
     r = _ROLES[cfg.direction]
     mask = _group_mask(cfg, "m_ok[:, None] & cn_ok[None, :]")
-    ext = "out" if cfg.direction == "fwd" else "in"
-    extent = "N * " + " * ".join(f"{ext}_{s}" for s in _dims(cfg))
+    extent = _written_extent(cfg)
     return ("    if SPLITS == 1:\n" + _epilogue(cfg, "        ") + "    else:\n"
             f"        ws_split = tl.program_id(2).to(tl.int64) * ({extent}).to(tl.int64) * {r.cols_total}\n"
             f"        ws_row = {_written_pixel(cfg)} * {r.cols_total}\n"
@@ -443,15 +431,14 @@ def _store(cfg: ConvConfig) -> str:
 def _reduce_source(cfg: ConvConfig, params: list[Param]) -> str:
     """Sum the SPLITS fp32 partials of every written element in split order, then bias, activation, store."""
     r = _ROLES[cfg.direction]
-    ext = "out" if cfg.direction == "fwd" else "in"
-    lines = [f"    E = (N * " + " * ".join(f"{ext}_{s}" for s in _dims(cfg)) + f").to(tl.int64) * {r.cols_total}",
+    lines = [f"    E = ({_written_extent(cfg)}).to(tl.int64) * {r.cols_total}",
              "    e = tl.program_id(0).to(tl.int64) * RBLOCK + tl.arange(0, RBLOCK)", "    ok = e < E",
              "    acc = tl.zeros((RBLOCK,), dtype=tl.float32)", "    for s in range(0, SPLITS):",
              "        acc += tl.load(ws_ptr + (s * E + e), mask=ok, other=0.0)",
              f"    ch = e % {r.cols_total}", f"    pix = e // {r.cols_total}"]
     offset = ["ch"]
     for s in reversed(_dims(cfg)):
-        lines += [f"    i_{s} = pix % {ext}_{s}", f"    pix = pix // {ext}_{s}"]
+        lines += [f"    i_{s} = pix % {r.o_ext}_{s}", f"    pix = pix // {r.o_ext}_{s}"]
         offset.append(f"i_{s} * {r.o_stride}_{s}")
     offset.append(f"pix * {r.o_stride}_n")
     if cfg.bias:

@@ -2,8 +2,8 @@
 (TMA) boxes, so the loads need no per-pixel index math, no masks and no im2col.
 
 Programs are persistent (at most as many as fit on the SMs at once, walking tiles with that stride), so the
-two descriptors are made once per program. A tile is BLOCK_M output pixels that form a box of one image (1-D: BLOCK_M along w; 2-D: TH x 8;
-3-D: TD x 8 x 8, see `pixel_box`) times BLOCK_N result channels of one group. For each tap the activation
+two descriptors are made once per program. A tile is BLOCK_M output pixels that form a box of one image
+(1-D: BLOCK_M along w; 2-D: TH x 8; 3-D: TD x 8 x 8, see `pixel_box`) times BLOCK_N result channels of one group. For each tap the activation
 operand is the same pixel box shifted by the tap, read through a descriptor over the whole channels-last tensor
 [N, *spatial, channels]: the box may start at negative coordinates or run past the end, and the tensor-copy
 engine fills those elements with zeros, which is exactly the convolution's zero padding. The weight operand is a
@@ -21,6 +21,10 @@ Result columns past the group's channels read other groups' weights and are neve
 TMA needs 16-byte aligned base pointers and strides: align-8 problems with C/G and K/G multiples of 8 (every
 stride of x, dy and w is then a multiple of 8 elements). The output is stored with masks (the box's pixels
 past the edge).
+
+Not in any preset: on the H200 the GPU lane found wrong results from some instances of the persistent walk
+(relative error up to 5e-3, e.g. fp16 3-D 128x256x64 and bwd_data), not yet diagnosed. The interpreter cases in
+tests/kernels/test_conv_tma.py pass.
 """
 from __future__ import annotations
 
@@ -30,13 +34,18 @@ from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.kernels import conv_common as common
 from tiledispatch.kernels.gemm_common import DOT_F32, signature_text
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.tma_common import REG_OVERHEAD, REGS_PER_SM, SMEM_PER_SM
 from tiledispatch.problems.conv import ConvProblem
 
 FN = "conv_tma_kernel"
 BOX_W = 8          # pixels of the innermost spatial dim in a 2-D / 3-D box
 BOX_H_3D = 8       # pixels of the middle dim in a 3-D box
-SMEM_PER_SM = 232448
-REGS_PER_SM = 65536
+
+
+def box_unit(ndim: int) -> int:
+    """Pixels of one box row (block_m must be a multiple of it): 1-D 1, 2-D a row of BOX_W, 3-D a BOX_H_3D x
+    BOX_W plane."""
+    return {2: BOX_W, 3: BOX_H_3D * BOX_W}.get(ndim, 1)
 
 
 def pixel_box(cfg: ConvConfig) -> tuple[int, ...]:
@@ -48,19 +57,12 @@ def pixel_box(cfg: ConvConfig) -> tuple[int, ...]:
     return (cfg.block_m // (BOX_H_3D * BOX_W), BOX_H_3D, BOX_W)
 
 
-def _roles(cfg: ConvConfig) -> dict[str, str]:
-    if cfg.direction == "fwd":
-        return {"a_ptr": "x_ptr", "a_s": "sx", "a_ext": "in", "a_ch": "C", "red": "CG", "o_ptr": "y_ptr",
-                "o_s": "sy", "o_ext": "out", "cols": "KG", "sign": "-"}
-    return {"a_ptr": "y_ptr", "a_s": "sy", "a_ext": "out", "a_ch": "K", "red": "KG", "o_ptr": "x_ptr",
-            "o_s": "sx", "o_ext": "in", "cols": "CG", "sign": "+"}
-
-
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
     box = pixel_box(cfg)
     params = [p if p.name not in ("x_ptr", "y_ptr", "w_ptr") else Param(p.name, p.ty, divisible16=True)
               for p in common.standard_params(cfg)]
-    params += [Param("NUM_PROGRAMS", "i32"), Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n),
+    params += [Param("NUM_PROGRAMS", "i32"), Param("BLOCK_M", "constexpr", cfg.block_m),
+               Param("BLOCK_N", "constexpr", cfg.block_n),
                Param("BLOCK_K", "constexpr", cfg.block_k)]
     params += [Param(f"T_{s}", "constexpr", size) for s, size in zip(common.dims(cfg), box)]
     params.append(Param(DOT_F32, "constexpr", False))
@@ -93,7 +95,8 @@ def programs_per_sm(cfg: ConvConfig) -> int:
     from tiledispatch.configs.conv_validity import shared_memory_bytes
 
     by_smem = SMEM_PER_SM // max(1, shared_memory_bytes(cfg))
-    by_regs = REGS_PER_SM // (cfg.num_warps * 32 * (cfg.block_m * cfg.block_n // (32 * cfg.num_warps) + 64))
+    by_regs = REGS_PER_SM // (cfg.num_warps * 32 * (cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
+                                                   + REG_OVERHEAD))
     return max(1, min(by_smem, by_regs))
 
 
@@ -116,10 +119,10 @@ def _hints(cfg: ConvConfig) -> str:
 
 
 def _tile_count(cfg: ConvConfig) -> str:
-    r = _roles(cfg)
-    out = [f"    n_tiles = ({r['cols']} + BLOCK_N - 1) // BLOCK_N", "    n_tiles_total = N * G * n_tiles"]
+    r = common.ROLES[cfg.direction]
+    out = [f"    n_tiles = ({r.cols} + BLOCK_N - 1) // BLOCK_N", "    n_tiles_total = N * G * n_tiles"]
     for s in reversed(common.dims(cfg)):
-        out += [f"    boxes_{s} = ({r['o_ext']}_{s} + T_{s} - 1) // T_{s}", f"    n_tiles_total *= boxes_{s}"]
+        out += [f"    boxes_{s} = ({r.o_ext}_{s} + T_{s} - 1) // T_{s}", f"    n_tiles_total *= boxes_{s}"]
     return "\n".join(out) + "\n"
 
 
@@ -133,25 +136,25 @@ def _program(cfg: ConvConfig) -> str:
 
 
 def _descriptors(cfg: ConvConfig) -> str:
-    r = _roles(cfg)
+    r = common.ROLES[cfg.direction]
     ds = common.dims(cfg)
-    a_shape = ", ".join(["N", *(f"{r['a_ext']}_{s}" for s in ds), r["a_ch"]])
-    a_strides = ", ".join([f"{r['a_s']}_n", *(f"{r['a_s']}_{s}" for s in ds), "1"])
+    a_shape = ", ".join(["N", *(f"{r.a_ext}_{s}" for s in ds), r.red_total])
+    a_strides = ", ".join([f"{r.a_stride}_n", *(f"{r.a_stride}_{s}" for s in ds), "1"])
     a_box = ", ".join(["1", *(f"T_{s}" for s in ds), "BLOCK_K"])
     w_shape = ", ".join(["K", *(f"flt_{s}" for s in ds), "CG"])
     w_strides = ", ".join(["sw_k", *(f"sw_{s}" for s in ds), "1"])
     ones = ", ".join("1" for _ in ds)
     w_box = f"BLOCK_N, {ones}, BLOCK_K" if cfg.direction == "fwd" else f"BLOCK_K, {ones}, BLOCK_N"
-    return (f"    a_desc = tl.make_tensor_descriptor({r['a_ptr']}, shape=[{a_shape}], strides=[{a_strides}], "
+    return (f"    a_desc = tl.make_tensor_descriptor({r.a_ptr}, shape=[{a_shape}], strides=[{a_strides}], "
             f"block_shape=[{a_box}])\n"
             f"    w_desc = tl.make_tensor_descriptor(w_ptr, shape=[{w_shape}], strides=[{w_strides}], "
             f"block_shape=[{w_box}])\n")
 
 
 def _loop(cfg: ConvConfig) -> str:
-    r = _roles(cfg)
+    r = common.ROLES[cfg.direction]
     ds, ind = common.dims(cfg), "        "
-    out = [f"    n_chunks = ({r['red']} + BLOCK_K - 1) // BLOCK_K",
+    out = [f"    n_chunks = ({r.red} + BLOCK_K - 1) // BLOCK_K",
            "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
            "    for it in range(0, " + " * ".join(f"flt_{s}" for s in ds) + " * n_chunks):",
            f"{ind}tap = it // n_chunks", f"{ind}kc = (it - tap * n_chunks) * BLOCK_K"]
@@ -160,10 +163,9 @@ def _loop(cfg: ConvConfig) -> str:
         out.append(f"{ind}f_{s} = tap" if last else f"{ind}f_{s} = tap % flt_{s}")
         if not last:
             out.append(f"{ind}tap = tap // flt_{s}")
-    sign = r["sign"]
-    flip = "+" if sign == "-" else "-"
+    sign, flip = ("-", "+") if cfg.direction == "fwd" else ("+", "-")   # fwd: o - pad + tap; bwd_data: i + pad - tap
     a_at = ", ".join(["n", *(f"o0_{s} {sign} pad_{s} {flip} f_{s} * dil_{s}" for s in ds),
-                      f"pid_g * {r['red']} + kc"])
+                      f"pid_g * {r.red} + kc"])
     taps = ", ".join(f"f_{s}" for s in ds)
     out.append(f"{ind}a = a_desc.load([{a_at}]).reshape(BLOCK_M, BLOCK_K)")
     if cfg.direction == "fwd":
@@ -177,19 +179,19 @@ def _loop(cfg: ConvConfig) -> str:
 
 
 def _epilogue(cfg: ConvConfig) -> str:
-    r = _roles(cfg)
+    r = common.ROLES[cfg.direction]
     ds = common.dims(cfg)
     out = ["    rm = tl.arange(0, BLOCK_M)", "    m_ok = rm < BLOCK_M", "    rest = rm"]
-    o_terms = [f"n.to(tl.int64) * {r['o_s']}_n"]
+    o_terms = [f"n.to(tl.int64) * {r.o_stride}_n"]
     for s in reversed(ds):
         out += [f"    p_{s} = o0_{s} + rest % T_{s}", f"    rest = rest // T_{s}",
-                f"    m_ok = m_ok & (p_{s} < {r['o_ext']}_{s})"]
-        o_terms.append(f"p_{s}.to(tl.int64) * {r['o_s']}_{s}")
-    out += ["    cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)", f"    cn_ok = cn < {r['cols']}",
-            f"    ch = pid_g * {r['cols']} + cn"]
+                f"    m_ok = m_ok & (p_{s} < {r.o_ext}_{s})"]
+        o_terms.append(f"p_{s}.to(tl.int64) * {r.o_stride}_{s}")
+    out += ["    cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)", f"    cn_ok = cn < {r.cols}",
+            f"    ch = pid_g * {r.cols} + cn"]
     if cfg.bias:
         out.append("    acc += tl.load(bias_ptr + ch, mask=cn_ok, other=0.0).to(tl.float32)[None, :]")
     text = "\n".join(out) + "\n" + common.activation_line(cfg)
     return (text + f"    o_row = {' + '.join(o_terms)}\n"
-            f"    tl.store({r['o_ptr']} + (o_row[:, None] + ch[None, :]), acc.to({common.tl_type(cfg.out_dtype)}), "
+            f"    tl.store({r.o_ptr} + (o_row[:, None] + ch[None, :]), acc.to({common.tl_type(cfg.out_dtype)}), "
             "mask=m_ok[:, None] & cn_ok[None, :])\n")

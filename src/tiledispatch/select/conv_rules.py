@@ -6,7 +6,7 @@ import math
 
 from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.kernels import conv_igemm, conv_wgrad
+from tiledispatch.kernels import conv_igemm, conv_tma, conv_wgrad
 from tiledispatch.problems.conv import ConvProblem
 
 LAUNCH_US = 3.0
@@ -77,9 +77,7 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
             column_tiles = math.ceil(problem.groups / cfg.groups_per_program) * math.ceil(n / cfg.block_n)
         programs = math.ceil(m / cfg.block_m) * column_tiles
         if cfg.family == "tma":   # whole pixel boxes per image
-            from tiledispatch.kernels.conv_tma import pixel_tiles
-
-            programs = pixel_tiles(cfg, problem) * column_tiles
+            programs = conv_tma.pixel_tiles(cfg, problem) * column_tiles
     splits = 1
     if cfg.family == "igemm" and problem.direction != "bwd_weight":
         splits = conv_igemm.split_count(cfg, problem, arch.sm_count)
