@@ -13,6 +13,7 @@ from tiledispatch.configs.fields import choice, raise_first_error
 from tiledispatch.errors import legal
 from tiledispatch.problems.conv import CONV_ALIGNS, CONV_DTYPES, DIRECTIONS, NDIMS, ConvProblem
 from tiledispatch.problems.gemm import ACTIVATIONS
+from tiledispatch.settings import experimental_families
 
 BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 DOT_BLOCKS = (16, 32, 64, 128, 256)
@@ -145,6 +146,10 @@ def _tma_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) 
     """Family 'tma' (kernels/conv_tma.py): 2-D dots of one group over tensor-copy boxes, fwd / bwd_data only."""
     from tiledispatch.kernels.conv_tma import box_unit
 
+    if "conv_tma" not in experimental_families():
+        errors.append(("family", "family 'tma' is experimental: some of its persistent instances gave wrong "
+                                 "results on an H200 (fp16 3-D fwd, bwd_data); set TILEDISPATCH_EXPERIMENTAL="
+                                 "conv_tma to build it anyway"))
     if cfg.direction not in ("fwd", "bwd_data"):
         errors.append(("direction", f"family 'tma' computes fwd and bwd_data, not {cfg.direction!r}"))
     if cfg.dtype not in ("bf16", "fp16"):

@@ -22,8 +22,9 @@ TMA needs 16-byte aligned base pointers and strides: align-8 problems with C/G a
 stride of x, dy and w is then a multiple of 8 elements). The output is stored with masks (the box's pixels
 past the edge).
 
-Not in any preset: on the H200 the GPU lane found wrong results from some instances of the persistent walk
-(relative error up to 5e-3, e.g. fp16 3-D 128x256x64 and bwd_data), not yet diagnosed. The interpreter cases in
+Experimental, in no preset: on the H200 the GPU lane found wrong results from some instances of the persistent
+walk (relative error up to 5e-3, e.g. fp16 3-D 128x256x64 and bwd_data), not yet diagnosed, so the validity
+predicate refuses the family unless TILEDISPATCH_EXPERIMENTAL names `conv_tma`. The interpreter cases in
 tests/kernels/test_conv_tma.py pass.
 """
 from __future__ import annotations
