@@ -4,7 +4,7 @@ conv_{direction}_{dtype}_{ndim}d_all: every candidate instance of the families f
 dense and merged-group tiles, block-diagonal tiles for small equal groups, direct kernels for depthwise / few
 channels per group, and 1x1-as-GEMM for fwd and bwd_data), the set `benchmarks/conv.py` tunes over. _essential:
 the subset the one-call API builds by default (the instances a greedy cover of the H200 sweeps chose,
-tools/derive_conv_essential.py, and the unaligned fallbacks). Invalid configs for
+tools/derive_conv_essential.py, and the fallbacks below align 8). Invalid configs for
 sm_90 are never written (the validity predicate is the filter). fp32 instances use fewer stages (4-byte tiles).
 """
 from __future__ import annotations
@@ -59,11 +59,15 @@ DIRECT_SPATIAL = [
     ("direct", 64, 32, 3, 1, 4, 2, "tap", 8), ("direct", 128, 32, 3, 1, 8, 2, "tap", 8),
     ("direct", 64, 16, 3, 1, 2, 2, "tap", 8), ("direct", 64, 64, 3, 1, 8, 2, "tap", 8),
     ("direct", 32, 64, 3, 1, 4, 2, "tap", 8), ("direct", 64, 32, 5, 1, 4, 2, "tap", 8),
+    # channel totals that are multiples of 2 or 4 but not 8 (54, 108): 4- and 8-byte vectors
+    *(row for a in (2, 4) for row in (("direct", 64, 32, 3, 1, 4, 2, "tap", a),
+                                      ("direct", 32, 64, 3, 1, 4, 2, "tap", a), ("direct", 64, 32, 1, 1, 4, 2, "tap", a))),
 ]
 DIRECT_WGRAD = [
     ("direct", 32, 32, 1, 1, 4, 2, "tap", 8), ("direct", 64, 64, 1, 1, 16, 2, "tap", 8),
     ("direct", 32, 64, 1, 1, 4, 2, "tap", 8), ("direct", 64, 16, 1, 1, 4, 2, "tap", 8),
     ("direct", 64, 16, 1, 1, 4, 2, "tap", 1),
+    *(row for a in (2, 4) for row in (("direct", 32, 64, 1, 1, 4, 2, "tap", a), ("direct", 64, 16, 1, 1, 4, 2, "tap", a))),
 ]
 GEMM_1X1 = [
     ("gemm", 128, 128, 64, 1, 8, 4, "tap", 8), ("gemm", 128, 256, 64, 1, 8, 3, "tap", 8),
@@ -95,8 +99,8 @@ def rows_for(direction: str) -> list[tuple]:
 
 
 def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list[ConvConfig]:
-    """The valid instances of a preset; essential: the derived ones plus every align-1 instance (the fallbacks
-    for problems no aligned instance can take)."""
+    """The valid instances of a preset; essential: the derived ones plus every instance below align 8 (the
+    fallbacks for problems no align-8 instance can take)."""
     from derive_conv_essential import instance_key
 
     arch = get_arch("sm_90")
@@ -104,7 +108,7 @@ def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list
     out = []
     for row in rows_for(direction):
         family, bm, bn, bk, gpp, warps, stages, kloop, align, split = row
-        if essential_only and align != 1 and instance_key(row) not in chosen:
+        if essential_only and align == 8 and instance_key(row) not in chosen:
             continue
         if dtype == "fp32":
             stages = min(stages, 2)

@@ -23,13 +23,15 @@ FUZZ_COUNT = int(os.environ.get("TILEDISPATCH_CONV_FUZZ", "1000"))
 
 def _problems(direction: str, ndim: int, dtype: str) -> list[td.ConvProblem]:
     """Real-size shapes of each kind: dense (C=K=64), grouped with 4, 8, 16 and 32 channels per group,
-    depthwise (and with multiplier 2), stride 2, dilation 2, asymmetric padding, odd sizes (13, 27)."""
+    depthwise (and with multiplier 2), stride 2, dilation 2, asymmetric padding, odd sizes (13, 27); depthwise
+    54 and 108 channels (align 2 and 4), and stride 3 with dilation 2 (bwd_data phases of their own taps)."""
     sp = {1: (301,), 2: (27, 29), 3: (7, 13, 11)}[ndim]
     f3 = (3,) * ndim
     cases = [(4, 64, 64, 1, f3, 1, 1, 1), (4, 128, 128, 32, f3, 1, 1, 1), (2, 256, 256, 32, f3, 2, 1, 1),
              (2, 128, 128, 8, f3, 1, 2, 2), (4, 512, 512, 16, f3, 1, 1, 1), (4, 96, 96, 96, f3, 1, 1, 1),
              (2, 96, 96, 96, f3, 2, 1, 1), (2, 40, 80, 40, f3, 1, 1, 1), (2, 64, 256, 1, (1,) * ndim, 1, 0, 1),
-             (3, 24, 40, 1, (5,) * ndim, 1, ((2, 1),) * ndim, 1), (2, 13, 27, 1, f3, 1, ((0, 2),) * ndim, 1)]
+             (3, 24, 40, 1, (5,) * ndim, 1, ((2, 1),) * ndim, 1), (2, 13, 27, 1, f3, 1, ((0, 2),) * ndim, 1),
+             (2, 54, 54, 54, f3, 2, 1, 1), (2, 108, 108, 108, f3, 1, 1, 1), (2, 96, 96, 96, f3, 3, 2, 2)]
     out = []
     for n, c, k, g, filt, stride, pad, dil in cases:
         out.append(td.ConvProblem(direction, n, c, k, g, sp, filt, stride, pad, dil, dtype))

@@ -20,6 +20,8 @@ DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
 # must still write their partials), the fwd one with bias and an activation that rotates with ndim.
 A1 = {"family": "direct", "dtype": "fp32", "block_m": 16, "block_n": 8, "block_k": 1, "num_warps": 1, "align": 1}
 A8 = {"family": "direct", "dtype": "fp16", "block_m": 32, "block_n": 16, "block_k": 1, "num_warps": 1, "align": 8}
+# align 2 and 4 (channel totals like 54 or 108): 4- and 8-byte vectors, fp16, 16-channel tiles
+A2, A4 = ({**A8, "align": 2}, {**A8, "align": 4})
 ACTIVATION = {1: "relu", 2: "gelu_tanh", 3: "silu"}
 
 # Per ndim: odd sizes, stride 2 and dilation 2 on some dims, asymmetric padding ((1, 0), (0, 2) ...).
@@ -33,6 +35,8 @@ GEOMETRY = {
 SIZES = {
     "depthwise": (2, 24, 24, 24),        # align 8: the dw entry, vector loads, a half-masked second channel tile
     "depthwise_a1": (2, 5, 5, 5),        # align 1: the dw entry without vector hints, odd channels
+    "depthwise_a2": (2, 6, 6, 6),        # align 2: 3 pairs of channels in a 16-channel tile
+    "depthwise_a4": (1, 20, 20, 20),     # align 4: a full tile, then one of 4 channels (one 8-byte vector)
     "multiplier": (1, 5, 10, 5),         # K/G = 2, C/G = 1: the grouped entry (channel gathers)
     "cg2": (2, 6, 9, 3),                 # C/G = 2, K/G = 3
     "cg3": (1, 24, 16, 8),               # C/G = 3, K/G = 2 with align 8 (fp16)
@@ -42,6 +46,8 @@ SIZES = {
 CASES = {
     "depthwise": (A8, (1, 2, 3)),
     "depthwise_a1": (A1, (2,)),
+    "depthwise_a2": (A2, (2,)),
+    "depthwise_a4": (A4, (1, 3)),
     "multiplier": (A1, (1, 2, 3)),
     "cg2": (A1, (1,)),
     "cg3": (A8, (2,)),
@@ -49,6 +55,15 @@ CASES = {
 }
 # bwd_data pixels that no tap reaches (stride 3 > filter span 2): NaN poisoning checks that dx = 0 is written
 NO_TAP = {"spatial": (10,), "filter": (2,), "stride": 3, "padding": ((0, 1),)}
+# bwd_data phases: stride 3 with dilation 2 (every phase meets its own taps) and stride 2 with dilation 2 on
+# h (the phases of odd i + pad meet no tap: dx = 0); an input 1 pixel high under stride 2 (an empty phase)
+PHASES = {
+    "s3d2": {"spatial": (4, 11), "filter": (2, 3), "stride": (1, 3), "padding": ((1, 0), (2, 1)),
+             "dilation": (1, 2)},
+    "s2d2": {"spatial": (7, 6), "filter": (3, 2), "stride": (2, 2), "padding": ((2, 1), (0, 1)),
+             "dilation": (2, 1)},
+    "empty": {"spatial": (1, 5), "filter": (1, 3), "stride": (2, 2), "padding": ((0, 0), (1, 1))},
+}
 
 
 def _config(direction, ndim, fields):
@@ -76,6 +91,10 @@ def _numeric_cases():
     for name in ("depthwise_a1", "cg2"):
         cfg = _config("bwd_data", 1, A1)
         out.append((f"bwd_data-1d-{name}-no-tap", cfg, _problem(cfg, SIZES[name], NO_TAP)))
+    for phase, geometry in PHASES.items():
+        for name, fields in (("depthwise", A8), ("cg2", A1)):
+            cfg = _config("bwd_data", 2, fields)
+            out.append((f"bwd_data-2d-{name}-phases-{phase}", cfg, _problem(cfg, SIZES[name], geometry)))
     # innermost filter dim unrolled by 3: wider than the 2-D geometry's filter width 2 (one tap masked), equal
     # to the 3-D one's 3; depthwise (align 8, fp16) and grouped C/G = 2 (align 1, fp32)
     for direction in ("fwd", "bwd_data"):
@@ -164,9 +183,11 @@ def test_mismatch_reasons():
     assert conv_problem_mismatch(cfg, dense).startswith("c_per_group")
     huge = td.ConvProblem("fwd", 4096, 8, 8, 8, (512, 512), (1, 1), dtype="fp16")   # 2^30 pixels
     assert conv_problem_mismatch(cfg, huge).startswith("spatial")
-    odd = td.ConvProblem("fwd", 1, 12, 12, 12, (5, 5), (3, 3), dtype="fp16")       # align 1 problem
+    odd = td.ConvProblem("fwd", 1, 12, 12, 12, (5, 5), (3, 3), dtype="fp16")       # 12 channels: align 4
+    assert odd.align == 4
     assert conv_problem_mismatch(cfg, odd).startswith("align")
-    assert conv_problem_mismatch(dataclasses.replace(cfg, align=1), odd) is None
+    for align in (1, 2, 4):
+        assert conv_problem_mismatch(dataclasses.replace(cfg, align=align), odd) is None
 
 
 def test_unrolled_filter_width_bounds_the_problems():
@@ -177,3 +198,19 @@ def test_unrolled_filter_width_bounds_the_problems():
     assert "block_k" in dict(conv_config_errors(dataclasses.replace(cfg, direction="bwd_weight"), arch))
     assert conv_problem_mismatch(cfg, td.ConvProblem("fwd", 1, 8, 8, 8, (9, 9), (5, 3))) is None
     assert conv_problem_mismatch(cfg, td.ConvProblem("fwd", 1, 8, 8, 8, (9, 9), (3, 5))).startswith("filter")
+
+
+def test_bwd_data_grid_has_one_layer_per_phase():
+    cfg = ConvConfig(family="direct", direction="bwd_data", ndim=2, block_m=32, block_n=16, block_k=1)
+    problem = td.ConvProblem("bwd_data", 2, 16, 16, 16, (9, 10), (3, 3), stride=(3, 2), padding=1)
+    pack, dw, grouped = conv_direct.launch_plan(cfg, problem, 132).grids
+    assert dw == (-(-2 * 3 * 5 // 32), 1, 6)   # the largest phase: 3 x 5 input pixels per image
+    assert grouped[0] == 0
+
+
+def test_align_2_and_4_are_direct_only():
+    arch = td.Registry("sm_90").arch
+    cfg = ConvConfig(family="direct", direction="fwd", ndim=2, block_m=32, block_n=16, block_k=1, align=4)
+    assert conv_config_errors(cfg, arch) == []
+    igemm = ConvConfig(family="igemm", direction="fwd", ndim=2, block_m=64, block_n=64, block_k=32, align=2)
+    assert "align" in dict(conv_config_errors(igemm, arch))

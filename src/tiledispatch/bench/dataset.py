@@ -111,9 +111,9 @@ class Dataset:
         old = self.parts()
         if len(old) <= 1:
             return old[0] if old else None
-        return self._rewrite(self.frame().to_dict("records"))
+        return self.rewrite(self.frame().to_dict("records"))
 
-    def _rewrite(self, rows: list[dict[str, Any]]) -> Path | None:
+    def rewrite(self, rows: list[dict[str, Any]]) -> Path | None:
         """Replace every part by one part of `rows` (none when empty), written before the old parts go."""
         old = self.parts()
         new = self.append(rows) if rows else None
@@ -128,7 +128,7 @@ class Dataset:
         frame = self.frame()
         gone = frame["family"].isin(set(families)) | frame["kernel"].isin(set(kernels))
         if gone.any():
-            self._rewrite(frame[~gone].to_dict("records"))
+            self.rewrite(frame[~gone].to_dict("records"))
         return int(gone.sum())
 
     def done_pairs(self) -> set[tuple[str, str]]:

@@ -49,6 +49,13 @@ def _common_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
                                   f"in direction {cfg.direction!r} needs 0"))
 
 
+def _align_errors(cfg: ConvConfig, errors: list[tuple[str, str]]) -> None:
+    """align 2 and 4 (4- and 8-byte channel vectors) exist for the direct family only."""
+    if cfg.align in (2, 4) and cfg.family != "direct":
+        errors.append(("align", f"align {cfg.align} exists for family 'direct' only; family {cfg.family!r} "
+                                "takes 1 or 8"))
+
+
 def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
     ok = choice(errors, "block_m", cfg.block_m, DOT_BLOCKS) & choice(errors, "block_n", cfg.block_n, DOT_BLOCKS)
     if cfg.kloop != "diag" or cfg.direction == "bwd_weight":   # fwd / bwd_data diag: block_k = C/G (below)
@@ -174,6 +181,7 @@ def conv_config_errors(cfg: ConvConfig, arch: ArchSpec) -> list[tuple[str, str]]
     if not choice(errors, "family", cfg.family, CONV_FAMILIES):
         return errors
     _common_errors(cfg, arch, errors)
+    _align_errors(cfg, errors)
     _FAMILY_ERRORS[cfg.family](cfg, arch, errors)
     return errors
 

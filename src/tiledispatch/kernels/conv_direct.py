@@ -4,9 +4,11 @@ vectorized over the contiguous channel axis, for every direction and ndim 1, 2, 
 - fwd: a program computes BLOCK_M output pixels (n and the output dims flattened, innermost dim fastest, so
   neighbouring taps hit lines just loaded) x BLOCK_N output channels, looping over the C/G input channels of
   the group and over the filter taps (one runtime loop per dim). Bias and activation are fused.
-- bwd_data: a program computes BLOCK_M input pixels x BLOCK_N input channels by gathering, for every tap, the
-  output pixel o with o*stride = i + pad - tap*dilation (exactly divisible, 0 <= o < out): no zero
-  insertion, no atomics.
+- bwd_data: by phases (grid axis 2: the residues of the input coordinates modulo the stride), a program
+  computes BLOCK_M input pixels of one phase x BLOCK_N input channels by gathering, for every tap, the output
+  pixel o with o*stride = i + pad - tap*dilation (0 <= o < out); whether the division is exact depends on
+  the phase and tap only, so the taps that meet no output pixel are skipped whole: no zero insertion, no
+  masked-off loads, no atomics.
 - bwd_weight: the reduction over N x output pixels is split over SPLIT programs of SPAN pixels each. A
   program keeps TAP_CHUNK [BLOCK_M, BLOCK_N] fp32 accumulators (one per filter tap of its chunk), so one dy
   tile serves every tap of the chunk, and writes its partial sums to the workspace `ws_ptr`
@@ -23,7 +25,7 @@ instead of one per loop trip, so more of them are in flight. The `grouped` entri
 per-channel gathers, unrolled, spill registers). block_k == 1 loops over every filter dim at run time.
 
 Each direction has two compute entries and launches one of them (the other gets an empty grid): `dw` for
-depthwise problems (C/G = K/G = 1), whose channel addressing is contiguous (16-byte vector loads with align 8),
+depthwise problems (C/G = K/G = 1), whose channel addressing is contiguous (vector loads of `align` channels),
 and `grouped` for the rest, which gathers input channel g*C/G + c (separate entries, so the gathers' register
 needs never limit the depthwise kernel). Pixel coordinates are int32 and become int64 before any stride
 multiply; weight offsets are int32 (conv_problem_mismatch bounds pixel counts and weight elements).
@@ -52,7 +54,6 @@ REDUCE_WARPS = 4
 # the workspace of every direction: bwd_weight's partial sums; fwd / bwd_data's weight repacked tap-major and
 # converted once, so the tap loop converts only the activations
 WORKSPACE_DTYPE = "fp32"
-VECTOR = 8                  # channels of a 16-byte vector in 16-bit dtypes: the multiple align=8 promises
 PROGRAMS_PER_SM = 8         # bwd_weight: programs per SM the automatic split aims for
 MAX_GRID_YZ = 65535
 I = "    "
@@ -60,8 +61,8 @@ I = "    "
 
 # -- parameters ------------------------------------------------------------------------------------------
 def _base_params(cfg: ConvConfig) -> list[Param]:
-    """The standard parameters; with align 8 the activation pointers are 16-byte aligned."""
-    aligned = ("x_ptr", "y_ptr") if cfg.align == VECTOR else ()
+    """The standard parameters; with align > 1 the activation pointers are 16-byte aligned."""
+    aligned = ("x_ptr", "y_ptr") if cfg.align > 1 else ()
     return [dataclasses.replace(p, divisible16=True) if p.name in aligned else p for p in standard_params(cfg)]
 
 
@@ -101,9 +102,10 @@ def _header(entry: EntrySpec) -> str:
 
 
 def _vec(cfg: ConvConfig, row: str) -> str:
-    """align 8: a row offset (pixel offset into x or y) is a multiple of 8 elements (strides are), so with a
-    16-byte aligned base and a BLOCK_N-aligned channel range the tile is a run of 16-byte vectors."""
-    return f"tl.multiple_of({row}, [{VECTOR}])" if cfg.align == VECTOR else f"({row})"
+    """align a > 1: a row offset (pixel offset into x or y) is a multiple of a elements (strides are), so with
+    a 16-byte aligned base and a BLOCK_N-aligned channel range the tile is a run of a-element vectors (16 bytes
+    for 16-bit dtypes at align 8; 4 and 8 bytes at align 2 and 4, for channel totals like 54 or 108)."""
+    return f"tl.multiple_of({row}, [{cfg.align}])" if cfg.align > 1 else f"({row})"
 
 
 def _pixels(cfg: ConvConfig, size: str) -> str:
@@ -127,20 +129,20 @@ def _row_offset(cfg: ConvConfig, tensor: str, coord: str) -> str:
 
 
 def _channel_mask(cfg: ConvConfig, channels: str) -> str:
-    """n_ok; align 8: the channel total is a multiple of 8, so the mask is constant over each vector."""
+    """n_ok; align a > 1: the channel total is a multiple of a, so the mask is constant over each vector."""
     out = [f"n_ok = rn < {channels}"]
-    if cfg.align == VECTOR:
-        out.append(f"n_ok = tl.max_constancy(n_ok, [{min(VECTOR, cfg.block_n)}])")
+    if cfg.align > 1:
+        out.append(f"n_ok = tl.max_constancy(n_ok, [{min(cfg.align, cfg.block_n)}])")
     return _lines(*out)
 
 
 def _stride_hints(cfg: ConvConfig) -> str:
-    """align 8: the activation strides are multiples of 8 (runtime/conv_args.tensor_align), so every shifted
-    row offset keeps the divisibility (a tl.multiple_of on the final offset is lost once the compiler
+    """align a > 1: the activation strides are multiples of a (runtime/conv_args.tensor_align), so every
+    shifted row offset keeps the divisibility (a tl.multiple_of on the final offset is lost once the compiler
     re-associates the shifts of unrolled taps)."""
-    if cfg.align != VECTOR:
+    if cfg.align == 1:
         return ""
-    return _lines(*multiple_hints([f"s{t}_{s}" for t in "xy" for s in ("n", *dims(cfg))], VECTOR))
+    return _lines(*multiple_hints([f"s{t}_{s}" for t in "xy" for s in ("n", *dims(cfg))], cfg.align))
 
 
 def _tile_start(cfg: ConvConfig, channels: str) -> str:
@@ -154,8 +156,8 @@ def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]],
                w_off: str, level: int, unroll: int = 1) -> str:
     """Nested runtime loops over the filter taps, outermost dim first, then acc += activation tile x weight
     vector. tap_lines(s, ok, row) gives the lines of dim s that define ok_<s> (pixel mask) and ro_<s> (row
-    offset) from the enclosing ones; tap_<s> is the linear tap, and w_off (a format of {tap}) the offset of
-    the weight vector in the packed weight."""
+    offset) from the enclosing ones (a line ending in ':' guards the rest of the dim's body); tap_<s> is the
+    linear tap, and w_off (a format of {tap}) the offset of the weight vector in the packed weight."""
     out, ok, row, tap = "", "m_ok", "r_base", ""
     ds = dims(cfg)
     for s in ds:
@@ -163,8 +165,10 @@ def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]],
         loop = f"tl.static_range(0, {unroll})" if unrolled else f"range(0, flt_{s})"
         out += _lines(f"for f_{s} in {loop}:", level=level)
         level += 1
-        out += _lines(*tap_lines(s, ok, row), f"tap_{s} = {tap} * flt_{s} + f_{s}" if tap else f"tap_{s} = f_{s}",
-                      level=level)
+        for line in tap_lines(s, ok, row):   # a line ending in ':' (a guard) opens a block
+            out += _lines(line, level=level)
+            level += line.endswith(":")
+        out += _lines(f"tap_{s} = {tap} * flt_{s} + f_{s}" if tap else f"tap_{s} = f_{s}", level=level)
         if unrolled:   # taps past the filter's own size: no load, no weight
             out += _lines(f"ok_{s} = ok_{s} & (f_{s} < flt_{s})", level=level)
         ok, row, tap = f"ok_{s}", f"ro_{s}", f"tap_{s}"
@@ -176,8 +180,8 @@ def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]],
 
 
 def _packed_row(cfg: ConvConfig, expr: str) -> str:
-    """Offset of a packed-weight row (a multiple of K; of 8 with align 8)."""
-    return f"tl.multiple_of({expr}, {VECTOR})" if cfg.align == VECTOR else f"({expr})"
+    """Offset of a packed-weight row (a multiple of K, so of the align)."""
+    return f"tl.multiple_of({expr}, {cfg.align})" if cfg.align > 1 else f"({expr})"
 
 
 def _fwd_tap(s: str, ok: str, row: str) -> list[str]:
@@ -188,16 +192,19 @@ def _fwd_tap(s: str, ok: str, row: str) -> list[str]:
 
 
 def _dgrad_tap(s: str, ok: str, row: str) -> list[str]:
-    """Backward data: output coordinate o = (i + pad - f*dil) / stride when exact (c_<s> holds i + pad)."""
-    return [f"t_{s} = c_{s} - f_{s} * dil_{s}",
-            f"o_{s} = t_{s} // str_{s}",
-            f"ok_{s} = {ok} & (t_{s} >= 0) & (o_{s} * str_{s} == t_{s}) & (o_{s} < out_{s})",
+    """Backward data, one phase (input coordinate i = p*stride + r): the tap meets output o = (i + pad -
+    f*dil) / stride = p + e/stride with e = r + pad - f*dil, only when stride divides e, which is the same for
+    every pixel of the program; other taps are skipped whole."""
+    return [f"e_{s} = r_{s} + pad_{s} - f_{s} * dil_{s}",
+            f"if e_{s} % str_{s} == 0:",
+            f"o_{s} = p_{s} + e_{s} // str_{s}",
+            f"ok_{s} = {ok} & (o_{s} >= 0) & (o_{s} < out_{s})",
             f"ro_{s} = {row} + o_{s}.to(tl.int64) * sy_{s}"]
 
 
-def _store(cfg: ConvConfig, tensor: str) -> str:
-    """Cast the accumulator and store it at the tile's pixels (p_<s>) and channels."""
-    return _lines(f"o_off = {_vec(cfg, _row_offset(cfg, tensor, 'p'))}",
+def _store(cfg: ConvConfig, tensor: str, coord: str = "p") -> str:
+    """Cast the accumulator and store it at the tile's pixels ({coord}_<s>) and channels."""
+    return _lines(f"o_off = {_vec(cfg, _row_offset(cfg, tensor, coord))}",
                   f"tl.store({tensor}_ptr + (o_off[:, None] + rn[None, :]), acc.to({tl_type(cfg.out_dtype)}), "
                   "mask=m_ok[:, None] & n_ok[None, :])")
 
@@ -230,12 +237,26 @@ def _dgrad_body(cfg: ConvConfig, kind: str) -> str:
     else:
         loops = (_lines("kg = (rn // CG) * KG", "cw = rn % CG", "for kk in range(0, KG):")
                  + _tap_loops(cfg, _dgrad_tap, "y", "(kg + kk)", "({tap} * CG + cw) * K + kg + kk", 2))
-    return (_tile_start(cfg, "C")
-            + _lines(f"m_ok = rm < {_pixels(cfg, 'in')}")
-            + _decompose(cfg, "rm", "in")
-            + _lines(*(f"c_{s} = p_{s} + pad_{s}" for s in ds))
+    return (_tile_start(cfg, "C") + _phase(cfg)
+            + _decompose(cfg, "rm", "sub")
+            + _lines(*(f"i_{s} = p_{s} * str_{s} + r_{s}" for s in ds))
             + _lines("r_base = nb.to(tl.int64) * sy_n", "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
-            + loops + _store(cfg, "x"))
+            + loops + _store(cfg, "x", "i"))
+
+
+def _phase(cfg: ConvConfig) -> str:
+    """Backward data by phases: program_id(2) picks the residues r_<s> of the input coordinates modulo the
+    stride (innermost dim fastest); the program's pixels are that phase's sub-grid, sub_<s> = ceil((in - r) /
+    stride) per dim (at least 1 for the decomposition; an empty phase masks every pixel)."""
+    ds = dims(cfg)
+    lines = ["q = tl.program_id(2)"]
+    for s in reversed(ds[1:]):
+        lines += [f"r_{s} = q % str_{s}", f"q = q // str_{s}"]
+    lines.append(f"r_{ds[0]} = q")
+    lines += [f"sub_{s} = (in_{s} - r_{s} + str_{s} - 1) // str_{s}" for s in ds]
+    lines.append(f"m_ok = rm < {_pixels(cfg, 'sub')}")
+    lines += [f"sub_{s} = tl.maximum(sub_{s}, 1)" for s in ds]
+    return _lines(*lines)
 
 
 # -- backward weight ---------------------------------------------------------------------------------------
@@ -368,11 +389,14 @@ def _pick(grid: tuple[int, int, int], depthwise: bool) -> tuple[tuple[int, int, 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     depthwise = is_depthwise(problem)
     if cfg.direction != "bwd_weight":
-        pixels = problem.n * math.prod(problem.output if cfg.direction == "fwd" else problem.spatial)
-        channels = problem.k if cfg.direction == "fwd" else problem.c
         packed = math.prod(problem.filter) * problem.c_per_group * problem.k
+        if cfg.direction == "fwd":
+            pixels, channels, phases = problem.n * math.prod(problem.output), problem.k, 1
+        else:   # the largest phase's sub-grid (residue 0) in every phase
+            pixels = problem.n * math.prod(_cdiv(i, s) for i, s in zip(problem.spatial, problem.stride))
+            channels, phases = problem.c, math.prod(problem.stride)
         grids = ((_cdiv(packed, PACK_BLOCK), 1, 1),
-                 *_pick((_cdiv(pixels, cfg.block_m), _cdiv(channels, cfg.block_n), 1), depthwise))
+                 *_pick((_cdiv(pixels, cfg.block_m), _cdiv(channels, cfg.block_n), phases), depthwise))
         return LaunchPlan(grids, workspaces=(("ws_ptr", packed, WORKSPACE_DTYPE),))
     split, span = split_plan(cfg, problem, sms)
     cg, taps = problem.c_per_group, math.prod(problem.filter)

@@ -14,7 +14,13 @@ from tiledispatch.problems.gemm import ACTIVATIONS
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
 CONV_DTYPES = ("fp16", "bf16", "fp32")
 NDIMS = (1, 2, 3)
-CONV_ALIGNS = (1, 8)
+CONV_ALIGNS = (1, 2, 4, 8)
+
+
+def channel_align(*channels: int) -> int:
+    """The largest of CONV_ALIGNS dividing every channel total: with channels-last tensors of their own
+    allocation, every non-unit activation stride is then a multiple of it too."""
+    return max(a for a in CONV_ALIGNS if all(c % a == 0 for c in channels))
 
 
 def _positive(field: str, value: Any) -> int:
@@ -112,7 +118,7 @@ class ConvProblem:
             raise bad_choice(BadInput, "out_dtype", self.out_dtype, CONV_DTYPES)
         self._check_epilogue()
         if self.align is None:
-            object.__setattr__(self, "align", 8 if self.c % 8 == 0 and self.k % 8 == 0 else 1)
+            object.__setattr__(self, "align", channel_align(self.c, self.k))
         if self.align not in CONV_ALIGNS:
             raise bad_choice(BadInput, "align", self.align, CONV_ALIGNS)
         if any(o <= 0 for o in self.output):

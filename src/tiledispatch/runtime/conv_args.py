@@ -13,7 +13,7 @@ from typing import Any
 from tiledispatch.dtypes import from_torch, torch_dtype
 from tiledispatch.errors import BadInput
 from tiledispatch.kernels.conv_common import DIMS, OUTPUT_ROLE
-from tiledispatch.problems.conv import CONV_DTYPES, ConvProblem
+from tiledispatch.problems.conv import CONV_DTYPES, ConvProblem, channel_align
 
 ROLE_FIELDS = {"x": "input", "w": "weight", "y": "output"}
 
@@ -88,21 +88,19 @@ def check_args(problem: ConvProblem, args: ConvArgs) -> None:
 
 
 def tensor_align(problem: ConvProblem, args: ConvArgs) -> int:
-    """8 when the activations (input, output) have 16-byte aligned bases and non-unit strides that are
-    multiples of 8 elements, and C, K are multiples of 8; else 1. The weight (when given) must have a 16-byte
-    aligned base and non-unit strides that are multiples of gcd(8, C/G), as every channels-last weight of
-    its own allocation has: so kernels that also need C/G % 8 == 0 may read it in 16-byte vectors."""
-    if problem.c % 8 or problem.k % 8:
-        return 1
-    for t in (args.x, args.y):
-        if t is None:
-            continue
-        if t.data_ptr() % 16 or any(s % 8 for s in t.stride() if s != 1):
-            return 1
+    """The largest align a (of CONV_ALIGNS) the tensors guarantee: C and K multiples of a and, for a > 1, the
+    activations (input, output) with 16-byte aligned bases and non-unit strides that are multiples of a. The
+    weight (when given) must have a 16-byte aligned base and non-unit strides that are multiples of
+    gcd(8, C/G), as every channels-last weight of its own allocation has: so kernels that also need
+    C/G % 8 == 0 may read it in 16-byte vectors."""
     w_unit = math.gcd(8, problem.c_per_group)
     if args.w is not None and (args.w.data_ptr() % 16 or any(s % w_unit for s in args.w.stride() if s != 1)):
         return 1
-    return 8
+    activations = [t for t in (args.x, args.y) if t is not None]
+    if any(t.data_ptr() % 16 for t in activations):
+        return 1
+    strides = [s for t in activations for s in t.stride() if s != 1]
+    return channel_align(problem.c, problem.k, *strides)
 
 
 def conv_values(problem: ConvProblem, args: ConvArgs) -> dict[str, Any]:
