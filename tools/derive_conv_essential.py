@@ -4,8 +4,8 @@ Per direction, every problem of data/<gpu>/conv_<direction>_bf16 (2D and 3D) is 
 config without ndim and dtype (the row tuple of tools/make_conv_presets.py). tools/derive_presets.greedy_cover
 adds, step by step, the instance that most lowers the summed log slowdown against each problem's best time,
 until every problem is within the tolerance or --max-kernels are chosen. The result is written to
-tools/conv_essential.json, which tools/make_conv_presets.py reads (the align-1 instances stay essential as well:
-they are the fallbacks for problems no aligned instance can take).
+tools/conv_essential.json, which tools/make_conv_presets.py reads (the instances below align 8 stay essential as
+well: they are the fallbacks for problems no align-8 instance can take).
 
     python tools/derive_conv_essential.py [--data data/h200] [--max-kernels 14] [--tolerance 0.02]
 """
