@@ -203,7 +203,7 @@ def test_unrolled_filter_width_bounds_the_problems():
 def test_bwd_data_grid_has_one_layer_per_phase():
     cfg = ConvConfig(family="direct", direction="bwd_data", ndim=2, block_m=32, block_n=16, block_k=1)
     problem = td.ConvProblem("bwd_data", 2, 16, 16, 16, (9, 10), (3, 3), stride=(3, 2), padding=1)
-    pack, dw, grouped = conv_direct.launch_plan(cfg, problem, 132).grids
+    _, dw, grouped = conv_direct.launch_plan(cfg, problem, 132).grids
     assert dw == (-(-2 * 3 * 5 // 32), 1, 6)   # the largest phase: 3 x 5 input pixels per image
     assert grouped[0] == 0
 

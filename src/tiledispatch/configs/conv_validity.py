@@ -154,9 +154,12 @@ def _tma_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) 
     from tiledispatch.kernels.conv_tma import box_unit
 
     if "conv_tma" not in experimental_families():
-        errors.append(("family", "family 'tma' is experimental: some of its persistent instances gave wrong "
-                                 "results on an H200 (fp16 3-D fwd, bwd_data); set TILEDISPATCH_EXPERIMENTAL="
-                                 "conv_tma to build it anyway"))
+        errors.append(("family", "family 'tma' is experimental (not yet swept or in a preset; its 256-column "
+                                 "tiles gave wrong results on an H200); set TILEDISPATCH_EXPERIMENTAL=conv_tma "
+                                 "to build it anyway"))
+    if cfg.block_n > 128:
+        errors.append(("block_n", f"family 'tma' tiles of {cfg.block_n} columns gave wrong results on an H200 "
+                                  "(fwd and bwd_data, persistent or not); block_n must be <= 128"))
     if cfg.direction not in ("fwd", "bwd_data"):
         errors.append(("direction", f"family 'tma' computes fwd and bwd_data, not {cfg.direction!r}"))
     if cfg.dtype not in ("bf16", "fp16"):

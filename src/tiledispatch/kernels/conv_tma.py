@@ -22,10 +22,12 @@ TMA needs 16-byte aligned base pointers and strides: align-8 problems with C/G a
 stride of x, dy and w is then a multiple of 8 elements). The output is stored with masks (the box's pixels
 past the edge).
 
-Experimental, in no preset: on the H200 the GPU lane found wrong results from some instances of the persistent
-walk (relative error up to 5e-3, e.g. fp16 3-D 128x256x64 and bwd_data), not yet diagnosed, so the validity
-predicate refuses the family unless TILEDISPATCH_EXPERIMENTAL names `conv_tma`. The interpreter cases in
-tests/kernels/test_conv_tma.py pass.
+Experimental, in no preset: on the H200 the 128x256x64 instance gave wrong results (relative error 7e-3 to
+5e-2, bwd_data 2-D and 3-D on most problems, fwd 3-D on one), with the persistent walk and with one tile per
+program alike, while 7 other tiles (256x128 and 128x128 among them) were right on the same 40 (problem, dtype)
+cases. The cause (a 256-column tile) is not understood yet, so the validity predicate refuses block_n > 128,
+and the family as a whole unless TILEDISPATCH_EXPERIMENTAL names `conv_tma` (it is not swept, nor in a
+preset). The interpreter cases in tests/kernels/test_conv_tma.py pass.
 """
 from __future__ import annotations
 
