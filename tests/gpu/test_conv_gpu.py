@@ -11,8 +11,7 @@ import torch
 import tiledispatch as td
 from tiledispatch.kernels.conv_common import OUTPUT_ROLE
 from tiledispatch.presets import list_presets
-from tiledispatch.runtime.conv_reference import CONV_TOLERANCES, conv_reference, make_conv_args, validate_conv
-from tiledispatch.runtime.reference import errors
+from tiledispatch.runtime.conv_reference import check_kernels, make_conv_args, validate_conv
 from tiledispatch.testing.conv_fuzz import call_api, random_problems
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -38,22 +37,6 @@ def _problems(direction: str, ndim: int, dtype: str) -> list[td.ConvProblem]:
     return out
 
 
-def _check_kernels(kernels, problem) -> tuple[int, list[str]]:
-    """Run every kernel on the same inputs (the float64 reference computed once), each into a fresh
-    NaN-poisoned output; returns (runs, failures)."""
-    args = make_conv_args(problem, "cuda", poison=True)
-    ref = conv_reference(problem, args)
-    role = OUTPUT_ROLE[problem.direction]
-    failures = []
-    for kernel in kernels:
-        setattr(args, role, torch.full_like(getattr(args, role), float("nan")))
-        out = kernel.run(problem, x=args.x, w=args.w, y=args.y, bias=args.bias)
-        result = errors(out, ref)
-        if not result["rel_err"] <= CONV_TOLERANCES[problem.dtype]:
-            failures.append(f"{kernel.name}: {problem.describe()}: {result}")
-    return len(kernels), failures
-
-
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_every_instance_of_the_all_presets(direction, dtype):
@@ -67,7 +50,7 @@ def test_every_instance_of_the_all_presets(direction, dtype):
         report = reg.build()
         assert not report.failed, report.failed
         for problem in _problems(direction, ndim, dtype):
-            count, failed = _check_kernels([k for k in reg.kernels if k.is_supported(problem)], problem)
+            count, failed = check_kernels([k for k in reg.kernels if k.is_supported(problem)], problem)
             runs += count
             failures += failed
     print(f"{direction} {dtype}: {runs} kernel runs, {len(failures)} failures")

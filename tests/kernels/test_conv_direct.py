@@ -206,6 +206,8 @@ def test_bwd_data_grid_has_one_layer_per_phase():
     _, dw, grouped = conv_direct.launch_plan(cfg, problem, 132).grids
     assert dw == (-(-2 * 3 * 5 // 32), 1, 6)   # the largest phase: 3 x 5 input pixels per image
     assert grouped[0] == 0
+    many = td.ConvProblem("bwd_data", 1, 8, 8, 8, (600, 600), (1, 1), stride=300)   # 90,000 phases
+    assert conv_problem_mismatch(cfg, many).startswith("stride")
 
 
 def test_align_2_and_4_are_direct_only():

@@ -10,6 +10,7 @@ import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
 from tiledispatch.kernels import conv_igemm
+from tiledispatch.kernels.conv_common import phase_rows
 from tiledispatch.registry.conv_kernel import ConvBound, prepare
 from tiledispatch.runtime.conv_reference import make_conv_args, validate_conv
 
@@ -257,7 +258,7 @@ def test_grid_has_one_axis_entry_per_stride_phase(direction, stride, want_phases
     (grid,) = conv_igemm.launch_plan(cfg, problem, 132).grids
     cols = problem.k_per_group if direction == "fwd" else problem.c_per_group
     assert grid[1] == want_phases
-    assert grid[0] == (-(-conv_igemm.gemm_rows(problem) // cfg.block_m) * 2 * -(-cols // cfg.block_n))
+    assert grid[0] == (-(-phase_rows(problem) // cfg.block_m) * 2 * -(-cols // cfg.block_n))
 
 
 def test_misaligned_weight_view_lowers_the_alignment():

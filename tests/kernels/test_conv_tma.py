@@ -10,7 +10,7 @@ import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
 from tiledispatch.kernels import conv_tma
-from tiledispatch.runtime.conv_reference import make_conv_args, validate_conv
+from tiledispatch.runtime.conv_reference import run_and_validate
 
 ARCH = td.get_arch("sm_90")
 # the smallest boxes per ndim: 1-D 16 pixels, 2-D 2x8, 3-D 1x8x8
@@ -86,9 +86,7 @@ def registry(build_registry):
 @pytest.mark.parametrize("cfg, problem", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_matches_reference(registry, cfg, problem):
     assert conv_problem_mismatch(cfg, problem) is None
-    args = make_conv_args(problem, "cpu", poison=True)
-    out = registry.get(cfg.name).run(problem, x=args.x, w=args.w, y=args.y, bias=args.bias)
-    result = validate_conv(out, problem, args)
+    _, _, result = run_and_validate(registry.get(cfg.name), problem)
     assert result["passed"], result
 
 
@@ -143,6 +141,4 @@ def test_persistent_walk_matches_reference(name):
     reg.add(cfg)
     assert not reg.build(max_workers=1).failed
     assert conv_tma.tiles(cfg, problem) > conv_tma.grid(cfg, problem, 1)[0]
-    args = make_conv_args(problem, "cpu", poison=True)
-    out = reg.get(cfg.name).run(problem, x=args.x, w=args.w, y=args.y, bias=args.bias)
-    assert validate_conv(out, problem, args)["passed"]
+    assert run_and_validate(reg.get(cfg.name), problem)[2]["passed"]

@@ -6,6 +6,8 @@ calls `conv_config_errors`; everything that needs to know whether a built kernel
 """
 from __future__ import annotations
 
+import math
+
 from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import CONV_FAMILIES, KLOOPS, ConvConfig
 from tiledispatch.dtypes import DTYPES
@@ -220,9 +222,26 @@ def _igemm_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
 INT32_LIMIT = 2**31 - 1
 
 
+def _align8_group_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    """Align-8 igemm kernels (not 'diag') read 16-byte channel runs inside each group."""
+    if cfg.align == 8 and (problem.c_per_group % 8 or problem.k_per_group % 8):
+        return (f"align: align-8 igemm kernels need channels per group that are multiples of 8 (16-byte channel "
+                f"runs); the problem has C/G={problem.c_per_group}, K/G={problem.k_per_group}")
+    return None
+
+
+def _phases_mismatch(problem: ConvProblem) -> str | None:
+    """bwd_data grids of igemm and direct have a layer per stride phase, on a grid axis of at most MAX_GRID_YZ."""
+    phases = math.prod(problem.stride) if problem.direction == "bwd_data" else 1
+    if phases > MAX_GRID_YZ:
+        return f"stride: {phases} stride phases exceed the grid limit {MAX_GRID_YZ}"
+    return None
+
+
 def _igemm_fwd_dgrad_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     """igemm fwd / bwd_data (kernels/conv_igemm.py): row indices are int32, phases sit on grid axis 1."""
-    from tiledispatch.kernels.conv_igemm import gemm_rows, grid
+    from tiledispatch.kernels.conv_common import phase_rows
+    from tiledispatch.kernels.conv_igemm import grid
 
     if cfg.groups_per_program > problem.groups:
         return (f"groups_per_program: the kernel merges {cfg.groups_per_program} groups per program, the problem "
@@ -231,16 +250,13 @@ def _igemm_fwd_dgrad_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | No
         if problem.c_per_group != cfg.block_k or problem.k_per_group != cfg.block_k:
             return (f"c_per_group: kloop 'diag' with block_k={cfg.block_k} computes C/G == K/G == {cfg.block_k}; "
                     f"the problem has C/G={problem.c_per_group}, K/G={problem.k_per_group}")
-    elif cfg.align == 8 and (problem.c_per_group % 8 or problem.k_per_group % 8):
-        return (f"align: align-8 igemm kernels need channels per group that are multiples of 8 (16-byte channel "
-                f"runs); the problem has C/G={problem.c_per_group}, K/G={problem.k_per_group}")
-    rows = gemm_rows(problem)
-    programs, phases, _ = grid(cfg, problem)
+    elif reason := _align8_group_mismatch(cfg, problem):
+        return reason
+    rows = phase_rows(problem)
+    programs = grid(cfg, problem)[0]
     if rows + cfg.block_m > INT32_LIMIT or programs > INT32_LIMIT:
         return f"spatial: {rows} GEMM rows in {programs} programs exceed the kernel's int32 row indexing"
-    if phases > MAX_GRID_YZ:
-        return f"stride: {phases} stride phases exceed the grid limit {MAX_GRID_YZ}"
-    return None
+    return _phases_mismatch(problem)
 
 
 # ---- igemm bwd_weight conditions (kernels/conv_wgrad.py) live here ----------------------------------------
@@ -248,10 +264,7 @@ def _igemm_wgrad_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     """igemm bwd_weight (kernels/conv_wgrad.py): channel runs as the alignment promises, then the grid."""
     if cfg.kloop == "diag":
         return _wgrad_diag_mismatch(cfg, problem) or _wgrad_grid_mismatch(cfg, problem)
-    if cfg.align == 8 and (problem.c_per_group % 8 or problem.k_per_group % 8):
-        return (f"align: align-8 igemm kernels need channels per group that are multiples of 8 (16-byte channel "
-                f"runs); the problem has C/G={problem.c_per_group}, K/G={problem.k_per_group}")
-    return _wgrad_grid_mismatch(cfg, problem)
+    return _align8_group_mismatch(cfg, problem) or _wgrad_grid_mismatch(cfg, problem)
 
 
 def _wgrad_diag_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
@@ -267,8 +280,6 @@ def _wgrad_diag_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
 
 def _wgrad_grid_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     """Pixel indices are int32, splits and group blocks sit on grid axes 1 and 2."""
-    import math
-
     from tiledispatch.kernels.conv_wgrad import pixel_chunks, tile_counts
 
     if (pixel_chunks(cfg, problem) + 1) * cfg.block_k > INT32_LIMIT:
@@ -309,7 +320,7 @@ def _direct_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     channels = problem.c if problem.direction == "bwd_data" else problem.k
     if -(-channels // cfg.block_n) > MAX_GRID_YZ:
         return f"block_n: {channels} channels need more than {MAX_GRID_YZ} channel tiles of {cfg.block_n}"
-    return None
+    return _phases_mismatch(problem)
 
 
 def _gemm_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:

@@ -12,11 +12,13 @@ Names (the run-time values come from runtime/conv_args.conv_values, by these nam
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.dtypes import DTYPES
 from tiledispatch.kernels.gemm_common import ACTIVATION_EXPR, TL_TYPES
 from tiledispatch.kernels.spec import Param
+from tiledispatch.problems.conv import ConvProblem
 
 DIMS = {1: ("w",), 2: ("h", "w"), 3: ("d", "h", "w")}
 SIZE_NAMES = ("N", "C", "K", "G", "CG", "KG")
@@ -76,6 +78,14 @@ def stride_params(cfg: ConvConfig) -> list[Param]:
 def standard_params(cfg: ConvConfig) -> list[Param]:
     """Pointers, sizes and strides, in this order: what every conv entry takes first."""
     return pointer_params(cfg) + size_params(cfg) + stride_params(cfg)
+
+
+def phase_rows(problem: ConvProblem) -> int:
+    """Written pixels one grid layer covers: N x output pixels (fwd), N x pixels of the largest stride phase
+    (bwd_data, whose grid has a layer per phase: the residue-0 phase has ceil(in / stride) pixels per dim)."""
+    if problem.direction == "fwd":
+        return problem.n * math.prod(problem.output)
+    return problem.n * math.prod(-(-size // s) for size, s in zip(problem.spatial, problem.stride))
 
 
 def multiple_hints(names: list[str], unit: int) -> list[str]:

@@ -38,7 +38,14 @@ from collections.abc import Callable
 
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.dtypes import DTYPES
-from tiledispatch.kernels.conv_common import activation_line, dims, multiple_hints, standard_params, tl_type
+from tiledispatch.kernels.conv_common import (
+    activation_line,
+    dims,
+    multiple_hints,
+    phase_rows,
+    standard_params,
+    tl_type,
+)
 from tiledispatch.kernels.gemm_common import signature_text
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
 from tiledispatch.problems.conv import ConvProblem
@@ -390,13 +397,9 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     depthwise = is_depthwise(problem)
     if cfg.direction != "bwd_weight":
         packed = math.prod(problem.filter) * problem.c_per_group * problem.k
-        if cfg.direction == "fwd":
-            pixels, channels, phases = problem.n * math.prod(problem.output), problem.k, 1
-        else:   # the largest phase's sub-grid (residue 0) in every phase
-            pixels = problem.n * math.prod(_cdiv(i, s) for i, s in zip(problem.spatial, problem.stride))
-            channels, phases = problem.c, math.prod(problem.stride)
+        channels, phases = (problem.k, 1) if cfg.direction == "fwd" else (problem.c, math.prod(problem.stride))
         grids = ((_cdiv(packed, PACK_BLOCK), 1, 1),
-                 *_pick((_cdiv(pixels, cfg.block_m), _cdiv(channels, cfg.block_n), phases), depthwise))
+                 *_pick((_cdiv(phase_rows(problem), cfg.block_m), _cdiv(channels, cfg.block_n), phases), depthwise))
         return LaunchPlan(grids, workspaces=(("ws_ptr", packed, WORKSPACE_DTYPE),))
     split, span = split_plan(cfg, problem, sms)
     cg, taps = problem.c_per_group, math.prod(problem.filter)

@@ -96,13 +96,6 @@ def render(cfg: ConvConfig) -> str:
 
 
 # -- launch ------------------------------------------------------------------------------------------------
-def gemm_rows(problem: ConvProblem) -> int:
-    """Rows of one program's GEMM view: N*out pixels (fwd), N*pixels of the largest phase (bwd_data)."""
-    if problem.direction == "fwd":
-        return problem.n * math.prod(problem.output)
-    return problem.n * math.prod(-(-size // s) for size, s in zip(problem.spatial, problem.stride))
-
-
 def _column_tiles(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int]:
     """(column tiles per group block, group blocks); 'diag' tiles the channels of all groups at once."""
     if cfg.kloop == "diag":
@@ -114,7 +107,7 @@ def _column_tiles(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int]:
 def grid(cfg: ConvConfig, problem: ConvProblem, splits: int = 1) -> tuple[int, int, int]:
     """(M tiles * group blocks * column tiles, phases, splits); the column tile varies fastest, then the group
     block, so programs running together read the same pixels (and neighbouring channels of them)."""
-    m_tiles = -(-gemm_rows(problem) // cfg.block_m)
+    m_tiles = -(-common.phase_rows(problem) // cfg.block_m)
     n_tiles, blocks = _column_tiles(cfg, problem)
     phases = 1 if problem.direction == "fwd" else math.prod(problem.stride)
     return (m_tiles * blocks * n_tiles, phases, splits)
@@ -153,7 +146,7 @@ def written_elements(problem: ConvProblem) -> int:
 
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
-    scalars = [("M_TILES", -(-gemm_rows(problem) // cfg.block_m)), ("N_TILES", _column_tiles(cfg, problem)[0])]
+    scalars = [("M_TILES", -(-common.phase_rows(problem) // cfg.block_m)), ("N_TILES", _column_tiles(cfg, problem)[0])]
     if not is_split(cfg):
         return LaunchPlan((grid(cfg, problem),), tuple(scalars))
     splits = split_count(cfg, problem, sms)

@@ -91,3 +91,21 @@ def run_and_validate(kernel: Any, problem: ConvProblem, device: Any = "cpu", see
     args = make_conv_args(problem, device, seed, poison=True)
     out = kernel.run(problem, x=args.x, w=args.w, y=args.y, bias=args.bias)
     return out, args, validate_conv(out, problem, args)
+
+
+def check_kernels(kernels: list[Any], problem: ConvProblem, device: Any = "cuda") -> tuple[int, list[str]]:
+    """Run every kernel on the same inputs (the float64 reference computed once), each into a fresh
+    NaN-poisoned output; returns (runs, one line per result outside the tolerance)."""
+    import torch
+
+    args = make_conv_args(problem, device, poison=True)
+    ref = conv_reference(problem, args)
+    role = OUTPUT_ROLE[problem.direction]
+    failures = []
+    for kernel in kernels:
+        setattr(args, role, torch.full_like(getattr(args, role), float("nan")))
+        out = kernel.run(problem, x=args.x, w=args.w, y=args.y, bias=args.bias)
+        result = errors(out, ref)
+        if not result["rel_err"] <= CONV_TOLERANCES[problem.dtype]:
+            failures.append(f"{kernel.name}: {problem.describe()}: {result}")
+    return len(kernels), failures
