@@ -54,8 +54,9 @@ def main() -> None:
         reg = registry(arch, direction, ndim, dtype)
         for problem in problems(direction, ndim, dtype):
             _, failed = check_kernels([k for k in reg.kernels if k.is_supported(problem)], problem)
-            out += [f"{mode}: {line}" for line in failed]
-            print(*(f"{mode}: {line}" for line in failed), sep="\n", flush=True)
+            for line in failed:
+                out.append(f"{mode}: {line}")
+                print(out[-1], flush=True)
     with open(os.path.join(os.environ["OUT"], "conv_tma_check.json"), "w") as f:
         json.dump({"gpu": real.reference_gpu, "failures": out}, f, indent=1)
 
