@@ -74,10 +74,12 @@ def universe(isolated_cache):
 
 @pytest.fixture(scope="session")
 def build_registry(universe):
-    """Factory: a built sm_90 Registry holding exactly `configs` (served from the session cache)."""
+    """Factory: a built sm_90 Registry holding exactly `configs` (served from the session cache); `sms`: the
+    SM count its launch plans assume (default: the reference GPU's)."""
 
-    def make(configs, **kwargs) -> td.Registry:
-        registry = td.Registry("sm_90", **kwargs)
+    def make(configs, sms=None, **kwargs) -> td.Registry:
+        arch = td.get_arch("sm_90")
+        registry = td.Registry(arch.with_device(sms, arch.reference_gpu) if sms else arch, **kwargs)
         for cfg in configs:
             registry.add(cfg)
         report = registry.build(max_workers=2)

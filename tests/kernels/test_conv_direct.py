@@ -195,7 +195,12 @@ def test_unrolled_filter_width_bounds_the_problems():
     cfg = ConvConfig(family="direct", direction="fwd", ndim=2, block_m=32, block_n=16, block_k=3)
     assert conv_config_errors(cfg, arch) == []
     assert "block_k" in dict(conv_config_errors(dataclasses.replace(cfg, block_k=6), arch))
-    assert "block_k" in dict(conv_config_errors(dataclasses.replace(cfg, direction="bwd_weight"), arch))
+    # bwd_weight: block_k is the tap chunk (1, 3 or 9), which does not bound the filter
+    wgrad = dataclasses.replace(cfg, direction="bwd_weight")
+    assert conv_config_errors(wgrad, arch) == []
+    assert "block_k" in dict(conv_config_errors(dataclasses.replace(wgrad, block_k=5), arch))
+    assert "block_k" in dict(conv_config_errors(dataclasses.replace(wgrad, block_k=9, num_warps=1), arch))
+    assert conv_problem_mismatch(wgrad, td.ConvProblem("bwd_weight", 1, 8, 8, 8, (9, 9), (3, 5))) is None
     assert conv_problem_mismatch(cfg, td.ConvProblem("fwd", 1, 8, 8, 8, (9, 9), (5, 3))) is None
     assert conv_problem_mismatch(cfg, td.ConvProblem("fwd", 1, 8, 8, 8, (9, 9), (3, 5))).startswith("filter")
 
@@ -216,3 +221,18 @@ def test_align_2_and_4_are_direct_only():
     assert conv_config_errors(cfg, arch) == []
     igemm = ConvConfig(family="igemm", direction="fwd", ndim=2, block_m=64, block_n=64, block_k=32, align=2)
     assert "align" in dict(conv_config_errors(igemm, arch))
+
+
+@pytest.mark.parametrize("sms, kind", [(1, "wide"), (132, "tall")])
+def test_wgrad_reduce_kinds(build_registry, sms, kind):
+    """The two reduce entries: 128 channels x 9 taps = 1,152 partial sums per split fill 2 wide programs, as
+    many as 2 waves of a 1-SM device wants (wide), and too few for 132 SMs (tall: 32 splits at once); both
+    are checked against the reference, 3 taps per program."""
+    cfg = ConvConfig(family="direct", direction="bwd_weight", ndim=2, dtype="fp16", block_m=16, block_n=64,
+                     block_k=3, num_warps=2, split_k=8, align=8)
+    problem = td.ConvProblem("bwd_weight", 2, 128, 128, 128, (5, 7), (3, 3), padding=1, dtype="fp16")
+    plan = conv_direct.launch_plan(cfg, problem, sms)
+    assert [grid[0] > 0 for grid in plan.grids[2:]] == [kind == "wide", kind == "tall"]
+    registry = build_registry([cfg], sms=sms)
+    _, _, result = run_and_validate(registry.get(cfg.name), problem)
+    assert result["passed"], result

@@ -23,7 +23,9 @@ WARPS = (1, 2, 4, 8, 16)
 STAGES = (1, 2, 3, 4, 5)
 GROUPS_PER_PROGRAM = (1, 2, 4, 8, 16, 32, 64)
 DIAG_GROUP_CHANNELS = (1, 2, 4, 8, 16, 32, 64)   # igemm kloop 'diag': C/G == K/G it is built for (block_k)
-DIRECT_UNROLL = (1, 2, 3, 4, 5, 7)   # direct: innermost filter taps unrolled (block_k; 1 = run-time loops)
+DIRECT_UNROLL = (1, 2, 3, 4, 5, 7)   # direct fwd / bwd_data: innermost filter taps unrolled (block_k; 1: loops)
+DIRECT_TAP_CHUNKS = (1, 3, 9)        # direct bwd_weight: filter taps accumulated per program (block_k)
+MAX_WGRAD_ACC_PER_THREAD = 96        # direct bwd_weight: tap chunk x tile values per thread (ptxas spills above)
 SPLIT_K = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
 MAX_GRID_YZ = 65535
@@ -109,18 +111,24 @@ def _igemm_wgrad_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str,
 def _direct_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
     choice(errors, "block_m", cfg.block_m, BLOCKS)
     choice(errors, "block_n", cfg.block_n, BLOCKS)
-    if cfg.block_k not in DIRECT_UNROLL:
+    per_thread = cfg.block_m * cfg.block_n // (32 * max(cfg.num_warps, 1))
+    if cfg.direction == "bwd_weight":
+        if cfg.block_k not in DIRECT_TAP_CHUNKS:
+            errors.append(("block_k", f"family 'direct' bwd_weight takes block_k = filter taps accumulated per "
+                                      f"program, one of {DIRECT_TAP_CHUNKS}; got {cfg.block_k}"))
+        elif cfg.block_k * per_thread > MAX_WGRAD_ACC_PER_THREAD:
+            errors.append(("block_k", f"{cfg.block_k} taps x a {cfg.block_m}x{cfg.block_n} tile with "
+                                      f"{cfg.num_warps} warps hold {cfg.block_k * per_thread} accumulators per "
+                                      f"thread (max {MAX_WGRAD_ACC_PER_THREAD})"))
+    elif cfg.block_k not in DIRECT_UNROLL:
         errors.append(("block_k", f"family 'direct' takes block_k = taps of the innermost filter dim unrolled "
                                   f"(1: none), one of {DIRECT_UNROLL}; got {cfg.block_k}"))
-    elif cfg.block_k > 1 and cfg.direction == "bwd_weight":
-        errors.append(("block_k", "family 'direct' unrolls filter taps in fwd and bwd_data only; bwd_weight "
-                                  f"needs block_k=1, got {cfg.block_k}"))
     if cfg.groups_per_program != 1:
         errors.append(("groups_per_program", "family 'direct' vectorizes over channels; groups_per_program "
                                              f"must be 1, got {cfg.groups_per_program}"))
     if cfg.kloop != "tap":
         errors.append(("kloop", f"family 'direct' loops over taps; kloop must be 'tap', got {cfg.kloop!r}"))
-    if cfg.block_m * cfg.block_n // (32 * max(cfg.num_warps, 1)) > MAX_ACC_PER_THREAD:
+    if per_thread > MAX_ACC_PER_THREAD:
         errors.append(("num_warps", f"a {cfg.block_m}x{cfg.block_n} tile with {cfg.num_warps} warps holds more "
                                     f"than {MAX_ACC_PER_THREAD} accumulators per thread"))
 
@@ -305,7 +313,7 @@ def _volume(sizes: tuple[int, ...]) -> int:
 
 
 def _direct_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
-    if cfg.block_k > 1 and problem.filter[-1] > cfg.block_k:
+    if cfg.direction != "bwd_weight" and cfg.block_k > 1 and problem.filter[-1] > cfg.block_k:
         return (f"filter: the kernel unrolls {cfg.block_k} taps of the innermost filter dim; the problem's filter "
                 f"{problem.filter} is wider")
     if problem.c_per_group > DIRECT_MAX_CG:

@@ -124,3 +124,54 @@ def auto_splits(programs: int, most: int, sms: int) -> int:
         if loss <= 1.1:
             break
     return min(best, most)
+
+
+# -- the deterministic split reduce (igemm split-K, igemm and direct bwd_weight) ------------------------------
+# Two entries sum the fp32 partials ws[s * E + e] over the splits s, and a launch runs one of them:
+# - 'wide' (many elements): WIDE_BLOCK elements per program, one split after the other;
+# - 'tall' (few elements, often many splits, where the wide walk would leave most SMs idle and wait on SPLITS
+#   dependent loads): TALL_BLOCK elements per program, TALL_ROWS splits loaded at once and tree-summed.
+# Either sums in an order fixed by the entry and SPLITS, so a result is the same on every run (no atomics).
+REDUCE_KINDS = ("wide", "tall")
+WIDE_BLOCK = 1024
+TALL_BLOCK = 64              # 256 contiguous bytes per split row
+TALL_ROWS = 32
+TALL_BELOW_WAVES = 2         # tall when the wide entry would launch fewer programs than this many per SM
+REDUCE_WARPS = 4
+
+
+def reduce_fns(base: str) -> tuple[str, str]:
+    """The (wide, tall) entry names of a family's reduce."""
+    return base, base + "_tall"
+
+
+def reduce_grids(elements: int, sms: int, launch: bool = True) -> tuple[tuple[int, int, int], ...]:
+    """The grids of the (wide, tall) reduce entries for `elements` outputs: one of them launches, neither when
+    not `launch` (a single split: the main entry wrote the result itself)."""
+    empty = (0, 1, 1)
+    wide = -(-elements // WIDE_BLOCK)
+    if not launch:
+        return empty, empty
+    if wide >= TALL_BELOW_WAVES * max(1, sms):
+        return (wide, 1, 1), empty
+    return empty, (-(-elements // TALL_BLOCK), 1, 1)
+
+
+def split_sum_lines(kind: str, extent: str, splits: str = "SPLITS", indent: str = "    ") -> str:
+    """Source lines of a reduce entry of `kind` over the workspace: define E (int64, from `extent`), e (this
+    program's elements, int64), ok (e < E) and acc (fp32, the sum over the {splits} partials)."""
+    head = [f"E = ({extent}).to(tl.int64)"]
+    if kind == "wide":
+        lines = head + [f"e = tl.program_id(0).to(tl.int64) * {WIDE_BLOCK} + tl.arange(0, {WIDE_BLOCK})",
+                        "ok = e < E", f"acc = tl.zeros(({WIDE_BLOCK},), dtype=tl.float32)",
+                        f"for s in range(0, {splits}):",
+                        "    acc += tl.load(ws_ptr + (s * E + e), mask=ok, other=0.0)"]
+    else:
+        lines = head + [f"e = tl.program_id(0).to(tl.int64) * {TALL_BLOCK} + tl.arange(0, {TALL_BLOCK})",
+                        "ok = e < E", f"acc = tl.zeros(({TALL_BLOCK},), dtype=tl.float32)",
+                        f"for s0 in range(0, {splits}, {TALL_ROWS}):",
+                        f"    rs = s0 + tl.arange(0, {TALL_ROWS})",
+                        ("    part = tl.load(ws_ptr + (rs.to(tl.int64)[:, None] * E + e[None, :]), "
+                         f"mask=(rs < {splits})[:, None] & ok[None, :], other=0.0)"),
+                        "    acc += tl.sum(part, axis=0)"]
+    return "".join(f"{indent}{line}\n" for line in lines)

@@ -10,8 +10,8 @@ vectorized over the contiguous channel axis, for every direction and ndim 1, 2, 
   the phase and tap only, so the taps that meet no output pixel are skipped whole: no zero insertion, no
   masked-off loads, no atomics.
 - bwd_weight: the reduction over N x output pixels is split over SPLIT programs of SPAN pixels each. A
-  program keeps TAP_CHUNK [BLOCK_M, BLOCK_N] fp32 accumulators (one per filter tap of its chunk), so one dy
-  tile serves every tap of the chunk, and writes its partial sums to the workspace `ws_ptr`
+  program keeps TAP_CHUNK (block_k) [BLOCK_M, BLOCK_N] fp32 accumulators (one per filter tap of its chunk), so
+  one dy tile serves every tap of the chunk, and writes its partial sums to the workspace `ws_ptr`
   [SPLIT, taps, C/G, K] (each element written by exactly one program). A last entry sums the partials in
   split order (deterministic) and writes dw.
 
@@ -19,7 +19,7 @@ fwd and bwd_data first repack the weight tap-major, ws[(tap * C/G + c) * K + k] 
 workspace), so the weight vector of a tap is one contiguous (vector) load, already converted, instead of a
 gather with stride taps that would cost more L1 wavefronts than the activation tile itself.
 
-block_k > 1 (fwd, bwd_data) unrolls the innermost filter dim of the `dw` entries by block_k taps (masked past
+block_k > 1 in fwd and bwd_data unrolls the innermost filter dim of the `dw` entries by block_k taps (masked past
 its filter size; problems with a wider filter do not match): the loads of a filter row are issued back to back
 instead of one per loop trip, so more of them are in flight. The `grouped` entries keep run-time loops (their
 per-channel gathers, unrolled, spill registers). block_k == 1 loops over every filter dim at run time.
@@ -39,10 +39,15 @@ from collections.abc import Callable
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.dtypes import DTYPES
 from tiledispatch.kernels.conv_common import (
+    REDUCE_KINDS,
+    REDUCE_WARPS,
     activation_line,
     dims,
     multiple_hints,
     phase_rows,
+    reduce_fns,
+    reduce_grids,
+    split_sum_lines,
     standard_params,
     tl_type,
 )
@@ -56,8 +61,7 @@ FN = {"fwd": "conv_direct_fwd_{}_kernel", "bwd_data": "conv_direct_dgrad_{}_kern
 REDUCE_FN = "conv_direct_wgrad_reduce_kernel"
 PACK_FN = "conv_direct_wpack_kernel"
 PACK_BLOCK = 512
-REDUCE_BLOCK = 512
-REDUCE_WARPS = 4
+PACK_WARPS = 4
 # the workspace of every direction: bwd_weight's partial sums; fwd / bwd_data's weight repacked tap-major and
 # converted once, so the tap loop converts only the activations
 WORKSPACE_DTYPE = "fp32"
@@ -74,10 +78,10 @@ def _base_params(cfg: ConvConfig) -> list[Param]:
 
 
 def tap_chunk(cfg: ConvConfig) -> int:
-    """bwd_weight: filter taps accumulated at once, one [BLOCK_M, BLOCK_N] fp32 tile each: 9 (a 3x3 filter,
-    a plane of a 3x3x3 one) while tiles hold <= 8 values per thread, 3 (a filter row) up to 32, else 1."""
-    per_thread = cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
-    return 9 if per_thread <= 8 else 3 if per_thread <= 32 else 1
+    """bwd_weight: filter taps accumulated at once (block_k), one [BLOCK_M, BLOCK_N] fp32 tile each; the dy
+    tile is loaded once per chunk. 3 (a filter row of a 3x3 or 3x3x3 filter) measured best on most depthwise
+    problems of the H200: 9 accumulators hold too many registers for the occupancy that hides the loads."""
+    return cfg.block_k
 
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
@@ -93,10 +97,10 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
     out = [EntrySpec(FN[cfg.direction].format(kind), tuple(params), cfg.num_warps, cfg.num_stages)
            for kind in KINDS]
     if cfg.direction == "bwd_weight":
-        reduce = [*_base_params(cfg), ws, Param("SPLIT", "i32"), Param("BLOCK", "constexpr", REDUCE_BLOCK)]
-        return out + [EntrySpec(REDUCE_FN, tuple(reduce), REDUCE_WARPS, 1)]
+        reduce = [*_base_params(cfg), ws, Param("SPLIT", "i32")]
+        return out + [EntrySpec(fn, tuple(reduce), REDUCE_WARPS, 1) for fn in reduce_fns(REDUCE_FN)]
     pack = [*_base_params(cfg), ws, Param("BLOCK", "constexpr", PACK_BLOCK)]
-    return [EntrySpec(PACK_FN, tuple(pack), REDUCE_WARPS, 1)] + out
+    return [EntrySpec(PACK_FN, tuple(pack), PACK_WARPS, 1)] + out
 
 
 # -- shared source pieces ---------------------------------------------------------------------------------
@@ -325,14 +329,11 @@ def _wgrad_body(cfg: ConvConfig, kind: str) -> str:
             + _wgrad_pixel_loop(cfg, chan) + stores)
 
 
-def _reduce_body(cfg: ConvConfig) -> str:
+def _reduce_body(cfg: ConvConfig, kind: str) -> str:
     ds = dims(cfg)
     taps = " * ".join(f"flt_{s}" for s in ds)
     w_off = " + ".join(["k.to(tl.int64) * sw_k"] + [f"f_{s}_.to(tl.int64) * sw_{s}" for s in ds] + ["c"])
-    return (_lines(f"per_split = {taps} * CG * K", "e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
-                   "ok = e < per_split", "step = per_split.to(tl.int64)",
-                   "acc = tl.zeros((BLOCK,), dtype=tl.float32)", "for s in range(0, SPLIT):")
-            + _lines("acc += tl.load(ws_ptr + (s * step + e), mask=ok, other=0.0)", level=2)
+    return (split_sum_lines(kind, f"{taps} * CG * K", "SPLIT")
             + _lines("k = e % K", "q = e // K", "c = q % CG", "t = q // CG")
             + _tap_coords(cfg, "t", "_")
             + _lines(f"tl.store(w_ptr + ({w_off}), acc.to({tl_type(cfg.out_dtype)}), mask=ok)"))
@@ -358,7 +359,7 @@ def render(cfg: ConvConfig) -> str:
     specs = entries(cfg)
     bodies = [_BODIES[cfg.direction](cfg, kind) for kind in KINDS]
     if cfg.direction == "bwd_weight":
-        bodies.append(_reduce_body(cfg))
+        bodies += [_reduce_body(cfg, kind) for kind in REDUCE_KINDS]
     else:
         bodies.insert(0, _pack_body(cfg))
     return "\n\n".join(_header(spec) + body for spec, body in zip(specs, bodies))
@@ -405,6 +406,6 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     cg, taps = problem.c_per_group, math.prod(problem.filter)
     per_split = taps * cg * problem.k
     grid = (_cdiv(taps, tap_chunk(cfg)) * cg, _cdiv(problem.k, cfg.block_n), split)
-    return LaunchPlan((*_pick(grid, depthwise), (_cdiv(per_split, REDUCE_BLOCK), 1, 1)),
+    return LaunchPlan((*_pick(grid, depthwise), *reduce_grids(per_split, sms)),
                       scalars=(("SPAN", span), ("SPLIT", split)),
                       workspaces=(("ws_ptr", split * per_split, WORKSPACE_DTYPE),))

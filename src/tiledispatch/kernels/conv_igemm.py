@@ -53,8 +53,6 @@ FN = "conv_igemm_kernel"
 VEC = 8   # elements per 16-byte vector of a 16-bit dtype: the channel alignment of align=8 instances
 UNREACHABLE = 1 << 30   # a lower bound no tap shift reaches: masks every load of the rows past the end
 REDUCE_FN = "conv_igemm_reduce_kernel"
-REDUCE_BLOCK = 1024
-REDUCE_WARPS = 4
 MIN_ITERS_PER_SPLIT = 2   # auto split: each split runs at least this many loop iterations
 
 
@@ -78,21 +76,18 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
                Param(DOT_F32, "constexpr", False)]
     out = [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages)]
     if is_split(cfg):
-        reduce = [*common.standard_params(cfg), Param("ws_ptr", "*fp32", divisible16=True), Param("SPLITS", "i32"),
-                  Param("RBLOCK", "constexpr", REDUCE_BLOCK)]
-        out.append(EntrySpec(REDUCE_FN, tuple(reduce), REDUCE_WARPS, 1))
+        reduce = [*common.standard_params(cfg), Param("ws_ptr", "*fp32", divisible16=True), Param("SPLITS", "i32")]
+        out += [EntrySpec(fn, tuple(reduce), common.REDUCE_WARPS, 1) for fn in common.reduce_fns(REDUCE_FN)]
     return out
 
 
 def render(cfg: ConvConfig) -> str:
-    main, *reduce = entries(cfg)
+    main, *reduces = entries(cfg)
     loop = {"tap": _tap_loop, "flat": _flat_loop, "diag": _diag_loop}[cfg.kloop]
     body = (_program_ids(cfg) + _hints(cfg) + _phases(cfg) + _rows(cfg) + _columns(cfg) + loop(cfg)
             + _store(cfg))
     src = f"@triton.jit\ndef {FN}(\n    {signature_text(list(main.params))},\n):\n" + body
-    if reduce:
-        src += "\n\n" + _reduce_source(cfg, list(reduce[0].params))
-    return src
+    return "\n\n".join([src, *(_reduce_source(cfg, e, kind) for e, kind in zip(reduces, common.REDUCE_KINDS))])
 
 
 # -- launch ------------------------------------------------------------------------------------------------
@@ -151,8 +146,8 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
         return LaunchPlan((grid(cfg, problem),), tuple(scalars))
     splits = split_count(cfg, problem, sms)
     elements = written_elements(problem)
-    reduce_grid = (-(-elements // REDUCE_BLOCK), 1, 1) if splits > 1 else (0, 1, 1)   # 0: not launched
-    return LaunchPlan((grid(cfg, problem, splits), reduce_grid), tuple(scalars + [("SPLITS", splits)]),
+    return LaunchPlan((grid(cfg, problem, splits), *common.reduce_grids(elements, sms, splits > 1)),
+                      tuple(scalars + [("SPLITS", splits)]),
                       workspaces=(("ws_ptr", elements * splits if splits > 1 else 0, "fp32"),))
 
 
@@ -421,13 +416,10 @@ def _store(cfg: ConvConfig) -> str:
             f"        tl.store(ws_ptrs, acc, mask={mask})\n")
 
 
-def _reduce_source(cfg: ConvConfig, params: list[Param]) -> str:
-    """Sum the SPLITS fp32 partials of every written element in split order, then bias, activation, store."""
+def _reduce_source(cfg: ConvConfig, entry: EntrySpec, kind: str) -> str:
+    """Sum the SPLITS fp32 partials of every written element (in a fixed order), then bias, activation, store."""
     r = _ROLES[cfg.direction]
-    lines = [f"    E = ({_written_extent(cfg)}).to(tl.int64) * {r.cols_total}",
-             "    e = tl.program_id(0).to(tl.int64) * RBLOCK + tl.arange(0, RBLOCK)", "    ok = e < E",
-             "    acc = tl.zeros((RBLOCK,), dtype=tl.float32)", "    for s in range(0, SPLITS):",
-             "        acc += tl.load(ws_ptr + (s * E + e), mask=ok, other=0.0)",
+    lines = [common.split_sum_lines(kind, f"({_written_extent(cfg)}).to(tl.int64) * {r.cols_total}").rstrip("\n"),
              f"    ch = e % {r.cols_total}", f"    pix = e // {r.cols_total}"]
     offset = ["ch"]
     for s in reversed(_dims(cfg)):
@@ -439,4 +431,4 @@ def _reduce_source(cfg: ConvConfig, params: list[Param]) -> str:
     body = "\n".join(lines) + "\n" + common.activation_line(cfg)
     body += (f"    tl.store({r.o_ptr} + ({' + '.join(reversed(offset))}), acc.to({common.tl_type(cfg.out_dtype)}), "
              "mask=ok)\n")
-    return f"@triton.jit\ndef {REDUCE_FN}(\n    {signature_text(params)},\n):\n" + body
+    return f"@triton.jit\ndef {entry.fn}(\n    {signature_text(list(entry.params))},\n):\n" + body

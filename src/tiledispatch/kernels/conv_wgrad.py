@@ -35,15 +35,23 @@ import dataclasses
 import math
 
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.kernels.conv_common import auto_splits, dims, standard_params, tl_type
+from tiledispatch.kernels.conv_common import (
+    REDUCE_KINDS,
+    REDUCE_WARPS,
+    auto_splits,
+    dims,
+    reduce_fns,
+    reduce_grids,
+    split_sum_lines,
+    standard_params,
+    tl_type,
+)
 from tiledispatch.kernels.gemm_common import DOT_F32, signature_text
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
 from tiledispatch.problems.conv import ConvProblem
 
 FN = "conv_wgrad_kernel"
 REDUCE_FN = "conv_wgrad_reduce_kernel"
-REDUCE_BLOCK = 1024
-REDUCE_WARPS = 4
 MIN_CHUNKS_PER_SPLIT = 8     # auto split: each split reduces at least this many block_k chunks
 MAX_AUTO_SPLITS = 1024
 MAX_GRID_YZ = 65535
@@ -64,9 +72,9 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
             Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n),
             Param("BLOCK_K", "constexpr", cfg.block_k), Param("GPP", "constexpr", cfg.groups_per_program),
             Param(DOT_F32, "constexpr", False)]
-    reduce = [*standard_params(cfg), ws, Param("SPLITS", "i32"), Param("RBLOCK", "constexpr", REDUCE_BLOCK)]
+    reduce = [*standard_params(cfg), ws, Param("SPLITS", "i32")]
     return [EntrySpec(FN, tuple(main), cfg.num_warps, cfg.num_stages),
-            EntrySpec(REDUCE_FN, tuple(reduce), REDUCE_WARPS, 1)]
+            *(EntrySpec(fn, tuple(reduce), REDUCE_WARPS, 1) for fn in reduce_fns(REDUCE_FN))]
 
 
 # -- source pieces ---------------------------------------------------------------------------------------
@@ -262,27 +270,22 @@ def _store(cfg: ConvConfig) -> str:
             f"        tl.store(ws_ptr + ws_split + {ws_off}, acc, mask=mask)\n")
 
 
-def _reduce_source(cfg: ConvConfig, params: list[Param]) -> str:
+def _reduce_source(cfg: ConvConfig, entry: EntrySpec, kind: str) -> str:
     ds = dims(cfg)
     w_off = "k * sw_k + " + " + ".join(f"f_{s} * sw_{s}" for s in ds) + " + c"
-    return (f"@triton.jit\ndef {REDUCE_FN}(\n    {signature_text(params)},\n):\n"
+    return (f"@triton.jit\ndef {entry.fn}(\n    {signature_text(list(entry.params))},\n):\n"
             f"    ROW = ({_prod([f'flt_{s}' for s in ds])} * CG).to(tl.int64)\n"
-            "    E = K * ROW\n"
-            "    e = tl.program_id(0).to(tl.int64) * RBLOCK + tl.arange(0, RBLOCK)\n"
-            "    ok = e < E\n"
-            "    acc = tl.zeros((RBLOCK,), dtype=tl.float32)\n"
-            "    for s in range(0, SPLITS):\n"
-            "        acc += tl.load(ws_ptr + s * E + e, mask=ok, other=0.0)\n"
-            "    k = e // ROW\n    col = e % ROW\n    tap = col // CG\n    c = col % CG\n"
+            + split_sum_lines(kind, "K * ROW")
+            + "    k = e // ROW\n    col = e % ROW\n    tap = col // CG\n    c = col % CG\n"
             + _tap_coords(cfg, "tap", "    ")
             + f"    tl.store(w_ptr + {w_off}, acc.to({tl_type(cfg.out_dtype)}), mask=ok)\n")
 
 
 def render(cfg: ConvConfig) -> str:
-    main, reduce = entries(cfg)
+    main, *reduces = entries(cfg)
     main_src = (f"@triton.jit\ndef {FN}(\n    {signature_text(list(main.params))},\n):\n"
                 + _prologue(cfg) + _main_loop(cfg) + _store(cfg))
-    return main_src + "\n\n" + _reduce_source(cfg, list(reduce.params))
+    return "\n\n".join([main_src, *(_reduce_source(cfg, e, kind) for e, kind in zip(reduces, REDUCE_KINDS))])
 
 
 # -- launch ----------------------------------------------------------------------------------------------
@@ -317,8 +320,7 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     tiles_m, tiles_n, gblocks = tile_counts(cfg, problem)
     splits, cps = split_plan(cfg, problem, sms)
     elements = problem.k * problem.c_per_group * math.prod(problem.filter)
-    reduce_grid = (_cdiv(elements, REDUCE_BLOCK), 1, 1) if splits > 1 else (0, 1, 1)   # 0: not launched
-    return LaunchPlan(((tiles_m * tiles_n, splits, gblocks), reduce_grid),
+    return LaunchPlan(((tiles_m * tiles_n, splits, gblocks), *reduce_grids(elements, sms, splits > 1)),
                       scalars=(("SPLITS", splits), ("CPS", cps)),
                       workspaces=(("ws_ptr", elements * splits if splits > 1 else 0, "fp32"),))
 
