@@ -136,7 +136,7 @@ REDUCE_KINDS = ("wide", "tall")
 WIDE_BLOCK = 1024
 TALL_BLOCK = 64              # 256 contiguous bytes per split row
 TALL_ROWS = 32
-TALL_BELOW_WAVES = 2         # tall when the wide entry would launch fewer programs than this many per SM
+TALL_BELOW_WAVES = 1.5       # tall when the wide entry would launch fewer programs than this many per SM
 REDUCE_WARPS = 4
 
 
