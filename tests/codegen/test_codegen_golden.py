@@ -1,4 +1,4 @@
-"""Generated source: golden files for representative configs, int64 addressing, determinism.
+"""Generated source: golden files for representative GEMM and conv configs, int64 addressing, determinism.
 
 Regenerate the golden files after an intended codegen change with
     TILEDISPATCH_UPDATE_GOLDEN=1 python -m pytest tests/codegen
@@ -29,6 +29,20 @@ GOLDEN = {
                                       activation="relu", bias="col"),
     "int8_tiled": td.GemmConfig(family="tiled", layout="ccr", dtype="int8", block_m=64, block_n=128, block_k=64,
                                 num_warps=4, num_stages=3, align=1, activation="relu", bias="col", num_d=1),
+    # convolution: one instance per family and direction (preset rows), including the entries a launch picks
+    # between (direct dw / grouped, the wide / tall split reduce)
+    "conv_igemm_fwd_bias_silu": td.parse_name("conv-igemm-fwd-2d-bf16-bf16-fp32-64x32x32-g4-w4-s3-k0-tap-a8-silu-b1"),
+    "conv_igemm_bwd_data_split": td.parse_name("conv-igemm-bwd_data-2d-bf16-bf16-fp32-64x64x64-g1-w4-s4-k8-tap-a8-"
+                                               "none-b0"),
+    "conv_igemm_fwd_diag": td.parse_name("conv-igemm-fwd-2d-bf16-bf16-fp32-128x16x4-g1-w4-s3-k0-diag-a8-none-b0"),
+    "conv_wgrad_flat": td.parse_name("conv-igemm-bwd_weight-3d-bf16-bf16-fp32-64x64x64-g1-w4-s3-k0-flat-a8-none-b0"),
+    "conv_direct_fwd_unroll3": td.parse_name("conv-direct-fwd-2d-bf16-bf16-fp32-64x32x3-g1-w4-s2-k0-tap-a8-none-b0"),
+    "conv_direct_bwd_data_3d": td.parse_name("conv-direct-bwd_data-3d-fp16-fp16-fp32-32x64x1-g1-w4-s2-k0-tap-a4-"
+                                             "none-b0"),
+    "conv_direct_bwd_weight_chunk3": td.parse_name("conv-direct-bwd_weight-2d-bf16-bf16-fp32-32x32x3-g1-w2-s1-k0-"
+                                                   "tap-a8-none-b0"),
+    "conv_gemm_bwd_data_1x1": td.parse_name("conv-gemm-bwd_data-2d-bf16-bf16-fp32-64x64x32-g1-w4-s3-k0-tap-a1-"
+                                            "none-b0"),
 }
 
 
@@ -120,7 +134,13 @@ def int64_report(cfg):
     return report
 
 
-@pytest.mark.parametrize("cfg", [*GOLDEN.values(), *suites.numeric_configs()], ids=lambda c: c.name)
+def _gemm_source(cfg) -> bool:
+    """GEMM configs and conv instances of family 'gemm' (1x1 convolutions rendered as a GEMM kernel)."""
+    return isinstance(cfg, td.GemmConfig) or cfg.family == "gemm"
+
+
+@pytest.mark.parametrize("cfg", [*filter(_gemm_source, GOLDEN.values()), *suites.numeric_configs()],
+                         ids=lambda c: c.name)
 def test_offsets_are_int64_before_multiplying_by_strides(cfg):
     report = int64_report(cfg)
     assert report, "no @triton.jit function found"
@@ -131,6 +151,15 @@ def test_offsets_are_int64_before_multiplying_by_strides(cfg):
         for p in entry.params:
             if p.name.startswith("stride_"):
                 assert p.ty in ("i64", "constexpr"), (entry.fn, p)
+
+
+@pytest.mark.parametrize("key", sorted(k for k, c in GOLDEN.items() if not _gemm_source(c)))
+def test_conv_strides_are_int64(key):
+    """Conv kernels take every tensor stride as an i64 argument (sx_*, sy_*, sw_*), so an int32 pixel or
+    channel index times a stride is computed in 64 bits (Triton promotes the product to the wider type)."""
+    cfg = GOLDEN[key]
+    strides = [p for e in family_module(cfg).entries(cfg) for p in e.params if p.name[:3] in ("sx_", "sy_", "sw_")]
+    assert strides and all(p.ty == "i64" for p in strides), strides
 
 
 def test_int64_checker_catches_a_32_bit_offset():
