@@ -82,6 +82,15 @@ GEMM_1X1 = [
     ("gemm", 64, 64, 32, 1, 4, 3, "tap", 1),
 ]
 
+# bwd_weight of 1x1 convolutions (stride 1, no padding): dw = dy^T x, a K x C GEMM reduced over every pixel on the
+# split-K GEMM family; split_k is fixed per instance (many pixels and few output tiles want many splits)
+GEMM_1X1_WGRAD = [
+    ("gemm", 128, 128, 64, 1, 8, 3, "tap", 8, 16), ("gemm", 128, 128, 64, 1, 8, 3, "tap", 8, 64),
+    ("gemm", 128, 64, 64, 1, 4, 3, "tap", 8, 32), ("gemm", 64, 64, 64, 1, 4, 3, "tap", 8, 32),
+    ("gemm", 64, 64, 64, 1, 4, 3, "tap", 8, 64), ("gemm", 64, 64, 64, 1, 4, 3, "tap", 1, 64),
+    ("gemm", 64, 32, 64, 1, 4, 3, "tap", 1, 64),
+]
+
 
 def _wgrad_igemm() -> list[tuple]:
     from tiledispatch.kernels import conv_wgrad
@@ -100,7 +109,7 @@ def essential_keys(direction: str) -> frozenset[str]:
 
 def rows_for(direction: str) -> list[tuple]:
     """Every candidate row of a direction, split_k included (0 where the row leaves it out)."""
-    rows = (_wgrad_igemm() + DIRECT_WGRAD if direction == "bwd_weight"
+    rows = (_wgrad_igemm() + DIRECT_WGRAD + GEMM_1X1_WGRAD if direction == "bwd_weight"
             else IGEMM + DIAG + DIRECT_SPATIAL + GEMM_1X1)
     return [row if len(row) == 10 else (*row, 0) for row in rows]
 

@@ -8,6 +8,7 @@ import torch
 
 import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
 from tiledispatch.runtime.conv_reference import run_and_validate
 
 # align 8 runs the tma_persistent GEMM, align 1 the pointer-loading tiled GEMM
@@ -61,3 +62,38 @@ def test_pixels_with_gaps_raise_bad_input(registry):
     with pytest.raises(td.BadInput) as info:
         registry.get(CONFIGS[("fwd", 1)].name).run(problem, x=x, w=w)
     assert info.value.field == "input"
+
+
+# bwd_weight: dw = dy^T x on the split-K GEMM family (4 splits; the tiny problems leave some splits empty,
+# whose zero partials must still be summed). align 8 needs channel totals that are multiples of 16.
+WGRAD = {a: ConvConfig(family="gemm", direction="bwd_weight", ndim=2, dtype="fp16", block_m=32, block_n=32,
+                       block_k=32, num_stages=2, split_k=4, align=a) for a in (1, 8)}
+# (n, c, k, spatial, align): 32/48 channels with a partial 32-wide tile; odd channels (align 1); 1-D and 3-D
+WGRAD_SHAPES = [(2, 32, 48, (5, 7), 8), (3, 5, 7, (5, 7), 1), (2, 16, 16, (9,), 8), (1, 5, 10, (3, 4, 5), 1)]
+
+
+@pytest.mark.parametrize("n, c, k, spatial, align", WGRAD_SHAPES)
+def test_one_by_one_bwd_weight_matches_reference(build_registry, n, c, k, spatial, align):
+    ndim = len(spatial)
+    cfg = dataclasses.replace(WGRAD[align], ndim=ndim)
+    problem = td.ConvProblem("bwd_weight", n, c, k, 1, spatial, (1,) * ndim, dtype="fp16")
+    assert problem.align == align
+    _, _, result = run_and_validate(build_registry([cfg]).get(cfg.name), problem)
+    assert result["passed"], result
+
+
+def test_bwd_weight_gemm_refusals(build_registry):
+    arch = td.get_arch("sm_90")
+    assert "split_k" in dict(conv_config_errors(dataclasses.replace(WGRAD[8], split_k=0), arch))
+    assert "split_k" in dict(conv_config_errors(dataclasses.replace(WGRAD[8], split_k=128), arch))
+    # 24 channels: align 8, but the aligned GEMM wants multiples of 16
+    reason = conv_problem_mismatch(WGRAD[8], td.ConvProblem("bwd_weight", 1, 24, 32, 1, (4, 4), (1, 1),
+                                                            dtype="fp16"))
+    assert reason.startswith("c:")
+    # 16 channels sliced from a 24-channel tensor: pixel stride 24 (align 8, not a multiple of 16)
+    problem = td.ConvProblem("bwd_weight", 1, 16, 16, 1, (4, 4), (1, 1), dtype="fp16", align=8)
+    x = torch.randn(1, 24, 4, 4, dtype=torch.float16).contiguous(memory_format=torch.channels_last)[:, :16]
+    dy = torch.randn(1, 16, 4, 4, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    with pytest.raises(td.UnsupportedProblem) as info:
+        build_registry([WGRAD[8]]).get(WGRAD[8].name).run(problem, x=x, y=dy)
+    assert info.value.field == "strides"

@@ -10,9 +10,8 @@ import math
 
 from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import CONV_FAMILIES, KLOOPS, ConvConfig
-from tiledispatch.dtypes import DTYPES
 from tiledispatch.configs.fields import choice, raise_first_error
-from tiledispatch.errors import legal
+from tiledispatch.dtypes import DTYPES
 from tiledispatch.problems.conv import CONV_ALIGNS, CONV_DTYPES, DIRECTIONS, NDIMS, ConvProblem
 from tiledispatch.problems.gemm import ACTIVATIONS
 from tiledispatch.settings import experimental_families
@@ -143,16 +142,20 @@ def shared_memory_bytes(cfg: ConvConfig) -> int:
 
 
 def _gemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    """1x1 as GEMM: the GEMM instance it runs must be valid; fwd and bwd_data only."""
+    """1x1 as GEMM: the GEMM instance it runs must be valid; bwd_weight runs the split-K GEMM family, whose
+    split count (split_k >= 2) is fixed at build time."""
+    from tiledispatch.configs.validity import SPLIT_K as GEMM_SPLIT_K
     from tiledispatch.configs.validity import gemm_config_errors
-    from tiledispatch.kernels.conv_gemm import LAYOUTS, gemm_config
+    from tiledispatch.kernels.conv_gemm import gemm_config
 
-    if cfg.direction not in LAYOUTS:
-        errors.append(("direction", f"family 'gemm' computes directions {legal(LAYOUTS)}; bwd_weight reduces over "
-                                    "every pixel and runs on the implicit-GEMM split-K family"))
+    wants = [("groups_per_program", cfg.groups_per_program, 1), ("kloop", cfg.kloop, "tap")]
+    if cfg.direction != "bwd_weight":
+        wants.append(("split_k", cfg.split_k, 0))
+    elif cfg.split_k not in GEMM_SPLIT_K:
+        errors.append(("split_k", f"family 'gemm' bwd_weight splits the pixel reduction over a fixed number of "
+                                  f"programs, one of {GEMM_SPLIT_K}; got {cfg.split_k}"))
         return
-    for field, value, want in (("groups_per_program", cfg.groups_per_program, 1), ("kloop", cfg.kloop, "tap"),
-                               ("split_k", cfg.split_k, 0)):
+    for field, value, want in wants:
         if value != want:
             errors.append((field, f"family 'gemm' needs {field}={want!r}, got {value!r}"))
     if cfg.dtype in DTYPES and cfg.out_dtype in DTYPES:
@@ -340,6 +343,9 @@ def _gemm_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
         return f"padding: family 'gemm' needs no padding, got {problem.padding}"
     if problem.groups != 1:
         return f"groups: family 'gemm' computes one group, got groups={problem.groups}"
+    if problem.direction == "bwd_weight" and cfg.align == 8 and (problem.c % 16 or problem.k % 16):
+        return (f"c: family 'gemm' bwd_weight at align 8 runs a GEMM compiled for channel totals that are "
+                f"multiples of 16; the problem has C={problem.c}, K={problem.k}")
     return None
 
 

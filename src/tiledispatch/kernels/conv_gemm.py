@@ -2,9 +2,10 @@
 
 Channels-last tensors whose pixels are evenly spaced are matrices: the input is (N*pixels) x C row-major, the
 output (N*pixels) x K, and the weight (K, C, 1..) is K x C row-major. fwd: y = x @ w^T (layout rcr);
-bwd_data: dx = dy @ w (rrr). The instance is the GEMM family's own kernel (tma_persistent for aligned problems,
-tiled otherwise) built from the conv config's tile fields; bwd_weight (a K x C result reduced over every
-pixel) stays with the implicit-GEMM split-K family.
+bwd_data: dx = dy @ w (rrr); bwd_weight: dw = dy^T @ x (crr), a K x C result reduced over every pixel. The
+instance is the GEMM family's own kernel built from the conv config's tile fields: tma_persistent for aligned
+fwd / bwd_data problems, tiled otherwise, and for bwd_weight splitk with the config's split_k (its fp32 partials
+summed by the GEMM family's deterministic reduce).
 """
 from __future__ import annotations
 
@@ -13,19 +14,24 @@ from typing import Any
 
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
-from tiledispatch.errors import BadInput
+from tiledispatch.errors import BadInput, UnsupportedProblem
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan
 from tiledispatch.problems.conv import ConvProblem
 
-LAYOUTS = {"fwd": "rcr", "bwd_data": "rrr"}
+LAYOUTS = {"fwd": "rcr", "bwd_data": "rrr", "bwd_weight": "crr"}
 # GEMM operands by forward role: (A, B, out); slots of kernels/conv_common.CONV_SLOTS
-ROLES = {"fwd": ("x", "w", "y"), "bwd_data": ("y", "w", "x")}
+ROLES = {"fwd": ("x", "w", "y"), "bwd_data": ("y", "w", "x"), "bwd_weight": ("y", "x", "w")}
+HINT = 16   # aligned pointer-loading GEMM kernels assume strides (and sizes along unit strides) multiples of 16
 _ROLE_SLOT = {"x": 0, "w": 1, "y": 2}
 
 
 def gemm_config(cfg: ConvConfig) -> GemmConfig:
     """The GEMM instance a `gemm` conv config runs (every field derives from the conv config's)."""
-    return GemmConfig(family="tma_persistent" if cfg.align == 8 else "tiled", layout=LAYOUTS.get(cfg.direction, "rcr"),
+    if cfg.direction == "bwd_weight":
+        family, split = "splitk", cfg.split_k
+    else:
+        family, split = ("tma_persistent" if cfg.align == 8 else "tiled"), 1
+    return GemmConfig(family=family, layout=LAYOUTS.get(cfg.direction, "rcr"), split_k=split,
                       dtype=cfg.dtype, out_dtype=cfg.out_dtype, acc_dtype=cfg.acc_dtype, block_m=cfg.block_m,
                       block_n=cfg.block_n, block_k=cfg.block_k, num_warps=cfg.num_warps,
                       num_stages=cfg.num_stages, group_m=8, align=16 if cfg.align == 8 else 1,
@@ -47,10 +53,13 @@ def render(cfg: ConvConfig) -> str:
 
 
 def sizes(problem: ConvProblem) -> tuple[int, int, int]:
-    """(M, N, K) of the GEMM: pixels x output channels x input channels (bwd_data: pixels x C x K)."""
+    """(M, N, K) of the GEMM: pixels x output channels x input channels (bwd_data: pixels x C x K; bwd_weight:
+    K x C x pixels)."""
     pixels = problem.n * math.prod(problem.spatial)
     if problem.direction == "fwd":
         return pixels, problem.k, problem.c
+    if problem.direction == "bwd_weight":
+        return problem.k, problem.c, pixels
     return pixels, problem.c, problem.k
 
 
@@ -82,15 +91,34 @@ def _pixel_stride(t: Any, field: str) -> int:
 def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any]) -> dict[str, Any]:
     """The GEMM kernel's run-time values: sizes, matrix strides (from the conv tensors' strides), alpha."""
     m, n, k = sizes(problem)
-    a, b, out = (tensors[role] for role in ROLES[cfg.direction])
-    a_rows = _pixel_stride(a, "input" if cfg.direction == "fwd" else "output")
-    o_rows = _pixel_stride(out, "output" if cfg.direction == "fwd" else "input")
-    w_rows = b.stride(0)   # weight (K, C, 1..): K x C row-major
-    values: dict[str, Any] = {"M": m, "N": n, "K": k, "alpha": 1.0, "stride_ab": 0, "stride_ar": a_rows,
-                              "stride_ac": 1, "stride_bb": 0, "stride_ob": 0, "stride_or": o_rows, "stride_oc": 1,
+    values: dict[str, Any] = {"M": m, "N": n, "K": k, "alpha": 1.0, "stride_ab": 0, "stride_bb": 0, "stride_ob": 0,
                               "stride_biasb": 0}
+    if cfg.direction == "bwd_weight":   # A = dy^T: (K, pixels), K contiguous; B = x: (pixels, C); out = dw
+        values.update({"stride_ar": 1, "stride_ac": _pixel_stride(tensors["y"], "output"),
+                       "stride_br": _pixel_stride(tensors["x"], "input"), "stride_bc": 1,
+                       "stride_or": tensors["w"].stride(0), "stride_oc": 1})
+        _check_hinted(cfg, values, ("stride_ac", "stride_br", "stride_or"))
+        return values
+    a, b, out = (tensors[role] for role in ROLES[cfg.direction])
+    w_rows = b.stride(0)   # weight (K, C, 1..): K x C row-major
+    values.update({"stride_ar": _pixel_stride(a, "input" if cfg.direction == "fwd" else "output"),
+                   "stride_ac": 1, "stride_or": _pixel_stride(out, "output" if cfg.direction == "fwd" else "input"),
+                   "stride_oc": 1})
     if cfg.direction == "fwd":   # B = w^T: (C, K) with C contiguous (column-major)
         values.update({"stride_br": 1, "stride_bc": w_rows})
     else:                        # B = w: (K, C) row-major
         values.update({"stride_br": w_rows, "stride_bc": 1})
     return values
+
+
+def _check_hinted(cfg: ConvConfig, values: dict[str, Any], names: tuple[str, ...]) -> None:
+    """An aligned pointer-loading GEMM kernel was compiled for strides that are multiples of 16: refuse tensors
+    whose pixel or weight-row strides are not (an align-8 problem promises multiples of 8 only; contiguous
+    channels-last tensors with C and K multiples of 16, which the problem match asks for, always are)."""
+    if gemm_config(cfg).align != 16:
+        return
+    odd = {name: values[name] for name in names if values[name] % HINT}
+    if odd:
+        raise UnsupportedProblem(f"{cfg.name} reads with strides that are multiples of {HINT}; the tensors have "
+                                 f"{odd} (pass contiguous channels-last tensors or use an align-1 instance)",
+                                 field="strides")

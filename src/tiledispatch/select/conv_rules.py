@@ -81,7 +81,9 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
     splits = 1
     if cfg.family == "igemm" and problem.direction != "bwd_weight":
         splits = conv_igemm.split_count(cfg, problem, arch.sm_count)
-        programs *= splits
+    elif cfg.family == "gemm" and problem.direction == "bwd_weight":   # the split-K GEMM of a 1x1 wgrad
+        splits = cfg.split_k
+    programs *= splits
     waves = programs / arch.sm_count
     quantization = math.ceil(waves) / waves if waves >= 1 else 1.0 / waves
     body = max(mem_us, compute_us) * min(quantization, 4.0)
@@ -89,6 +91,8 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
         body += WORKSPACE_PASSES * 4 * problem.tensor_elements()["weight"] * max(cfg.split_k, 1) / (
             arch.hbm_gbps * 1e3)
     if splits > 1:   # the fp32 partials of every split, written and read back, and the reduce launch
-        body += WORKSPACE_PASSES * 4 * conv_igemm.written_elements(problem) * splits / (arch.hbm_gbps * 1e3)
+        written = (problem.tensor_elements()["weight"] if problem.direction == "bwd_weight"
+                   else conv_igemm.written_elements(problem))
+        body += WORKSPACE_PASSES * 4 * written * splits / (arch.hbm_gbps * 1e3)
         body += LAUNCH_US
     return LAUNCH_US + body
