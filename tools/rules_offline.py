@@ -11,17 +11,7 @@ from tiledispatch.presets import load_preset
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.registry.kernel import Kernel
 from tiledispatch.registry.registry import Registry
-from tiledispatch.select.selector import Plan, by_rules
-
-
-def plans(kernels: list[Kernel], problem: GemmProblem) -> list[Plan]:
-    """As Registry.plans, on kernels that need not be built: direct, then exactly padded."""
-    out = [Plan(k, problem) for k in kernels if k.is_supported(problem)]
-    if problem.align < 16:
-        direct = {plan.kernel.name for plan in out}
-        padded = problem.padded16()
-        out += [Plan(k, padded, True) for k in kernels if k.name not in direct and k.is_supported(padded)]
-    return out
+from tiledispatch.select.selector import by_rules, plans_of
 
 
 def evaluate(sweep: dict, preset: str) -> dict:
@@ -30,7 +20,7 @@ def evaluate(sweep: dict, preset: str) -> dict:
     auto, best, lines = [], [], []
     for row in sweep["rows"]:
         problem = GemmProblem(row["m"], row["n"], row["k"], dtype=row["dtype"], layout=row["layout"])
-        ranked = [plan.label for plan, _ in by_rules(registry, plans(kernels, problem), problem)
+        ranked = [plan.label for plan, _ in by_rules(registry, plans_of(kernels, problem), problem)
                   if plan.label in row["timings"]]
         if not ranked:
             continue

@@ -7,7 +7,7 @@ import torch
 from tiledispatch.registry.kernel import Kernel
 from tiledispatch.runtime.arguments import GemmArgs
 from tiledispatch.runtime.execute import execute
-from tiledispatch.testing import check_against_reference, matrix, poisoned, small_config
+from tiledispatch.testing import check_against_reference, matrix, poisoned, small_config, suites
 
 A16_TILED = small_config("tiled", "rcr", "fp16", align=16)
 A16_SPLITK = small_config("splitk", "rcr", "fp16", align=16, split_k=2)
@@ -24,6 +24,19 @@ def aligned_only(build_registry):
 def mixed(build_registry):
     # The a1 twin comes first: registry order alone would pick it.
     return build_registry([A1_TILED, A16_TILED])
+
+
+def _launch_spy(monkeypatch) -> list:
+    """Record the arguments of every Kernel.launch (after the launch: it fills in the out it allocates)."""
+    seen = []
+    original = Kernel.launch
+
+    def spy(self, args, problem):
+        seen.append(args)
+        return original(self, args, problem)
+
+    monkeypatch.setattr(Kernel, "launch", spy)
+    return seen
 
 
 def rcr(m, n, k, batch=None):
@@ -81,14 +94,7 @@ def test_padding_with_blas_style_c_in_out(build_registry):
 
 def test_padded_launch_gets_aligned_buffers_including_out(aligned_only, monkeypatch):
     """The a16 kernel is compiled assuming 16-element leading dimensions for A, B *and* out."""
-    seen = []
-    original = Kernel.launch
-
-    def spy(self, args, problem):
-        seen.append(args)
-        return original(self, args, problem)
-
-    monkeypatch.setattr(Kernel, "launch", spy)
+    seen = _launch_spy(monkeypatch)
     a, b = rcr(20, 20, 17)
     out = aligned_only.run(None, a, b, strategy="first_fit")
     (args,) = seen
@@ -98,3 +104,73 @@ def test_padded_launch_gets_aligned_buffers_including_out(aligned_only, monkeypa
         assert all(s % 16 == 0 for s in t.stride() if s != 1), (name, t.stride())
     assert out.is_contiguous() and out.shape == (20, 20)
     check_against_reference(out, GemmArgs(a, b), "fp16")
+
+
+# -- least padding: only sizes along unit strides grow, operands that fit are used in place ----------------
+TMA_RCR = small_config("tma_persistent", "rcr", "fp16", align=16, subtile=1)
+
+
+def test_padded_rounds_only_the_sizes_along_unit_strides():
+    from tiledispatch.problems.gemm import GemmProblem
+
+    p = GemmProblem(20, 24, 17, dtype="fp16", layout="rcr")
+    assert (p.padded(16).m, p.padded(16).n, p.padded(16).k, p.padded(16).align) == (20, 32, 32, 16)
+    assert (p.padded(8).m, p.padded(8).n, p.padded(8).k, p.padded(8).align) == (20, 24, 24, 8)
+    q = GemmProblem(20, 24, 17, dtype="fp16", layout="crr")     # column-major A: M runs along a unit stride
+    assert (q.padded(16).m, q.padded(16).n, q.padded(16).k) == (32, 32, 17)
+
+
+def test_plan_for_gives_each_kernel_its_least_padding():
+    from tiledispatch.arch import get_arch
+    from tiledispatch.problems.gemm import GemmProblem
+    from tiledispatch.select.selector import plan_for
+
+    arch = get_arch("sm_90")
+    p = GemmProblem(20, 24, 17, dtype="fp16", layout="rcr")
+    tma = plan_for(Kernel(TMA_RCR, arch), p)           # descriptors need 16-byte rows: 8 fp16 elements
+    a16 = plan_for(Kernel(A16_TILED, arch), p)         # vectorized loads need multiples of 16
+    a1 = plan_for(Kernel(A1_TILED, arch), p)
+    assert tma.padded and (tma.problem.n, tma.problem.k, tma.problem.align) == (24, 24, 8)
+    assert a16.padded and (a16.problem.n, a16.problem.k, a16.problem.align) == (32, 32, 16)
+    assert not a1.padded and a1.problem == p
+
+
+def test_tma_kernel_runs_on_k_padding_only_and_writes_out_in_place(build_registry, monkeypatch):
+    """rcr 20x24x17: K=17 breaks the 16-byte rows; M=20 and N=24 need nothing, so A and B are copied with K
+    rounded to 24 and the kernel writes the caller's output directly (no padded output, no copy back)."""
+    registry = build_registry([TMA_RCR])
+    seen = _launch_spy(monkeypatch)
+    a, b = rcr(20, 24, 17)
+    out = poisoned((20, 24), "fp16")
+    result, selection = registry.run(None, a, b, out=out, return_selection=True)
+    assert selection.padded and selection.problem.k == 24 and selection.problem.align == 8
+    (args,) = seen
+    assert args.out is out and result.data_ptr() == out.data_ptr()
+    assert args.a.shape == (20, 24) and args.b.shape == (24, 24)
+    check_against_reference(out, GemmArgs(a, b), "fp16")
+
+
+def test_operands_that_fit_are_not_copied(build_registry, monkeypatch):
+    """rrr 20x24x32 with a16 kernels: K=32 is aligned, N=24 is not: B and the output are padded, A is used as
+    it is (same storage)."""
+    registry = build_registry(suites.padding_configs())
+    seen = _launch_spy(monkeypatch)
+    a, b = matrix(20, 32), matrix(32, 24)
+    out, selection = registry.run(None, a, b, return_selection=True)
+    assert selection.padded and (selection.problem.m, selection.problem.n) == (20, 32)
+    (args,) = seen
+    assert args.a is a and args.b.shape == (32, 32) and args.out.shape == (20, 32)   # (launch allocated it)
+    assert out.shape == (20, 24) and out.is_contiguous()
+    check_against_reference(out, GemmArgs(a, b), "fp16")
+
+
+def test_padding_estimate_counts_only_the_copies_made():
+    from tiledispatch.arch import get_arch
+    from tiledispatch.problems.gemm import GemmProblem
+    from tiledispatch.select.rules import padding_us
+
+    arch = get_arch("sm_90")
+    k_only = GemmProblem(3000, 5000, 700, dtype="bf16", layout="rcr")      # K breaks the rows, N=5000 does not
+    with_out = GemmProblem(3000, 5001, 700, dtype="bf16", layout="rcr")    # N too: output copied back
+    assert padding_us(k_only, k_only.padded(8), arch) < padding_us(with_out, with_out.padded(8), arch)
+    assert padding_us(k_only, k_only.padded(8), arch) < padding_us(k_only, k_only.padded(16), arch)

@@ -10,7 +10,7 @@ from typing import Any
 from tiledispatch.bench.schema import Outcome
 from tiledispatch.bench.timer import SweepTimer
 from tiledispatch.dtypes import torch_dtype
-from tiledispatch.errors import TileDispatchError
+from tiledispatch.errors import TileDispatchError, UnsupportedProblem
 from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.registry.kernel import Kernel
@@ -60,9 +60,13 @@ class ProblemBench:
             return lambda: kernel.launch(args, problem)
         from tiledispatch.runtime.execute import run_selection
         from tiledispatch.select.selector import Selection
+        from tiledispatch.select.selector import plan_for as plan_for_kernel
 
-        target = self.problem.padded16() if padded else self.problem
-        selection = Selection(kernel, "sweep", target, padded)
+        plan = plan_for_kernel(kernel, self.problem)
+        if plan is None or plan.padded != padded:
+            raise UnsupportedProblem(f"{kernel.name} does not compute {self.problem.describe()} "
+                                     f"{'on padded operands' if padded else 'directly'}", field="padded")
+        selection = Selection(kernel, "sweep", plan.problem, plan.padded)
         args = self.args
         return lambda: run_selection(selection, args)
 
@@ -149,11 +153,9 @@ def _first_line(exc: BaseException) -> str:
 def plan_for(kernel: Kernel, problem: Problem) -> tuple[bool | None, str]:
     """(padded, "") when `kernel` can compute `problem` (directly: False; on exactly padded operands: True), or
     (None, reason) when it cannot (the pair's `unsupported` row)."""
-    support = kernel.is_supported(problem)
-    if support:
-        return False, ""
-    if isinstance(problem, GemmProblem) and problem.align < 16:
-        padded = problem.padded16()
-        if kernel.is_supported(padded):
-            return True, ""
-    return None, support.reason
+    from tiledispatch.select.selector import plan_for as selector_plan
+
+    plan = selector_plan(kernel, problem)
+    if plan is None:
+        return None, kernel.is_supported(problem).reason
+    return plan.padded, ""

@@ -11,7 +11,7 @@ from tiledispatch.configs.gemm import GEMM_FAMILIES, TMA_FAMILIES, GemmConfig
 from tiledispatch.dtypes import DTYPES, INPUT_DTYPES, SCALED_DTYPES
 from tiledispatch.configs.fields import choice, raise_first_error
 from tiledispatch.errors import legal
-from tiledispatch.problems.gemm import ACTIVATIONS, BIAS_MODES, LAYOUTS, MAX_D, GemmProblem
+from tiledispatch.problems.gemm import ACTIVATIONS, BIAS_MODES, LAYOUTS, MAX_D, PROBLEM_ALIGNS, GemmProblem
 
 BLOCK_MN = (16, 32, 64, 128, 256)
 BLOCK_K = (16, 32, 64, 128, 256)
@@ -171,4 +171,15 @@ def gemm_problem_mismatch(cfg: GemmConfig, problem: GemmProblem) -> str | None:
     grid_y = problem.batch * (cfg.split_k if cfg.family == "splitk" else 1)
     if grid_y > MAX_GRID_Y:
         return f"batch: batch*split_k={grid_y} exceeds the grid limit {MAX_GRID_Y}"
+    return None
+
+
+def least_padded(cfg: GemmConfig, problem: GemmProblem) -> GemmProblem | None:
+    """The least padded form of `problem` (GemmProblem.padded, smallest align first) that a kernel built from
+    cfg computes exactly, or None. A TMA kernel needs 16-byte rows only (align 8 for 2-byte types), a
+    vectorized a16 kernel multiples of 16."""
+    for align in (a for a in PROBLEM_ALIGNS if a > problem.align):
+        padded = problem.padded(align)
+        if gemm_problem_mismatch(cfg, padded) is None:
+            return padded
     return None

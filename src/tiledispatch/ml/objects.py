@@ -106,16 +106,17 @@ def object_features(problems: Sequence, configs: Sequence, padded: Sequence[bool
     from tiledispatch.select import conv_rules, rules
 
     out: dict[str, list[float]] = {name: [] for name in OBJECT_FEATURES}
-    runs_of: dict[int, tuple[Any, float]] = {}    # id(problem) -> (padded problem, padding µs)
+    runs_of: dict[tuple[int, str], tuple[Any, float]] = {}    # (id(problem), cfg) -> (padded problem, µs)
     sms = arch.sm_count
     for problem, cfg, pad in zip(problems, configs, padded):
         module = _family_module(cfg.op, cfg.family, getattr(cfg, "direction", ""))
         if isinstance(problem, GemmProblem):
             runs, pad_us = problem, 0.0
             if pad:
-                if id(problem) not in runs_of:
-                    runs_of[id(problem)] = (problem.padded16(), rules.padding_us(problem, arch))
-                runs, pad_us = runs_of[id(problem)]
+                key = (id(problem), cfg.name)
+                if key not in runs_of:
+                    runs_of[key] = _padded_run(cfg, problem, arch)
+                runs, pad_us = runs_of[key]
             est = rules.estimate_us(cfg, runs, arch) + pad_us
             plan = module.launch_plan(cfg, runs.m, runs.n, runs.k, runs.batch, sms)
         else:
@@ -124,6 +125,18 @@ def object_features(problems: Sequence, configs: Sequence, padded: Sequence[bool
         _add_plan(out, plan, cfg)
         out["rules_log_us"].append(math.log2(max(est, 1e-3)))
     return out
+
+
+def _padded_run(cfg: Any, problem: GemmProblem, arch: ArchSpec) -> tuple[GemmProblem, float]:
+    """The padded problem a kernel of cfg runs for `problem` (validity.least_padded) and the padding's cost."""
+    from tiledispatch.configs.validity import least_padded
+    from tiledispatch.select import rules
+
+    padded = least_padded(cfg, problem)
+    if padded is None:
+        raise BadInput(f"a row marked padded, but its kernel {cfg.name} runs no padded form of "
+                       f"{problem.describe()}", field="padded")
+    return padded, rules.padding_us(problem, padded, arch)
 
 
 def _add_plan(out: dict[str, list[float]], plan: Any, cfg: Any) -> None:

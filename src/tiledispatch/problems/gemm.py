@@ -114,11 +114,16 @@ class GemmProblem:
         dims = (*contiguous_sizes(self.layout, self.m, self.n, self.k), *self.leading_dims())
         return max(a for a in PROBLEM_ALIGNS if all(x % a == 0 for x in dims))
 
-    def padded16(self) -> GemmProblem:
-        """The same computation on zero-padded operands whose sizes are multiples of 16 (exact: padded K
-        contributes zeros, padded rows and columns of the output are dropped)."""
-        r16 = lambda x: -(-x // 16) * 16  # noqa: E731
-        return dataclasses.replace(self, m=r16(self.m), n=r16(self.n), k=r16(self.k), align=16)
+    def padded(self, align: int = 16) -> GemmProblem:
+        """The same computation on zero-padded operands: every size that runs along a unit stride
+        (`contiguous_dims`, which include every leading dimension) rounded up to a multiple of `align`, the
+        others kept (exact: padded K contributes zeros, padded output rows and columns are dropped). A size
+        left alone needs no copy of the operands it spans: M of a row-major A and output is never padded."""
+        if align not in PROBLEM_ALIGNS:
+            raise bad_choice(BadInput, "align", align, PROBLEM_ALIGNS)
+        dims = contiguous_dims(self.layout)
+        up = lambda x, d: -(-x // align) * align if d in dims else x  # noqa: E731
+        return dataclasses.replace(self, m=up(self.m, "M"), n=up(self.n, "N"), k=up(self.k, "K"), align=align)
 
     @property
     def flops(self) -> int:

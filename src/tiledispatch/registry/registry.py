@@ -183,9 +183,7 @@ class Registry:
     def is_supported(self, problem: GemmProblem) -> Support:
         """Whether some kernel computes `problem`, directly or on exactly padded operands (as `select` does)."""
         reasons = {k.name: k.is_supported(problem).reason for k in self.kernels}
-        if any(not r for r in reasons.values()):
-            return Support(True)
-        if isinstance(problem, GemmProblem) and problem.align < 16 and any(k.is_supported(problem.padded16()) for k in self.kernels):
+        if any(not r for r in reasons.values()) or selector.plans_of(self.kernels, problem):
             return Support(True)
         if not reasons:
             return Support(False, "the registry is empty")
@@ -195,14 +193,9 @@ class Registry:
         return [k for k in self.kernels if k.built and k.is_supported(problem)]
 
     def plans(self, problem: GemmProblem) -> list[selector.Plan]:
-        """Every built kernel that computes `problem` directly, then those that compute it exactly on operands
-        padded to multiples of 16 (only for problems that are not already aligned)."""
-        plans = [selector.Plan(k, problem) for k in self.candidates(problem)]
-        if isinstance(problem, GemmProblem) and problem.align < 16:
-            padded = problem.padded16()
-            direct = {plan.kernel.name for plan in plans}   # padding a kernel that runs it directly only costs
-            plans += [selector.Plan(k, padded, True) for k in self.candidates(padded) if k.name not in direct]
-        return plans
+        """Every built kernel that computes `problem` directly, then those that compute it exactly on padded
+        operands (selector.plan_for: each on the least padding it supports), in registry order."""
+        return selector.plans_of([k for k in self.kernels if k.built], problem)
 
     def select(self, problem: GemmProblem, strategy: str = "auto", top_k: int | None = selector.DEFAULT_TOP_K
                ) -> selector.Selection:

@@ -73,14 +73,17 @@ def _k_step_us(cfg: GemmConfig, problem: GemmProblem, arch: ArchSpec) -> float:
     return max(flops / sm_flops, (cfg.block_m + cfg.block_n) * cfg.block_k * in_bytes / sm_bytes)
 
 
-def padding_us(problem: GemmProblem, arch: ArchSpec) -> float:
-    """Cost of running `problem` on zero-padded copies: memsets, copies in, copy of the result back."""
-    padded = problem.padded16()
+def padding_us(problem: GemmProblem, padded: GemmProblem, arch: ArchSpec) -> float:
+    """Cost of running `problem` as `padded` (GemmProblem.padded): each operand whose sizes grow is copied
+    (read + write, a copy kernel and a fill of its margin); the output, C and D only when M or N grows (C and
+    D copied in, the result copied back). Contiguous operands assumed: aligned ones are used in place."""
     in_b, out_b = DTYPES[problem.dtype].bytes, DTYPES[problem.out_dtype].bytes
-    operands = (padded.m * padded.k + padded.k * padded.n) * padded.batch * in_b
-    outputs = padded.m * padded.n * padded.batch * out_b * (1 + problem.epilogue.num_d + int(problem.epilogue.with_c))
-    launches = 5 + 2 * (problem.epilogue.num_d + int(problem.epilogue.with_c))
-    return 3 * (operands + outputs) / (arch.hbm_gbps * 1e3) + launches * LAUNCH_US
+    copied = [padded.m * padded.k * in_b if (padded.m, padded.k) != (problem.m, problem.k) else 0,
+              padded.k * padded.n * in_b if (padded.k, padded.n) != (problem.k, problem.n) else 0]
+    if (padded.m, padded.n) != (problem.m, problem.n):
+        copied += [padded.m * padded.n * out_b] * (1 + problem.epilogue.num_d + int(problem.epilogue.with_c))
+    moved = 2 * sum(copied) * padded.batch
+    return moved / (arch.hbm_gbps * 1e3) + 2 * sum(1 for c in copied if c) * LAUNCH_US
 
 
 def rank(kernels: list, problem: GemmProblem, arch: ArchSpec) -> list[tuple[object, float]]:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from tiledispatch.errors import BadInput, bad_choice
 from tiledispatch.problems.conv import ConvProblem
+from tiledispatch.configs.validity import least_padded
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.select import conv_rules, rules
 
@@ -34,7 +35,8 @@ class Selection:
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """A way to compute the request: a kernel run directly, or on operands padded to multiples of 16."""
+    """A way to compute the request: a kernel run directly, or on zero-padded operands (`problem` is then the
+    padded problem, see GemmProblem.padded)."""
 
     kernel: Kernel
     problem: GemmProblem
@@ -43,6 +45,23 @@ class Plan:
     @property
     def label(self) -> str:
         return self.kernel.name + (" (padded)" if self.padded else "")
+
+
+def plan_for(kernel: Kernel, problem: GemmProblem | ConvProblem) -> Plan | None:
+    """How `kernel` computes `problem`: directly, else on the least padded operands it supports (a GEMM whose
+    align is too low, see validity.least_padded), else None. The one rule of registry plans, sweeps and offline
+    checks."""
+    if kernel.is_supported(problem):
+        return Plan(kernel, problem)
+    padded = least_padded(kernel.config, problem) if isinstance(problem, GemmProblem) else None
+    return Plan(kernel, padded, True) if padded is not None else None
+
+
+def plans_of(kernels: list[Kernel], problem: GemmProblem | ConvProblem) -> list[Plan]:
+    """The plan of every kernel that computes `problem` (plan_for), direct ones first, each group in the
+    kernels' order."""
+    found = [plan for plan in (plan_for(k, problem) for k in kernels) if plan is not None]
+    return [p for p in found if not p.padded] + [p for p in found if p.padded]
 
 
 def first_fit(plans: list[Plan]) -> list[tuple[Plan, float]]:
@@ -54,10 +73,13 @@ def by_rules(registry: Registry, plans: list[Plan], request: GemmProblem | ConvP
     if isinstance(request, ConvProblem):
         scored = [(plan, conv_rules.estimate_us(plan.kernel.config, plan.problem, registry.arch)) for plan in plans]
         return sorted(scored, key=lambda pair: pair[1])
-    pad_us = rules.padding_us(request, registry.arch)
-    scored = [(plan, rules.estimate_us(plan.kernel.config, plan.problem, registry.arch) + (pad_us if plan.padded
-                                                                                            else 0.0))
-              for plan in plans]
+    pad_us: dict[GemmProblem, float] = {}    # one estimate per padded problem (two at most)
+    scored = []
+    for plan in plans:
+        if plan.padded and plan.problem not in pad_us:
+            pad_us[plan.problem] = rules.padding_us(request, plan.problem, registry.arch)
+        extra = pad_us[plan.problem] if plan.padded else 0.0
+        scored.append((plan, rules.estimate_us(plan.kernel.config, plan.problem, registry.arch) + extra))
     return sorted(scored, key=lambda pair: pair[1])
 
 
@@ -169,7 +191,8 @@ def choose(registry: Registry, plans: list[Plan], request: GemmProblem, strategy
 def _selection(plan: Plan, strategy: str, ranking: list[tuple[Plan, float]]) -> Selection:
     notes = []
     if plan.padded:
-        notes.append("padded: operands copied into zero-padded buffers with M, N, K rounded up to multiples of "
-                     "16 (exact; padded rows and columns are dropped)")
+        notes.append(f"padded: runs as {plan.problem.m}x{plan.problem.n}x{plan.problem.k} on zero-padded copies "
+                     f"of the operands that need them (sizes along unit strides rounded up to multiples of "
+                     f"{plan.problem.align}; exact, padded rows and columns are dropped)")
     return Selection(plan.kernel, strategy, plan.problem, plan.padded, notes,
                      [(p.label, round(score, 3)) for p, score in ranking])

@@ -77,6 +77,11 @@ def aligned_configs() -> list[GemmConfig]:
             small_config("tiled", "rcr", "fp16", align=1)]
 
 
+def padding_configs() -> list[GemmConfig]:
+    """An a16 rrr kernel: padding of N alone leaves a row-major A in place."""
+    return [small_config("tiled", "rrr", "fp16", align=16)]
+
+
 def select_configs() -> list[GemmConfig]:
     """Three fp16 rcr plain kernels of different shapes for strategy tests (first_fit, rules, tune)."""
     return [small_config("tiled", "rcr", "fp16"),
@@ -120,8 +125,8 @@ def tma_configs() -> list[GemmConfig]:
 
 def all_configs() -> list[GemmConfig]:
     seen: dict[str, GemmConfig] = {}
-    for group in (numeric_configs(), fuzz_configs(), aligned_configs(), select_configs(), error_configs(),
-                  tma_configs()):
+    for group in (numeric_configs(), fuzz_configs(), aligned_configs(), padding_configs(), select_configs(),
+                  error_configs(), tma_configs()):
         for cfg in group:
             seen.setdefault(cfg.name, cfg)
     return list(seen.values())
