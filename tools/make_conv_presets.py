@@ -4,7 +4,7 @@ conv_{direction}_{dtype}_{ndim}d_all: every candidate instance of the families f
 dense and merged-group tiles, block-diagonal tiles for small equal groups, direct kernels for depthwise / few
 channels per group, and 1x1-as-GEMM for fwd and bwd_data), the set `benchmarks/conv.py` tunes over. _essential:
 the subset the one-call API builds by default (the instances a greedy cover of the H200 sweeps chose,
-tools/derive_conv_essential.py, and the fallbacks below align 8). Invalid configs for
+tools/derive_conv_essential.py, and the tap-loop fallbacks below align 8). Invalid configs for
 sm_90 are never written (the validity predicate is the filter). fp32 instances use fewer stages (4-byte tiles).
 """
 from __future__ import annotations
@@ -62,6 +62,13 @@ DIRECT_SPATIAL = [
     # channel totals that are multiples of 2 or 4 but not 8 (54, 108): 4- and 8-byte vectors
     *(row for a in (2, 4) for row in (("direct", 64, 32, 3, 1, 4, 2, "tap", a),
                                       ("direct", 32, 64, 3, 1, 4, 2, "tap", a), ("direct", 64, 32, 1, 1, 4, 2, "tap", a))),
+    # depthwise rows rolled through three accumulators (kernels/conv_roll.py; fwd / bwd_data, 2-D and 3-D):
+    # block_m pixels along W, filter columns unrolled to 3; not yet measured, so in no essential preset
+    ("direct", 64, 32, 3, 1, 4, 2, "roll", 8), ("direct", 32, 64, 3, 1, 4, 2, "roll", 8),
+    ("direct", 128, 32, 3, 1, 4, 2, "roll", 8), ("direct", 64, 16, 3, 1, 2, 2, "roll", 8),
+    ("direct", 32, 32, 3, 1, 2, 2, "roll", 8),
+    *(row for a in (2, 4) for row in (("direct", 64, 32, 3, 1, 4, 2, "roll", a),
+                                      ("direct", 32, 64, 3, 1, 4, 2, "roll", a))),
 ]
 # block_k: filter taps per program (one accumulator tile each). 3 measured best on most depthwise problems of
 # the H200 (session 9, 2-D and 3-D); the 9-tap rows reuse one dy tile for a whole 3x3 filter
@@ -124,7 +131,7 @@ def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list
     out = []
     for row in rows_for(direction):
         family, bm, bn, bk, gpp, warps, stages, kloop, align, split = row
-        if essential_only and align == 8 and instance_key(row) not in chosen:
+        if essential_only and (align == 8 or kloop == "roll") and instance_key(row) not in chosen:
             continue
         if dtype == "fp32":
             stages = min(stages, 2)

@@ -14,8 +14,10 @@ CONV_FAMILIES = ("igemm", "direct", "gemm", "tma")
 # How the implicit GEMM walks its reduction: "tap" loops over filter taps, then channels of one tap in
 # block_k chunks; "flat" walks (tap, channel) pairs flattened, so one block_k chunk spans several taps
 # (channels per group below block_k); "diag" (C/G == K/G == block_k, many small groups) does one dot per tap
-# against the block-diagonal weight of the block_n / block_k groups of a channel tile.
-KLOOPS = ("tap", "flat", "diag")
+# against the block-diagonal weight of the block_n / block_k groups of a channel tile. The direct family walks
+# taps ("tap": one activation tile per tap) or, depthwise, "roll"s down the rows (kernels/conv_roll.py: each
+# source row loaded once per filter column into three rolling accumulators).
+KLOOPS = ("tap", "flat", "diag", "roll")
 
 
 @dataclasses.dataclass(frozen=True)

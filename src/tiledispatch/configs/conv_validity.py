@@ -25,6 +25,8 @@ DIAG_GROUP_CHANNELS = (1, 2, 4, 8, 16, 32, 64)   # igemm kloop 'diag': C/G == K/
 DIRECT_UNROLL = (1, 2, 3, 4, 5, 7)   # direct fwd / bwd_data: innermost filter taps unrolled (block_k; 1: loops)
 DIRECT_TAP_CHUNKS = (1, 3, 9)        # direct bwd_weight: filter taps accumulated per program (block_k)
 MAX_WGRAD_ACC_PER_THREAD = 96        # direct bwd_weight: tap chunk x tile values per thread (ptxas spills above)
+DIRECT_KLOOPS = ("tap", "roll")      # direct: one tile per tap, or depthwise rows rolled (kernels/conv_roll.py)
+ROLL_SLOTS = 3                       # kloop 'roll': rolling accumulators (filter heights up to 3)
 SPLIT_K = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
 MAX_GRID_YZ = 65535
@@ -60,6 +62,9 @@ def _align_errors(cfg: ConvConfig, errors: list[tuple[str, str]]) -> None:
 
 
 def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
+    if cfg.kloop in DIRECT_KLOOPS[1:]:
+        errors.append(("kloop", f"kloop {cfg.kloop!r} belongs to family 'direct'; igemm walks 'tap', 'flat' or "
+                                "'diag'"))
     ok = choice(errors, "block_m", cfg.block_m, DOT_BLOCKS) & choice(errors, "block_n", cfg.block_n, DOT_BLOCKS)
     if cfg.kloop != "diag" or cfg.direction == "bwd_weight":   # fwd / bwd_data diag: block_k = C/G (below)
         ok &= choice(errors, "block_k", cfg.block_k, DOT_BLOCKS)
@@ -125,11 +130,26 @@ def _direct_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
     if cfg.groups_per_program != 1:
         errors.append(("groups_per_program", "family 'direct' vectorizes over channels; groups_per_program "
                                              f"must be 1, got {cfg.groups_per_program}"))
-    if cfg.kloop != "tap":
-        errors.append(("kloop", f"family 'direct' loops over taps; kloop must be 'tap', got {cfg.kloop!r}"))
+    if cfg.kloop not in DIRECT_KLOOPS:
+        errors.append(("kloop", f"family 'direct' takes kloop 'tap' or 'roll', got {cfg.kloop!r}"))
+    elif cfg.kloop == "roll":
+        _roll_errors(cfg, per_thread, errors)
     if per_thread > MAX_ACC_PER_THREAD:
         errors.append(("num_warps", f"a {cfg.block_m}x{cfg.block_n} tile with {cfg.num_warps} warps holds more "
                                     f"than {MAX_ACC_PER_THREAD} accumulators per thread"))
+
+
+def _roll_errors(cfg: ConvConfig, per_thread: int, errors: list[tuple[str, str]]) -> None:
+    """kloop 'roll' (kernels/conv_roll.py): depthwise fwd / bwd_data in 2-D and 3-D (it rolls down H, inside
+    W), ROLL_SLOTS accumulator tiles."""
+    if cfg.direction not in ("fwd", "bwd_data"):
+        errors.append(("direction", f"kloop 'roll' computes fwd and bwd_data, not {cfg.direction!r}"))
+    if cfg.ndim not in (2, 3):
+        errors.append(("ndim", f"kloop 'roll' rolls down the rows of 2-D and 3-D images, not ndim={cfg.ndim}"))
+    if ROLL_SLOTS * per_thread > MAX_WGRAD_ACC_PER_THREAD:
+        errors.append(("num_warps", f"kloop 'roll' keeps {ROLL_SLOTS} {cfg.block_m}x{cfg.block_n} accumulator tiles: "
+                                    f"{ROLL_SLOTS * per_thread} values per thread with {cfg.num_warps} warps "
+                                    f"(max {MAX_WGRAD_ACC_PER_THREAD})"))
 
 
 def shared_memory_bytes(cfg: ConvConfig) -> int:
@@ -315,7 +335,29 @@ def _volume(sizes: tuple[int, ...]) -> int:
     return out
 
 
+def _roll_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    """kloop 'roll': depthwise, filter rows up to ROLL_SLOTS walked with stride and dilation 1 along H (bwd_data:
+    stride 1 in every dim), the filter width within the unroll."""
+    if problem.c_per_group != 1 or problem.k_per_group != 1:
+        return (f"c_per_group: kloop 'roll' computes depthwise convolutions (C/G = K/G = 1); the problem has "
+                f"C/G={problem.c_per_group}, K/G={problem.k_per_group}")
+    if problem.filter[-2] > ROLL_SLOTS:
+        return f"filter: kloop 'roll' rolls filters up to {ROLL_SLOTS} rows high; the problem's is {problem.filter}"
+    if problem.filter[-1] > cfg.block_k:
+        return (f"filter: the kernel unrolls {cfg.block_k} filter columns; the problem's filter {problem.filter} "
+                f"is wider")
+    if problem.dilation[-2] != 1:
+        return f"dilation: kloop 'roll' needs dilation 1 along H, got {problem.dilation}"
+    strided = problem.stride if problem.direction == "bwd_data" else problem.stride[-2:-1]
+    if any(s != 1 for s in strided):
+        where = "in every dim for bwd_data" if problem.direction == "bwd_data" else "along H"
+        return f"stride: kloop 'roll' needs stride 1 {where}, got {problem.stride}"
+    return None
+
+
 def _direct_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    if cfg.kloop == "roll" and (reason := _roll_mismatch(cfg, problem)):
+        return reason
     if cfg.direction != "bwd_weight" and cfg.block_k > 1 and problem.filter[-1] > cfg.block_k:
         return (f"filter: the kernel unrolls {cfg.block_k} taps of the innermost filter dim; the problem's filter "
                 f"{problem.filter} is wider")

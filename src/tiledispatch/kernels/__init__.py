@@ -12,6 +12,7 @@ _GEMM = {"tiled": "gemm_tiled", "splitk": "gemm_splitk", "tma_persistent": "gemm
 _CONV = {"igemm": {"fwd": "conv_igemm", "bwd_data": "conv_igemm", "bwd_weight": "conv_wgrad"},
          "direct": {None: "conv_direct"}, "gemm": {None: "conv_gemm"},
          "tma": {"fwd": "conv_tma", "bwd_data": "conv_tma"}}
+_CONV_KLOOPS = {("direct", "roll"): "conv_roll"}   # a family's k-loop with a module of its own
 
 
 def family_module(cfg: Any) -> ModuleType:
@@ -22,6 +23,8 @@ def family_module(cfg: Any) -> ModuleType:
     if cfg.family not in table:
         raise bad_choice(InvalidConfig, "family", cfg.family, table)
     name = table[cfg.family]
+    if cfg.op == "conv" and (cfg.family, cfg.kloop) in _CONV_KLOOPS:
+        name = _CONV_KLOOPS[cfg.family, cfg.kloop]
     if isinstance(name, dict):
         name = name.get(None) or name[cfg.direction]
     return importlib.import_module(f"tiledispatch.kernels.{name}")

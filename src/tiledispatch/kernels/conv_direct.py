@@ -65,13 +65,14 @@ PACK_WARPS = 4
 # the workspace of every direction: bwd_weight's partial sums; fwd / bwd_data's weight repacked tap-major and
 # converted once, so the tap loop converts only the activations
 WORKSPACE_DTYPE = "fp32"
+WS_PARAM = Param("ws_ptr", "*" + DTYPES[WORKSPACE_DTYPE].triton, divisible16=True)
 PROGRAMS_PER_SM = 8         # bwd_weight: programs per SM the automatic split aims for
 MAX_GRID_YZ = 65535
 I = "    "
 
 
 # -- parameters ------------------------------------------------------------------------------------------
-def _base_params(cfg: ConvConfig) -> list[Param]:
+def base_params(cfg: ConvConfig) -> list[Param]:
     """The standard parameters; with align > 1 the activation pointers are 16-byte aligned."""
     aligned = ("x_ptr", "y_ptr") if cfg.align > 1 else ()
     return [dataclasses.replace(p, divisible16=True) if p.name in aligned else p for p in standard_params(cfg)]
@@ -88,8 +89,8 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
     """fwd, bwd_data: weight pack, then the dw and grouped compute entries; bwd_weight: the dw and grouped
     partial-sum entries, then the reduce."""
     tiles = [Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n)]
-    ws = Param("ws_ptr", "*" + DTYPES[WORKSPACE_DTYPE].triton, divisible16=True)
-    params = [*_base_params(cfg), ws]
+    ws = WS_PARAM
+    params = [*base_params(cfg), ws]
     if cfg.direction == "bwd_weight":
         params += [Param("SPAN", "i32"), *tiles, Param("TAP_CHUNK", "constexpr", tap_chunk(cfg))]
     else:
@@ -97,22 +98,27 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
     out = [EntrySpec(FN[cfg.direction].format(kind), tuple(params), cfg.num_warps, cfg.num_stages)
            for kind in KINDS]
     if cfg.direction == "bwd_weight":
-        reduce = [*_base_params(cfg), ws, Param("SPLIT", "i32")]
+        reduce = [*base_params(cfg), ws, Param("SPLIT", "i32")]
         return out + [EntrySpec(fn, tuple(reduce), REDUCE_WARPS, 1) for fn in reduce_fns(REDUCE_FN)]
-    pack = [*_base_params(cfg), ws, Param("BLOCK", "constexpr", PACK_BLOCK)]
-    return [EntrySpec(PACK_FN, tuple(pack), PACK_WARPS, 1)] + out
+    return [pack_entry(cfg)] + out
+
+
+def pack_entry(cfg: ConvConfig) -> EntrySpec:
+    """The entry that repacks the weight tap-major into the fp32 workspace (pack_body)."""
+    return EntrySpec(PACK_FN, (*base_params(cfg), WS_PARAM, Param("BLOCK", "constexpr", PACK_BLOCK)),
+                     PACK_WARPS, 1)
 
 
 # -- shared source pieces ---------------------------------------------------------------------------------
-def _lines(*lines: str, level: int = 1) -> str:
+def indented(*lines: str, level: int = 1) -> str:
     return "".join(f"{I * level}{line}\n" for line in lines)
 
 
-def _header(entry: EntrySpec) -> str:
+def header(entry: EntrySpec) -> str:
     return f"@triton.jit\ndef {entry.fn}(\n    {signature_text(list(entry.params))},\n):\n"
 
 
-def _vec(cfg: ConvConfig, row: str) -> str:
+def vec(cfg: ConvConfig, row: str) -> str:
     """align a > 1: a row offset (pixel offset into x or y) is a multiple of a elements (strides are), so with
     a 16-byte aligned base and a BLOCK_N-aligned channel range the tile is a run of a-element vectors (16 bytes
     for 16-bit dtypes at align 8; 4 and 8 bytes at align 2 and 4, for channel totals like 54 or 108)."""
@@ -130,7 +136,7 @@ def _decompose(cfg: ConvConfig, flat: str, size: str, level: int = 1) -> str:
     for s in reversed(ds[1:]):
         lines += [f"p_{s} = q % {size}_{s}", f"q = q // {size}_{s}"]
     lines += [f"p_{ds[0]} = q % {size}_{ds[0]}", f"nb = q // {size}_{ds[0]}"]
-    return _lines(*lines, level=level)
+    return indented(*lines, level=level)
 
 
 def _row_offset(cfg: ConvConfig, tensor: str, coord: str) -> str:
@@ -139,28 +145,28 @@ def _row_offset(cfg: ConvConfig, tensor: str, coord: str) -> str:
                       + [f"{coord}_{s}.to(tl.int64) * s{tensor}_{s}" for s in dims(cfg)])
 
 
-def _channel_mask(cfg: ConvConfig, channels: str) -> str:
+def channel_mask(cfg: ConvConfig, channels: str) -> str:
     """n_ok; align a > 1: the channel total is a multiple of a, so the mask is constant over each vector."""
     out = [f"n_ok = rn < {channels}"]
     if cfg.align > 1:
         out.append(f"n_ok = tl.max_constancy(n_ok, [{min(cfg.align, cfg.block_n)}])")
-    return _lines(*out)
+    return indented(*out)
 
 
-def _stride_hints(cfg: ConvConfig) -> str:
+def stride_hints(cfg: ConvConfig) -> str:
     """align a > 1: the activation strides are multiples of a (runtime/conv_args.tensor_align), so every
     shifted row offset keeps the divisibility (a tl.multiple_of on the final offset is lost once the compiler
     re-associates the shifts of unrolled taps)."""
     if cfg.align == 1:
         return ""
-    return _lines(*multiple_hints([f"s{t}_{s}" for t in "xy" for s in ("n", *dims(cfg))], cfg.align))
+    return indented(*multiple_hints([f"s{t}_{s}" for t in "xy" for s in ("n", *dims(cfg))], cfg.align))
 
 
 def _tile_start(cfg: ConvConfig, channels: str) -> str:
-    return (_stride_hints(cfg)
-            + _lines("pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)",
+    return (stride_hints(cfg)
+            + indented("pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)",
                      "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)", "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
-            + _channel_mask(cfg, channels))
+            + channel_mask(cfg, channels))
 
 
 def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]], tensor: str, chan: str,
@@ -174,17 +180,17 @@ def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]],
     for s in ds:
         unrolled = unroll > 1 and s == ds[-1]
         loop = f"tl.static_range(0, {unroll})" if unrolled else f"range(0, flt_{s})"
-        out += _lines(f"for f_{s} in {loop}:", level=level)
+        out += indented(f"for f_{s} in {loop}:", level=level)
         level += 1
         for line in tap_lines(s, ok, row):   # a line ending in ':' (a guard) opens a block
-            out += _lines(line, level=level)
+            out += indented(line, level=level)
             level += line.endswith(":")
-        out += _lines(f"tap_{s} = {tap} * flt_{s} + f_{s}" if tap else f"tap_{s} = f_{s}", level=level)
+        out += indented(f"tap_{s} = {tap} * flt_{s} + f_{s}" if tap else f"tap_{s} = f_{s}", level=level)
         if unrolled:   # taps past the filter's own size: no load, no weight
-            out += _lines(f"ok_{s} = ok_{s} & (f_{s} < flt_{s})", level=level)
+            out += indented(f"ok_{s} = ok_{s} & (f_{s} < flt_{s})", level=level)
         ok, row, tap = f"ok_{s}", f"ro_{s}", f"tap_{s}"
     w_ok = f"n_ok & (f_{ds[-1]} < flt_{ds[-1]})" if unroll > 1 else "n_ok"
-    return out + _lines(f"av = tl.load({tensor}_ptr + ({_vec(cfg, row)}[:, None] + {chan}[None, :]), "
+    return out + indented(f"av = tl.load({tensor}_ptr + ({vec(cfg, row)}[:, None] + {chan}[None, :]), "
                         f"mask={ok}[:, None] & n_ok[None, :], other=0.0)",
                         f"wv = tl.load(ws_ptr + ({w_off.format(tap=tap)}), mask={w_ok}, other=0.0)",
                         "acc += av.to(tl.float32) * wv[None, :]", level=level)
@@ -215,7 +221,7 @@ def _dgrad_tap(s: str, ok: str, row: str) -> list[str]:
 
 def _store(cfg: ConvConfig, tensor: str, coord: str = "p") -> str:
     """Cast the accumulator and store it at the tile's pixels ({coord}_<s>) and channels."""
-    return _lines(f"o_off = {_vec(cfg, _row_offset(cfg, tensor, coord))}",
+    return indented(f"o_off = {vec(cfg, _row_offset(cfg, tensor, coord))}",
                   f"tl.store({tensor}_ptr + (o_off[:, None] + rn[None, :]), acc.to({tl_type(cfg.out_dtype)}), "
                   "mask=m_ok[:, None] & n_ok[None, :])")
 
@@ -226,17 +232,17 @@ def _fwd_body(cfg: ConvConfig, kind: str) -> str:
     if kind == "dw":
         loops = _tap_loops(cfg, _fwd_tap, "x", "rn", _packed_row(cfg, "{tap} * K") + " + rn", 1, cfg.block_k)
     else:
-        loops = (_lines("xg = (rn // KG) * CG", "for cc in range(0, CG):")
+        loops = (indented("xg = (rn // KG) * CG", "for cc in range(0, CG):")
                  + _tap_loops(cfg, _fwd_tap, "x", "(xg + cc)", _packed_row(cfg, "({tap} * CG + cc) * K") + " + rn", 2))
     epilogue = ""
     if cfg.bias:
-        epilogue += _lines("acc += tl.load(bias_ptr + rn, mask=n_ok, other=0.0).to(tl.float32)[None, :]")
+        epilogue += indented("acc += tl.load(bias_ptr + rn, mask=n_ok, other=0.0).to(tl.float32)[None, :]")
     epilogue += activation_line(cfg, "acc")
     return (_tile_start(cfg, "K")
-            + _lines(f"m_ok = rm < {_pixels(cfg, 'out')}")
+            + indented(f"m_ok = rm < {_pixels(cfg, 'out')}")
             + _decompose(cfg, "rm", "out")
-            + _lines(*(f"c_{s} = p_{s} * str_{s} - pad_{s}" for s in ds))
-            + _lines(f"r_base = {_row_offset(cfg, 'x', 'c')}",
+            + indented(*(f"c_{s} = p_{s} * str_{s} - pad_{s}" for s in ds))
+            + indented(f"r_base = {_row_offset(cfg, 'x', 'c')}",
                      "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
             + loops + epilogue + _store(cfg, "y"))
 
@@ -246,12 +252,12 @@ def _dgrad_body(cfg: ConvConfig, kind: str) -> str:
     if kind == "dw":
         loops = _tap_loops(cfg, _dgrad_tap, "y", "rn", _packed_row(cfg, "{tap} * K") + " + rn", 1, cfg.block_k)
     else:
-        loops = (_lines("kg = (rn // CG) * KG", "cw = rn % CG", "for kk in range(0, KG):")
+        loops = (indented("kg = (rn // CG) * KG", "cw = rn % CG", "for kk in range(0, KG):")
                  + _tap_loops(cfg, _dgrad_tap, "y", "(kg + kk)", "({tap} * CG + cw) * K + kg + kk", 2))
     return (_tile_start(cfg, "C") + _phase(cfg)
             + _decompose(cfg, "rm", "sub")
-            + _lines(*(f"i_{s} = p_{s} * str_{s} + r_{s}" for s in ds))
-            + _lines("r_base = nb.to(tl.int64) * sy_n", "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+            + indented(*(f"i_{s} = p_{s} * str_{s} + r_{s}" for s in ds))
+            + indented("r_base = nb.to(tl.int64) * sy_n", "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
             + loops + _store(cfg, "x", "i"))
 
 
@@ -267,7 +273,7 @@ def _phase(cfg: ConvConfig) -> str:
     lines += [f"sub_{s} = (in_{s} - r_{s} + str_{s} - 1) // str_{s}" for s in ds]
     lines.append(f"m_ok = rm < {_pixels(cfg, 'sub')}")
     lines += [f"sub_{s} = tl.maximum(sub_{s}, 1)" for s in ds]
-    return _lines(*lines)
+    return indented(*lines)
 
 
 # -- backward weight ---------------------------------------------------------------------------------------
@@ -278,34 +284,34 @@ def _tap_coords(cfg: ConvConfig, tap: str, suffix: str) -> str:
     for s in reversed(ds[1:]):
         lines += [f"f_{s}{suffix} = qt % flt_{s}", f"qt = qt // flt_{s}"]
     lines.append(f"f_{ds[0]}{suffix} = qt")
-    return _lines(*lines)
+    return indented(*lines)
 
 
 def _wgrad_tap_setup(cfg: ConvConfig, j: int) -> str:
     """Scalars of tap j of the chunk: validity, per-dim shift f*dil, the x offset of that shift; its tile."""
     ds = dims(cfg)
     shift = " + ".join(f"d_{s}_{j}.to(tl.int64) * sx_{s}" for s in ds)
-    return (_lines(f"t_{j} = t0 + {j}", f"tok_{j} = t_{j} < taps")
+    return (indented(f"t_{j} = t0 + {j}", f"tok_{j} = t_{j} < taps")
             + _tap_coords(cfg, f"t_{j}", f"_{j}")
-            + _lines(*(f"d_{s}_{j} = f_{s}_{j} * dil_{s}" for s in ds), f"xs_{j} = {shift}",
+            + indented(*(f"d_{s}_{j} = f_{s}_{j} * dil_{s}" for s in ds), f"xs_{j} = {shift}",
                      f"acc_{j} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"))
 
 
 def _wgrad_pixel_loop(cfg: ConvConfig, chan: str) -> str:
     """Walk the program's pixel span in BLOCK_M blocks: one dy tile, then every tap of the chunk."""
     ds = dims(cfg)
-    out = _lines("for m0 in range(m_lo, m_hi, BLOCK_M):")
-    out += _lines("rm = m0 + tl.arange(0, BLOCK_M)", "m_ok = rm < m_hi", level=2)
+    out = indented("for m0 in range(m_lo, m_hi, BLOCK_M):")
+    out += indented("rm = m0 + tl.arange(0, BLOCK_M)", "m_ok = rm < m_hi", level=2)
     out += _decompose(cfg, "rm", "out", 2)
-    out += _lines(f"y_off = {_vec(cfg, _row_offset(cfg, 'y', 'p'))}",
+    out += indented(f"y_off = {vec(cfg, _row_offset(cfg, 'y', 'p'))}",
                   "dv = tl.load(y_ptr + (y_off[:, None] + rn[None, :]), mask=m_ok[:, None] & n_ok[None, :], "
                   "other=0.0).to(tl.float32)",
                   *(f"c_{s} = p_{s} * str_{s} - pad_{s}" for s in ds),
                   f"x_off = {_row_offset(cfg, 'x', 'c')}", level=2)
     for j in range(tap_chunk(cfg)):
         bounds = " & ".join(f"(c_{s} + d_{s}_{j} >= 0) & (c_{s} + d_{s}_{j} < in_{s})" for s in ds)
-        out += _lines(f"ok = m_ok & tok_{j} & {bounds}",
-                      f"xv = tl.load(x_ptr + ({_vec(cfg, f'x_off + xs_{j}')}[:, None] + {chan}[None, :]), "
+        out += indented(f"ok = m_ok & tok_{j} & {bounds}",
+                      f"xv = tl.load(x_ptr + ({vec(cfg, f'x_off + xs_{j}')}[:, None] + {chan}[None, :]), "
                       "mask=ok[:, None] & n_ok[None, :], other=0.0)",
                       f"acc_{j} += dv * xv.to(tl.float32)", level=2)
     return out
@@ -316,14 +322,14 @@ def _wgrad_body(cfg: ConvConfig, kind: str) -> str:
     taps = " * ".join(f"flt_{s}" for s in dims(cfg))
     chan = "rn" if kind == "dw" else "xc"
     stores = "".join(
-        _lines(f"ws_off = ((pid_s.to(tl.int64) * taps + t_{j}) * CG + cc) * K",
+        indented(f"ws_off = ((pid_s.to(tl.int64) * taps + t_{j}) * CG + cc) * K",
                f"tl.store(ws_ptr + (ws_off + rn), tl.sum(acc_{j}, axis=0), mask=n_ok & tok_{j})")
         for j in range(chunk))
-    return (_lines("pid_t = tl.program_id(0)", "pid_n = tl.program_id(1)", "pid_s = tl.program_id(2)",
+    return (indented("pid_t = tl.program_id(0)", "pid_n = tl.program_id(1)", "pid_s = tl.program_id(2)",
                    "cc = pid_t % CG", "t0 = (pid_t // CG) * TAP_CHUNK", f"taps = {taps}",
                    "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
-            + _channel_mask(cfg, "K")
-            + _lines("xc = (rn // KG) * CG + cc", "m_lo = pid_s * SPAN",
+            + channel_mask(cfg, "K")
+            + indented("xc = (rn // KG) * CG + cc", "m_lo = pid_s * SPAN",
                      f"m_hi = tl.minimum(m_lo + SPAN, {_pixels(cfg, 'out')})")
             + "".join(_wgrad_tap_setup(cfg, j) for j in range(chunk))
             + _wgrad_pixel_loop(cfg, chan) + stores)
@@ -334,20 +340,20 @@ def _reduce_body(cfg: ConvConfig, kind: str) -> str:
     taps = " * ".join(f"flt_{s}" for s in ds)
     w_off = " + ".join(["k.to(tl.int64) * sw_k"] + [f"f_{s}_.to(tl.int64) * sw_{s}" for s in ds] + ["c"])
     return (split_sum_lines(kind, f"{taps} * CG * K", "SPLIT")
-            + _lines("k = e % K", "q = e // K", "c = q % CG", "t = q // CG")
+            + indented("k = e % K", "q = e // K", "c = q % CG", "t = q // CG")
             + _tap_coords(cfg, "t", "_")
-            + _lines(f"tl.store(w_ptr + ({w_off}), acc.to({tl_type(cfg.out_dtype)}), mask=ok)"))
+            + indented(f"tl.store(w_ptr + ({w_off}), acc.to({tl_type(cfg.out_dtype)}), mask=ok)"))
 
 
-def _pack_body(cfg: ConvConfig) -> str:
+def pack_body(cfg: ConvConfig) -> str:
     """ws[(tap * C/G + c) * K + k] = w[k, c, tap]: weight vectors contiguous over output channels."""
     ds = dims(cfg)
     taps = " * ".join(f"flt_{s}" for s in ds)
     w_off = " + ".join(["k.to(tl.int64) * sw_k"] + [f"f_{s}_.to(tl.int64) * sw_{s}" for s in ds] + ["c"])
-    return (_lines(f"total = {taps} * CG * K", "e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
+    return (indented(f"total = {taps} * CG * K", "e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
                    "ok = e < total", "k = e % K", "q = e // K", "c = q % CG", "t = q // CG")
             + _tap_coords(cfg, "t", "_")
-            + _lines(f"tl.store(ws_ptr + e, tl.load(w_ptr + ({w_off}), mask=ok, other=0.0).to(tl.float32), "
+            + indented(f"tl.store(ws_ptr + e, tl.load(w_ptr + ({w_off}), mask=ok, other=0.0).to(tl.float32), "
                      "mask=ok)"))
 
 
@@ -361,8 +367,8 @@ def render(cfg: ConvConfig) -> str:
     if cfg.direction == "bwd_weight":
         bodies += [_reduce_body(cfg, kind) for kind in REDUCE_KINDS]
     else:
-        bodies.insert(0, _pack_body(cfg))
-    return "\n\n".join(_header(spec) + body for spec, body in zip(specs, bodies))
+        bodies.insert(0, pack_body(cfg))
+    return "\n\n".join(header(spec) + body for spec, body in zip(specs, bodies))
 
 
 def _cdiv(a: int, b: int) -> int:

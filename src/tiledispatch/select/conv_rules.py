@@ -6,7 +6,7 @@ import math
 
 from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.kernels import conv_igemm, conv_tma, conv_wgrad
+from tiledispatch.kernels import conv_igemm, conv_roll, conv_tma, conv_wgrad
 from tiledispatch.problems.conv import ConvProblem
 
 LAUNCH_US = 3.0
@@ -62,8 +62,12 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
     mem_us = problem.min_bytes / (arch.hbm_gbps * 1e3 * MEMORY_EFFICIENCY[cfg.family])
     if cfg.family == "direct":
         compute_us = problem.flops / (arch.peak_tflops_fp16 * 1e6 * FMA_FRACTION)
-        programs = math.ceil(problem.n * math.prod(problem.output) / cfg.block_m) * math.ceil(
-            problem.k / cfg.block_n)
+        if cfg.kloop == "roll":   # row strips: rows_plan's grid
+            channels = problem.k if problem.direction == "fwd" else problem.c
+            programs = conv_roll.rows_plan(cfg, problem, arch.sm_count)[1] * math.ceil(channels / cfg.block_n)
+        else:
+            programs = math.ceil(problem.n * math.prod(problem.output) / cfg.block_m) * math.ceil(
+                problem.k / cfg.block_n)
     else:
         eff = {"gemm": GEMM_EFFICIENCY, "tma": TMA_EFFICIENCY}.get(
             cfg.family, DOT_EFFICIENCY.get(cfg.groups_per_program, BATCHED_DOT_EFFICIENCY))

@@ -1,0 +1,198 @@
+"""Family `direct`, kloop 'roll': depthwise convolutions that slide down the rows (H) of the image, for fwd
+(stride 1 and dilation 1 along H) and bwd_data (stride 1 in every dim), ndim 2 and 3.
+
+The tap kernels (conv_direct) load one activation tile per filter tap: 9 per written pixel of a 3x3 filter.
+Here a program owns a strip of BLOCK_M written pixels along W x BLOCK_N channels over ROWS consecutive written
+rows (of one image; of one depth in 3-D). It walks the source rows that feed them once, top to bottom; each
+source row is loaded once per filter column (block_k shifted tiles, unrolled) and added, with the weights of
+the three filter rows, into three rolling fp32 accumulators: the written rows that this source row meets. After
+each source row the oldest accumulator is complete: it is stored (with the fwd epilogue) and the ring turns.
+Loads per written pixel: filter columns x (ROWS + 2) / ROWS (3.75 for 3x3 at ROWS = 8) instead of 9; a 2-D
+filter's weights are loaded once per program (3-D: once per source row and filter depth).
+
+Filter heights 1 to 3 (the rows past the filter's height get zero weights); the filter width is unrolled to
+block_k (masked past it; wider filters do not match). ROWS is a run-time scalar chosen per problem at launch
+(rows_plan): enough programs for ROLL_PROGRAMS_PER_SM per SM, at most MAX_ROWS rows each.
+
+With written row j0 + t - 2 + slot in accumulator slot (0: the oldest) while source row t of the walk is added:
+- fwd: y[j] += x[j - pad + fh] * w[fh], so the walk starts at source row j0 - pad and slot takes filter row
+  2 - slot;
+- bwd_data (stride 1): dx[i] += dy[i + pad - fh] * w[fh], so the walk starts at dy row j0 + pad - 2 and slot
+  takes filter row slot.
+The weights come repacked tap-major by conv_direct's pack entry; pixel coordinates are int32 and become int64
+before any stride multiply.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.kernels.conv_common import activation_line, dims, tl_type
+from tiledispatch.kernels.conv_direct import (
+    PACK_BLOCK,
+    WORKSPACE_DTYPE,
+    WS_PARAM,
+    base_params,
+    channel_mask,
+    header,
+    indented,
+    pack_body,
+    pack_entry,
+    stride_hints,
+    vec,
+)
+from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+from tiledispatch.problems.conv import ConvProblem
+
+SLOTS = 3                   # rolling accumulators: filter heights up to 3
+MAX_ROWS = 32               # written rows per program at most
+ROLL_PROGRAMS_PER_SM = 8    # rows_plan aims for this many programs per SM
+FN = {"fwd": "conv_roll_fwd_kernel", "bwd_data": "conv_roll_dgrad_kernel"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """The tensors of a direction: read from (src) and written (dst), their extent prefixes, the channels."""
+
+    src: str
+    dst: str
+    src_ext: str
+    dst_ext: str
+    channels: str
+
+
+SIDES = {"fwd": Side("x", "y", "in", "out", "K"), "bwd_data": Side("y", "x", "out", "in", "C")}
+
+
+def entries(cfg: ConvConfig) -> list[EntrySpec]:
+    """The weight pack (conv_direct), then the rolling compute entry."""
+    params = (*base_params(cfg), WS_PARAM, Param("ROWS", "i32"), Param("BLOCK_M", "constexpr", cfg.block_m),
+              Param("BLOCK_N", "constexpr", cfg.block_n))
+    return [pack_entry(cfg), EntrySpec(FN[cfg.direction], params, cfg.num_warps, cfg.num_stages)]
+
+
+# -- source ----------------------------------------------------------------------------------------------
+def _program(cfg: ConvConfig, side: Side) -> str:
+    """Program coordinates: image nb (3-D: written depth od), row chunk (first written row j0), the strip of
+    written columns dc (tiles along W fastest) and the channels rn."""
+    ext = side.dst_ext
+    split = ["q = pid_m", "tw = q % tiles_w", "q = q // tiles_w", "ch = q % chunks", "q = q // chunks"]
+    if cfg.ndim == 3:
+        split += [f"od = q % {ext}_d", f"q = q // {ext}_d"]
+    return (stride_hints(cfg)
+            + indented("pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)",
+                       "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
+            + channel_mask(cfg, side.channels)
+            + indented(f"tiles_w = ({ext}_w + BLOCK_M - 1) // BLOCK_M", f"chunks = ({ext}_h + ROWS - 1) // ROWS",
+                       *split, "nb = q", "j0 = ch * ROWS", "dc = tw * BLOCK_M + tl.arange(0, BLOCK_M)",
+                       f"c_ok = dc < {ext}_w"))
+
+
+def _columns(cfg: ConvConfig, side: Side) -> str:
+    """Per unrolled filter column f: the source column of every written column, its mask and x/y offset."""
+    out = []
+    for f in range(cfg.block_k):
+        src = (f"dc * str_w - pad_w + {f} * dil_w" if cfg.direction == "fwd" else f"dc + pad_w - {f} * dil_w")
+        within = f" & ({f} < flt_w)" if f else ""
+        out += [f"sc_{f} = {src}", f"ok_{f} = c_ok & (sc_{f} >= 0) & (sc_{f} < {side.src_ext}_w){within}",
+                f"co_{f} = sc_{f}.to(tl.int64) * s{side.src}_w"]
+    return indented(*out)
+
+
+def _weights(cfg: ConvConfig, depth: str, level: int) -> str:
+    """w_<fh>_<f>: the fp32 weight vectors of filter rows 0..2 and columns 0..block_k-1 (zero past the filter),
+    from the tap-major packed weight; `depth` is the filter depth of 3-D taps ('' in 2-D)."""
+    out = []
+    for fh in range(SLOTS):
+        for f in range(cfg.block_k):
+            tap = f"({depth} * flt_h + {fh}) * flt_w + {f}" if depth else f"{fh} * flt_w + {f}"
+            mask = " & ".join(["n_ok"] + ([f"({fh} < flt_h)"] if fh else []) + ([f"({f} < flt_w)"] if f else []))
+            out.append(f"w_{fh}_{f} = tl.load(ws_ptr + (({tap}) * K + rn), mask={mask}, other=0.0)")
+    return indented(*out, level=level)
+
+
+def _accumulate(cfg: ConvConfig, side: Side, row: str, ok: str, level: int) -> str:
+    """Load the source row at offset `row` (mask `ok`) once per filter column and add it to every slot."""
+    out = []
+    for f in range(cfg.block_k):
+        out.append(f"sv = tl.load({side.src}_ptr + ({vec(cfg, f'{row} + co_{f}')}[:, None] + rn[None, :]), "
+                   f"mask=(ok_{f} & {ok})[:, None] & n_ok[None, :], other=0.0).to(tl.float32)")
+        for slot in range(SLOTS):
+            fh = SLOTS - 1 - slot if cfg.direction == "fwd" else slot
+            out.append(f"acc_{slot} += sv * w_{fh}_{f}[None, :]")
+    return indented(*out, level=level)
+
+
+def _source_rows(cfg: ConvConfig, side: Side) -> str:
+    """The walk over source rows: 2-D adds the row itself; 3-D adds the rows of every filter depth."""
+    if cfg.ndim == 2:
+        return _accumulate(cfg, side, "ro", "r_ok", 2)
+    depth = ("od * str_d - pad_d + fd * dil_d" if cfg.direction == "fwd" else "od + pad_d - fd * dil_d")
+    return (indented("for fd in range(0, flt_d):", level=2)
+            + indented(f"sd = {depth}", f"d_ok = r_ok & (sd >= 0) & (sd < {side.src_ext}_d)",
+                       f"rd = ro + sd.to(tl.int64) * s{side.src}_d", level=3)
+            + _weights(cfg, "fd", 3) + _accumulate(cfg, side, "rd", "d_ok", 3))
+
+
+def _store_oldest(cfg: ConvConfig, side: Side) -> str:
+    """Row j = j0 + t - 2 is complete in slot 0: epilogue, store (nothing before the third source row or past
+    the written height), then turn the ring."""
+    value = "acc_0 + bias_v[None, :]" if cfg.bias else "acc_0"
+    return (indented("j = j0 + t - 2", f"st_ok = (t >= 2) & (j < {side.dst_ext}_h)", f"yv = {value}", level=2)
+            + activation_line(cfg, "yv", indent="        ")
+            + indented(f"d_off = dst_base + j.to(tl.int64) * s{side.dst}_h + dc.to(tl.int64) * s{side.dst}_w",
+                       f"tl.store({side.dst}_ptr + ({vec(cfg, 'd_off')}[:, None] + rn[None, :]), "
+                       f"yv.to({tl_type(cfg.out_dtype)}), mask=(c_ok & st_ok)[:, None] & n_ok[None, :])",
+                       "acc_0 = acc_1", "acc_1 = acc_2", "acc_2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+                       level=2))
+
+
+def _body(cfg: ConvConfig) -> str:
+    side = SIDES[cfg.direction]
+    start = "j0 - pad_h" if cfg.direction == "fwd" else f"j0 + pad_h - {SLOTS - 1}"
+    dst_base = f"nb.to(tl.int64) * s{side.dst}_n"
+    if cfg.ndim == 3:
+        dst_base += f" + od.to(tl.int64) * s{side.dst}_d"
+    setup = [f"src_base = nb.to(tl.int64) * s{side.src}_n", f"dst_base = {dst_base}", f"r0 = {start}"]
+    if cfg.bias:
+        setup.append("bias_v = tl.load(bias_ptr + rn, mask=n_ok, other=0.0).to(tl.float32)")
+    setup += [f"acc_{slot} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)" for slot in range(SLOTS)]
+    return (_program(cfg, side) + _columns(cfg, side)
+            + (_weights(cfg, "", 1) if cfg.ndim == 2 else "")
+            + indented(*setup)
+            + indented(f"for t in range(0, ROWS + {SLOTS - 1}):")
+            + indented("r = r0 + t", f"r_ok = (r >= 0) & (r < {side.src_ext}_h)",
+                       f"ro = src_base + r.to(tl.int64) * s{side.src}_h", level=2)
+            + _source_rows(cfg, side) + _store_oldest(cfg, side))
+
+
+def render(cfg: ConvConfig) -> str:
+    pack, compute = entries(cfg)
+    return header(pack) + pack_body(cfg) + "\n\n" + header(compute) + _body(cfg)
+
+
+# -- launch ----------------------------------------------------------------------------------------------
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def rows_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int]:
+    """(ROWS, programs along grid axis 0): the written rows are cut into equal chunks of at most MAX_ROWS,
+    as long as the grid keeps ROLL_PROGRAMS_PER_SM programs per SM."""
+    written = problem.output if problem.direction == "fwd" else problem.spatial
+    height, width = written[-2], written[-1]
+    outer = problem.n * (written[0] if problem.ndim == 3 else 1)
+    channels = problem.k if problem.direction == "fwd" else problem.c
+    layer = outer * _cdiv(width, cfg.block_m) * _cdiv(channels, cfg.block_n)   # programs per row chunk
+    rows = max(1, min(MAX_ROWS, height, height * layer // (ROLL_PROGRAMS_PER_SM * max(1, sms))))
+    chunks = _cdiv(height, rows)
+    return _cdiv(height, chunks), outer * chunks * _cdiv(width, cfg.block_m)
+
+
+def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
+    packed = math.prod(problem.filter) * problem.k
+    rows, programs = rows_plan(cfg, problem, sms)
+    channels = problem.k if problem.direction == "fwd" else problem.c
+    grids = ((_cdiv(packed, PACK_BLOCK), 1, 1), (programs, _cdiv(channels, cfg.block_n), 1))
+    return LaunchPlan(grids, scalars=(("ROWS", rows),), workspaces=(("ws_ptr", packed, WORKSPACE_DTYPE),))

@@ -1,0 +1,132 @@
+"""Family `direct`, kloop 'roll' (depthwise rows rolled through three accumulators): the interpreter vs the
+float64 reference, the row chunking of its launch plan, its config and problem-match rules, sm_90 compiles."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import tiledispatch as td
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
+from tiledispatch.kernels import conv_roll, family_module
+from tiledispatch.runtime.conv_reference import run_and_validate
+
+# align 8: fp16, two 8-channel vectors per 16-channel tile (24 channels: a half-masked second tile), fwd with
+# bias and an activation; align 1: fp32, 5 channels (odd), a 2-wide unroll where the filter allows it
+A8 = {"family": "direct", "kloop": "roll", "dtype": "fp16", "block_m": 16, "block_n": 16, "block_k": 3,
+      "num_warps": 1, "align": 8}
+A1 = {**A8, "dtype": "fp32", "block_n": 8, "align": 1}
+CHANNELS = {8: 24, 1: 5}
+# Per (direction, ndim): odd sizes, asymmetric padding, filter heights 3, 2 and 1; fwd takes stride 2 and
+# dilation 2 along W (and D), which the roll allows (only H must be unit), bwd_data dilation 2 along W
+GEOMETRY = {
+    ("fwd", 2): {"spatial": (8, 9), "filter": (3, 3), "stride": (1, 2), "padding": ((1, 0), (1, 2)),
+                 "dilation": (1, 2)},
+    ("fwd", 3): {"spatial": (5, 6, 7), "filter": (2, 2, 3), "stride": (2, 1, 1), "padding": ((1, 0), (0, 1),
+                 (1, 1)), "dilation": (2, 1, 1)},
+    ("bwd_data", 2): {"spatial": (8, 7), "filter": (3, 3), "padding": ((2, 0), (0, 1)), "dilation": (1, 2)},
+    ("bwd_data", 3): {"spatial": (4, 6, 5), "filter": (3, 1, 3), "padding": ((1, 1), (0, 0), (1, 2))},
+}
+# 1 SM: several written rows per program (fwd 2-D a8: 7 rows in chunks of 3, the last one 2 rows past the
+# height); 132: one row per program
+SMS = (1, 132)
+
+
+def _case(direction, ndim, fields):
+    cfg = ConvConfig(direction=direction, ndim=ndim, **fields)
+    if direction == "fwd" and fields["align"] == 8:
+        cfg = cfg.with_epilogue("gelu_tanh" if ndim == 2 else "silu", True)
+    c = CHANNELS[fields["align"]]
+    problem = td.ConvProblem(direction, 2, c, c, c, dtype=cfg.dtype, bias=cfg.bias, activation=cfg.activation,
+                             **GEOMETRY[direction, ndim])
+    return cfg, problem
+
+
+CASES = [(f"{d}-{nd}d-a{fields['align']}", *_case(d, nd, fields))
+         for d in ("fwd", "bwd_data") for nd in (2, 3) for fields in (A8, A1)]
+
+
+@pytest.fixture(scope="module", params=SMS, ids=[f"sms{s}" for s in SMS])
+def registry(request, build_registry):
+    return build_registry([cfg for _, cfg, _ in CASES], sms=request.param)
+
+
+@pytest.mark.parametrize("cfg, problem", [case[1:] for case in CASES], ids=[case[0] for case in CASES])
+def test_matches_reference(registry, cfg, problem):
+    assert conv_problem_mismatch(cfg, problem) is None
+    _, _, result = run_and_validate(registry.get(cfg.name), problem)
+    assert result["passed"], result
+
+
+def test_the_roll_has_a_module_of_its_own():
+    assert family_module(ConvConfig(**A8)) is conv_roll
+    assert family_module(ConvConfig(**{**A8, "kloop": "tap"})).__name__.endswith("conv_direct")
+
+
+@pytest.mark.parametrize("sms", [1, 8, 132])
+@pytest.mark.parametrize("height", [1, 7, 56, 112])
+def test_row_chunks_cover_every_written_row_once(sms, height):
+    cfg = ConvConfig(**A8)
+    problem = td.ConvProblem("fwd", 4, 32, 32, 32, (height, 40), (3, 3), padding=1)
+    rows, programs = conv_roll.rows_plan(cfg, problem, sms)
+    chunks = -(-height // rows)
+    assert 1 <= rows <= min(conv_roll.MAX_ROWS, height)
+    assert (chunks - 1) * rows < height <= chunks * rows            # no empty chunk, none missing
+    assert programs == 4 * chunks * -(-40 // cfg.block_m)
+    plan = conv_roll.launch_plan(cfg, problem, sms)
+    assert dict(plan.scalars) == {"ROWS": rows}
+    assert plan.grids[1] == (programs, -(-32 // cfg.block_n), 1)
+    assert plan.workspaces == (("ws_ptr", 9 * 32, "fp32"),)
+
+
+def test_more_sms_get_shorter_chunks():
+    cfg = ConvConfig(**A8)
+    problem = td.ConvProblem("fwd", 8, 64, 64, 64, (56, 56), (3, 3), padding=1)
+    assert conv_roll.rows_plan(cfg, problem, 1)[0] == 28        # the fewest chunks of <= 32 rows: two of 28
+    assert conv_roll.rows_plan(cfg, problem, 132)[0] < 28
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"direction": "bwd_weight"}, "direction"),
+    ({"ndim": 1}, "ndim"),
+    ({"block_m": 128, "block_n": 64, "num_warps": 1}, "num_warps"),   # 3 x 256 values per thread
+    ({"family": "igemm", "block_m": 64, "block_n": 64, "block_k": 32}, "kloop"),
+])
+def test_config_errors_name_the_field(change, field):
+    arch = td.Registry("sm_90").arch
+    assert conv_config_errors(ConvConfig(**A8), arch) == []
+    errors = dict(conv_config_errors(ConvConfig(**{**A8, **change}), arch))
+    assert field in errors, errors
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"k": 48}, "c_per_group"),                                   # a depth multiplier of 2
+    ({"groups": 12}, "c_per_group"),                              # 2 channels per group
+    ({"filter": (5, 3)}, "filter"),                               # taller than the three slots
+    ({"filter": (3, 5)}, "filter"),                               # wider than the unroll
+    ({"stride": (2, 1)}, "stride"),                               # fwd rolls H with stride 1
+    ({"dilation": (2, 1)}, "dilation"),
+    ({"direction": "bwd_data", "stride": (1, 2)}, "stride"),      # bwd_data: stride 1 everywhere
+])
+def test_problem_mismatch_reasons(change, reason):
+    cfg = ConvConfig(**{**A8, "direction": change.get("direction", "fwd")})
+    fields = {"direction": "fwd", "n": 1, "c": 24, "k": 24, "groups": 24, "spatial": (9, 9), "filter": (3, 3),
+              "dtype": "fp16", **change}
+    problem = td.ConvProblem(**fields)
+    assert conv_problem_mismatch(cfg, dataclasses.replace(problem)).startswith(reason)
+    ok = td.ConvProblem(**{**fields, **{key: value for key, value in (
+        ("k", 24), ("groups", 24), ("filter", (3, 3)), ("stride", 1), ("dilation", 1))}})
+    assert conv_problem_mismatch(cfg, ok) is None
+
+
+def test_bf16_instances_compile_for_sm90():
+    reg = td.Registry("sm_90")
+    for direction in ("fwd", "bwd_data"):
+        for ndim, (bm, bn, warps) in ((2, (64, 32, 4)), (3, (32, 64, 4))):
+            cfg = ConvConfig(family="direct", kloop="roll", direction=direction, ndim=ndim, dtype="bf16",
+                             block_m=bm, block_n=bn, block_k=3, num_warps=warps, num_stages=1, align=8)
+            assert conv_config_errors(cfg, reg.arch) == [], cfg.name
+            reg.add(cfg)
+    report = reg.build(max_workers=2)
+    assert not report.failed, report.failed
