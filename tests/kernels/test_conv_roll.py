@@ -25,6 +25,10 @@ GEOMETRY = {
                  "dilation": (1, 2)},
     ("fwd", 3): {"spatial": (5, 6, 7), "filter": (2, 2, 3), "stride": (2, 1, 1), "padding": ((1, 0), (0, 1),
                  (1, 1)), "dilation": (2, 1, 1)},
+    # fwd with stride 2 along H (the two-slot entry): odd heights, a filter of 2 rows in 3-D
+    ("fwd_s2", 2): {"spatial": (9, 8), "filter": (3, 3), "stride": (2, 1), "padding": ((1, 1), (1, 0))},
+    ("fwd_s2", 3): {"spatial": (3, 7, 6), "filter": (3, 2, 3), "stride": (1, 2, 2), "padding": ((1, 1), (0, 1),
+                    (1, 1))},
     ("bwd_data", 2): {"spatial": (8, 7), "filter": (3, 3), "padding": ((2, 0), (0, 1)), "dilation": (1, 2)},
     ("bwd_data", 3): {"spatial": (4, 6, 5), "filter": (3, 1, 3), "padding": ((1, 1), (0, 0), (1, 2))},
 }
@@ -33,23 +37,24 @@ GEOMETRY = {
 SMS = (1, 132)
 
 
-def _case(direction, ndim, fields):
+def _case(key, ndim, fields):
+    direction = key.split("_s")[0]
     cfg = ConvConfig(direction=direction, ndim=ndim, **fields)
     if direction == "fwd" and fields["align"] == 8:
         cfg = cfg.with_epilogue("gelu_tanh" if ndim == 2 else "silu", True)
     c = CHANNELS[fields["align"]]
     problem = td.ConvProblem(direction, 2, c, c, c, dtype=cfg.dtype, bias=cfg.bias, activation=cfg.activation,
-                             **GEOMETRY[direction, ndim])
+                             **GEOMETRY[key, ndim])
     return cfg, problem
 
 
-CASES = [(f"{d}-{nd}d-a{fields['align']}", *_case(d, nd, fields))
-         for d in ("fwd", "bwd_data") for nd in (2, 3) for fields in (A8, A1)]
+CASES = [(f"{key}-{nd}d-a{fields['align']}", *_case(key, nd, fields))
+         for key in ("fwd", "fwd_s2", "bwd_data") for nd in (2, 3) for fields in (A8, A1)]
 
 
 @pytest.fixture(scope="module", params=SMS, ids=[f"sms{s}" for s in SMS])
 def registry(request, build_registry):
-    return build_registry([cfg for _, cfg, _ in CASES], sms=request.param)
+    return build_registry(list(dict.fromkeys(cfg for _, cfg, _ in CASES)), sms=request.param)
 
 
 @pytest.mark.parametrize("cfg, problem", [case[1:] for case in CASES], ids=[case[0] for case in CASES])
@@ -105,7 +110,7 @@ def test_config_errors_name_the_field(change, field):
     ({"groups": 12}, "c_per_group"),                              # 2 channels per group
     ({"filter": (5, 3)}, "filter"),                               # taller than the three slots
     ({"filter": (3, 5)}, "filter"),                               # wider than the unroll
-    ({"stride": (2, 1)}, "stride"),                               # fwd rolls H with stride 1
+    ({"stride": (3, 1)}, "stride"),                               # fwd rolls H with stride 1 or 2
     ({"dilation": (2, 1)}, "dilation"),
     ({"direction": "bwd_data", "stride": (1, 2)}, "stride"),      # bwd_data: stride 1 everywhere
 ])
@@ -118,6 +123,16 @@ def test_problem_mismatch_reasons(change, reason):
     ok = td.ConvProblem(**{**fields, **{key: value for key, value in (
         ("k", 24), ("groups", 24), ("filter", (3, 3)), ("stride", 1), ("dilation", 1))}})
     assert conv_problem_mismatch(cfg, ok) is None
+
+
+@pytest.mark.parametrize("direction, stride, launched", [
+    ("fwd", (1, 2), [True, False]), ("fwd", (2, 1), [False, True]), ("bwd_data", (1, 1), [True])])
+def test_the_entry_of_the_problems_stride_launches(direction, stride, launched):
+    cfg = ConvConfig(**{**A8, "direction": direction})
+    problem = td.ConvProblem(direction, 2, 32, 32, 32, (12, 12), (3, 3), stride=stride, padding=1)
+    grids = conv_roll.launch_plan(cfg, problem, 132).grids
+    assert len(grids) == 1 + len(launched)
+    assert [min(g) > 0 for g in grids[1:]] == launched
 
 
 def test_bf16_instances_compile_for_sm90():

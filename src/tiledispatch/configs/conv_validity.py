@@ -27,6 +27,7 @@ DIRECT_TAP_CHUNKS = (1, 3, 9)        # direct bwd_weight: filter taps accumulate
 MAX_WGRAD_ACC_PER_THREAD = 96        # direct bwd_weight: tap chunk x tile values per thread (ptxas spills above)
 DIRECT_KLOOPS = ("tap", "roll")      # direct: one tile per tap, or depthwise rows rolled (kernels/conv_roll.py)
 ROLL_SLOTS = 3                       # kloop 'roll': rolling accumulators (filter heights up to 3)
+ROLL_H_STRIDES = {"fwd": (1, 2), "bwd_data": (1,)}   # kloop 'roll': strides along H (an entry each)
 SPLIT_K = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
 MAX_GRID_YZ = 65535
@@ -336,8 +337,8 @@ def _volume(sizes: tuple[int, ...]) -> int:
 
 
 def _roll_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
-    """kloop 'roll': depthwise, filter rows up to ROLL_SLOTS walked with stride and dilation 1 along H (bwd_data:
-    stride 1 in every dim), the filter width within the unroll."""
+    """kloop 'roll': depthwise, filter rows up to ROLL_SLOTS walked with dilation 1 and a stride of
+    ROLL_H_STRIDES along H (bwd_data: stride 1 in every dim), the filter width within the unroll."""
     if problem.c_per_group != 1 or problem.k_per_group != 1:
         return (f"c_per_group: kloop 'roll' computes depthwise convolutions (C/G = K/G = 1); the problem has "
                 f"C/G={problem.c_per_group}, K/G={problem.k_per_group}")
@@ -348,10 +349,11 @@ def _roll_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
                 f"is wider")
     if problem.dilation[-2] != 1:
         return f"dilation: kloop 'roll' needs dilation 1 along H, got {problem.dilation}"
-    strided = problem.stride if problem.direction == "bwd_data" else problem.stride[-2:-1]
-    if any(s != 1 for s in strided):
-        where = "in every dim for bwd_data" if problem.direction == "bwd_data" else "along H"
-        return f"stride: kloop 'roll' needs stride 1 {where}, got {problem.stride}"
+    if problem.direction == "bwd_data" and any(s != 1 for s in problem.stride):
+        return f"stride: kloop 'roll' computes bwd_data of stride 1 in every dim, got {problem.stride}"
+    if problem.stride[-2] not in ROLL_H_STRIDES[problem.direction]:
+        return (f"stride: kloop 'roll' rolls down H with stride {' or '.join(map(str, ROLL_H_STRIDES['fwd']))}, "
+                f"got {problem.stride}")
     return None
 
 

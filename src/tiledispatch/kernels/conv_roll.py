@@ -1,26 +1,30 @@
 """Family `direct`, kloop 'roll': depthwise convolutions that slide down the rows (H) of the image, for fwd
-(stride 1 and dilation 1 along H) and bwd_data (stride 1 in every dim), ndim 2 and 3.
+(stride 1 or 2 and dilation 1 along H) and bwd_data (stride 1 in every dim), ndim 2 and 3.
 
 The tap kernels (conv_direct) load one activation tile per filter tap: 9 per written pixel of a 3x3 filter.
 Here a program owns a strip of BLOCK_M written pixels along W x BLOCK_N channels over ROWS consecutive written
 rows (of one image; of one depth in 3-D). It walks the source rows that feed them once, top to bottom; each
 source row is loaded once per filter column (block_k shifted tiles, unrolled) and added, with the weights of
-the three filter rows, into three rolling fp32 accumulators: the written rows that this source row meets. After
-each source row the oldest accumulator is complete: it is stored (with the fwd epilogue) and the ring turns.
-Loads per written pixel: filter columns x (ROWS + 2) / ROWS (3.75 for 3x3 at ROWS = 8) instead of 9; a 2-D
+the filter rows that meet it, into rolling fp32 accumulators (slots, the oldest first). Once a written row
+has met its last filter row, slot 0 holds it: it is stored (with the fwd epilogue) and the ring turns. A 2-D
 filter's weights are loaded once per program (3-D: once per source row and filter depth).
+
+- stride 1 (fwd, and bwd_data, which is then the correlation with the flipped filter): three slots; source row
+  t of the walk meets written rows j0 + t - 2 + slot. fwd: y[j] += x[j - pad + fh] * w[fh], so the walk starts
+  at source row j0 - pad and slot takes filter row 2 - slot; bwd_data: dx[i] += dy[i + pad - fh] * w[fh], so
+  it starts at dy row j0 + pad - 2 and slot takes filter row slot. Loads per written pixel: filter columns x
+  (ROWS + 2) / ROWS (3.75 for 3x3 at ROWS = 8) instead of 9.
+- stride 2 (fwd): two slots; written row j reads source rows 2j - pad + fh, so rows 2j - pad + 2 also open
+  row j + 1. After the first source row, each step adds two: the odd one (filter row 1) to slot 0, the even
+  one (filter row 2) to slot 0 and (filter row 0) to slot 1. Loads per written pixel: 2 x filter columns
+  (+1 row per program) instead of 3 x filter columns.
+fwd has an entry per stride along H and a launch runs the one of the problem (the other gets an empty grid).
 
 Filter heights 1 to 3 (the rows past the filter's height get zero weights); the filter width is unrolled to
 block_k (masked past it; wider filters do not match). ROWS is a run-time scalar chosen per problem at launch
-(rows_plan): enough programs for ROLL_PROGRAMS_PER_SM per SM, at most MAX_ROWS rows each.
-
-With written row j0 + t - 2 + slot in accumulator slot (0: the oldest) while source row t of the walk is added:
-- fwd: y[j] += x[j - pad + fh] * w[fh], so the walk starts at source row j0 - pad and slot takes filter row
-  2 - slot;
-- bwd_data (stride 1): dx[i] += dy[i + pad - fh] * w[fh], so the walk starts at dy row j0 + pad - 2 and slot
-  takes filter row slot.
-The weights come repacked tap-major by conv_direct's pack entry; pixel coordinates are int32 and become int64
-before any stride multiply.
+(rows_plan): enough programs for ROLL_PROGRAMS_PER_SM per SM, at most MAX_ROWS rows each. The weights come
+repacked tap-major by conv_direct's pack entry; pixel coordinates are int32 and become int64 before any stride
+multiply.
 """
 from __future__ import annotations
 
@@ -28,7 +32,8 @@ import dataclasses
 import math
 
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.kernels.conv_common import activation_line, dims, tl_type
+from tiledispatch.configs.conv_validity import ROLL_H_STRIDES, ROLL_SLOTS
+from tiledispatch.kernels.conv_common import activation_line, tl_type
 from tiledispatch.kernels.conv_direct import (
     PACK_BLOCK,
     WORKSPACE_DTYPE,
@@ -45,10 +50,11 @@ from tiledispatch.kernels.conv_direct import (
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
 from tiledispatch.problems.conv import ConvProblem
 
-SLOTS = 3                   # rolling accumulators: filter heights up to 3
+SLOTS = ROLL_SLOTS          # rolling accumulators at stride 1: filter heights up to 3
 MAX_ROWS = 32               # written rows per program at most
 ROLL_PROGRAMS_PER_SM = 8    # rows_plan aims for this many programs per SM
-FN = {"fwd": "conv_roll_fwd_kernel", "bwd_data": "conv_roll_dgrad_kernel"}
+H_STRIDES = ROLL_H_STRIDES  # one compute entry per stride along H
+FN = {"fwd": "conv_roll_fwd_s{}_kernel", "bwd_data": "conv_roll_dgrad_kernel"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,10 +72,11 @@ SIDES = {"fwd": Side("x", "y", "in", "out", "K"), "bwd_data": Side("y", "x", "ou
 
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
-    """The weight pack (conv_direct), then the rolling compute entry."""
+    """The weight pack (conv_direct), then a rolling compute entry per stride along H."""
     params = (*base_params(cfg), WS_PARAM, Param("ROWS", "i32"), Param("BLOCK_M", "constexpr", cfg.block_m),
               Param("BLOCK_N", "constexpr", cfg.block_n))
-    return [pack_entry(cfg), EntrySpec(FN[cfg.direction], params, cfg.num_warps, cfg.num_stages)]
+    return [pack_entry(cfg)] + [EntrySpec(FN[cfg.direction].format(s), params, cfg.num_warps, cfg.num_stages)
+                                for s in H_STRIDES[cfg.direction]]
 
 
 # -- source ----------------------------------------------------------------------------------------------
@@ -100,11 +107,11 @@ def _columns(cfg: ConvConfig, side: Side) -> str:
     return indented(*out)
 
 
-def _weights(cfg: ConvConfig, depth: str, level: int) -> str:
-    """w_<fh>_<f>: the fp32 weight vectors of filter rows 0..2 and columns 0..block_k-1 (zero past the filter),
-    from the tap-major packed weight; `depth` is the filter depth of 3-D taps ('' in 2-D)."""
+def _weights(cfg: ConvConfig, depth: str, level: int, rows: tuple[int, ...] = tuple(range(SLOTS))) -> str:
+    """w_<fh>_<f>: the fp32 weight vectors of filter rows `rows` and columns 0..block_k-1 (zero past the
+    filter), from the tap-major packed weight; `depth` is the filter depth of 3-D taps ('' in 2-D)."""
     out = []
-    for fh in range(SLOTS):
+    for fh in rows:
         for f in range(cfg.block_k):
             tap = f"({depth} * flt_h + {fh}) * flt_w + {f}" if depth else f"{fh} * flt_w + {f}"
             mask = " & ".join(["n_ok"] + ([f"({fh} < flt_h)"] if fh else []) + ([f"({f} < flt_w)"] if f else []))
@@ -112,64 +119,85 @@ def _weights(cfg: ConvConfig, depth: str, level: int) -> str:
     return indented(*out, level=level)
 
 
-def _accumulate(cfg: ConvConfig, side: Side, row: str, ok: str, level: int) -> str:
-    """Load the source row at offset `row` (mask `ok`) once per filter column and add it to every slot."""
+def _accumulate(cfg: ConvConfig, side: Side, row: str, ok: str, pairs: tuple[tuple[int, int], ...],
+                level: int) -> str:
+    """Load the source row at offset `row` (mask `ok`) once per filter column and add it to each (slot,
+    filter row) of `pairs`."""
     out = []
     for f in range(cfg.block_k):
         out.append(f"sv = tl.load({side.src}_ptr + ({vec(cfg, f'{row} + co_{f}')}[:, None] + rn[None, :]), "
                    f"mask=(ok_{f} & {ok})[:, None] & n_ok[None, :], other=0.0).to(tl.float32)")
-        for slot in range(SLOTS):
-            fh = SLOTS - 1 - slot if cfg.direction == "fwd" else slot
-            out.append(f"acc_{slot} += sv * w_{fh}_{f}[None, :]")
+        out += [f"acc_{slot} += sv * w_{fh}_{f}[None, :]" for slot, fh in pairs]
     return indented(*out, level=level)
 
 
-def _source_rows(cfg: ConvConfig, side: Side) -> str:
-    """The walk over source rows: 2-D adds the row itself; 3-D adds the rows of every filter depth."""
+def _add_row(cfg: ConvConfig, side: Side, source_row: str, pairs: tuple[tuple[int, int], ...],
+             level: int) -> str:
+    """Source row `source_row` (r: its index, r_ok, ro: its offset), added to the (slot, filter row) `pairs`:
+    in 2-D once; in 3-D once per filter depth, each with that depth's weights."""
+    out = indented(f"r = {source_row}", f"r_ok = (r >= 0) & (r < {side.src_ext}_h)",
+                   f"ro = src_base + r.to(tl.int64) * s{side.src}_h", level=level)
     if cfg.ndim == 2:
-        return _accumulate(cfg, side, "ro", "r_ok", 2)
+        return out + _accumulate(cfg, side, "ro", "r_ok", pairs, level)
     depth = ("od * str_d - pad_d + fd * dil_d" if cfg.direction == "fwd" else "od + pad_d - fd * dil_d")
-    return (indented("for fd in range(0, flt_d):", level=2)
+    return (out + indented("for fd in range(0, flt_d):", level=level)
             + indented(f"sd = {depth}", f"d_ok = r_ok & (sd >= 0) & (sd < {side.src_ext}_d)",
-                       f"rd = ro + sd.to(tl.int64) * s{side.src}_d", level=3)
-            + _weights(cfg, "fd", 3) + _accumulate(cfg, side, "rd", "d_ok", 3))
+                       f"rd = ro + sd.to(tl.int64) * s{side.src}_d", level=level + 1)
+            + _weights(cfg, "fd", level + 1, tuple(sorted({fh for _, fh in pairs})))
+            + _accumulate(cfg, side, "rd", "d_ok", pairs, level + 1))
 
 
-def _store_oldest(cfg: ConvConfig, side: Side) -> str:
-    """Row j = j0 + t - 2 is complete in slot 0: epilogue, store (nothing before the third source row or past
-    the written height), then turn the ring."""
+def _store_oldest(cfg: ConvConfig, side: Side, row: str, when: str, slots: int) -> str:
+    """Written row `row` is complete in slot 0: epilogue, store where `when` (and within the written height),
+    then turn the ring of `slots` accumulators."""
     value = "acc_0 + bias_v[None, :]" if cfg.bias else "acc_0"
-    return (indented("j = j0 + t - 2", f"st_ok = (t >= 2) & (j < {side.dst_ext}_h)", f"yv = {value}", level=2)
+    turn = [f"acc_{s} = acc_{s + 1}" for s in range(slots - 1)]
+    return (indented(f"j = {row}", f"st_ok = {when}(j < {side.dst_ext}_h)", f"yv = {value}", level=2)
             + activation_line(cfg, "yv", indent="        ")
             + indented(f"d_off = dst_base + j.to(tl.int64) * s{side.dst}_h + dc.to(tl.int64) * s{side.dst}_w",
                        f"tl.store({side.dst}_ptr + ({vec(cfg, 'd_off')}[:, None] + rn[None, :]), "
                        f"yv.to({tl_type(cfg.out_dtype)}), mask=(c_ok & st_ok)[:, None] & n_ok[None, :])",
-                       "acc_0 = acc_1", "acc_1 = acc_2", "acc_2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-                       level=2))
+                       *turn, f"acc_{slots - 1} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", level=2))
 
 
-def _body(cfg: ConvConfig) -> str:
-    side = SIDES[cfg.direction]
-    start = "j0 - pad_h" if cfg.direction == "fwd" else f"j0 + pad_h - {SLOTS - 1}"
+def _setup(cfg: ConvConfig, side: Side, start: str, slots: int) -> str:
     dst_base = f"nb.to(tl.int64) * s{side.dst}_n"
     if cfg.ndim == 3:
         dst_base += f" + od.to(tl.int64) * s{side.dst}_d"
     setup = [f"src_base = nb.to(tl.int64) * s{side.src}_n", f"dst_base = {dst_base}", f"r0 = {start}"]
     if cfg.bias:
         setup.append("bias_v = tl.load(bias_ptr + rn, mask=n_ok, other=0.0).to(tl.float32)")
-    setup += [f"acc_{slot} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)" for slot in range(SLOTS)]
-    return (_program(cfg, side) + _columns(cfg, side)
-            + (_weights(cfg, "", 1) if cfg.ndim == 2 else "")
-            + indented(*setup)
-            + indented(f"for t in range(0, ROWS + {SLOTS - 1}):")
-            + indented("r = r0 + t", f"r_ok = (r >= 0) & (r < {side.src_ext}_h)",
-                       f"ro = src_base + r.to(tl.int64) * s{side.src}_h", level=2)
-            + _source_rows(cfg, side) + _store_oldest(cfg, side))
+    setup += [f"acc_{slot} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)" for slot in range(slots)]
+    return (_program(cfg, side) + _columns(cfg, side) + (_weights(cfg, "", 1) if cfg.ndim == 2 else "")
+            + indented(*setup))
+
+
+def _body_stride1(cfg: ConvConfig) -> str:
+    side = SIDES[cfg.direction]
+    fwd = cfg.direction == "fwd"
+    pairs = tuple((slot, SLOTS - 1 - slot if fwd else slot) for slot in range(SLOTS))
+    start = "j0 - pad_h" if fwd else f"j0 + pad_h - {SLOTS - 1}"
+    return (_setup(cfg, side, start, SLOTS) + indented(f"for t in range(0, ROWS + {SLOTS - 1}):")
+            + _add_row(cfg, side, "r0 + t", pairs, 2)
+            + _store_oldest(cfg, side, f"j0 + t - {SLOTS - 1}", f"(t >= {SLOTS - 1}) & ", SLOTS))
+
+
+def _body_stride2(cfg: ConvConfig) -> str:
+    side = SIDES[cfg.direction]
+    return (_setup(cfg, side, "j0 * 2 - pad_h", 2) + _add_row(cfg, side, "r0", ((0, 0),), 1)
+            + indented("for i in range(0, ROWS):")
+            + _add_row(cfg, side, "r0 + 2 * i + 1", ((0, 1),), 2)
+            + _add_row(cfg, side, "r0 + 2 * i + 2", ((0, 2), (1, 0)), 2)
+            + _store_oldest(cfg, side, "j0 + i", "", 2))
+
+
+_BODIES = {1: _body_stride1, 2: _body_stride2}
 
 
 def render(cfg: ConvConfig) -> str:
-    pack, compute = entries(cfg)
-    return header(pack) + pack_body(cfg) + "\n\n" + header(compute) + _body(cfg)
+    pack, *computes = entries(cfg)
+    bodies = [_BODIES[s](cfg) for s in H_STRIDES[cfg.direction]]
+    return "\n\n".join([header(pack) + pack_body(cfg)] + [header(e) + b for e, b in zip(computes, bodies)])
 
 
 # -- launch ----------------------------------------------------------------------------------------------
@@ -194,5 +222,7 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     packed = math.prod(problem.filter) * problem.k
     rows, programs = rows_plan(cfg, problem, sms)
     channels = problem.k if problem.direction == "fwd" else problem.c
-    grids = ((_cdiv(packed, PACK_BLOCK), 1, 1), (programs, _cdiv(channels, cfg.block_n), 1))
-    return LaunchPlan(grids, scalars=(("ROWS", rows),), workspaces=(("ws_ptr", packed, WORKSPACE_DTYPE),))
+    grid = (programs, _cdiv(channels, cfg.block_n), 1)
+    computes = tuple(grid if s == problem.stride[-2] else (0, 1, 1) for s in H_STRIDES[cfg.direction])
+    return LaunchPlan(((_cdiv(packed, PACK_BLOCK), 1, 1), *computes), scalars=(("ROWS", rows),),
+                      workspaces=(("ws_ptr", packed, WORKSPACE_DTYPE),))

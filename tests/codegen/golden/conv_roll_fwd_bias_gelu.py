@@ -58,7 +58,45 @@ ENTRIES = [{'fn': 'conv_direct_wpack_kernel',
              {'name': 'sw_w', 'ty': 'i64', 'value': None, 'divisible16': False},
              {'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisible16': True},
              {'name': 'BLOCK', 'ty': 'constexpr', 'value': 512, 'divisible16': False}]},
- {'fn': 'conv_roll_fwd_kernel',
+ {'fn': 'conv_roll_fwd_s1_kernel',
+  'num_warps': 4,
+  'num_stages': 1,
+  'params': [{'name': 'x_ptr', 'ty': '*bf16', 'value': None, 'divisible16': True},
+             {'name': 'w_ptr', 'ty': '*bf16', 'value': None, 'divisible16': False},
+             {'name': 'y_ptr', 'ty': '*bf16', 'value': None, 'divisible16': True},
+             {'name': 'bias_ptr', 'ty': '*bf16', 'value': None, 'divisible16': False},
+             {'name': 'N', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'C', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'K', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'G', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'CG', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'KG', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'in_h', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'in_w', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'out_h', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'out_w', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'flt_h', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'flt_w', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'str_h', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'str_w', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'pad_h', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'pad_w', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'dil_h', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'dil_w', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'sx_n', 'ty': 'i64', 'value': None, 'divisible16': False},
+             {'name': 'sx_h', 'ty': 'i64', 'value': None, 'divisible16': False},
+             {'name': 'sx_w', 'ty': 'i64', 'value': None, 'divisible16': False},
+             {'name': 'sy_n', 'ty': 'i64', 'value': None, 'divisible16': False},
+             {'name': 'sy_h', 'ty': 'i64', 'value': None, 'divisible16': False},
+             {'name': 'sy_w', 'ty': 'i64', 'value': None, 'divisible16': False},
+             {'name': 'sw_k', 'ty': 'i64', 'value': None, 'divisible16': False},
+             {'name': 'sw_h', 'ty': 'i64', 'value': None, 'divisible16': False},
+             {'name': 'sw_w', 'ty': 'i64', 'value': None, 'divisible16': False},
+             {'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisible16': True},
+             {'name': 'ROWS', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'BLOCK_M', 'ty': 'constexpr', 'value': 64, 'divisible16': False},
+             {'name': 'BLOCK_N', 'ty': 'constexpr', 'value': 32, 'divisible16': False}]},
+ {'fn': 'conv_roll_fwd_s2_kernel',
   'num_warps': 4,
   'num_stages': 1,
   'params': [{'name': 'x_ptr', 'ty': '*bf16', 'value': None, 'divisible16': True},
@@ -149,7 +187,7 @@ def conv_direct_wpack_kernel(
 
 
 @triton.jit
-def conv_roll_fwd_kernel(
+def conv_roll_fwd_s1_kernel(
     x_ptr,
     w_ptr,
     y_ptr,
@@ -258,3 +296,128 @@ def conv_roll_fwd_kernel(
         acc_0 = acc_1
         acc_1 = acc_2
         acc_2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+
+
+@triton.jit
+def conv_roll_fwd_s2_kernel(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    bias_ptr,
+    N,
+    C,
+    K,
+    G,
+    CG,
+    KG,
+    in_h,
+    in_w,
+    out_h,
+    out_w,
+    flt_h,
+    flt_w,
+    str_h,
+    str_w,
+    pad_h,
+    pad_w,
+    dil_h,
+    dil_w,
+    sx_n,
+    sx_h,
+    sx_w,
+    sy_n,
+    sy_h,
+    sy_w,
+    sw_k,
+    sw_h,
+    sw_w,
+    ws_ptr,
+    ROWS,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    sx_n = (sx_n // 8) * 8
+    sx_h = (sx_h // 8) * 8
+    sx_w = (sx_w // 8) * 8
+    sy_n = (sy_n // 8) * 8
+    sy_h = (sy_h // 8) * 8
+    sy_w = (sy_w // 8) * 8
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = rn < K
+    n_ok = tl.max_constancy(n_ok, [8])
+    tiles_w = (out_w + BLOCK_M - 1) // BLOCK_M
+    chunks = (out_h + ROWS - 1) // ROWS
+    q = pid_m
+    tw = q % tiles_w
+    q = q // tiles_w
+    ch = q % chunks
+    q = q // chunks
+    nb = q
+    j0 = ch * ROWS
+    dc = tw * BLOCK_M + tl.arange(0, BLOCK_M)
+    c_ok = dc < out_w
+    sc_0 = dc * str_w - pad_w + 0 * dil_w
+    ok_0 = c_ok & (sc_0 >= 0) & (sc_0 < in_w)
+    co_0 = sc_0.to(tl.int64) * sx_w
+    sc_1 = dc * str_w - pad_w + 1 * dil_w
+    ok_1 = c_ok & (sc_1 >= 0) & (sc_1 < in_w) & (1 < flt_w)
+    co_1 = sc_1.to(tl.int64) * sx_w
+    sc_2 = dc * str_w - pad_w + 2 * dil_w
+    ok_2 = c_ok & (sc_2 >= 0) & (sc_2 < in_w) & (2 < flt_w)
+    co_2 = sc_2.to(tl.int64) * sx_w
+    w_0_0 = tl.load(ws_ptr + ((0 * flt_w + 0) * K + rn), mask=n_ok, other=0.0)
+    w_0_1 = tl.load(ws_ptr + ((0 * flt_w + 1) * K + rn), mask=n_ok & (1 < flt_w), other=0.0)
+    w_0_2 = tl.load(ws_ptr + ((0 * flt_w + 2) * K + rn), mask=n_ok & (2 < flt_w), other=0.0)
+    w_1_0 = tl.load(ws_ptr + ((1 * flt_w + 0) * K + rn), mask=n_ok & (1 < flt_h), other=0.0)
+    w_1_1 = tl.load(ws_ptr + ((1 * flt_w + 1) * K + rn), mask=n_ok & (1 < flt_h) & (1 < flt_w), other=0.0)
+    w_1_2 = tl.load(ws_ptr + ((1 * flt_w + 2) * K + rn), mask=n_ok & (1 < flt_h) & (2 < flt_w), other=0.0)
+    w_2_0 = tl.load(ws_ptr + ((2 * flt_w + 0) * K + rn), mask=n_ok & (2 < flt_h), other=0.0)
+    w_2_1 = tl.load(ws_ptr + ((2 * flt_w + 1) * K + rn), mask=n_ok & (2 < flt_h) & (1 < flt_w), other=0.0)
+    w_2_2 = tl.load(ws_ptr + ((2 * flt_w + 2) * K + rn), mask=n_ok & (2 < flt_h) & (2 < flt_w), other=0.0)
+    src_base = nb.to(tl.int64) * sx_n
+    dst_base = nb.to(tl.int64) * sy_n
+    r0 = j0 * 2 - pad_h
+    bias_v = tl.load(bias_ptr + rn, mask=n_ok, other=0.0).to(tl.float32)
+    acc_0 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc_1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    r = r0
+    r_ok = (r >= 0) & (r < in_h)
+    ro = src_base + r.to(tl.int64) * sx_h
+    sv = tl.load(x_ptr + (tl.multiple_of(ro + co_0, [8])[:, None] + rn[None, :]), mask=(ok_0 & r_ok)[:, None] & n_ok[None, :], other=0.0).to(tl.float32)
+    acc_0 += sv * w_0_0[None, :]
+    sv = tl.load(x_ptr + (tl.multiple_of(ro + co_1, [8])[:, None] + rn[None, :]), mask=(ok_1 & r_ok)[:, None] & n_ok[None, :], other=0.0).to(tl.float32)
+    acc_0 += sv * w_0_1[None, :]
+    sv = tl.load(x_ptr + (tl.multiple_of(ro + co_2, [8])[:, None] + rn[None, :]), mask=(ok_2 & r_ok)[:, None] & n_ok[None, :], other=0.0).to(tl.float32)
+    acc_0 += sv * w_0_2[None, :]
+    for i in range(0, ROWS):
+        r = r0 + 2 * i + 1
+        r_ok = (r >= 0) & (r < in_h)
+        ro = src_base + r.to(tl.int64) * sx_h
+        sv = tl.load(x_ptr + (tl.multiple_of(ro + co_0, [8])[:, None] + rn[None, :]), mask=(ok_0 & r_ok)[:, None] & n_ok[None, :], other=0.0).to(tl.float32)
+        acc_0 += sv * w_1_0[None, :]
+        sv = tl.load(x_ptr + (tl.multiple_of(ro + co_1, [8])[:, None] + rn[None, :]), mask=(ok_1 & r_ok)[:, None] & n_ok[None, :], other=0.0).to(tl.float32)
+        acc_0 += sv * w_1_1[None, :]
+        sv = tl.load(x_ptr + (tl.multiple_of(ro + co_2, [8])[:, None] + rn[None, :]), mask=(ok_2 & r_ok)[:, None] & n_ok[None, :], other=0.0).to(tl.float32)
+        acc_0 += sv * w_1_2[None, :]
+        r = r0 + 2 * i + 2
+        r_ok = (r >= 0) & (r < in_h)
+        ro = src_base + r.to(tl.int64) * sx_h
+        sv = tl.load(x_ptr + (tl.multiple_of(ro + co_0, [8])[:, None] + rn[None, :]), mask=(ok_0 & r_ok)[:, None] & n_ok[None, :], other=0.0).to(tl.float32)
+        acc_0 += sv * w_2_0[None, :]
+        acc_1 += sv * w_0_0[None, :]
+        sv = tl.load(x_ptr + (tl.multiple_of(ro + co_1, [8])[:, None] + rn[None, :]), mask=(ok_1 & r_ok)[:, None] & n_ok[None, :], other=0.0).to(tl.float32)
+        acc_0 += sv * w_2_1[None, :]
+        acc_1 += sv * w_0_1[None, :]
+        sv = tl.load(x_ptr + (tl.multiple_of(ro + co_2, [8])[:, None] + rn[None, :]), mask=(ok_2 & r_ok)[:, None] & n_ok[None, :], other=0.0).to(tl.float32)
+        acc_0 += sv * w_2_2[None, :]
+        acc_1 += sv * w_0_2[None, :]
+        j = j0 + i
+        st_ok = (j < out_h)
+        yv = acc_0 + bias_v[None, :]
+        yv = 0.5 * yv * (1.0 + tl.erf(yv * 0.7071067811865476))
+        d_off = dst_base + j.to(tl.int64) * sy_h + dc.to(tl.int64) * sy_w
+        tl.store(y_ptr + (tl.multiple_of(d_off, [8])[:, None] + rn[None, :]), yv.to(tl.bfloat16), mask=(c_ok & st_ok)[:, None] & n_ok[None, :])
+        acc_0 = acc_1
+        acc_1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
