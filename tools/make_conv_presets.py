@@ -70,6 +70,11 @@ DIRECT_SPATIAL = [
     *(row for a in (2, 4) for row in (("direct", 64, 32, 3, 1, 4, 2, "roll", a),
                                       ("direct", 32, 64, 3, 1, 4, 2, "roll", a))),
 ]
+# kloop 'roll' (kernels/conv_roll.py): depthwise rows rolled, 3 filter columns unrolled: 9 accumulator tiles of
+# 8 values per thread; not yet measured, so in no essential preset
+ROLL_WGRAD = [("direct", 32, 32, 3, 1, 4, 2, "roll", 8), ("direct", 64, 16, 3, 1, 4, 2, "roll", 8),
+              ("direct", 32, 16, 3, 1, 2, 2, "roll", 8), ("direct", 64, 32, 3, 1, 8, 2, "roll", 8),
+              *(("direct", 32, 32, 3, 1, 4, 2, "roll", a) for a in (2, 4))]
 # block_k: filter taps per program (one accumulator tile each). 3 measured best on most depthwise problems of
 # the H200 (session 9, 2-D and 3-D); the 9-tap rows reuse one dy tile for a whole 3x3 filter
 DIRECT_WGRAD = [
@@ -116,7 +121,7 @@ def essential_keys(direction: str) -> frozenset[str]:
 
 def rows_for(direction: str) -> list[tuple]:
     """Every candidate row of a direction, split_k included (0 where the row leaves it out)."""
-    rows = (_wgrad_igemm() + DIRECT_WGRAD + GEMM_1X1_WGRAD if direction == "bwd_weight"
+    rows = (_wgrad_igemm() + DIRECT_WGRAD + ROLL_WGRAD + GEMM_1X1_WGRAD if direction == "bwd_weight"
             else IGEMM + DIAG + DIRECT_SPATIAL + GEMM_1X1)
     return [row if len(row) == 10 else (*row, 0) for row in rows]
 

@@ -44,6 +44,8 @@ GOLDEN = {
     "conv_roll_fwd_bias_gelu": td.parse_name("conv-direct-fwd-2d-bf16-bf16-fp32-64x32x3-g1-w4-s1-k0-roll-a8-gelu-b1"),
     "conv_roll_bwd_data_3d": td.parse_name("conv-direct-bwd_data-3d-bf16-bf16-fp32-32x32x3-g1-w4-s1-k0-roll-a2-none-"
                                            "b0"),
+    "conv_roll_bwd_weight": td.parse_name("conv-direct-bwd_weight-2d-bf16-bf16-fp32-32x32x3-g1-w4-s2-k0-roll-a8-none-"
+                                          "b0"),
     "conv_gemm_bwd_data_1x1": td.parse_name("conv-gemm-bwd_data-2d-bf16-bf16-fp32-64x64x32-g1-w4-s3-k0-tap-a1-"
                                             "none-b0"),
 }

@@ -1,8 +1,7 @@
-"""Family `direct`, kloop 'roll' (depthwise rows rolled through three accumulators): the interpreter vs the
-float64 reference, the row chunking of its launch plan, its config and problem-match rules, sm_90 compiles."""
+"""Family `direct`, kloop 'roll' (depthwise rows rolled through accumulators, every direction): the interpreter
+vs the float64 reference, the row chunking of its launch plans, its config and problem-match rules, sm_90
+compiles."""
 from __future__ import annotations
-
-import dataclasses
 
 import pytest
 
@@ -29,6 +28,14 @@ GEOMETRY = {
     ("fwd_s2", 2): {"spatial": (9, 8), "filter": (3, 3), "stride": (2, 1), "padding": ((1, 1), (1, 0))},
     ("fwd_s2", 3): {"spatial": (3, 7, 6), "filter": (3, 2, 3), "stride": (1, 2, 2), "padding": ((1, 1), (0, 1),
                     (1, 1))},
+    # bwd_weight, stride 1 and 2 along H (its two entries); dilation 2 along W, a filter 2 rows high in 3-D
+    ("bwd_weight", 2): {"spatial": (8, 9), "filter": (3, 3), "stride": (1, 2), "padding": ((1, 0), (1, 1)),
+                        "dilation": (1, 2)},
+    ("bwd_weight", 3): {"spatial": (3, 6, 5), "filter": (2, 2, 3), "stride": (2, 1, 1), "padding": ((1, 0),
+                        (0, 1), (1, 1))},
+    ("bwd_weight_s2", 2): {"spatial": (9, 8), "filter": (3, 3), "stride": (2, 1), "padding": ((1, 1), (1, 0))},
+    ("bwd_weight_s2", 3): {"spatial": (3, 7, 6), "filter": (3, 3, 2), "stride": (1, 2, 2), "padding": ((1, 1),
+                           (0, 1), (1, 0))},
     ("bwd_data", 2): {"spatial": (8, 7), "filter": (3, 3), "padding": ((2, 0), (0, 1)), "dilation": (1, 2)},
     ("bwd_data", 3): {"spatial": (4, 6, 5), "filter": (3, 1, 3), "padding": ((1, 1), (0, 0), (1, 2))},
 }
@@ -49,7 +56,8 @@ def _case(key, ndim, fields):
 
 
 CASES = [(f"{key}-{nd}d-a{fields['align']}", *_case(key, nd, fields))
-         for key in ("fwd", "fwd_s2", "bwd_data") for nd in (2, 3) for fields in (A8, A1)]
+         for key in ("fwd", "fwd_s2", "bwd_data", "bwd_weight", "bwd_weight_s2") for nd in (2, 3)
+         for fields in (A8, A1)]
 
 
 @pytest.fixture(scope="module", params=SMS, ids=[f"sms{s}" for s in SMS])
@@ -93,9 +101,11 @@ def test_more_sms_get_shorter_chunks():
 
 
 @pytest.mark.parametrize("change, field", [
-    ({"direction": "bwd_weight"}, "direction"),
     ({"ndim": 1}, "ndim"),
     ({"block_m": 128, "block_n": 64, "num_warps": 1}, "num_warps"),   # 3 x 256 values per thread
+    ({"direction": "bwd_weight", "block_m": 32}, "num_warps"),        # 9 tiles x 16 values per thread
+    ({"direction": "bwd_weight", "split_k": 4}, "split_k"),           # split by row strips
+    ({"block_k": 6}, "block_k"),
     ({"family": "igemm", "block_m": 64, "block_n": 64, "block_k": 32}, "kloop"),
 ])
 def test_config_errors_name_the_field(change, field):
@@ -113,32 +123,47 @@ def test_config_errors_name_the_field(change, field):
     ({"stride": (3, 1)}, "stride"),                               # fwd rolls H with stride 1 or 2
     ({"dilation": (2, 1)}, "dilation"),
     ({"direction": "bwd_data", "stride": (1, 2)}, "stride"),      # bwd_data: stride 1 everywhere
+    ({"direction": "bwd_weight", "stride": (3, 1)}, "stride"),    # bwd_weight: 1 or 2 along H
 ])
 def test_problem_mismatch_reasons(change, reason):
     cfg = ConvConfig(**{**A8, "direction": change.get("direction", "fwd")})
     fields = {"direction": "fwd", "n": 1, "c": 24, "k": 24, "groups": 24, "spatial": (9, 9), "filter": (3, 3),
               "dtype": "fp16", **change}
     problem = td.ConvProblem(**fields)
-    assert conv_problem_mismatch(cfg, dataclasses.replace(problem)).startswith(reason)
+    assert conv_problem_mismatch(cfg, problem).startswith(reason)
     ok = td.ConvProblem(**{**fields, **{key: value for key, value in (
         ("k", 24), ("groups", 24), ("filter", (3, 3)), ("stride", 1), ("dilation", 1))}})
     assert conv_problem_mismatch(cfg, ok) is None
 
 
 @pytest.mark.parametrize("direction, stride, launched", [
-    ("fwd", (1, 2), [True, False]), ("fwd", (2, 1), [False, True]), ("bwd_data", (1, 1), [True])])
+    ("fwd", (1, 2), [True, False]), ("fwd", (2, 1), [False, True]), ("bwd_data", (1, 1), [True]),
+    ("bwd_weight", (1, 1), [True, False]), ("bwd_weight", (2, 2), [False, True])])
 def test_the_entry_of_the_problems_stride_launches(direction, stride, launched):
     cfg = ConvConfig(**{**A8, "direction": direction})
     problem = td.ConvProblem(direction, 2, 32, 32, 32, (12, 12), (3, 3), stride=stride, padding=1)
     grids = conv_roll.launch_plan(cfg, problem, 132).grids
-    assert len(grids) == 1 + len(launched)
-    assert [min(g) > 0 for g in grids[1:]] == launched
+    computes = grids[:len(launched)] if direction == "bwd_weight" else grids[1:]   # (pack first; reduce last)
+    assert len(grids) == len(launched) + (2 if direction == "bwd_weight" else 1)
+    assert [min(g) > 0 for g in computes] == launched
+
+
+@pytest.mark.parametrize("sms", [1, 132])
+def test_wgrad_splits_are_the_row_strips(sms):
+    """Every row strip writes its own split of ws[SPLIT, taps, K]; 3-D strips repeat per filter depth."""
+    cfg = ConvConfig(**{**A8, "direction": "bwd_weight", "ndim": 3})
+    problem = td.ConvProblem("bwd_weight", 2, 40, 40, 40, (4, 10, 12), (3, 3, 3), padding=1)
+    plan = conv_roll.launch_plan(cfg, problem, sms)
+    rows, strips = conv_roll.rows_plan(cfg, problem, sms)
+    assert dict(plan.scalars) == {"ROWS": rows, "SPLIT": strips}
+    assert plan.grids[0] == (strips, -(-40 // cfg.block_n), 3)
+    assert plan.workspaces == (("ws_ptr", strips * 27 * 40, "fp32"),)
 
 
 def test_bf16_instances_compile_for_sm90():
     reg = td.Registry("sm_90")
-    for direction in ("fwd", "bwd_data"):
-        for ndim, (bm, bn, warps) in ((2, (64, 32, 4)), (3, (32, 64, 4))):
+    for direction in ("fwd", "bwd_data", "bwd_weight"):
+        for ndim, (bm, bn, warps) in ((2, (64, 32, 8)), (3, (32, 64, 8))):
             cfg = ConvConfig(family="direct", kloop="roll", direction=direction, ndim=ndim, dtype="bf16",
                              block_m=bm, block_n=bn, block_k=3, num_warps=warps, num_stages=1, align=8)
             assert conv_config_errors(cfg, reg.arch) == [], cfg.name

@@ -22,12 +22,12 @@ WARPS = (1, 2, 4, 8, 16)
 STAGES = (1, 2, 3, 4, 5)
 GROUPS_PER_PROGRAM = (1, 2, 4, 8, 16, 32, 64)
 DIAG_GROUP_CHANNELS = (1, 2, 4, 8, 16, 32, 64)   # igemm kloop 'diag': C/G == K/G it is built for (block_k)
-DIRECT_UNROLL = (1, 2, 3, 4, 5, 7)   # direct fwd / bwd_data: innermost filter taps unrolled (block_k; 1: loops)
+DIRECT_UNROLL = (1, 2, 3, 4, 5, 7)   # direct fwd / bwd_data, and roll: innermost filter taps unrolled (block_k)
 DIRECT_TAP_CHUNKS = (1, 3, 9)        # direct bwd_weight: filter taps accumulated per program (block_k)
 MAX_WGRAD_ACC_PER_THREAD = 96        # direct bwd_weight: tap chunk x tile values per thread (ptxas spills above)
 DIRECT_KLOOPS = ("tap", "roll")      # direct: one tile per tap, or depthwise rows rolled (kernels/conv_roll.py)
 ROLL_SLOTS = 3                       # kloop 'roll': rolling accumulators (filter heights up to 3)
-ROLL_H_STRIDES = {"fwd": (1, 2), "bwd_data": (1,)}   # kloop 'roll': strides along H (an entry each)
+ROLL_H_STRIDES = {"fwd": (1, 2), "bwd_data": (1,), "bwd_weight": (1, 2)}   # kloop 'roll': strides along H
 SPLIT_K = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
 MAX_GRID_YZ = 65535
@@ -117,7 +117,7 @@ def _direct_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
     choice(errors, "block_m", cfg.block_m, BLOCKS)
     choice(errors, "block_n", cfg.block_n, BLOCKS)
     per_thread = cfg.block_m * cfg.block_n // (32 * max(cfg.num_warps, 1))
-    if cfg.direction == "bwd_weight":
+    if cfg.direction == "bwd_weight" and cfg.kloop != "roll":
         if cfg.block_k not in DIRECT_TAP_CHUNKS:
             errors.append(("block_k", f"family 'direct' bwd_weight takes block_k = filter taps accumulated per "
                                       f"program, one of {DIRECT_TAP_CHUNKS}; got {cfg.block_k}"))
@@ -141,16 +141,19 @@ def _direct_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
 
 
 def _roll_errors(cfg: ConvConfig, per_thread: int, errors: list[tuple[str, str]]) -> None:
-    """kloop 'roll' (kernels/conv_roll.py): depthwise fwd / bwd_data in 2-D and 3-D (it rolls down H, inside
-    W), ROLL_SLOTS accumulator tiles."""
-    if cfg.direction not in ("fwd", "bwd_data"):
-        errors.append(("direction", f"kloop 'roll' computes fwd and bwd_data, not {cfg.direction!r}"))
+    """kloop 'roll' (kernels/conv_roll.py): depthwise, 2-D and 3-D (it rolls down H, inside W); block_k
+    filter columns unrolled in every direction (checked with the tap loop's unroll); ROLL_SLOTS accumulator
+    tiles (bwd_weight: one per filter row and column), the split given by its row strips."""
     if cfg.ndim not in (2, 3):
         errors.append(("ndim", f"kloop 'roll' rolls down the rows of 2-D and 3-D images, not ndim={cfg.ndim}"))
-    if ROLL_SLOTS * per_thread > MAX_WGRAD_ACC_PER_THREAD:
-        errors.append(("num_warps", f"kloop 'roll' keeps {ROLL_SLOTS} {cfg.block_m}x{cfg.block_n} accumulator tiles: "
-                                    f"{ROLL_SLOTS * per_thread} values per thread with {cfg.num_warps} warps "
+    tiles = ROLL_SLOTS * (cfg.block_k if cfg.direction == "bwd_weight" else 1)
+    if tiles * per_thread > MAX_WGRAD_ACC_PER_THREAD:
+        errors.append(("num_warps", f"kloop 'roll' keeps {tiles} {cfg.block_m}x{cfg.block_n} accumulator tiles: "
+                                    f"{tiles * per_thread} values per thread with {cfg.num_warps} warps "
                                     f"(max {MAX_WGRAD_ACC_PER_THREAD})"))
+    if cfg.direction == "bwd_weight" and cfg.split_k not in (0, 1):
+        errors.append(("split_k", f"kloop 'roll' splits bwd_weight by its row strips; split_k must be 0, got "
+                                  f"{cfg.split_k}"))
 
 
 def shared_memory_bytes(cfg: ConvConfig) -> int:
@@ -352,8 +355,8 @@ def _roll_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     if problem.direction == "bwd_data" and any(s != 1 for s in problem.stride):
         return f"stride: kloop 'roll' computes bwd_data of stride 1 in every dim, got {problem.stride}"
     if problem.stride[-2] not in ROLL_H_STRIDES[problem.direction]:
-        return (f"stride: kloop 'roll' rolls down H with stride {' or '.join(map(str, ROLL_H_STRIDES['fwd']))}, "
-                f"got {problem.stride}")
+        strides = " or ".join(map(str, ROLL_H_STRIDES[problem.direction]))
+        return f"stride: kloop 'roll' rolls down H with stride {strides}, got {problem.stride}"
     return None
 
 

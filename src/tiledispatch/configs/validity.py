@@ -7,9 +7,9 @@ calls `gemm_problem_mismatch`.
 from __future__ import annotations
 
 from tiledispatch.arch.spec import ArchSpec
+from tiledispatch.configs.fields import choice, raise_first_error
 from tiledispatch.configs.gemm import GEMM_FAMILIES, TMA_FAMILIES, GemmConfig
 from tiledispatch.dtypes import DTYPES, INPUT_DTYPES, SCALED_DTYPES
-from tiledispatch.configs.fields import choice, raise_first_error
 from tiledispatch.errors import legal
 from tiledispatch.problems.gemm import ACTIVATIONS, BIAS_MODES, LAYOUTS, MAX_D, PROBLEM_ALIGNS, GemmProblem
 

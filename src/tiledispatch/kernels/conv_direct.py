@@ -98,9 +98,15 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
     out = [EntrySpec(FN[cfg.direction].format(kind), tuple(params), cfg.num_warps, cfg.num_stages)
            for kind in KINDS]
     if cfg.direction == "bwd_weight":
-        reduce = [*base_params(cfg), ws, Param("SPLIT", "i32")]
-        return out + [EntrySpec(fn, tuple(reduce), REDUCE_WARPS, 1) for fn in reduce_fns(REDUCE_FN)]
+        return out + reduce_entries(cfg)
     return [pack_entry(cfg)] + out
+
+
+def reduce_entries(cfg: ConvConfig) -> list[EntrySpec]:
+    """bwd_weight: the (wide, tall) entries that sum the partials ws[SPLIT, taps, C/G, K] and write dw
+    (reduce_body)."""
+    reduce = (*base_params(cfg), WS_PARAM, Param("SPLIT", "i32"))
+    return [EntrySpec(fn, reduce, REDUCE_WARPS, 1) for fn in reduce_fns(REDUCE_FN)]
 
 
 def pack_entry(cfg: ConvConfig) -> EntrySpec:
@@ -335,7 +341,7 @@ def _wgrad_body(cfg: ConvConfig, kind: str) -> str:
             + _wgrad_pixel_loop(cfg, chan) + stores)
 
 
-def _reduce_body(cfg: ConvConfig, kind: str) -> str:
+def reduce_body(cfg: ConvConfig, kind: str) -> str:
     ds = dims(cfg)
     taps = " * ".join(f"flt_{s}" for s in ds)
     w_off = " + ".join(["k.to(tl.int64) * sw_k"] + [f"f_{s}_.to(tl.int64) * sw_{s}" for s in ds] + ["c"])
@@ -365,7 +371,7 @@ def render(cfg: ConvConfig) -> str:
     specs = entries(cfg)
     bodies = [_BODIES[cfg.direction](cfg, kind) for kind in KINDS]
     if cfg.direction == "bwd_weight":
-        bodies += [_reduce_body(cfg, kind) for kind in REDUCE_KINDS]
+        bodies += [reduce_body(cfg, kind) for kind in REDUCE_KINDS]
     else:
         bodies.insert(0, pack_body(cfg))
     return "\n\n".join(header(spec) + body for spec, body in zip(specs, bodies))

@@ -1,5 +1,5 @@
 """Family `direct`, kloop 'roll': depthwise convolutions that slide down the rows (H) of the image, for fwd
-(stride 1 or 2 and dilation 1 along H) and bwd_data (stride 1 in every dim), ndim 2 and 3.
+and bwd_weight (stride 1 or 2 and dilation 1 along H) and bwd_data (stride 1 in every dim), ndim 2 and 3.
 
 The tap kernels (conv_direct) load one activation tile per filter tap: 9 per written pixel of a 3x3 filter.
 Here a program owns a strip of BLOCK_M written pixels along W x BLOCK_N channels over ROWS consecutive written
@@ -19,6 +19,8 @@ filter's weights are loaded once per program (3-D: once per source row and filte
   one (filter row 2) to slot 0 and (filter row 0) to slot 1. Loads per written pixel: 2 x filter columns
   (+1 row per program) instead of 3 x filter columns.
 fwd has an entry per stride along H and a launch runs the one of the problem (the other gets an empty grid).
+bwd_weight (below) walks the same rows the other way round: the dy tiles of a strip stay, the x rows stream
+past them into an accumulator tile per filter tap, and each strip is a split of the reduction.
 
 Filter heights 1 to 3 (the rows past the filter's height get zero weights); the filter width is unrolled to
 block_k (masked past it; wider filters do not match). ROWS is a run-time scalar chosen per problem at launch
@@ -33,7 +35,7 @@ import math
 
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.conv_validity import ROLL_H_STRIDES, ROLL_SLOTS
-from tiledispatch.kernels.conv_common import activation_line, tl_type
+from tiledispatch.kernels.conv_common import REDUCE_KINDS, activation_line, reduce_grids, tl_type
 from tiledispatch.kernels.conv_direct import (
     PACK_BLOCK,
     WORKSPACE_DTYPE,
@@ -44,6 +46,8 @@ from tiledispatch.kernels.conv_direct import (
     indented,
     pack_body,
     pack_entry,
+    reduce_body,
+    reduce_entries,
     stride_hints,
     vec,
 )
@@ -54,7 +58,8 @@ SLOTS = ROLL_SLOTS          # rolling accumulators at stride 1: filter heights u
 MAX_ROWS = 32               # written rows per program at most
 ROLL_PROGRAMS_PER_SM = 8    # rows_plan aims for this many programs per SM
 H_STRIDES = ROLL_H_STRIDES  # one compute entry per stride along H
-FN = {"fwd": "conv_roll_fwd_s{}_kernel", "bwd_data": "conv_roll_dgrad_kernel"}
+FN = {"fwd": "conv_roll_fwd_s{}_kernel", "bwd_data": "conv_roll_dgrad_kernel", "bwd_weight": "conv_roll_wgrad_s{}_kernel"}
+FWD_DEPTH = "od * str_d - pad_d + fd * dil_d"   # the x depth of written depth od and filter depth fd
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,15 +73,20 @@ class Side:
     channels: str
 
 
-SIDES = {"fwd": Side("x", "y", "in", "out", "K"), "bwd_data": Side("y", "x", "out", "in", "C")}
+SIDES = {"fwd": Side("x", "y", "in", "out", "K"), "bwd_data": Side("y", "x", "out", "in", "C"),
+         "bwd_weight": Side("x", "y", "in", "out", "K")}   # bwd_weight walks the dy rows like fwd's y rows
 
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
-    """The weight pack (conv_direct), then a rolling compute entry per stride along H."""
+    """fwd, bwd_data: the weight pack (conv_direct), then a rolling compute entry per stride along H;
+    bwd_weight: the partial-sum entries per stride, then conv_direct's split reduce."""
     params = (*base_params(cfg), WS_PARAM, Param("ROWS", "i32"), Param("BLOCK_M", "constexpr", cfg.block_m),
               Param("BLOCK_N", "constexpr", cfg.block_n))
-    return [pack_entry(cfg)] + [EntrySpec(FN[cfg.direction].format(s), params, cfg.num_warps, cfg.num_stages)
-                                for s in H_STRIDES[cfg.direction]]
+    computes = [EntrySpec(FN[cfg.direction].format(s), params, cfg.num_warps, cfg.num_stages)
+                for s in H_STRIDES[cfg.direction]]
+    if cfg.direction == "bwd_weight":
+        return computes + reduce_entries(cfg)
+    return [pack_entry(cfg)] + computes
 
 
 # -- source ----------------------------------------------------------------------------------------------
@@ -100,7 +110,7 @@ def _columns(cfg: ConvConfig, side: Side) -> str:
     """Per unrolled filter column f: the source column of every written column, its mask and x/y offset."""
     out = []
     for f in range(cfg.block_k):
-        src = (f"dc * str_w - pad_w + {f} * dil_w" if cfg.direction == "fwd" else f"dc + pad_w - {f} * dil_w")
+        src = (f"dc + pad_w - {f} * dil_w" if cfg.direction == "bwd_data" else f"dc * str_w - pad_w + {f} * dil_w")
         within = f" & ({f} < flt_w)" if f else ""
         out += [f"sc_{f} = {src}", f"ok_{f} = c_ok & (sc_{f} >= 0) & (sc_{f} < {side.src_ext}_w){within}",
                 f"co_{f} = sc_{f}.to(tl.int64) * s{side.src}_w"]
@@ -139,7 +149,7 @@ def _add_row(cfg: ConvConfig, side: Side, source_row: str, pairs: tuple[tuple[in
                    f"ro = src_base + r.to(tl.int64) * s{side.src}_h", level=level)
     if cfg.ndim == 2:
         return out + _accumulate(cfg, side, "ro", "r_ok", pairs, level)
-    depth = ("od * str_d - pad_d + fd * dil_d" if cfg.direction == "fwd" else "od + pad_d - fd * dil_d")
+    depth = "od + pad_d - fd * dil_d" if cfg.direction == "bwd_data" else FWD_DEPTH
     return (out + indented("for fd in range(0, flt_d):", level=level)
             + indented(f"sd = {depth}", f"d_ok = r_ok & (sd >= 0) & (sd < {side.src_ext}_d)",
                        f"rd = ro + sd.to(tl.int64) * s{side.src}_d", level=level + 1)
@@ -194,10 +204,91 @@ def _body_stride2(cfg: ConvConfig) -> str:
 _BODIES = {1: _body_stride1, 2: _body_stride2}
 
 
+# -- backward weight -----------------------------------------------------------------------------------------
+# dw[c, fh, fw] = sum over pixels of dy[j, col] * x[j * stride_h - pad_h + fh, col * stride_w - pad_w + fw]: a
+# program sums over its ROWS x BLOCK_M dy pixels (of one image; 3-D: of one depth, for the filter depth fd =
+# program_id(2)) into an accumulator tile per (filter row, filter column), acc_<fh>_<f>, and stores the column
+# sums as its split (program_id(0)) of the workspace ws[SPLIT, taps, K]; conv_direct's reduce sums the splits.
+def _wgrad_setup(cfg: ConvConfig, start: str) -> str:
+    side = SIDES["bwd_weight"]
+    x_base, dy_base = "nb.to(tl.int64) * sx_n", "nb.to(tl.int64) * sy_n"
+    lines = []
+    if cfg.ndim == 3:
+        lines += ["fd = tl.program_id(2)", f"sd = {FWD_DEPTH}", "d_ok = (sd >= 0) & (sd < in_d)"]
+        x_base += " + sd.to(tl.int64) * sx_d"
+        dy_base += " + od.to(tl.int64) * sy_d"
+    lines += [f"x_base = {x_base}", f"dy_base = {dy_base}", f"r0 = {start}"]
+    lines += [f"acc_{fh}_{f} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"
+              for fh in range(SLOTS) for f in range(cfg.block_k)]
+    return _program(cfg, side) + _columns(cfg, side) + indented(*lines)
+
+
+def _dy_row(cfg: ConvConfig, var: str, row: str, when: str, level: int) -> str:
+    """`var` = the fp32 dy tile of row `row` (zero unless `when` and within the output height)."""
+    return indented(f"j = {row}", f"j_ok = {when}(j < out_h)",
+                    "dy_off = dy_base + j.to(tl.int64) * sy_h + dc.to(tl.int64) * sy_w",
+                    f"{var} = tl.load(y_ptr + ({vec(cfg, 'dy_off')}[:, None] + rn[None, :]), "
+                    "mask=(c_ok & j_ok)[:, None] & n_ok[None, :], other=0.0).to(tl.float32)", level=level)
+
+
+def _x_row(cfg: ConvConfig, row: str, adds: tuple[tuple[int, str], ...], level: int, keep: str = "") -> str:
+    """x row `row`, loaded once per filter column f, multiplied by each (filter row, dy tile) of `adds` into
+    acc_<fh>_<f>; `keep`: also keep the tile of column f as <keep>_<f>."""
+    ok = "r_ok & d_ok" if cfg.ndim == 3 else "r_ok"
+    out = [f"r = {row}", "r_ok = (r >= 0) & (r < in_h)", "ro = x_base + r.to(tl.int64) * sx_h"]
+    for f in range(cfg.block_k):
+        out.append(f"xv = tl.load(x_ptr + ({vec(cfg, f'ro + co_{f}')}[:, None] + rn[None, :]), "
+                   f"mask=(ok_{f} & {ok})[:, None] & n_ok[None, :], other=0.0).to(tl.float32)")
+        out += [f"acc_{fh}_{f} += {dv} * xv" for fh, dv in adds]
+        out += [f"{keep}_{f} = xv"] if keep else []
+    return indented(*out, level=level)
+
+
+def _wgrad_store(cfg: ConvConfig) -> str:
+    """The column sums of every accumulator, into this program's split of the workspace."""
+    taps = " * ".join(f"flt_{s}" for s in ("d", "h", "w")[3 - cfg.ndim:])
+    out = [f"taps = {taps}", "split = pid_m.to(tl.int64)"]
+    for fh in range(SLOTS):
+        for f in range(cfg.block_k):
+            tap = f"(fd * flt_h + {fh}) * flt_w + {f}" if cfg.ndim == 3 else f"{fh} * flt_w + {f}"
+            mask = " & ".join(["n_ok"] + ([f"({fh} < flt_h)"] if fh else []) + ([f"({f} < flt_w)"] if f else []))
+            out.append(f"tl.store(ws_ptr + ((split * taps + {tap}) * K + rn), tl.sum(acc_{fh}_{f}, axis=0), "
+                       f"mask={mask})")
+    return indented(*out)
+
+
+def _wgrad_stride1(cfg: ConvConfig) -> str:
+    """x row r0 + t meets dy rows j0 + t - fh (filter row fh): the last three dy tiles roll with the walk."""
+    return (_wgrad_setup(cfg, "j0 - pad_h")
+            + indented("dv_1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", "dv_2 = dv_1",
+                       f"for t in range(0, ROWS + {SLOTS - 1}):")
+            + _dy_row(cfg, "dv_0", "j0 + t", "(t < ROWS) & ", 2)
+            + _x_row(cfg, "r0 + t", ((0, "dv_0"), (1, "dv_1"), (2, "dv_2")), 2)
+            + indented("dv_2 = dv_1", "dv_1 = dv_0", level=2) + _wgrad_store(cfg))
+
+
+def _wgrad_stride2(cfg: ConvConfig) -> str:
+    """dy row j0 + i meets x rows r0 + 2i + fh; the row of filter row 2 is the next dy row's filter row 0, so
+    its tiles (xc_<f>) are kept for it."""
+    return (_wgrad_setup(cfg, "j0 * 2 - pad_h") + _x_row(cfg, "r0", (), 1, keep="xc")
+            + indented("for i in range(0, ROWS):")
+            + _dy_row(cfg, "dv", "j0 + i", "", 2)
+            + indented(*(f"acc_0_{f} += dv * xc_{f}" for f in range(cfg.block_k)), level=2)
+            + _x_row(cfg, "r0 + 2 * i + 1", ((1, "dv"),), 2)
+            + _x_row(cfg, "r0 + 2 * i + 2", ((2, "dv"),), 2, keep="xc") + _wgrad_store(cfg))
+
+
+_WGRAD_BODIES = {1: _wgrad_stride1, 2: _wgrad_stride2}
+
+
 def render(cfg: ConvConfig) -> str:
-    pack, *computes = entries(cfg)
-    bodies = [_BODIES[s](cfg) for s in H_STRIDES[cfg.direction]]
-    return "\n\n".join([header(pack) + pack_body(cfg)] + [header(e) + b for e, b in zip(computes, bodies)])
+    specs = entries(cfg)
+    if cfg.direction == "bwd_weight":
+        bodies = [_WGRAD_BODIES[s](cfg) for s in H_STRIDES[cfg.direction]]
+        bodies += [reduce_body(cfg, kind) for kind in REDUCE_KINDS]
+    else:
+        bodies = [pack_body(cfg)] + [_BODIES[s](cfg) for s in H_STRIDES[cfg.direction]]
+    return "\n\n".join(header(spec) + body for spec, body in zip(specs, bodies))
 
 
 # -- launch ----------------------------------------------------------------------------------------------
@@ -208,21 +299,31 @@ def _cdiv(a: int, b: int) -> int:
 def rows_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int]:
     """(ROWS, programs along grid axis 0): the written rows are cut into equal chunks of at most MAX_ROWS,
     as long as the grid keeps ROLL_PROGRAMS_PER_SM programs per SM."""
-    written = problem.output if problem.direction == "fwd" else problem.spatial
+    written = problem.spatial if problem.direction == "bwd_data" else problem.output
     height, width = written[-2], written[-1]
     outer = problem.n * (written[0] if problem.ndim == 3 else 1)
-    channels = problem.k if problem.direction == "fwd" else problem.c
+    channels = problem.c if problem.direction == "bwd_data" else problem.k
     layer = outer * _cdiv(width, cfg.block_m) * _cdiv(channels, cfg.block_n)   # programs per row chunk
     rows = max(1, min(MAX_ROWS, height, height * layer // (ROLL_PROGRAMS_PER_SM * max(1, sms))))
     chunks = _cdiv(height, rows)
     return _cdiv(height, chunks), outer * chunks * _cdiv(width, cfg.block_m)
 
 
+def grid(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int, int]:
+    """The grid of the compute entry that runs: row strips x channel tiles (bwd_weight: x filter depths)."""
+    _, programs = rows_plan(cfg, problem, sms)
+    channels = problem.c if problem.direction == "bwd_data" else problem.k
+    depths = problem.filter[0] if problem.direction == "bwd_weight" and problem.ndim == 3 else 1
+    return programs, _cdiv(channels, cfg.block_n), depths
+
+
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
-    packed = math.prod(problem.filter) * problem.k
-    rows, programs = rows_plan(cfg, problem, sms)
-    channels = problem.k if problem.direction == "fwd" else problem.c
-    grid = (programs, _cdiv(channels, cfg.block_n), 1)
-    computes = tuple(grid if s == problem.stride[-2] else (0, 1, 1) for s in H_STRIDES[cfg.direction])
-    return LaunchPlan(((_cdiv(packed, PACK_BLOCK), 1, 1), *computes), scalars=(("ROWS", rows),),
-                      workspaces=(("ws_ptr", packed, WORKSPACE_DTYPE),))
+    rows, _ = rows_plan(cfg, problem, sms)
+    main = grid(cfg, problem, sms)
+    computes = tuple(main if s == problem.stride[-2] else (0, 1, 1) for s in H_STRIDES[cfg.direction])
+    taps_k = math.prod(problem.filter) * problem.k
+    if cfg.direction == "bwd_weight":   # every row strip is a split of the reduction
+        return LaunchPlan((*computes, *reduce_grids(taps_k, sms)), scalars=(("ROWS", rows), ("SPLIT", main[0])),
+                          workspaces=(("ws_ptr", main[0] * taps_k, WORKSPACE_DTYPE),))
+    return LaunchPlan(((_cdiv(taps_k, PACK_BLOCK), 1, 1), *computes), scalars=(("ROWS", rows),),
+                      workspaces=(("ws_ptr", taps_k, WORKSPACE_DTYPE),))

@@ -62,9 +62,8 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
     mem_us = problem.min_bytes / (arch.hbm_gbps * 1e3 * MEMORY_EFFICIENCY[cfg.family])
     if cfg.family == "direct":
         compute_us = problem.flops / (arch.peak_tflops_fp16 * 1e6 * FMA_FRACTION)
-        if cfg.kloop == "roll":   # row strips: rows_plan's grid
-            channels = problem.k if problem.direction == "fwd" else problem.c
-            programs = conv_roll.rows_plan(cfg, problem, arch.sm_count)[1] * math.ceil(channels / cfg.block_n)
+        if cfg.kloop == "roll":   # row strips x channel tiles (x filter depths)
+            programs = math.prod(conv_roll.grid(cfg, problem, arch.sm_count))
         else:
             programs = math.ceil(problem.n * math.prod(problem.output) / cfg.block_m) * math.ceil(
                 problem.k / cfg.block_n)

@@ -4,9 +4,9 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from tiledispatch.configs.validity import least_padded
 from tiledispatch.errors import BadInput, bad_choice
 from tiledispatch.problems.conv import ConvProblem
-from tiledispatch.configs.validity import least_padded
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.select import conv_rules, rules
 
