@@ -89,8 +89,8 @@ def test_row_chunks_cover_every_written_row_once(sms, height):
     assert programs == 4 * chunks * -(-40 // cfg.block_m)
     plan = conv_roll.launch_plan(cfg, problem, sms)
     assert dict(plan.scalars) == {"ROWS": rows}
-    assert plan.grids[1] == (programs, -(-32 // cfg.block_n), 1)
-    assert plan.workspaces == (("ws_ptr", 9 * 32, "fp32"),)
+    assert plan.grids[0] == (programs, -(-32 // cfg.block_n), 1)   # 2-D: no weight repack, no workspace
+    assert plan.workspaces == ()
 
 
 def test_more_sms_get_shorter_chunks():
@@ -143,9 +143,24 @@ def test_the_entry_of_the_problems_stride_launches(direction, stride, launched):
     cfg = ConvConfig(**{**A8, "direction": direction})
     problem = td.ConvProblem(direction, 2, 32, 32, 32, (12, 12), (3, 3), stride=stride, padding=1)
     grids = conv_roll.launch_plan(cfg, problem, 132).grids
-    computes = grids[:len(launched)] if direction == "bwd_weight" else grids[1:]   # (pack first; reduce last)
-    assert len(grids) == len(launched) + (2 if direction == "bwd_weight" else 1)
-    assert [min(g) > 0 for g in computes] == launched
+    assert len(grids) == len(launched) + (2 if direction == "bwd_weight" else 0)   # (2-D: no pack; reduce last)
+    assert [min(g) > 0 for g in grids[:len(launched)]] == launched
+
+
+@pytest.mark.parametrize("direction, ndim, packs", [
+    ("fwd", 2, False), ("fwd", 3, True), ("bwd_data", 2, False), ("bwd_data", 3, True),
+    ("bwd_weight", 2, False), ("bwd_weight", 3, False)])
+def test_only_3d_fwd_and_bwd_data_repack_the_weight(direction, ndim, packs):
+    """2-D loads the weights once per program straight from w; 3-D reads a filter depth per source row from the
+    fp32 tap-major repack (an extra entry and workspace); bwd_weight writes the weight."""
+    cfg = ConvConfig(**{**A8, "direction": direction, "ndim": ndim})
+    problem = td.ConvProblem(direction, 2, 32, 32, 32, (5, 6, 7)[3 - ndim:], (3,) * ndim, padding=1)
+    plan = conv_roll.launch_plan(cfg, problem, 132)
+    names = [entry.fn for entry in conv_roll.entries(cfg)]
+    assert conv_roll.packs_weight(cfg) is packs
+    assert ("conv_direct_wpack_kernel" in names) is packs
+    assert (("ws_ptr", 27 * 32, "fp32") in plan.workspaces) is packs
+    assert len(plan.grids) == len(names)
 
 
 @pytest.mark.parametrize("sms", [1, 132])

@@ -7,7 +7,8 @@ rows (of one image; of one depth in 3-D). It walks the source rows that feed the
 source row is loaded once per filter column (block_k shifted tiles, unrolled) and added, with the weights of
 the filter rows that meet it, into rolling fp32 accumulators (slots, the oldest first). Once a written row
 has met its last filter row, slot 0 holds it: it is stored (with the fwd epilogue) and the ring turns. A 2-D
-filter's weights are loaded once per program (3-D: once per source row and filter depth).
+filter's weights are loaded once per program, straight from w (3-D: once per source row and filter depth, from
+the tap-major repack of conv_direct's pack entry).
 
 - stride 1 (fwd, and bwd_data, which is then the correlation with the flipped filter): three slots; source row
   t of the walk meets written rows j0 + t - 2 + slot. fwd: y[j] += x[j - pad + fh] * w[fh], so the walk starts
@@ -24,9 +25,8 @@ past them into an accumulator tile per filter tap, and each strip is a split of 
 
 Filter heights 1 to 3 (the rows past the filter's height get zero weights); the filter width is unrolled to
 block_k (masked past it; wider filters do not match). ROWS is a run-time scalar chosen per problem at launch
-(rows_plan): enough programs for ROLL_PROGRAMS_PER_SM per SM, at most MAX_ROWS rows each. The weights come
-repacked tap-major by conv_direct's pack entry; pixel coordinates are int32 and become int64 before any stride
-multiply.
+(rows_plan): enough programs for ROLL_PROGRAMS_PER_SM per SM, at most MAX_ROWS rows each. Pixel coordinates
+are int32 and become int64 before any stride multiply.
 """
 from __future__ import annotations
 
@@ -78,15 +78,16 @@ SIDES = {"fwd": Side("x", "y", "in", "out", "K"), "bwd_data": Side("y", "x", "ou
 
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
-    """fwd, bwd_data: the weight pack (conv_direct), then a rolling compute entry per stride along H;
-    bwd_weight: the partial-sum entries per stride, then conv_direct's split reduce."""
-    params = (*base_params(cfg), WS_PARAM, Param("ROWS", "i32"), Param("BLOCK_M", "constexpr", cfg.block_m),
+    """fwd, bwd_data: the weight pack (conv_direct; 3-D only, see packs_weight), then a rolling compute entry
+    per stride along H; bwd_weight: the partial-sum entries per stride, then conv_direct's split reduce."""
+    workspace = (WS_PARAM,) if packs_weight(cfg) or cfg.direction == "bwd_weight" else ()
+    params = (*base_params(cfg), *workspace, Param("ROWS", "i32"), Param("BLOCK_M", "constexpr", cfg.block_m),
               Param("BLOCK_N", "constexpr", cfg.block_n))
     computes = [EntrySpec(FN[cfg.direction].format(s), params, cfg.num_warps, cfg.num_stages)
                 for s in H_STRIDES[cfg.direction]]
     if cfg.direction == "bwd_weight":
         return computes + reduce_entries(cfg)
-    return [pack_entry(cfg)] + computes
+    return ([pack_entry(cfg)] if packs_weight(cfg) else []) + computes
 
 
 # -- source ----------------------------------------------------------------------------------------------
@@ -117,15 +118,26 @@ def _columns(cfg: ConvConfig, side: Side) -> str:
     return indented(*out)
 
 
+def packs_weight(cfg: ConvConfig) -> bool:
+    """3-D fwd / bwd_data read the weights of a filter depth per source row: from conv_direct's tap-major fp32
+    repack (one vector load each). 2-D loads them once per program, straight from w (a gather per tap, no
+    repack launch); bwd_weight writes them."""
+    return cfg.ndim == 3 and cfg.direction != "bwd_weight"
+
+
 def _weights(cfg: ConvConfig, depth: str, level: int, rows: tuple[int, ...] = tuple(range(SLOTS))) -> str:
     """w_<fh>_<f>: the fp32 weight vectors of filter rows `rows` and columns 0..block_k-1 (zero past the
-    filter), from the tap-major packed weight; `depth` is the filter depth of 3-D taps ('' in 2-D)."""
+    filter); `depth` is the filter depth of 3-D taps (from the packed weight), '' in 2-D (from w itself)."""
     out = []
     for fh in rows:
         for f in range(cfg.block_k):
-            tap = f"({depth} * flt_h + {fh}) * flt_w + {f}" if depth else f"{fh} * flt_w + {f}"
             mask = " & ".join(["n_ok"] + ([f"({fh} < flt_h)"] if fh else []) + ([f"({f} < flt_w)"] if f else []))
-            out.append(f"w_{fh}_{f} = tl.load(ws_ptr + (({tap}) * K + rn), mask={mask}, other=0.0)")
+            if depth:
+                tap = f"({depth} * flt_h + {fh}) * flt_w + {f}"
+                out.append(f"w_{fh}_{f} = tl.load(ws_ptr + (({tap}) * K + rn), mask={mask}, other=0.0)")
+            else:
+                offset = f"rn.to(tl.int64) * sw_k + {fh} * sw_h + {f} * sw_w"
+                out.append(f"w_{fh}_{f} = tl.load(w_ptr + ({offset}), mask={mask}, other=0.0).to(tl.float32)")
     return indented(*out, level=level)
 
 
@@ -287,7 +299,7 @@ def render(cfg: ConvConfig) -> str:
         bodies = [_WGRAD_BODIES[s](cfg) for s in H_STRIDES[cfg.direction]]
         bodies += [reduce_body(cfg, kind) for kind in REDUCE_KINDS]
     else:
-        bodies = [pack_body(cfg)] + [_BODIES[s](cfg) for s in H_STRIDES[cfg.direction]]
+        bodies = ([pack_body(cfg)] if packs_weight(cfg) else []) + [_BODIES[s](cfg) for s in H_STRIDES[cfg.direction]]
     return "\n\n".join(header(spec) + body for spec, body in zip(specs, bodies))
 
 
@@ -325,5 +337,7 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     if cfg.direction == "bwd_weight":   # every row strip is a split of the reduction
         return LaunchPlan((*computes, *reduce_grids(taps_k, sms)), scalars=(("ROWS", rows), ("SPLIT", main[0])),
                           workspaces=(("ws_ptr", main[0] * taps_k, WORKSPACE_DTYPE),))
+    if not packs_weight(cfg):
+        return LaunchPlan(computes, scalars=(("ROWS", rows),))
     return LaunchPlan(((_cdiv(taps_k, PACK_BLOCK), 1, 1), *computes), scalars=(("ROWS", rows),),
                       workspaces=(("ws_ptr", taps_k, WORKSPACE_DTYPE),))

@@ -22,7 +22,7 @@ CONFIG = {'op': 'conv',
  'align': 8,
  'activation': 'gelu',
  'bias': True}
-ENTRIES = [{'fn': 'conv_direct_wpack_kernel',
+ENTRIES = [{'fn': 'conv_roll_fwd_s1_kernel',
   'num_warps': 4,
   'num_stages': 1,
   'params': [{'name': 'x_ptr', 'ty': '*bf16', 'value': None, 'divisible16': True},
@@ -56,43 +56,6 @@ ENTRIES = [{'fn': 'conv_direct_wpack_kernel',
              {'name': 'sw_k', 'ty': 'i64', 'value': None, 'divisible16': False},
              {'name': 'sw_h', 'ty': 'i64', 'value': None, 'divisible16': False},
              {'name': 'sw_w', 'ty': 'i64', 'value': None, 'divisible16': False},
-             {'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisible16': True},
-             {'name': 'BLOCK', 'ty': 'constexpr', 'value': 512, 'divisible16': False}]},
- {'fn': 'conv_roll_fwd_s1_kernel',
-  'num_warps': 4,
-  'num_stages': 1,
-  'params': [{'name': 'x_ptr', 'ty': '*bf16', 'value': None, 'divisible16': True},
-             {'name': 'w_ptr', 'ty': '*bf16', 'value': None, 'divisible16': False},
-             {'name': 'y_ptr', 'ty': '*bf16', 'value': None, 'divisible16': True},
-             {'name': 'bias_ptr', 'ty': '*bf16', 'value': None, 'divisible16': False},
-             {'name': 'N', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'C', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'K', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'G', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'CG', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'KG', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'in_h', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'in_w', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'out_h', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'out_w', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'flt_h', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'flt_w', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'str_h', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'str_w', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'pad_h', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'pad_w', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'dil_h', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'dil_w', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'sx_n', 'ty': 'i64', 'value': None, 'divisible16': False},
-             {'name': 'sx_h', 'ty': 'i64', 'value': None, 'divisible16': False},
-             {'name': 'sx_w', 'ty': 'i64', 'value': None, 'divisible16': False},
-             {'name': 'sy_n', 'ty': 'i64', 'value': None, 'divisible16': False},
-             {'name': 'sy_h', 'ty': 'i64', 'value': None, 'divisible16': False},
-             {'name': 'sy_w', 'ty': 'i64', 'value': None, 'divisible16': False},
-             {'name': 'sw_k', 'ty': 'i64', 'value': None, 'divisible16': False},
-             {'name': 'sw_h', 'ty': 'i64', 'value': None, 'divisible16': False},
-             {'name': 'sw_w', 'ty': 'i64', 'value': None, 'divisible16': False},
-             {'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisible16': True},
              {'name': 'ROWS', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'BLOCK_M', 'ty': 'constexpr', 'value': 64, 'divisible16': False},
              {'name': 'BLOCK_N', 'ty': 'constexpr', 'value': 32, 'divisible16': False}]},
@@ -130,60 +93,9 @@ ENTRIES = [{'fn': 'conv_direct_wpack_kernel',
              {'name': 'sw_k', 'ty': 'i64', 'value': None, 'divisible16': False},
              {'name': 'sw_h', 'ty': 'i64', 'value': None, 'divisible16': False},
              {'name': 'sw_w', 'ty': 'i64', 'value': None, 'divisible16': False},
-             {'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisible16': True},
              {'name': 'ROWS', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'BLOCK_M', 'ty': 'constexpr', 'value': 64, 'divisible16': False},
              {'name': 'BLOCK_N', 'ty': 'constexpr', 'value': 32, 'divisible16': False}]}]
-
-
-@triton.jit
-def conv_direct_wpack_kernel(
-    x_ptr,
-    w_ptr,
-    y_ptr,
-    bias_ptr,
-    N,
-    C,
-    K,
-    G,
-    CG,
-    KG,
-    in_h,
-    in_w,
-    out_h,
-    out_w,
-    flt_h,
-    flt_w,
-    str_h,
-    str_w,
-    pad_h,
-    pad_w,
-    dil_h,
-    dil_w,
-    sx_n,
-    sx_h,
-    sx_w,
-    sy_n,
-    sy_h,
-    sy_w,
-    sw_k,
-    sw_h,
-    sw_w,
-    ws_ptr,
-    BLOCK: tl.constexpr,
-):
-    total = flt_h * flt_w * CG * K
-    e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    ok = e < total
-    k = e % K
-    q = e // K
-    c = q % CG
-    t = q // CG
-    qt = t
-    f_w_ = qt % flt_w
-    qt = qt // flt_w
-    f_h_ = qt
-    tl.store(ws_ptr + e, tl.load(w_ptr + (k.to(tl.int64) * sw_k + f_h_.to(tl.int64) * sw_h + f_w_.to(tl.int64) * sw_w + c), mask=ok, other=0.0).to(tl.float32), mask=ok)
 
 
 @triton.jit
@@ -219,7 +131,6 @@ def conv_roll_fwd_s1_kernel(
     sw_k,
     sw_h,
     sw_w,
-    ws_ptr,
     ROWS,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -255,15 +166,15 @@ def conv_roll_fwd_s1_kernel(
     sc_2 = dc * str_w - pad_w + 2 * dil_w
     ok_2 = c_ok & (sc_2 >= 0) & (sc_2 < in_w) & (2 < flt_w)
     co_2 = sc_2.to(tl.int64) * sx_w
-    w_0_0 = tl.load(ws_ptr + ((0 * flt_w + 0) * K + rn), mask=n_ok, other=0.0)
-    w_0_1 = tl.load(ws_ptr + ((0 * flt_w + 1) * K + rn), mask=n_ok & (1 < flt_w), other=0.0)
-    w_0_2 = tl.load(ws_ptr + ((0 * flt_w + 2) * K + rn), mask=n_ok & (2 < flt_w), other=0.0)
-    w_1_0 = tl.load(ws_ptr + ((1 * flt_w + 0) * K + rn), mask=n_ok & (1 < flt_h), other=0.0)
-    w_1_1 = tl.load(ws_ptr + ((1 * flt_w + 1) * K + rn), mask=n_ok & (1 < flt_h) & (1 < flt_w), other=0.0)
-    w_1_2 = tl.load(ws_ptr + ((1 * flt_w + 2) * K + rn), mask=n_ok & (1 < flt_h) & (2 < flt_w), other=0.0)
-    w_2_0 = tl.load(ws_ptr + ((2 * flt_w + 0) * K + rn), mask=n_ok & (2 < flt_h), other=0.0)
-    w_2_1 = tl.load(ws_ptr + ((2 * flt_w + 1) * K + rn), mask=n_ok & (2 < flt_h) & (1 < flt_w), other=0.0)
-    w_2_2 = tl.load(ws_ptr + ((2 * flt_w + 2) * K + rn), mask=n_ok & (2 < flt_h) & (2 < flt_w), other=0.0)
+    w_0_0 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 0 * sw_h + 0 * sw_w), mask=n_ok, other=0.0).to(tl.float32)
+    w_0_1 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 0 * sw_h + 1 * sw_w), mask=n_ok & (1 < flt_w), other=0.0).to(tl.float32)
+    w_0_2 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 0 * sw_h + 2 * sw_w), mask=n_ok & (2 < flt_w), other=0.0).to(tl.float32)
+    w_1_0 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 1 * sw_h + 0 * sw_w), mask=n_ok & (1 < flt_h), other=0.0).to(tl.float32)
+    w_1_1 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 1 * sw_h + 1 * sw_w), mask=n_ok & (1 < flt_h) & (1 < flt_w), other=0.0).to(tl.float32)
+    w_1_2 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 1 * sw_h + 2 * sw_w), mask=n_ok & (1 < flt_h) & (2 < flt_w), other=0.0).to(tl.float32)
+    w_2_0 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 2 * sw_h + 0 * sw_w), mask=n_ok & (2 < flt_h), other=0.0).to(tl.float32)
+    w_2_1 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 2 * sw_h + 1 * sw_w), mask=n_ok & (2 < flt_h) & (1 < flt_w), other=0.0).to(tl.float32)
+    w_2_2 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 2 * sw_h + 2 * sw_w), mask=n_ok & (2 < flt_h) & (2 < flt_w), other=0.0).to(tl.float32)
     src_base = nb.to(tl.int64) * sx_n
     dst_base = nb.to(tl.int64) * sy_n
     r0 = j0 - pad_h
@@ -331,7 +242,6 @@ def conv_roll_fwd_s2_kernel(
     sw_k,
     sw_h,
     sw_w,
-    ws_ptr,
     ROWS,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -367,15 +277,15 @@ def conv_roll_fwd_s2_kernel(
     sc_2 = dc * str_w - pad_w + 2 * dil_w
     ok_2 = c_ok & (sc_2 >= 0) & (sc_2 < in_w) & (2 < flt_w)
     co_2 = sc_2.to(tl.int64) * sx_w
-    w_0_0 = tl.load(ws_ptr + ((0 * flt_w + 0) * K + rn), mask=n_ok, other=0.0)
-    w_0_1 = tl.load(ws_ptr + ((0 * flt_w + 1) * K + rn), mask=n_ok & (1 < flt_w), other=0.0)
-    w_0_2 = tl.load(ws_ptr + ((0 * flt_w + 2) * K + rn), mask=n_ok & (2 < flt_w), other=0.0)
-    w_1_0 = tl.load(ws_ptr + ((1 * flt_w + 0) * K + rn), mask=n_ok & (1 < flt_h), other=0.0)
-    w_1_1 = tl.load(ws_ptr + ((1 * flt_w + 1) * K + rn), mask=n_ok & (1 < flt_h) & (1 < flt_w), other=0.0)
-    w_1_2 = tl.load(ws_ptr + ((1 * flt_w + 2) * K + rn), mask=n_ok & (1 < flt_h) & (2 < flt_w), other=0.0)
-    w_2_0 = tl.load(ws_ptr + ((2 * flt_w + 0) * K + rn), mask=n_ok & (2 < flt_h), other=0.0)
-    w_2_1 = tl.load(ws_ptr + ((2 * flt_w + 1) * K + rn), mask=n_ok & (2 < flt_h) & (1 < flt_w), other=0.0)
-    w_2_2 = tl.load(ws_ptr + ((2 * flt_w + 2) * K + rn), mask=n_ok & (2 < flt_h) & (2 < flt_w), other=0.0)
+    w_0_0 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 0 * sw_h + 0 * sw_w), mask=n_ok, other=0.0).to(tl.float32)
+    w_0_1 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 0 * sw_h + 1 * sw_w), mask=n_ok & (1 < flt_w), other=0.0).to(tl.float32)
+    w_0_2 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 0 * sw_h + 2 * sw_w), mask=n_ok & (2 < flt_w), other=0.0).to(tl.float32)
+    w_1_0 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 1 * sw_h + 0 * sw_w), mask=n_ok & (1 < flt_h), other=0.0).to(tl.float32)
+    w_1_1 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 1 * sw_h + 1 * sw_w), mask=n_ok & (1 < flt_h) & (1 < flt_w), other=0.0).to(tl.float32)
+    w_1_2 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 1 * sw_h + 2 * sw_w), mask=n_ok & (1 < flt_h) & (2 < flt_w), other=0.0).to(tl.float32)
+    w_2_0 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 2 * sw_h + 0 * sw_w), mask=n_ok & (2 < flt_h), other=0.0).to(tl.float32)
+    w_2_1 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 2 * sw_h + 1 * sw_w), mask=n_ok & (2 < flt_h) & (1 < flt_w), other=0.0).to(tl.float32)
+    w_2_2 = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + 2 * sw_h + 2 * sw_w), mask=n_ok & (2 < flt_h) & (2 < flt_w), other=0.0).to(tl.float32)
     src_base = nb.to(tl.int64) * sx_n
     dst_base = nb.to(tl.int64) * sy_n
     r0 = j0 * 2 - pad_h
