@@ -37,7 +37,7 @@ GEOMETRY = {
     ("bwd_weight_s2", 3): {"spatial": (3, 7, 6), "filter": (3, 3, 2), "stride": (1, 2, 2), "padding": ((1, 1),
                            (0, 1), (1, 0))},
     ("bwd_data", 2): {"spatial": (8, 7), "filter": (3, 3), "padding": ((2, 0), (0, 1)), "dilation": (1, 2)},
-    ("bwd_data", 3): {"spatial": (4, 6, 5), "filter": (3, 1, 3), "padding": ((1, 1), (0, 0), (1, 2))},
+    ("bwd_data", 3): {"spatial": (3, 5, 4), "filter": (3, 1, 3), "padding": ((1, 1), (0, 0), (1, 2))},
 }
 # 1 SM: several written rows per program (fwd 2-D a8: 7 rows in chunks of 3, the last one 2 rows past the
 # height); 132: one row per program
