@@ -66,7 +66,7 @@ DIRECT_SPATIAL = [
     # block_m pixels along W, filter columns unrolled to 3; not yet measured, so in no essential preset
     ("direct", 64, 32, 3, 1, 4, 2, "roll", 8), ("direct", 32, 64, 3, 1, 4, 2, "roll", 8),
     ("direct", 128, 32, 3, 1, 4, 2, "roll", 8), ("direct", 64, 16, 3, 1, 2, 2, "roll", 8),
-    ("direct", 32, 32, 3, 1, 2, 2, "roll", 8),
+    ("direct", 32, 32, 3, 1, 2, 2, "roll", 8), ("direct", 64, 32, 3, 1, 4, 1, "roll", 8),   # (s1: no pipelining)
     *(row for a in (2, 4) for row in (("direct", 64, 32, 3, 1, 4, 2, "roll", a),
                                       ("direct", 32, 64, 3, 1, 4, 2, "roll", a))),
 ]
@@ -74,6 +74,7 @@ DIRECT_SPATIAL = [
 # 8 values per thread; not yet measured, so in no essential preset
 ROLL_WGRAD = [("direct", 32, 32, 3, 1, 4, 2, "roll", 8), ("direct", 64, 16, 3, 1, 4, 2, "roll", 8),
               ("direct", 32, 16, 3, 1, 2, 2, "roll", 8), ("direct", 64, 32, 3, 1, 8, 2, "roll", 8),
+              ("direct", 32, 32, 3, 1, 4, 1, "roll", 8),
               *(("direct", 32, 32, 3, 1, 4, 2, "roll", a) for a in (2, 4))]
 # block_k: filter taps per program (one accumulator tile each). 3 measured best on most depthwise problems of
 # the H200 (session 9, 2-D and 3-D); the 9-tap rows reuse one dy tile for a whole 3x3 filter
