@@ -174,3 +174,5 @@ def test_padding_estimate_counts_only_the_copies_made():
     with_out = GemmProblem(3000, 5001, 700, dtype="bf16", layout="rcr")    # N too: output copied back
     assert padding_us(k_only, k_only.padded(8), arch) < padding_us(with_out, with_out.padded(8), arch)
     assert padding_us(k_only, k_only.padded(8), arch) < padding_us(k_only, k_only.padded(16), arch)
+    strided = GemmProblem(3000, 5008, 704, dtype="bf16", layout="rcr", align=1)   # aligned sizes, strided tensors
+    assert padding_us(strided, strided.padded(8), arch) > 0
