@@ -60,9 +60,9 @@ class ProblemBench:
             return lambda: kernel.launch(args, problem)
         from tiledispatch.runtime.execute import run_selection
         from tiledispatch.select.selector import Selection
-        from tiledispatch.select.selector import plan_for as plan_for_kernel
+        from tiledispatch.select.selector import plan_for as selector_plan
 
-        plan = plan_for_kernel(kernel, self.problem)
+        plan = selector_plan(kernel, self.problem)
         if plan is None or plan.padded != padded:
             raise UnsupportedProblem(f"{kernel.name} does not compute {self.problem.describe()} "
                                      f"{'on padded operands' if padded else 'directly'}", field="padded")

@@ -89,8 +89,7 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
     """fwd, bwd_data: weight pack, then the dw and grouped compute entries; bwd_weight: the dw and grouped
     partial-sum entries, then the reduce."""
     tiles = [Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n)]
-    ws = WS_PARAM
-    params = [*base_params(cfg), ws]
+    params = [*base_params(cfg), WS_PARAM]
     if cfg.direction == "bwd_weight":
         params += [Param("SPAN", "i32"), *tiles, Param("TAP_CHUNK", "constexpr", tap_chunk(cfg))]
     else:
