@@ -63,9 +63,8 @@ def _align_errors(cfg: ConvConfig, errors: list[tuple[str, str]]) -> None:
 
 
 def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    if cfg.kloop in DIRECT_KLOOPS[1:]:
-        errors.append(("kloop", f"kloop {cfg.kloop!r} belongs to family 'direct'; igemm walks 'tap', 'flat' or "
-                                "'diag'"))
+    if cfg.kloop == "roll":
+        errors.append(("kloop", "kloop 'roll' belongs to family 'direct'; igemm walks 'tap', 'flat' or 'diag'"))
     ok = choice(errors, "block_m", cfg.block_m, DOT_BLOCKS) & choice(errors, "block_n", cfg.block_n, DOT_BLOCKS)
     if cfg.kloop != "diag" or cfg.direction == "bwd_weight":   # fwd / bwd_data diag: block_k = C/G (below)
         ok &= choice(errors, "block_k", cfg.block_k, DOT_BLOCKS)
