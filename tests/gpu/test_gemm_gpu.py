@@ -78,3 +78,37 @@ def test_tune_stores_and_reuses(tmp_path, monkeypatch):
     tuned = reg.select(problem, "tune", top_k=4)
     again = reg.select(problem, "auto")
     assert again.strategy == "tuning_db" and again.kernel.name == tuned.kernel.name
+
+
+# Unaligned sizes (align 1 or 8): K=700/555/17 break 16-byte rows, N=1234 and 24 break multiples of 16,
+# 1000 is a multiple of 8 only (TMA runs it directly, a16 kernels pad N and K)
+UNALIGNED = ((1000, 1000, 1000), (777, 1234, 555), (3000, 5000, 700), (257, 24, 17))
+
+
+@pytest.mark.parametrize("preset", ["gemm_bf16_rcr_essential", "gemm_fp16_rrr_essential",
+                                    "gemm_fp8e4m3_rcr_essential"])
+def test_every_padded_plan_of_the_essential_presets(preset):
+    """Each kernel on the least padding it supports (selector.plan_for): operands copied only where they grow,
+    the caller's output written in place when M and N stay, exact results either way."""
+    from tiledispatch.runtime.execute import run_selection
+    from tiledispatch.select.selector import Selection
+
+    reg = td.Registry(td.detect())
+    reg.add_preset(preset)
+    assert not reg.build().failed
+    cfg0 = reg.kernels[0].config
+    failures, runs = [], 0
+    for m, n, k in UNALIGNED:
+        problem = td.GemmProblem(m, n, k, dtype=cfg0.dtype, layout=cfg0.layout)
+        args = make_args(problem, torch.device("cuda"), seed=m + k)
+        for plan in (p for p in reg.plans(problem) if p.padded):
+            out = torch.full((m, n), float("nan"), dtype=torch_dtype(problem.out_dtype), device="cuda")
+            args.out = out
+            result = run_selection(Selection(plan.kernel, "test", plan.problem, True), args)
+            check = validate(result, args, cfg0.dtype)
+            runs += 1
+            if not check["passed"] or result.data_ptr() != out.data_ptr():
+                failures.append((plan.kernel.name, (m, n, k), (plan.problem.m, plan.problem.n, plan.problem.k),
+                                 check))
+    assert runs >= len(UNALIGNED)
+    assert not failures, failures[:10]
