@@ -27,6 +27,8 @@ GOLDEN = {
     "splitk_bias_relu": td.GemmConfig(family="splitk", layout="rrr", dtype="fp16", block_m=64, block_n=64,
                                       block_k=64, num_warps=4, num_stages=4, split_k=4, align=16,
                                       activation="relu", bias="col"),
+    "tma_persistent_split": td.parse_name("gemm-tma_persistent-rcr-bf16-bf16-fp32-256x128x64-w8-s3-g8-k4-e1-a16-"
+                                          "gelu-bcol-d0-c0"),
     "int8_tiled": td.GemmConfig(family="tiled", layout="ccr", dtype="int8", block_m=64, block_n=128, block_k=64,
                                 num_warps=4, num_stages=3, align=1, activation="relu", bias="col", num_d=1),
     # convolution: one instance per family and direction (preset rows), including the entries a launch picks

@@ -75,6 +75,25 @@ def test_suite_covers_every_tma_family_layout_and_fp8():
         (f, l_) for f in suites.TMA_FAMILIES for l_ in suites.LAYOUTS}
     assert {c.family for c in CONFIGS if c.dtype == "fp8e4m3"} == {"tiled", "splitk", *suites.TMA_FAMILIES}
     assert {c.subtile for c in CONFIGS if c.family == "tma_persistent"} == {1, 2}
+    assert {c.split_k for c in CONFIGS if c.family == "tma_persistent"} == {1, 2, 3}   # split over K too
+
+
+def test_split_tma_persistent_runs_its_epilogue_in_the_reduce():
+    """split_k > 1: (tile, K range) units into an fp32 workspace, then the splitk reduce with the epilogue;
+    the reduce stores through pointers, so the TMA store's subtiling does not apply."""
+    from tiledispatch.configs.validity import gemm_config_errors
+    from tiledispatch.kernels import gemm_tma
+
+    arch = td.get_arch("sm_90")
+    cfg = next(c for c in CONFIGS if c.family == "tma_persistent" and c.split_k == 3)
+    assert [e.fn for e in gemm_tma.entries(cfg)] == ["gemm_tma_kernel", "gemm_splitk_reduce_kernel"]
+    plan = gemm_tma.launch_plan(cfg, 100, 70, 500, 2, 132)
+    tiles = 4 * 3                                                      # ceil(100/32) x ceil(70/32)
+    assert plan.grids == ((min(2 * tiles * 3, plan.grids[0][0]), 1, 1), (tiles, 2, 1))
+    assert plan.workspaces == (("ws_ptr", 2 * 3 * 100 * 70, "fp32"),)
+    assert "subtile" in dict(gemm_config_errors(td.GemmConfig(**{**cfg.to_dict(), "subtile": 2}), arch))
+    assert "split_k" in dict(gemm_config_errors(td.GemmConfig(**{**cfg.to_dict(), "family": "tma_ws",
+                                                                 "split_k": 2}), arch))
 
 
 @pytest.mark.parametrize("tiles, k_tiles, programs", [(10, 7, 3), (4, 9, 36), (264, 4, 132), (3, 1, 132),

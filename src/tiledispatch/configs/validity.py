@@ -25,6 +25,7 @@ MAX_GRID_Y = 65535           # CUDA limit on grid dims 1 and 2 (batch, split)
 SUBTILES = (1, 2)
 WS_WARPS = 4                 # Triton 3.6 on sm_90 warp-specializes only kernels compiled with 4 warps
 FP8_MAX_BLOCK_K = 128        # fp8 dots promote to fp32 once per K block (max_num_imprecise_acc = block_k)
+SPLIT_FAMILIES = ("splitk", "tma_persistent")   # split_k > 1: K split over programs, a reduce runs the epilogue
 
 
 def _dtype_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
@@ -80,16 +81,19 @@ def shared_memory_bytes(cfg: GemmConfig) -> int:
     """Shared memory of the pipelined A and B tiles plus, for TMA stores, the output staging subtile."""
     stage = (cfg.block_m * cfg.block_k + cfg.block_k * cfg.block_n) * DTYPES[cfg.dtype].bytes
     staging = 0
-    if cfg.family == "tma_persistent" and cfg.out_dtype in DTYPES:
+    if cfg.family == "tma_persistent" and cfg.split_k == 1 and cfg.out_dtype in DTYPES:
         staging = cfg.block_m * cfg.block_n // max(1, cfg.subtile) * DTYPES[cfg.out_dtype].bytes
     return max(1, cfg.num_stages) * stage + staging
 
 
 def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    if cfg.family != "splitk" and cfg.split_k != 1:
+    if cfg.family not in SPLIT_FAMILIES and cfg.split_k != 1:
         errors.append(("split_k", f"family {cfg.family!r} needs split_k=1, got {cfg.split_k}"))
-    if cfg.family == "splitk":
+    if cfg.family == "splitk" or (cfg.family == "tma_persistent" and cfg.split_k != 1):
         choice(errors, "split_k", cfg.split_k, SPLIT_K)
+    if cfg.family == "tma_persistent" and cfg.split_k != 1 and cfg.subtile != 1:
+        errors.append(("subtile", "a split tma_persistent kernel runs its epilogue in the reduce (pointer "
+                                  f"stores); subtile must be 1, got {cfg.subtile}"))
     if choice(errors, "subtile", cfg.subtile, SUBTILES) and cfg.subtile != 1:
         if cfg.family != "tma_persistent":
             errors.append(("subtile", f"epilogue subtiling is a tma_persistent feature; {cfg.family!r} needs "

@@ -23,28 +23,30 @@ def entries(cfg: GemmConfig) -> list[EntrySpec]:
         *common.size_params(cfg, "MNK"),
         *common.operand_params(cfg), *common.tile_constexprs(cfg), _split_param(cfg),
     ]
+    return [EntrySpec(PARTIAL_FN, tuple(partial), cfg.num_warps, cfg.num_stages), reduce_entry(cfg)]
+
+
+def reduce_entry(cfg: GemmConfig) -> EntrySpec:
+    """The entry that sums the SPLIT_K partial tiles of ws[batch, split, M, N] in split order and runs the
+    epilogue (shared with the split tma_persistent kernels)."""
     reduce = [
-        common.ptr("ws_ptr", cfg.acc_dtype, True), common.ptr("out_ptr", cfg.out_dtype, aligned),
+        common.ptr("ws_ptr", cfg.acc_dtype, True), common.ptr("out_ptr", cfg.out_dtype, cfg.align == 16),
         *common.epilogue_pointer_params(cfg), *common.size_params(cfg, "MN"),
         *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg), _split_param(cfg),
     ]
-    return [EntrySpec(PARTIAL_FN, tuple(partial), cfg.num_warps, cfg.num_stages),
-            EntrySpec(REDUCE_FN, tuple(reduce), REDUCE_WARPS, 1)]
+    return EntrySpec(REDUCE_FN, tuple(reduce), REDUCE_WARPS, 1)
 
 
-def _workspace_offsets() -> str:
-    return """\
-    rm64 = rm.to(tl.int64)
-    rn64 = rn.to(tl.int64)
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    ws_tile = ws_ptr + rm64[:, None] * N + rn64[None, :]
-    ws_step = M.to(tl.int64) * N
-"""
+def workspace_offsets(indent: str = "    ") -> str:
+    """rm64 / rn64, the tile's mask, ws_tile (its element offsets in one [M, N] slot of the workspace) and
+    ws_step (the slot size)."""
+    lines = ["rm64 = rm.to(tl.int64)", "rn64 = rn.to(tl.int64)", "mask = (rm[:, None] < M) & (rn[None, :] < N)",
+             "ws_tile = ws_ptr + rm64[:, None] * N + rn64[None, :]", "ws_step = M.to(tl.int64) * N"]
+    return "".join(f"{indent}{line}\n" for line in lines)
 
 
 def render(cfg: GemmConfig) -> str:
-    partial, reduce = entries(cfg)
-    acc_ty = common.TL_TYPES[cfg.acc_dtype]
+    partial, _ = entries(cfg)
     partial_src = (
         f"@triton.jit\ndef {PARTIAL_FN}(\n    {common.signature_text(list(partial.params))},\n):\n"
         "    pid_s = tl.program_id(1)\n    pid_b = tl.program_id(2)\n"
@@ -52,21 +54,26 @@ def render(cfg: GemmConfig) -> str:
         + "    k_span = ((K + SPLIT_K - 1) // SPLIT_K + BLOCK_K - 1) // BLOCK_K * BLOCK_K\n"
         + common.main_loop(cfg, "pid_s * k_span",
                            "min(k_first + k_span, K)")
-        + _workspace_offsets()
+        + workspace_offsets()
         + "    slot = pid_b.to(tl.int64) * SPLIT_K + pid_s\n"
         + "    tl.store(ws_tile + slot * ws_step, acc, mask=mask)\n"
     )
-    reduce_src = (
+    return partial_src + "\n\n" + reduce_source(cfg)
+
+
+def reduce_source(cfg: GemmConfig) -> str:
+    reduce = reduce_entry(cfg)
+    acc_ty = common.TL_TYPES[cfg.acc_dtype]
+    return (
         f"@triton.jit\ndef {REDUCE_FN}(\n    {common.signature_text(list(reduce.params))},\n):\n"
         "    pid_b = tl.program_id(1)\n"
         + common.SWIZZLE
-        + _workspace_offsets()
+        + workspace_offsets()
         + f"    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype={acc_ty})\n"
         + "    for s in tl.static_range(SPLIT_K):\n"
         + "        acc += tl.load(ws_tile + (pid_b.to(tl.int64) * SPLIT_K + s) * ws_step, mask=mask, other=0)\n"
         + common.epilogue(cfg)
     )
-    return partial_src + "\n\n" + reduce_src
 
 
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:

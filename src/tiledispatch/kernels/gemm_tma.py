@@ -4,6 +4,8 @@ A and B loaded through tensor descriptors (TMA).
 tma_persistent flattens the tile and K loops (the next tile's loads overlap this tile's epilogue) and writes
 the output through a descriptor in `subtile` column slices (a smaller staging buffer leaves shared memory for
 deeper pipelines); C and D are read through descriptors too.
+With split_k > 1, tma_persistent walks (tile, K range) units into an fp32 workspace instead, and the splitk
+family's reduce runs the epilogue (see below).
 tma_ws warp-specializes the tile loop (a producer warp group issuing TMA loads, two consumer groups running
 wgmma). Triton 3.6 fails to compile warp-specialized rank-3 descriptor stores and hangs on the GPU on
 warp-specialized rank-3 loads, so tma_ws uses 2-D descriptors throughout (no epilogue subtiling) and computes
@@ -14,19 +16,24 @@ from __future__ import annotations
 
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.kernels import gemm_common as common
+from tiledispatch.kernels import gemm_splitk
 from tiledispatch.kernels import tma_common as tma
-from tiledispatch.kernels.spec import EntrySpec, LaunchPlan
+from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
 
 FN = "gemm_tma_kernel"
 
 
 def entries(cfg: GemmConfig) -> list[EntrySpec]:
+    if cfg.split_k > 1:
+        return _split_entries(cfg)
     params = [*tma.persistent_params(cfg), *common.operand_params(cfg), *common.epilogue_scalar_params(cfg),
               *common.tile_constexprs(cfg)]
     return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages)]
 
 
 def render(cfg: GemmConfig) -> str:
+    if cfg.split_k > 1:
+        return _split_source(cfg)
     (entry,) = entries(cfg)
     ws = cfg.family == "tma_ws"
     rank = 2 if ws else 3
@@ -90,7 +97,43 @@ def _finish(cfg: GemmConfig, acc: str, col: str, width: str, out_box: str, out_s
     return lines
 
 
+# -- split_k > 1 (tma_persistent): the persistent walk over (tile, split) units -----------------------------
+# Unit u is split s = u // tiles of tile u % tiles (split-major: the programs running together read the same K
+# range of neighbouring tiles, which L2 shares): it reduces K blocks [s * k_span, (s + 1) * k_span) through the
+# descriptors and stores its fp32 partial into slot (batch, split) of ws[batch, SPLIT_K, M, N]; the splitk
+# family's reduce then sums the slots in split order and runs the epilogue (deterministic, no atomics). For
+# few output tiles with a long K (M <= 256, say), where one unit per tile would leave most SMs idle.
+def _split_entries(cfg: GemmConfig) -> list[EntrySpec]:
+    aligned = cfg.align == 16
+    params = [common.ptr("a_ptr", cfg.dtype, aligned), common.ptr("b_ptr", cfg.dtype, aligned),
+              common.ptr("ws_ptr", cfg.acc_dtype, True), *common.size_params(cfg, "MNK"), Param("BATCH", "i32"),
+              Param("NUM_PROGRAMS", "i32"), *common.operand_params(cfg), *common.tile_constexprs(cfg),
+              Param("SPLIT_K", "constexpr", cfg.split_k)]
+    return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages), gemm_splitk.reduce_entry(cfg)]
+
+
+def _split_source(cfg: GemmConfig) -> str:
+    main = _split_entries(cfg)[0]
+    walk = ("    k_span = (k_tiles + SPLIT_K - 1) // SPLIT_K\n"
+            "    for unit in tl.range(tl.program_id(0), num_tiles * SPLIT_K, NUM_PROGRAMS, flatten=True):\n"
+            "        split = unit // num_tiles\n"
+            "        tile_id = unit % num_tiles\n")
+    store = ("        slot = pid_b.to(tl.int64) * SPLIT_K + split\n"
+             "        tl.store(ws_tile + slot * ws_step, acc, mask=mask)\n")
+    return (f"@triton.jit\ndef {FN}(\n    {common.signature_text(list(main.params))},\n):\n"
+            + tma.operand_descriptors(cfg, 3) + tma.TILE_WALK + walk + tma.tile_coords()
+            + tma.k_loop(cfg, "split * k_span", "tl.minimum(split * k_span + k_span, k_tiles)")
+            + gemm_splitk.workspace_offsets("        ") + store
+            + "\n\n" + gemm_splitk.reduce_source(cfg))
+
+
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
-    programs = min(tma.tile_count(cfg, m, n, batch), sms * tma.programs_per_sm(cfg))
-    return LaunchPlan(((programs, 1, 1),), scalars=(("BATCH", batch), ("NUM_PROGRAMS", programs)))
+    units = tma.tile_count(cfg, m, n, batch) * cfg.split_k
+    programs = min(units, sms * tma.programs_per_sm(cfg))
+    scalars = (("BATCH", batch), ("NUM_PROGRAMS", programs))
+    if cfg.split_k == 1:
+        return LaunchPlan(((programs, 1, 1),), scalars=scalars)
+    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
+    workspace = ("ws_ptr", batch * cfg.split_k * m * n, cfg.acc_dtype)
+    return LaunchPlan(((programs, 1, 1), (tiles, batch, 1)), scalars=scalars, workspaces=(workspace,))
 

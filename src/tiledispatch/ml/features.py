@@ -198,7 +198,7 @@ def _gemm_view(cols: dict[str, Any], c: dict[str, Any], padded, out: dict[str, A
     r16 = lambda x: np.where(padded, np.ceil(x / 16.0) * 16.0, x)
     m, n, k, batch = r16(p["m"]), r16(p["n"]), r16(p["k"]), p["batch"]
     family = np.asarray(cols["c_family"], dtype=object)
-    split = np.where(family == "splitk", c["split_k"], 1.0)
+    split = np.maximum(c["split_k"], 1.0)    # > 1 for splitk and split tma_persistent kernels only
     in_b, out_b = _bytes_of(cols["p_dtype"]), _bytes_of(cols["p_out_dtype"])
     stage = (c["block_m"] * c["block_k"] + c["block_k"] * c["block_n"]) * in_b
     staging_bytes = c["block_m"] * c["block_n"] / np.maximum(c["subtile"], 1) * out_b

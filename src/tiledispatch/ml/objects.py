@@ -145,7 +145,7 @@ def _add_plan(out: dict[str, list[float]], plan: Any, cfg: Any) -> None:
     for name, value in plan.scalars:
         if name in SPLIT_SCALARS:
             split = value
-    if cfg.op == "gemm" and cfg.family == "splitk":
+    if cfg.op == "gemm" and cfg.split_k > 1:
         split = cfg.split_k
     workspace = sum(count * DTYPES[dtype].bytes for _, count, dtype in plan.workspaces)
     out["programs_main"].append(max(sizes))

@@ -36,7 +36,7 @@ def _tile_efficiency(cfg: GemmConfig) -> float:
 
 def estimate_us(cfg: GemmConfig, problem: GemmProblem, arch: ArchSpec) -> float:
     """Estimated run time in microseconds (a ranking score, not a prediction to report)."""
-    split = cfg.split_k if cfg.family == "splitk" else 1
+    split = cfg.split_k    # 1 but for the splitk family and split tma_persistent kernels
     tiles = math.ceil(problem.m / cfg.block_m) * math.ceil(problem.n / cfg.block_n) * problem.batch
     occ = _occupancy(cfg, arch)
     k_iters = math.ceil(math.ceil(problem.k / split) / cfg.block_k)

@@ -41,7 +41,8 @@ INT8_EPILOGUES = (
 
 def _numeric(family: str, layout: str, dtype: str, epilogue: Epilogue, out_dtype: str = "") -> GemmConfig:
     block, group_m = LAYOUT_TILES[layout]
-    return small_config(family, layout, dtype, block=block, group_m=group_m, split_k=LAYOUT_SPLITS[layout],
+    split = LAYOUT_SPLITS[layout] if family == "splitk" else 1
+    return small_config(family, layout, dtype, block=block, group_m=group_m, split_k=split,
                         out_dtype=out_dtype).with_epilogue(epilogue)
 
 
@@ -120,6 +121,13 @@ def tma_configs() -> list[GemmConfig]:
         out.append(small_config(family, "rcr", "fp8e4m3", align=16).with_epilogue(epilogue))
     out.append(small_config("tma_persistent", "rrr", "bf16", align=16, subtile=2,
                             out_dtype="fp32").with_epilogue(Epilogue("silu", "row", 2, True)))
+    # split over K (the splitk reduce runs the epilogue): 3 splits with C, D and a row bias; fp8 with 2
+    out.append(small_config("tma_persistent", "rcr", "fp16", align=16, split_k=3).with_epilogue(
+        Epilogue("gelu", "row", 1, True)))
+    out.append(small_config("tma_persistent", "crr", "fp16", align=16, split_k=2).with_epilogue(
+        Epilogue("silu", "col", 2, False)))
+    out.append(small_config("tma_persistent", "rcr", "fp8e4m3", align=16, split_k=2).with_epilogue(
+        Epilogue("relu", "col", 0, False)))
     return out
 
 
