@@ -35,7 +35,7 @@ import math
 
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.conv_validity import ROLL_H_STRIDES, ROLL_SLOTS
-from tiledispatch.kernels.conv_common import REDUCE_KINDS, activation_line, reduce_grids, tl_type
+from tiledispatch.kernels.conv_common import REDUCE_KINDS, activation_line, dims, reduce_grids, tl_type
 from tiledispatch.kernels.conv_direct import (
     PACK_BLOCK,
     WORKSPACE_DTYPE,
@@ -54,11 +54,10 @@ from tiledispatch.kernels.conv_direct import (
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
 from tiledispatch.problems.conv import ConvProblem
 
-SLOTS = ROLL_SLOTS          # rolling accumulators at stride 1: filter heights up to 3
 MAX_ROWS = 32               # written rows per program at most
 ROLL_PROGRAMS_PER_SM = 8    # rows_plan aims for this many programs per SM
-H_STRIDES = ROLL_H_STRIDES  # one compute entry per stride along H
-FN = {"fwd": "conv_roll_fwd_s{}_kernel", "bwd_data": "conv_roll_dgrad_kernel", "bwd_weight": "conv_roll_wgrad_s{}_kernel"}
+FN = {"fwd": "conv_roll_fwd_s{}_kernel", "bwd_data": "conv_roll_dgrad_kernel",
+      "bwd_weight": "conv_roll_wgrad_s{}_kernel"}   # {}: the stride along H (ROLL_H_STRIDES, an entry each)
 FWD_DEPTH = "od * str_d - pad_d + fd * dil_d"   # the x depth of written depth od and filter depth fd
 
 
@@ -84,7 +83,7 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
     params = (*base_params(cfg), *workspace, Param("ROWS", "i32"), Param("BLOCK_M", "constexpr", cfg.block_m),
               Param("BLOCK_N", "constexpr", cfg.block_n))
     computes = [EntrySpec(FN[cfg.direction].format(s), params, cfg.num_warps, cfg.num_stages)
-                for s in H_STRIDES[cfg.direction]]
+                for s in ROLL_H_STRIDES[cfg.direction]]
     if cfg.direction == "bwd_weight":
         return computes + reduce_entries(cfg)
     return ([pack_entry(cfg)] if packs_weight(cfg) else []) + computes
@@ -125,7 +124,7 @@ def packs_weight(cfg: ConvConfig) -> bool:
     return cfg.ndim == 3 and cfg.direction != "bwd_weight"
 
 
-def _weights(cfg: ConvConfig, depth: str, level: int, rows: tuple[int, ...] = tuple(range(SLOTS))) -> str:
+def _weights(cfg: ConvConfig, depth: str, level: int, rows: tuple[int, ...] = tuple(range(ROLL_SLOTS))) -> str:
     """w_<fh>_<f>: the fp32 weight vectors of filter rows `rows` and columns 0..block_k-1 (zero past the
     filter); `depth` is the filter depth of 3-D taps (from the packed weight), '' in 2-D (from w itself)."""
     out = []
@@ -197,11 +196,11 @@ def _setup(cfg: ConvConfig, side: Side, start: str, slots: int) -> str:
 def _body_stride1(cfg: ConvConfig) -> str:
     side = SIDES[cfg.direction]
     fwd = cfg.direction == "fwd"
-    pairs = tuple((slot, SLOTS - 1 - slot if fwd else slot) for slot in range(SLOTS))
-    start = "j0 - pad_h" if fwd else f"j0 + pad_h - {SLOTS - 1}"
-    return (_setup(cfg, side, start, SLOTS) + indented(f"for t in range(0, ROWS + {SLOTS - 1}):")
+    pairs = tuple((slot, ROLL_SLOTS - 1 - slot if fwd else slot) for slot in range(ROLL_SLOTS))
+    start = "j0 - pad_h" if fwd else f"j0 + pad_h - {ROLL_SLOTS - 1}"
+    return (_setup(cfg, side, start, ROLL_SLOTS) + indented(f"for t in range(0, ROWS + {ROLL_SLOTS - 1}):")
             + _add_row(cfg, side, "r0 + t", pairs, 2)
-            + _store_oldest(cfg, side, f"j0 + t - {SLOTS - 1}", f"(t >= {SLOTS - 1}) & ", SLOTS))
+            + _store_oldest(cfg, side, f"j0 + t - {ROLL_SLOTS - 1}", f"(t >= {ROLL_SLOTS - 1}) & ", ROLL_SLOTS))
 
 
 def _body_stride2(cfg: ConvConfig) -> str:
@@ -231,7 +230,7 @@ def _wgrad_setup(cfg: ConvConfig, start: str) -> str:
         dy_base += " + od.to(tl.int64) * sy_d"
     lines += [f"x_base = {x_base}", f"dy_base = {dy_base}", f"r0 = {start}"]
     lines += [f"acc_{fh}_{f} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"
-              for fh in range(SLOTS) for f in range(cfg.block_k)]
+              for fh in range(ROLL_SLOTS) for f in range(cfg.block_k)]
     return _program(cfg, side) + _columns(cfg, side) + indented(*lines)
 
 
@@ -258,9 +257,9 @@ def _x_row(cfg: ConvConfig, row: str, adds: tuple[tuple[int, str], ...], level: 
 
 def _wgrad_store(cfg: ConvConfig) -> str:
     """The column sums of every accumulator, into this program's split of the workspace."""
-    taps = " * ".join(f"flt_{s}" for s in ("d", "h", "w")[3 - cfg.ndim:])
+    taps = " * ".join(f"flt_{s}" for s in dims(cfg))
     out = [f"taps = {taps}", "split = pid_m.to(tl.int64)"]
-    for fh in range(SLOTS):
+    for fh in range(ROLL_SLOTS):
         for f in range(cfg.block_k):
             tap = f"(fd * flt_h + {fh}) * flt_w + {f}" if cfg.ndim == 3 else f"{fh} * flt_w + {f}"
             mask = " & ".join(["n_ok"] + ([f"({fh} < flt_h)"] if fh else []) + ([f"({f} < flt_w)"] if f else []))
@@ -273,7 +272,7 @@ def _wgrad_stride1(cfg: ConvConfig) -> str:
     """x row r0 + t meets dy rows j0 + t - fh (filter row fh): the last three dy tiles roll with the walk."""
     return (_wgrad_setup(cfg, "j0 - pad_h")
             + indented("dv_1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", "dv_2 = dv_1",
-                       f"for t in range(0, ROWS + {SLOTS - 1}):")
+                       f"for t in range(0, ROWS + {ROLL_SLOTS - 1}):")
             + _dy_row(cfg, "dv_0", "j0 + t", "(t < ROWS) & ", 2)
             + _x_row(cfg, "r0 + t", ((0, "dv_0"), (1, "dv_1"), (2, "dv_2")), 2)
             + indented("dv_2 = dv_1", "dv_1 = dv_0", level=2) + _wgrad_store(cfg))
@@ -296,10 +295,11 @@ _WGRAD_BODIES = {1: _wgrad_stride1, 2: _wgrad_stride2}
 def render(cfg: ConvConfig) -> str:
     specs = entries(cfg)
     if cfg.direction == "bwd_weight":
-        bodies = [_WGRAD_BODIES[s](cfg) for s in H_STRIDES[cfg.direction]]
+        bodies = [_WGRAD_BODIES[s](cfg) for s in ROLL_H_STRIDES[cfg.direction]]
         bodies += [reduce_body(cfg, kind) for kind in REDUCE_KINDS]
     else:
-        bodies = ([pack_body(cfg)] if packs_weight(cfg) else []) + [_BODIES[s](cfg) for s in H_STRIDES[cfg.direction]]
+        bodies = [pack_body(cfg)] if packs_weight(cfg) else []
+        bodies += [_BODIES[s](cfg) for s in ROLL_H_STRIDES[cfg.direction]]
     return "\n\n".join(header(spec) + body for spec, body in zip(specs, bodies))
 
 
@@ -308,14 +308,19 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _written_channels(problem: ConvProblem) -> int:
+    """Channels of the tensor a program's rows are walked over (dx for bwd_data, y / dy otherwise)."""
+    return problem.c if problem.direction == "bwd_data" else problem.k
+
+
 def rows_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int]:
     """(ROWS, programs along grid axis 0): the written rows are cut into equal chunks of at most MAX_ROWS,
     as long as the grid keeps ROLL_PROGRAMS_PER_SM programs per SM."""
     written = problem.spatial if problem.direction == "bwd_data" else problem.output
     height, width = written[-2], written[-1]
     outer = problem.n * (written[0] if problem.ndim == 3 else 1)
-    channels = problem.c if problem.direction == "bwd_data" else problem.k
-    layer = outer * _cdiv(width, cfg.block_m) * _cdiv(channels, cfg.block_n)   # programs per row chunk
+    # programs per row chunk
+    layer = outer * _cdiv(width, cfg.block_m) * _cdiv(_written_channels(problem), cfg.block_n)
     rows = max(1, min(MAX_ROWS, height, height * layer // (ROLL_PROGRAMS_PER_SM * max(1, sms))))
     chunks = _cdiv(height, rows)
     return _cdiv(height, chunks), outer * chunks * _cdiv(width, cfg.block_m)
@@ -324,15 +329,14 @@ def rows_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int
 def grid(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int, int]:
     """The grid of the compute entry that runs: row strips x channel tiles (bwd_weight: x filter depths)."""
     _, programs = rows_plan(cfg, problem, sms)
-    channels = problem.c if problem.direction == "bwd_data" else problem.k
     depths = problem.filter[0] if problem.direction == "bwd_weight" and problem.ndim == 3 else 1
-    return programs, _cdiv(channels, cfg.block_n), depths
+    return programs, _cdiv(_written_channels(problem), cfg.block_n), depths
 
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     rows, _ = rows_plan(cfg, problem, sms)
     main = grid(cfg, problem, sms)
-    computes = tuple(main if s == problem.stride[-2] else (0, 1, 1) for s in H_STRIDES[cfg.direction])
+    computes = tuple(main if s == problem.stride[-2] else (0, 1, 1) for s in ROLL_H_STRIDES[cfg.direction])
     taps_k = math.prod(problem.filter) * problem.k
     if cfg.direction == "bwd_weight":   # every row strip is a split of the reduction
         return LaunchPlan((*computes, *reduce_grids(taps_k, sms)), scalars=(("ROWS", rows), ("SPLIT", main[0])),

@@ -76,7 +76,12 @@ def reduce_source(cfg: GemmConfig) -> str:
     )
 
 
-def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
+def reduce_plan(cfg: GemmConfig, m: int, n: int, batch: int) -> tuple[tuple[int, int, int], tuple[str, int, str]]:
+    """The reduce's grid (output tiles x batches) and the workspace ws[batch, SPLIT_K, M, N] it sums."""
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
-    workspace = ("ws_ptr", batch * cfg.split_k * m * n, cfg.acc_dtype)
-    return LaunchPlan(((tiles, cfg.split_k, batch), (tiles, batch, 1)), workspaces=(workspace,))
+    return (tiles, batch, 1), ("ws_ptr", batch * cfg.split_k * m * n, cfg.acc_dtype)
+
+
+def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
+    grid, workspace = reduce_plan(cfg, m, n, batch)
+    return LaunchPlan(((grid[0], cfg.split_k, batch), grid), workspaces=(workspace,))

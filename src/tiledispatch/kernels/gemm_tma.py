@@ -133,7 +133,6 @@ def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -
     scalars = (("BATCH", batch), ("NUM_PROGRAMS", programs))
     if cfg.split_k == 1:
         return LaunchPlan(((programs, 1, 1),), scalars=scalars)
-    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
-    workspace = ("ws_ptr", batch * cfg.split_k * m * n, cfg.acc_dtype)
-    return LaunchPlan(((programs, 1, 1), (tiles, batch, 1)), scalars=scalars, workspaces=(workspace,))
+    grid, workspace = gemm_splitk.reduce_plan(cfg, m, n, batch)
+    return LaunchPlan(((programs, 1, 1), grid), scalars=scalars, workspaces=(workspace,))
 
