@@ -31,6 +31,10 @@ class CompileError(TileDispatchError):
     """Compiling a kernel instance failed (recorded per instance during builds)."""
 
 
+class CodegenError(TileDispatchError):
+    """Generated kernel source breaks a rule of Triton's front end (a bug of tiledispatch, never skipped)."""
+
+
 class BadInput(TileDispatchError):
     """Tensors or arguments given to a run do not match what the call needs."""
 

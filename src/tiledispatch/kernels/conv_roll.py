@@ -271,7 +271,9 @@ def _wgrad_store(cfg: ConvConfig) -> str:
 def _wgrad_stride1(cfg: ConvConfig) -> str:
     """x row r0 + t meets dy rows j0 + t - fh (filter row fh): the last three dy tiles roll with the walk."""
     return (_wgrad_setup(cfg, "j0 - pad_h")
-            + indented("dv_1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", "dv_2 = dv_1",
+            # two zero tiles, not one shared: Triton carries a loop variable only if its value changes in the
+            # body, and `dv_2 = dv_1` would leave dv_2 looking unchanged (codegen/lint.py)
+            + indented(*(f"dv_{s} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)" for s in (1, 2)),
                        f"for t in range(0, ROWS + {ROLL_SLOTS - 1}):")
             + _dy_row(cfg, "dv_0", "j0 + t", "(t < ROWS) & ", 2)
             + _x_row(cfg, "r0 + t", ((0, "dv_0"), (1, "dv_1"), (2, "dv_2")), 2)

@@ -249,7 +249,7 @@ def conv_roll_wgrad_s1_kernel(
     acc_2_1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc_2_2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     dv_1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    dv_2 = dv_1
+    dv_2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for t in range(0, ROWS + 2):
         j = j0 + t
         j_ok = (t < ROWS) & (j < out_h)

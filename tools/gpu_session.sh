@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One device call: install the carried wheels (.whl), then run the named steps in order, each within its own
+# seconds; logs and result JSON go under $OUT.
+#   tools/gpu_session.sh STEP:SECONDS ...
+# STEP: lane-new (GPU lane of the kernels changed last: roll, padded plans, TMA incl. split), lane (whole GPU lane),
+#       conv (benchmarks/conv.py), conv-part (benchmarks/conv.py $TD_CONV_ARGS), gemm (benchmarks/gemm.py),
+#       gemm-part (benchmarks/gemm.py $TD_GEMM_ARGS), gemm-candidates (full matrix over the candidates), profile (tools/profile_padding.py $TD_PROFILE_ARGS)
+set -u
+if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        || exit 1
+    export PYTHONPATH=/tmp/site:$PWD/src
+else
+    export PYTHONPATH=$PWD/src
+fi
+export PYTHONUNBUFFERED=1
+gpu=${TD_GPU_SLUG:-h200}
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/session.log"
+for step in "$@"; do
+    name=${step%%:*}; secs=${step#*:}
+    echo "== $name ($secs s) $(date +%T)" | tee -a "$OUT/session.log"
+    case $name in
+        lane-new) cmd=(python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_conv_roll_gpu.py
+                       tests/gpu/test_gemm_gpu.py tests/gpu/test_tma_gpu.py) ;;
+        lane) cmd=(python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu) ;;
+        conv) cmd=(python3 benchmarks/conv.py --no-markdown --out "$OUT/conv_$gpu.json") ;;
+        conv-part) read -ra extra <<< "${TD_CONV_ARGS:-}"
+                   cmd=(python3 benchmarks/conv.py --no-markdown "${extra[@]}" --out "$OUT/conv_part_$gpu.json") ;;
+        profile) read -ra extra <<< "${TD_PROFILE_ARGS:-}"
+                 cmd=(python3 tools/profile_padding.py "${extra[@]}" --json "$OUT/profile_$gpu.json") ;;
+        gemm) cmd=(python3 benchmarks/gemm.py --out "$OUT/gemm_$gpu.json") ;;
+        gemm-part) read -ra extra <<< "${TD_GEMM_ARGS:-}"
+                   cmd=(python3 benchmarks/gemm.py "${extra[@]}" --out "$OUT/gemm_part_$gpu.json") ;;
+        gemm-candidates) cmd=(python3 benchmarks/gemm.py --preset-kind candidates --full-matrix
+                              --out "$OUT/gemm_candidates_$gpu.json") ;;
+        *) echo "unknown step $name" >&2; exit 2 ;;
+    esac
+    timeout -s INT "$secs" "${cmd[@]}" > "$OUT/$name.log" 2>&1
+    echo "exit $? $(date +%T)" | tee -a "$OUT/session.log"
+    tail -5 "$OUT/$name.log"
+done
