@@ -82,7 +82,7 @@ def vendor_call(problem: Any, args: Any, fast_accum: bool) -> tuple[Callable[[],
     K and N must be multiples of 16: zero-padded copies are made outside the timed call), and a note."""
     import torch
 
-    from tiledispatch.runtime.execute import padded_to
+    from tiledispatch.runtime.padding import padded_to
 
     a, b, m, n, k = args.a, args.b, problem.m, problem.n, problem.k
     if problem.dtype != FP8:

@@ -122,7 +122,7 @@ class Int64Checker(ast.NodeVisitor):
             return
         for factor, other in ((node.right, node.left), (node.left, node.right)):
             name = factor.id if isinstance(factor, ast.Name) else None
-            if name in self.strides or name in ("M", "N"):
+            if name in self.strides or name in ("M", "N", "WS_LD"):   # WS_LD: the workspace row length
                 self.products.append(ast.unparse(node))
                 if not (self.is_int64(other) or ast.unparse(other) == "BLOCK_K"):
                     self.violations.append(ast.unparse(node))

@@ -68,7 +68,8 @@ def test_grids_and_workspace():
     split = small_config("splitk", block=(32, 32, 32), split_k=4)
     plan = gemm_splitk.launch_plan(split, 64, 33, 1000, 2, 132)
     assert plan.grids == ((2 * 2, 4, 2), (2 * 2, 2, 1))
-    assert plan.workspaces == (("ws_ptr", 2 * 4 * 64 * 33, split.acc_dtype),)
+    assert plan.workspaces == (("ws_ptr", 2 * 4 * 64 * 48, split.acc_dtype),)   # rows of N=33 padded to 48
+    assert plan.scalars == (("WS_LD", 48),)
 
 
 def test_family_module_and_unknown_family():

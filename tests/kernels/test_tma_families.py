@@ -90,7 +90,9 @@ def test_split_tma_persistent_runs_its_epilogue_in_the_reduce():
     plan = gemm_tma.launch_plan(cfg, 100, 70, 500, 2, 132)
     tiles = 4 * 3                                                      # ceil(100/32) x ceil(70/32)
     assert plan.grids == ((min(2 * tiles * 3, plan.grids[0][0]), 1, 1), (tiles, 2, 1))
-    assert plan.workspaces == (("ws_ptr", 2 * 3 * 100 * 70, "fp32"),)
+    # rows of the workspace: N = 70 rounded up to 80 (16 elements), so partial stores and reduce loads vectorize
+    assert plan.workspaces == (("ws_ptr", 2 * 3 * 100 * 80, "fp32"),)
+    assert dict(plan.scalars)["WS_LD"] == 80
     assert "subtile" in dict(gemm_config_errors(td.GemmConfig(**{**cfg.to_dict(), "subtile": 2}), arch))
     assert "split_k" in dict(gemm_config_errors(td.GemmConfig(**{**cfg.to_dict(), "family": "tma_ws",
                                                                  "split_k": 2}), arch))

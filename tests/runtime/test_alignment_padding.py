@@ -176,3 +176,56 @@ def test_padding_estimate_counts_only_the_copies_made():
     assert padding_us(k_only, k_only.padded(8), arch) < padding_us(k_only, k_only.padded(16), arch)
     strided = GemmProblem(3000, 5008, 704, dtype="bf16", layout="rcr", align=1)   # aligned sizes, strided tensors
     assert padding_us(strided, strided.padded(8), arch) > 0
+
+
+# -- kept padded buffers (runtime/padding.py) ---------------------------------------------------------------
+@pytest.fixture
+def fresh_pad_cache():
+    from tiledispatch.runtime import padding
+
+    padding.clear_cache()
+    yield padding
+    padding.clear_cache()
+
+
+def test_repeated_padded_calls_reuse_buffers_and_stay_exact(aligned_only, fresh_pad_cache, monkeypatch):
+    """Same signature, new data: one kept set of buffers, the same padded A each call, margins still zero (a
+    stale margin would add the first call's values into the second result)."""
+    seen = _launch_spy(monkeypatch)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        a, b = rcr(20, 24, 17)
+        out = execute(aligned_only, None, a, b)
+        check_against_reference(out, GemmArgs(a, b), "fp16")
+    assert len(fresh_pad_cache._CACHE) == 1
+    assert len({args.a.data_ptr() for args in seen}) == 1
+
+
+def test_results_never_alias_kept_buffers(aligned_only, fresh_pad_cache):
+    a, b = rcr(20, 24, 17)
+    first = execute(aligned_only, None, a, b)
+    kept = first.clone()
+    second = execute(aligned_only, None, a * 2, b)
+    assert first.data_ptr() != second.data_ptr()
+    assert torch.equal(first, kept)
+
+
+def test_out_that_does_not_fit_is_written_from_a_kept_padded_out(aligned_only, fresh_pad_cache):
+    a, b = rcr(19, 21, 17)
+    for alpha in (1.0, -0.5):
+        full = poisoned((19, 24), "fp16")
+        out = full[:, :21]
+        result = execute(aligned_only, None, a, b, out=out, alpha=alpha)
+        assert result.data_ptr() == out.data_ptr()
+        check_against_reference(out, GemmArgs(a, b, alpha=alpha), "fp16")
+        assert torch.isnan(full[:, 21:]).all()        # beyond the caller's columns: untouched poison
+    (entry,) = fresh_pad_cache._CACHE.values()
+    assert entry.out is not None and entry.out.shape == (19, 32)
+
+
+def test_the_cache_keeps_at_most_its_limit(aligned_only, fresh_pad_cache, monkeypatch):
+    monkeypatch.setattr(fresh_pad_cache, "PAD_CACHE_LIMIT", 2)
+    for k in (17, 18, 19):
+        a, b = rcr(20, 24, k)
+        check_against_reference(execute(aligned_only, None, a, b), GemmArgs(a, b), "fp16")
+    assert len(fresh_pad_cache._CACHE) == 2

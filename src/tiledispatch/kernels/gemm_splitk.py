@@ -8,11 +8,26 @@ from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
 
 PARTIAL_FN = "gemm_splitk_partial_kernel"
 REDUCE_FN = "gemm_splitk_reduce_kernel"
-REDUCE_WARPS = 4
+REDUCE_ELEMENTS_PER_THREAD = 32   # of the reduce's accumulator tile: 4 warps for 64x64, 16 for 128x128
+
+
+def reduce_warps(cfg: GemmConfig) -> int:
+    """Warps of the reduce: enough that its BLOCK_M x BLOCK_N fp32 tile and the slot being added stay in
+    registers (a 128x128 tile over 4 warps spilled kilobytes of stack per thread on sm_90)."""
+    return min(16, max(4, cfg.block_m * cfg.block_n // (32 * REDUCE_ELEMENTS_PER_THREAD)))
 
 
 def _split_param(cfg: GemmConfig) -> Param:
     return Param("SPLIT_K", "constexpr", cfg.split_k)
+
+
+# the workspace's row length: N rounded up to 16 elements, so its rows are 64-byte aligned and the partial
+# stores and reduce loads vectorize whatever N is (the output's own stride may be only 16-byte aligned)
+WS_LD = Param("WS_LD", "i32", divisible16=True)
+
+
+def ws_ld(n: int) -> int:
+    return -(-n // 16) * 16
 
 
 def entries(cfg: GemmConfig) -> list[EntrySpec]:
@@ -20,7 +35,7 @@ def entries(cfg: GemmConfig) -> list[EntrySpec]:
     partial = [
         common.ptr("a_ptr", cfg.dtype, aligned), common.ptr("b_ptr", cfg.dtype, aligned),
         common.ptr("ws_ptr", cfg.acc_dtype, True),
-        *common.size_params(cfg, "MNK"),
+        *common.size_params(cfg, "MNK"), WS_LD,
         *common.operand_params(cfg), *common.tile_constexprs(cfg), _split_param(cfg),
     ]
     return [EntrySpec(PARTIAL_FN, tuple(partial), cfg.num_warps, cfg.num_stages), reduce_entry(cfg)]
@@ -31,17 +46,17 @@ def reduce_entry(cfg: GemmConfig) -> EntrySpec:
     epilogue (shared with the split tma_persistent kernels)."""
     reduce = [
         common.ptr("ws_ptr", cfg.acc_dtype, True), common.ptr("out_ptr", cfg.out_dtype, cfg.align == 16),
-        *common.epilogue_pointer_params(cfg), *common.size_params(cfg, "MN"),
+        *common.epilogue_pointer_params(cfg), *common.size_params(cfg, "MN"), WS_LD,
         *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg), _split_param(cfg),
     ]
-    return EntrySpec(REDUCE_FN, tuple(reduce), REDUCE_WARPS, 1)
+    return EntrySpec(REDUCE_FN, tuple(reduce), reduce_warps(cfg), 1)
 
 
 def workspace_offsets(indent: str = "    ") -> str:
-    """rm64 / rn64, the tile's mask, ws_tile (its element offsets in one [M, N] slot of the workspace) and
+    """rm64 / rn64, the tile's mask, ws_tile (its element offsets in one [M, WS_LD] slot of the workspace) and
     ws_step (the slot size)."""
     lines = ["rm64 = rm.to(tl.int64)", "rn64 = rn.to(tl.int64)", "mask = (rm[:, None] < M) & (rn[None, :] < N)",
-             "ws_tile = ws_ptr + rm64[:, None] * N + rn64[None, :]", "ws_step = M.to(tl.int64) * N"]
+             "ws_tile = ws_ptr + rm64[:, None] * WS_LD + rn64[None, :]", "ws_step = M.to(tl.int64) * WS_LD"]
     return "".join(f"{indent}{line}\n" for line in lines)
 
 
@@ -77,11 +92,12 @@ def reduce_source(cfg: GemmConfig) -> str:
 
 
 def reduce_plan(cfg: GemmConfig, m: int, n: int, batch: int) -> tuple[tuple[int, int, int], tuple[str, int, str]]:
-    """The reduce's grid (output tiles x batches) and the workspace ws[batch, SPLIT_K, M, N] it sums."""
+    """The reduce's grid (output tiles x batches) and the workspace ws[batch, SPLIT_K, M, WS_LD] it sums."""
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
-    return (tiles, batch, 1), ("ws_ptr", batch * cfg.split_k * m * n, cfg.acc_dtype)
+    return (tiles, batch, 1), ("ws_ptr", batch * cfg.split_k * m * ws_ld(n), cfg.acc_dtype)
 
 
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
     grid, workspace = reduce_plan(cfg, m, n, batch)
-    return LaunchPlan(((grid[0], cfg.split_k, batch), grid), workspaces=(workspace,))
+    return LaunchPlan(((grid[0], cfg.split_k, batch), grid), scalars=(("WS_LD", ws_ld(n)),),
+                      workspaces=(workspace,))

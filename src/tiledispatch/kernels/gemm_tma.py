@@ -106,8 +106,8 @@ def _finish(cfg: GemmConfig, acc: str, col: str, width: str, out_box: str, out_s
 def _split_entries(cfg: GemmConfig) -> list[EntrySpec]:
     aligned = cfg.align == 16
     params = [common.ptr("a_ptr", cfg.dtype, aligned), common.ptr("b_ptr", cfg.dtype, aligned),
-              common.ptr("ws_ptr", cfg.acc_dtype, True), *common.size_params(cfg, "MNK"), Param("BATCH", "i32"),
-              Param("NUM_PROGRAMS", "i32"), *common.operand_params(cfg), *common.tile_constexprs(cfg),
+              common.ptr("ws_ptr", cfg.acc_dtype, True), *common.size_params(cfg, "MNK"), gemm_splitk.WS_LD,
+              Param("BATCH", "i32"), Param("NUM_PROGRAMS", "i32"), *common.operand_params(cfg), *common.tile_constexprs(cfg),
               Param("SPLIT_K", "constexpr", cfg.split_k)]
     return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages), gemm_splitk.reduce_entry(cfg)]
 
@@ -134,5 +134,6 @@ def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -
     if cfg.split_k == 1:
         return LaunchPlan(((programs, 1, 1),), scalars=scalars)
     grid, workspace = gemm_splitk.reduce_plan(cfg, m, n, batch)
-    return LaunchPlan(((programs, 1, 1), grid), scalars=scalars, workspaces=(workspace,))
+    return LaunchPlan(((programs, 1, 1), grid), scalars=(*scalars, ("WS_LD", gemm_splitk.ws_ld(n))),
+                      workspaces=(workspace,))
 

@@ -31,6 +31,7 @@ ENTRIES = [{'fn': 'gemm_splitk_partial_kernel',
              {'name': 'M', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'N', 'ty': 'i32', 'value': None, 'divisible16': True},
              {'name': 'K', 'ty': 'i32', 'value': None, 'divisible16': True},
+             {'name': 'WS_LD', 'ty': 'i32', 'value': None, 'divisible16': True},
              {'name': 'stride_ab', 'ty': 'i64', 'value': None, 'divisible16': True},
              {'name': 'stride_ar', 'ty': 'i64', 'value': None, 'divisible16': True},
              {'name': 'stride_ac', 'ty': 'constexpr', 'value': 1, 'divisible16': False},
@@ -51,6 +52,7 @@ ENTRIES = [{'fn': 'gemm_splitk_partial_kernel',
              {'name': 'bias_ptr', 'ty': '*fp16', 'value': None, 'divisible16': True},
              {'name': 'M', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'N', 'ty': 'i32', 'value': None, 'divisible16': True},
+             {'name': 'WS_LD', 'ty': 'i32', 'value': None, 'divisible16': True},
              {'name': 'stride_ob', 'ty': 'i64', 'value': None, 'divisible16': True},
              {'name': 'stride_or', 'ty': 'i64', 'value': None, 'divisible16': True},
              {'name': 'stride_oc', 'ty': 'constexpr', 'value': 1, 'divisible16': False},
@@ -72,6 +74,7 @@ def gemm_splitk_partial_kernel(
     M,
     N,
     K,
+    WS_LD,
     stride_ab,
     stride_ar,
     stride_ac: tl.constexpr,
@@ -122,8 +125,8 @@ def gemm_splitk_partial_kernel(
     rm64 = rm.to(tl.int64)
     rn64 = rn.to(tl.int64)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    ws_tile = ws_ptr + rm64[:, None] * N + rn64[None, :]
-    ws_step = M.to(tl.int64) * N
+    ws_tile = ws_ptr + rm64[:, None] * WS_LD + rn64[None, :]
+    ws_step = M.to(tl.int64) * WS_LD
     slot = pid_b.to(tl.int64) * SPLIT_K + pid_s
     tl.store(ws_tile + slot * ws_step, acc, mask=mask)
 
@@ -135,6 +138,7 @@ def gemm_splitk_reduce_kernel(
     bias_ptr,
     M,
     N,
+    WS_LD,
     stride_ob,
     stride_or,
     stride_oc: tl.constexpr,
@@ -162,8 +166,8 @@ def gemm_splitk_reduce_kernel(
     rm64 = rm.to(tl.int64)
     rn64 = rn.to(tl.int64)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    ws_tile = ws_ptr + rm64[:, None] * N + rn64[None, :]
-    ws_step = M.to(tl.int64) * N
+    ws_tile = ws_ptr + rm64[:, None] * WS_LD + rn64[None, :]
+    ws_step = M.to(tl.int64) * WS_LD
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for s in tl.static_range(SPLIT_K):
         acc += tl.load(ws_tile + (pid_b.to(tl.int64) * SPLIT_K + s) * ws_step, mask=mask, other=0)

@@ -31,6 +31,7 @@ ENTRIES = [{'fn': 'gemm_tma_kernel',
              {'name': 'M', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'N', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'K', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'WS_LD', 'ty': 'i32', 'value': None, 'divisible16': True},
              {'name': 'BATCH', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'NUM_PROGRAMS', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'stride_ab', 'ty': 'i64', 'value': None, 'divisible16': False},
@@ -46,13 +47,14 @@ ENTRIES = [{'fn': 'gemm_tma_kernel',
              {'name': 'DOT_F32', 'ty': 'constexpr', 'value': False, 'divisible16': False},
              {'name': 'SPLIT_K', 'ty': 'constexpr', 'value': 4, 'divisible16': False}]},
  {'fn': 'gemm_splitk_reduce_kernel',
-  'num_warps': 4,
+  'num_warps': 16,
   'num_stages': 1,
   'params': [{'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisible16': True},
              {'name': 'out_ptr', 'ty': '*bf16', 'value': None, 'divisible16': True},
              {'name': 'bias_ptr', 'ty': '*bf16', 'value': None, 'divisible16': True},
              {'name': 'M', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'N', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'WS_LD', 'ty': 'i32', 'value': None, 'divisible16': True},
              {'name': 'stride_ob', 'ty': 'i64', 'value': None, 'divisible16': False},
              {'name': 'stride_or', 'ty': 'i64', 'value': None, 'divisible16': False},
              {'name': 'stride_oc', 'ty': 'constexpr', 'value': 1, 'divisible16': False},
@@ -74,6 +76,7 @@ def gemm_tma_kernel(
     M,
     N,
     K,
+    WS_LD,
     BATCH,
     NUM_PROGRAMS,
     stride_ab,
@@ -129,8 +132,8 @@ def gemm_tma_kernel(
         rm64 = rm.to(tl.int64)
         rn64 = rn.to(tl.int64)
         mask = (rm[:, None] < M) & (rn[None, :] < N)
-        ws_tile = ws_ptr + rm64[:, None] * N + rn64[None, :]
-        ws_step = M.to(tl.int64) * N
+        ws_tile = ws_ptr + rm64[:, None] * WS_LD + rn64[None, :]
+        ws_step = M.to(tl.int64) * WS_LD
         slot = pid_b.to(tl.int64) * SPLIT_K + split
         tl.store(ws_tile + slot * ws_step, acc, mask=mask)
 
@@ -142,6 +145,7 @@ def gemm_splitk_reduce_kernel(
     bias_ptr,
     M,
     N,
+    WS_LD,
     stride_ob,
     stride_or,
     stride_oc: tl.constexpr,
@@ -169,8 +173,8 @@ def gemm_splitk_reduce_kernel(
     rm64 = rm.to(tl.int64)
     rn64 = rn.to(tl.int64)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
-    ws_tile = ws_ptr + rm64[:, None] * N + rn64[None, :]
-    ws_step = M.to(tl.int64) * N
+    ws_tile = ws_ptr + rm64[:, None] * WS_LD + rn64[None, :]
+    ws_step = M.to(tl.int64) * WS_LD
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for s in tl.static_range(SPLIT_K):
         acc += tl.load(ws_tile + (pid_b.to(tl.int64) * SPLIT_K + s) * ws_step, mask=mask, other=0)

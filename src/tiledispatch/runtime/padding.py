@@ -1,0 +1,172 @@
+"""Runs of a GEMM on zero-padded operands (a selection whose kernel needs larger or better aligned sizes).
+
+The padded copies of one call signature (kernel, padded problem, each tensor's shape / strides / dtype / device /
+16-byte alignment, the CUDA stream) are allocated and zeroed once and kept (PAD_CACHE_LIMIT signatures, oldest
+dropped first): a repeated call copies each operand that needs it into the top-left corner of its buffer (the
+margin stays zero: kernels never write their inputs) and launches on the same buffers, so the kernel's bound
+launch is reused too. Operands that already fit are used in place; so is the caller's `out` when M and N stay.
+Calls of one signature on one stream are ordered by the stream; a signature used from several streams gets a
+set of buffers per stream.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from tiledispatch.problems.gemm import GemmProblem
+from tiledispatch.runtime.arguments import GemmArgs
+from tiledispatch.runtime.launcher import tensor_key
+
+if TYPE_CHECKING:
+    from tiledispatch.select.selector import Selection
+
+PAD_CACHE_LIMIT = 8
+_CACHE: OrderedDict[tuple, _Padded] = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def fits(t: Any, rows: int, cols: int, letter: str, align: int) -> bool:
+    """Whether t can stand in for its padded copy: the padded sizes, major order `letter` ('r'/'c'), a 16-byte
+    aligned base and a leading dimension that is a multiple of `align`."""
+    major = t.stride(-1) == 1 if letter == "r" else t.stride(-2) == 1
+    lead = t.stride(-2) if letter == "r" else t.stride(-1)
+    return (tuple(t.shape[-2:]) == (rows, cols) and major and t.data_ptr() % 16 == 0
+            and lead % align == 0 and all(s % align == 0 for s in t.stride()[:-2]))
+
+
+def zero_padded(t: Any, rows: int, cols: int, letter: str) -> Any:
+    """A zeroed (batch x rows x cols) matrix in layout `letter` ('r'/'c'), of t's dtype and device."""
+    import torch
+
+    batch = tuple(t.shape[:-2])
+    if letter == "r":
+        return torch.zeros(*batch, rows, cols, dtype=t.dtype, device=t.device)
+    return torch.zeros(*batch, cols, rows, dtype=t.dtype, device=t.device).transpose(-1, -2)
+
+
+def padded_to(t: Any, rows: int, cols: int, letter: str, align: int = 16) -> Any:
+    """t itself when it fits (see fits), else a fresh zero-padded copy (rows x cols, layout `letter`)."""
+    if fits(t, rows, cols, letter, align):
+        return t
+    buf = zero_padded(t, rows, cols, letter)
+    buf[..., : t.shape[-2], : t.shape[-1]].copy_(t)
+    return buf
+
+
+@dataclasses.dataclass
+class _Slot:
+    """One operand of a padded call: `corner` (a view of the top-left of `buf`) receives the caller's tensor;
+    buf is None when the tensor is used in place."""
+
+    buf: Any = None
+    corner: Any = None
+
+    def take(self, t: Any) -> Any:
+        if self.buf is None:
+            return t
+        self.corner.copy_(t)
+        return self.buf
+
+
+def _matrix_slot(t: Any, rows: int, cols: int, letter: str, align: int) -> _Slot:
+    if fits(t, rows, cols, letter, align):
+        return _Slot()
+    buf = zero_padded(t, rows, cols, letter)
+    return _Slot(buf, buf[..., : t.shape[-2], : t.shape[-1]])
+
+
+def _bias_slot(bias: Any, length: int) -> _Slot:
+    if bias.shape[-1] == length and bias.data_ptr() % 16 == 0 and bias.stride(-1) == 1:
+        return _Slot()
+    import torch
+
+    buf = torch.zeros(*bias.shape[:-1], length, dtype=bias.dtype, device=bias.device)
+    return _Slot(buf, buf[..., : bias.shape[-1]])
+
+
+@dataclasses.dataclass
+class _Padded:
+    """The padded buffers of one call signature. Output: the caller's `out` itself when it fits (in_place),
+    else `out` is a kept padded buffer the result is copied back from (None when the caller gave no out: the
+    launch then allocates a fresh one per call, so no caller ever holds a kept buffer)."""
+
+    a: _Slot
+    b: _Slot
+    c: _Slot | None
+    bias: _Slot | None
+    d: tuple[_Slot, ...]
+    in_place: bool
+    out: Any
+
+    @classmethod
+    def prepare(cls, args: GemmArgs, p: GemmProblem) -> _Padded:
+        import torch
+
+        al, mn = p.align, (p.m, p.n)
+        in_place = args.out is not None and fits(args.out, *mn, "r", al)
+        out = None
+        if args.out is not None and not in_place:
+            shape = (*args.out.shape[:-2], *mn)
+            out = torch.empty(shape, dtype=args.out.dtype, device=args.out.device)
+        return cls(a=_matrix_slot(args.a, p.m, p.k, p.layout[0], al),
+                   b=_matrix_slot(args.b, p.k, p.n, p.layout[1], al),
+                   c=_matrix_slot(args.c, *mn, "r", al) if args.c is not None else None,
+                   bias=(_bias_slot(args.bias, p.m if args.bias_mode == "row" else p.n)
+                         if args.bias is not None else None),
+                   d=tuple(_matrix_slot(t, *mn, "r", al) for t in args.d), in_place=in_place, out=out)
+
+    def args(self, args: GemmArgs) -> GemmArgs:
+        """The call's arguments on the padded buffers (the caller's tensors copied in where needed)."""
+        return dataclasses.replace(
+            args, a=self.a.take(args.a), b=self.b.take(args.b),
+            c=self.c.take(args.c) if self.c is not None else None,
+            bias=self.bias.take(args.bias) if self.bias is not None else None,
+            d=tuple(slot.take(t) for slot, t in zip(self.d, args.d)),
+            out=args.out if self.in_place else self.out)
+
+
+def _signature(selection: Selection, args: GemmArgs) -> tuple:
+    import torch
+
+    tensors = (args.a, args.b, args.out, args.c, args.bias, *args.d)
+    device = args.a.device
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+    return (selection.kernel.name, selection.problem, args.bias_mode, len(args.d), stream,
+            tuple(None if t is None else tensor_key(t) for t in tensors))
+
+
+def _padded_for(selection: Selection, args: GemmArgs) -> _Padded:
+    key = _signature(selection, args)
+    with _LOCK:
+        entry = _CACHE.get(key)
+        if entry is not None:
+            _CACHE.move_to_end(key)
+            return entry
+    entry = _Padded.prepare(args, selection.problem)
+    with _LOCK:
+        _CACHE[key] = entry
+        while len(_CACHE) > PAD_CACHE_LIMIT:
+            _CACHE.popitem(last=False)
+    return entry
+
+
+def clear_cache() -> None:
+    """Drop every kept padded buffer (their memory returns to torch's allocator)."""
+    with _LOCK:
+        _CACHE.clear()
+
+
+def run_padded(selection: Selection, args: GemmArgs) -> Any:
+    """Run a padded selection: the result in the caller's out (when given) or in a new tensor of the exact size."""
+    m, n = args.a.shape[-2], args.b.shape[-1]
+    entry = _padded_for(selection, args)
+    result = selection.kernel.launch(entry.args(args), selection.problem)
+    if entry.in_place:
+        return result
+    exact = result[..., :m, :n]
+    if args.out is None:      # a fresh buffer of this call: a contiguous view of it may be returned as it is
+        return exact.contiguous()
+    args.out.copy_(exact)
+    return args.out
