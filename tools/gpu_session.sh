@@ -2,7 +2,8 @@
 # One device call: install the carried wheels (.whl), then run the named steps in order, each within its own
 # seconds; logs and result JSON go under $OUT.
 #   tools/gpu_session.sh STEP:SECONDS ...
-# STEP: lane-new (GPU lane of the kernels changed last: roll, padded plans, TMA incl. split), lane (whole GPU lane),
+# STEP: lane-new (GPU lane of the kernels changed last: roll, padded plans, TMA incl. split), lane-gemm (GEMM and
+#       TMA GPU tests), lane (whole GPU lane),
 #       conv (benchmarks/conv.py), conv-part (benchmarks/conv.py $TD_CONV_ARGS), gemm (benchmarks/gemm.py),
 #       gemm-part (benchmarks/gemm.py $TD_GEMM_ARGS), gemm-candidates (full matrix over the candidates), profile (tools/profile_padding.py $TD_PROFILE_ARGS)
 set -u
@@ -22,6 +23,8 @@ for step in "$@"; do
     case $name in
         lane-new) cmd=(python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_conv_roll_gpu.py
                        tests/gpu/test_gemm_gpu.py tests/gpu/test_tma_gpu.py) ;;
+        lane-gemm) cmd=(python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_gemm_gpu.py
+                        tests/gpu/test_tma_gpu.py) ;;
         lane) cmd=(python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu) ;;
         conv) cmd=(python3 benchmarks/conv.py --no-markdown --out "$OUT/conv_$gpu.json") ;;
         conv-part) read -ra extra <<< "${TD_CONV_ARGS:-}"
