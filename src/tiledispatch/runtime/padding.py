@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.runtime.arguments import GemmArgs
-from tiledispatch.runtime.launcher import tensor_key
+from tiledispatch.runtime.launcher import cuda_runtime, tensor_key
 
 if TYPE_CHECKING:
     from tiledispatch.select.selector import Selection
@@ -119,21 +119,18 @@ class _Padded:
 
     def args(self, args: GemmArgs) -> GemmArgs:
         """The call's arguments on the padded buffers (the caller's tensors copied in where needed)."""
-        return dataclasses.replace(
-            args, a=self.a.take(args.a), b=self.b.take(args.b),
-            c=self.c.take(args.c) if self.c is not None else None,
-            bias=self.bias.take(args.bias) if self.bias is not None else None,
-            d=tuple(slot.take(t) for slot, t in zip(self.d, args.d)),
-            out=args.out if self.in_place else self.out)
+        return GemmArgs(self.a.take(args.a), self.b.take(args.b), args.out if self.in_place else self.out,
+                        self.c.take(args.c) if self.c is not None else None,
+                        self.bias.take(args.bias) if self.bias is not None else None, args.bias_mode,
+                        tuple(slot.take(t) for slot, t in zip(self.d, args.d)), args.alpha, args.beta,
+                        args.activation, args.out_dtype, args.allow_tf32, args.scale_a, args.scale_b)
 
 
 def _signature(selection: Selection, args: GemmArgs) -> tuple:
-    import torch
-
-    tensors = (args.a, args.b, args.out, args.c, args.bias, *args.d)
     device = args.a.device
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
-    return (selection.kernel.name, selection.problem, args.bias_mode, len(args.d), stream,
+    stream = cuda_runtime().raw_stream(device.index) if device.type == "cuda" else None
+    tensors = (args.a, args.b, args.out, args.c, args.bias, *args.d)
+    return (selection.kernel, selection.problem, args.bias_mode, stream,
             tuple(None if t is None else tensor_key(t) for t in tensors))
 
 
