@@ -5,6 +5,7 @@
 # STEP: lane-new (GPU lane of the kernels changed last: roll, padded plans, TMA incl. split), lane-gemm (GEMM and
 #       TMA GPU tests), lane (whole GPU lane),
 #       conv (benchmarks/conv.py), conv-part (benchmarks/conv.py $TD_CONV_ARGS), gemm (benchmarks/gemm.py),
+#       sweep-candidates (full matrix of the candidate presets per combo of $TD_COMBOS, for tools/derive_presets.py),
 #       gemm-part (benchmarks/gemm.py $TD_GEMM_ARGS), gemm-candidates (full matrix over the candidates), profile (tools/profile_padding.py $TD_PROFILE_ARGS)
 set -u
 if [ -d .whl ]; then
@@ -20,6 +21,17 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 for step in "$@"; do
     name=${step%%:*}; secs=${step#*:}
     echo "== $name ($secs s) $(date +%T)" | tee -a "$OUT/session.log"
+    if [ "$name" = sweep-candidates ]; then   # full matrix of the candidate presets, one JSON per combo
+        end=$(( $(date +%s) + secs ))
+        for combo in ${TD_COMBOS:-bf16_rcr fp16_rcr bf16_rrr fp16_rrr fp8e4m3_rcr}; do
+            left=$(( end - $(date +%s) )); [ "$left" -lt 20 ] && { echo "no time left for $combo"; break; }
+            timeout -s INT "$left" python3 benchmarks/gemm.py --preset-kind candidates --full-matrix \
+                --dtypes "${combo%_*}" --layouts "${combo#*_}" --out "$OUT/sweep_${combo}_$gpu.json" \
+                >> "$OUT/sweeps.log" 2>&1
+            echo "$combo exit $? $(date +%T)" | tee -a "$OUT/session.log"
+        done
+        continue
+    fi
     case $name in
         lane-new) cmd=(python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_conv_roll_gpu.py
                        tests/gpu/test_gemm_gpu.py tests/gpu/test_tma_gpu.py) ;;
