@@ -39,6 +39,34 @@ def _x(value: float | None, digits: int = 2) -> str:
     return f"{value:.{digits}f}" if value else "–"
 
 
+def _notes(data: dict) -> list[str]:
+    """Notes a result file carries: `notes` (free text) and `reruns` (rows measured again in a later run)."""
+    lines = [f"Note: {note}" for note in data.get("notes", [])]
+    lines += [f"Re-run {r['date']}: {r['rows']} rows ({' '.join(r['argv'])}): {r['why']}." for r in data.get("reruns", [])]
+    return lines
+
+
+def gemm_sweeps_section(folder: Path) -> str:
+    """The candidate sweeps (benchmarks/gemm.py --preset-kind candidates --full-matrix) the measured presets are
+    derived from: per combo the geomean of the best candidate, i.e. what an exhaustive search of the candidate
+    space reaches."""
+    paths = sorted(folder.glob("sweep_*.json"))
+    if not paths:
+        return ""
+    lines = ["## GEMM candidate sweeps (benchmarks/results/sweeps/)", "",
+             ("Full matrix over the `gemm_<combo>_candidates` presets, every shape of the suite; `tune` = best "
+              "candidate per shape (the ceiling of any preset derived from it by tools/derive_presets.py)."), "",
+             "| combo | GPU | date | candidates | tune geomean | worst tune ratio | compute-bound tune geomean |",
+             "|---|---|---|---|---|---|---|"]
+    for path in paths:
+        data = json.loads(path.read_text())
+        for key, s in data["summary"].items():
+            plans = max((r.get("plans", 0) for r in data["rows"] if r["combo"] == key), default=0)
+            lines.append(f"| {key} | {data['gpu']} | {data['date'][:10]} | {plans} | {_x(s['tune_geomean'], 3)} | "
+                         f"{_x(s['tune_min'])} ({s['tune_min_shape']}) | {_x(s['compute_bound_tune_geomean'], 3)} |")
+    return "\n".join(lines) + "\n"
+
+
 def gemm_section(path: Path) -> str:
     """`gemm_<gpu>.json` from benchmarks/gemm.py: per-combo summary, then one table per combo."""
     data = json.loads(path.read_text())
@@ -46,7 +74,7 @@ def gemm_section(path: Path) -> str:
     lines = [f"## GEMM: tiledispatch vs cuBLAS ({path.name})", "",
              (f"{data['gpu']}, tiledispatch {data['tiledispatch']}, triton {data['triton']}, torch {data['torch']}, "
               f"CUDA {data['cuda']}, {data['date']}; presets `gemm_<dtype>_<layout>_{data['preset_kind']}`."),
-             f"Protocol: {data['protocol']}."]
+             f"Protocol: {data['protocol']}.", *_notes(data)]
     if lim:
         lines.append(f"Measured limits in the same run: cuBLAS bf16 8192³ {lim['cublas_bf16_8192_tflops']:.0f} TF/s, "
                      f"HBM copy {lim['hbm_copy_gbps']:.0f} GB/s.")
@@ -113,7 +141,8 @@ def conv_section(path: Path) -> str:
              (f"{data['gpu']}, tiledispatch {data['tiledispatch']}, triton {data['triton']}, torch {data['torch']}, "
               f"CUDA {data['cuda']}, {data['date']}; {data['dtype']}, suites {', '.join(data['suites'])}, "
               f"{data['seconds']:.0f} s."), f"Protocol: {data['protocol']}.",
-             *([f"Measured in the same run: HBM copy {copy:.0f} GB/s (read + write)."] if copy else []), "",
+             *([f"Measured in the same run: HBM copy {copy:.0f} GB/s (read + write)."] if copy else []),
+             *_notes(data), "",
              ("`tune` = fastest valid plan of preset `conv_<direction>_<dtype>_<n>d_all`, `auto` = "
               "`select(problem, 'auto')` of `..._essential` without a tuning DB; ratio = cuDNN time / our time "
               "(> 1: faster than cuDNN); GB/s = minimal bytes (read two tensors, write the third once) / time; "
@@ -241,6 +270,7 @@ def main() -> None:
             by_kind.setdefault(kind, []).append(path)
     for kind, render in RENDERERS.items():
         parts += [render(path) for path in by_kind.pop(kind, [])]
+    parts.append(gemm_sweeps_section(ROOT / "benchmarks" / "results" / "sweeps"))
     parts.append(ml_section(ROOT / "benchmarks" / "results" / "ml"))
     for kind, paths in by_kind.items():
         print(f"not rendered (no renderer for {kind!r}): {', '.join(p.name for p in paths)}", file=sys.stderr)
