@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 
 import torch
@@ -58,10 +59,10 @@ def profile(combo: str, shape: str, top: int) -> list[dict]:
     rows = []
     for plan in [p for p in plans_of(reg.kernels, problem) if p.padded][:top]:
         sel = Selection(plan.kernel, "profile", plan.problem, True)
-        call = lambda: run_selection(sel, args)   # noqa: E731
         p = plan.problem
         aligned = make_args(p, torch.device("cuda"))
-        bare = lambda: plan.kernel.launch(aligned, p)   # noqa: E731
+        call = functools.partial(run_selection, sel, args)
+        bare = functools.partial(plan.kernel.launch, aligned, p)
         row = {"combo": combo, "shape": shape, "kernel": plan.kernel.name, "padded_to": f"{p.m}x{p.n}x{p.k}",
                "call_us": _event_us(call), "kernel_alone_us": _event_us(bare), "kernels": _kernels(call)}
         rows.append(row)

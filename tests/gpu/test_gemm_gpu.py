@@ -112,3 +112,30 @@ def test_every_padded_plan_of_the_essential_presets(preset):
                                  check))
     assert runs >= len(UNALIGNED)
     assert not failures, failures[:10]
+
+
+def test_repeated_padded_calls_on_kept_buffers():
+    """runtime/padding.py keeps the padded copies per call signature: the second and third calls (new data,
+    with and without an out) copy into the same buffers and must still be exact; results never alias them."""
+    from tiledispatch.runtime import padding
+    from tiledispatch.runtime.execute import run_selection
+    from tiledispatch.select.selector import Selection
+
+    reg = td.Registry(td.detect())
+    reg.add_preset("gemm_bf16_rcr_essential")
+    assert not reg.build().failed
+    problem = td.GemmProblem(777, 1234, 555, dtype="bf16", layout="rcr")
+    plans = [p for p in reg.plans(problem) if p.padded][:3]
+    assert plans
+    padding.clear_cache()
+    for plan in plans:
+        selection = Selection(plan.kernel, "test", plan.problem, True)
+        results = []
+        for seed in range(3):
+            args = make_args(problem, torch.device("cuda"), seed=seed)
+            args.out = None if seed == 1 else torch.empty(777, 1234, dtype=torch.bfloat16, device="cuda")
+            result = run_selection(selection, args)
+            check = validate(result, args, "bf16")
+            assert check["passed"], (plan.kernel.name, seed, check)
+            results.append((result, result.clone()))
+        assert all(torch.equal(r, kept) for r, kept in results), plan.kernel.name   # nothing overwrote them
