@@ -14,39 +14,48 @@ import itertools
 from tiledispatch.errors import CodegenError
 
 
-def _simulate(stmts: list[ast.stmt], env: dict[str, int], fresh: itertools.count) -> dict[str, int]:
-    """Run the top-level assignments of `stmts` over `env` (name -> value id): a plain `a = b` copies b's id,
-    anything else (and any assignment inside a nested block) makes a fresh one."""
-    env = dict(env)
+def _stored(stmt: ast.stmt) -> set[str]:
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _step(env: dict[str, int], stmt: ast.stmt, fresh: itertools.count) -> None:
+    """Apply one statement to `env` (name -> value id): a plain `a = b` copies b's id, anything else (and any
+    assignment inside a nested block) makes a fresh one."""
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id in env:
+        for target in stmt.targets:
+            if isinstance(target, ast.Name):
+                env[target.id] = env[stmt.value.id]
+        return
+    for name in _stored(stmt):
+        env[name] = next(fresh)
+
+
+def _check_loop(loop: ast.For, before: dict[str, int], where: str, found: list[str],
+                fresh: itertools.count) -> None:
+    after = dict(before)
+    for stmt in loop.body:
+        _step(after, stmt, fresh)
+    changed = {name for name in before if after[name] != before[name]}
+    assigned = set().union(*(_stored(stmt) for stmt in loop.body))
+    for name in sorted(assigned & before.keys() - changed):
+        twins = sorted(other for other in changed if before[other] == before[name])
+        if twins:
+            found.append(f"{where}: loop at line {loop.lineno} assigns {name} but Triton will not carry it "
+                         f"({name} starts as the same value as {', '.join(twins)})")
+
+
+def _check_block(stmts: list[ast.stmt], env: dict[str, int], where: str, found: list[str],
+                 fresh: itertools.count) -> None:
+    """Walk a block once, keeping the value ids of its names; check each loop against the ids it starts with
+    and the blocks inside it from there."""
     for stmt in stmts:
-        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id in env:
-            for target in stmt.targets:
-                if isinstance(target, ast.Name):
-                    env[target.id] = env[stmt.value.id]
-            continue
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                env[node.id] = next(fresh)
-    return env
-
-
-def _check_block(stmts: list[ast.stmt], where: str, found: list[str], fresh: itertools.count) -> None:
-    for i, stmt in enumerate(stmts):
         if isinstance(stmt, ast.For):
-            before = _simulate(stmts[:i], {}, fresh)
-            after = _simulate(stmt.body, before, fresh)
-            changed = {name for name in before if after[name] != before[name]}
-            assigned = {n.id for s in stmt.body for n in ast.walk(s)
-                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-            for name in sorted(assigned & before.keys() - changed):
-                twins = sorted(other for other in changed if before[other] == before[name])
-                if twins:
-                    found.append(f"{where}: loop at line {stmt.lineno} assigns {name} but Triton will not carry it "
-                                 f"({name} starts as the same value as {', '.join(twins)})")
+            _check_loop(stmt, env, where, found, fresh)
         for field in ("body", "orelse"):
             inner = getattr(stmt, field, None)
             if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                _check_block(inner, where, found, fresh)
+                _check_block(inner, dict(env), where, found, fresh)
+        _step(env, stmt, fresh)
 
 
 def loop_carry_aliases(source: str) -> list[str]:
@@ -54,7 +63,7 @@ def loop_carry_aliases(source: str) -> list[str]:
     found: list[str] = []
     for node in ast.parse(source).body:
         if isinstance(node, ast.FunctionDef):
-            _check_block(node.body, node.name, found, itertools.count())
+            _check_block(node.body, {}, node.name, found, itertools.count())
     return found
 
 
