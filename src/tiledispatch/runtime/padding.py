@@ -46,15 +46,6 @@ def zero_padded(t: Any, rows: int, cols: int, letter: str) -> Any:
     return torch.zeros(*batch, cols, rows, dtype=t.dtype, device=t.device).transpose(-1, -2)
 
 
-def padded_to(t: Any, rows: int, cols: int, letter: str, align: int = 16) -> Any:
-    """t itself when it fits (see fits), else a fresh zero-padded copy (rows x cols, layout `letter`)."""
-    if fits(t, rows, cols, letter, align):
-        return t
-    buf = zero_padded(t, rows, cols, letter)
-    buf[..., : t.shape[-2], : t.shape[-1]].copy_(t)
-    return buf
-
-
 @dataclasses.dataclass
 class _Slot:
     """One operand of a padded call: `corner` (a view of the top-left of `buf`) receives the caller's tensor;
@@ -75,6 +66,11 @@ def _matrix_slot(t: Any, rows: int, cols: int, letter: str, align: int) -> _Slot
         return _Slot()
     buf = zero_padded(t, rows, cols, letter)
     return _Slot(buf, buf[..., : t.shape[-2], : t.shape[-1]])
+
+
+def padded_to(t: Any, rows: int, cols: int, letter: str, align: int = 16) -> Any:
+    """t itself when it fits (see fits), else a fresh zero-padded copy (rows x cols, layout `letter`)."""
+    return _matrix_slot(t, rows, cols, letter, align).take(t)
 
 
 def _bias_slot(bias: Any, length: int) -> _Slot:
