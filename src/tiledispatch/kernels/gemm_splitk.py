@@ -17,7 +17,7 @@ def reduce_warps(cfg: GemmConfig) -> int:
     return min(16, max(4, cfg.block_m * cfg.block_n // (32 * REDUCE_ELEMENTS_PER_THREAD)))
 
 
-def _split_param(cfg: GemmConfig) -> Param:
+def split_param(cfg: GemmConfig) -> Param:
     return Param("SPLIT_K", "constexpr", cfg.split_k)
 
 
@@ -36,18 +36,18 @@ def entries(cfg: GemmConfig) -> list[EntrySpec]:
         common.ptr("a_ptr", cfg.dtype, aligned), common.ptr("b_ptr", cfg.dtype, aligned),
         common.ptr("ws_ptr", cfg.acc_dtype, True),
         *common.size_params(cfg, "MNK"), WS_LD,
-        *common.operand_params(cfg), *common.tile_constexprs(cfg), _split_param(cfg),
+        *common.operand_params(cfg), *common.tile_constexprs(cfg), split_param(cfg),
     ]
     return [EntrySpec(PARTIAL_FN, tuple(partial), cfg.num_warps, cfg.num_stages), reduce_entry(cfg)]
 
 
 def reduce_entry(cfg: GemmConfig) -> EntrySpec:
-    """The entry that sums the SPLIT_K partial tiles of ws[batch, split, M, N] in split order and runs the
+    """The entry that sums the SPLIT_K partial tiles of ws[batch, split, M, WS_LD] in split order and runs the
     epilogue (shared with the split tma_persistent kernels)."""
     reduce = [
         common.ptr("ws_ptr", cfg.acc_dtype, True), common.ptr("out_ptr", cfg.out_dtype, cfg.align == 16),
         *common.epilogue_pointer_params(cfg), *common.size_params(cfg, "MN"), WS_LD,
-        *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg), _split_param(cfg),
+        *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg), split_param(cfg),
     ]
     return EntrySpec(REDUCE_FN, tuple(reduce), reduce_warps(cfg), 1)
 
@@ -91,13 +91,15 @@ def reduce_source(cfg: GemmConfig) -> str:
     )
 
 
-def reduce_plan(cfg: GemmConfig, m: int, n: int, batch: int) -> tuple[tuple[int, int, int], tuple[str, int, str]]:
-    """The reduce's grid (output tiles x batches) and the workspace ws[batch, SPLIT_K, M, WS_LD] it sums."""
+def reduce_plan(cfg: GemmConfig, m: int, n: int, batch: int) -> tuple[tuple[int, int, int], tuple[str, int, str],
+                                                                    tuple[str, int]]:
+    """The reduce's grid (output tiles x batches), the workspace ws[batch, SPLIT_K, M, WS_LD] it sums and the
+    WS_LD scalar (one place for the workspace layout of splitk and split tma_persistent)."""
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
-    return (tiles, batch, 1), ("ws_ptr", batch * cfg.split_k * m * ws_ld(n), cfg.acc_dtype)
+    row = ws_ld(n)
+    return (tiles, batch, 1), ("ws_ptr", batch * cfg.split_k * m * row, cfg.acc_dtype), ("WS_LD", row)
 
 
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
-    grid, workspace = reduce_plan(cfg, m, n, batch)
-    return LaunchPlan(((grid[0], cfg.split_k, batch), grid), scalars=(("WS_LD", ws_ld(n)),),
-                      workspaces=(workspace,))
+    grid, workspace, row = reduce_plan(cfg, m, n, batch)
+    return LaunchPlan(((grid[0], cfg.split_k, batch), grid), scalars=(row,), workspaces=(workspace,))

@@ -100,15 +100,15 @@ def _finish(cfg: GemmConfig, acc: str, col: str, width: str, out_box: str, out_s
 # -- split_k > 1 (tma_persistent): the persistent walk over (tile, split) units -----------------------------
 # Unit u is split s = u // tiles of tile u % tiles (split-major: the programs running together read the same K
 # range of neighbouring tiles, which L2 shares): it reduces K blocks [s * k_span, (s + 1) * k_span) through the
-# descriptors and stores its fp32 partial into slot (batch, split) of ws[batch, SPLIT_K, M, N]; the splitk
+# descriptors and stores its fp32 partial into slot (batch, split) of ws[batch, SPLIT_K, M, WS_LD]; the splitk
 # family's reduce then sums the slots in split order and runs the epilogue (deterministic, no atomics). For
 # few output tiles with a long K (M <= 256, say), where one unit per tile would leave most SMs idle.
 def _split_entries(cfg: GemmConfig) -> list[EntrySpec]:
     aligned = cfg.align == 16
     params = [common.ptr("a_ptr", cfg.dtype, aligned), common.ptr("b_ptr", cfg.dtype, aligned),
               common.ptr("ws_ptr", cfg.acc_dtype, True), *common.size_params(cfg, "MNK"), gemm_splitk.WS_LD,
-              Param("BATCH", "i32"), Param("NUM_PROGRAMS", "i32"), *common.operand_params(cfg), *common.tile_constexprs(cfg),
-              Param("SPLIT_K", "constexpr", cfg.split_k)]
+              Param("BATCH", "i32"), Param("NUM_PROGRAMS", "i32"), *common.operand_params(cfg),
+              *common.tile_constexprs(cfg), gemm_splitk.split_param(cfg)]
     return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages), gemm_splitk.reduce_entry(cfg)]
 
 
@@ -133,7 +133,6 @@ def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -
     scalars = (("BATCH", batch), ("NUM_PROGRAMS", programs))
     if cfg.split_k == 1:
         return LaunchPlan(((programs, 1, 1),), scalars=scalars)
-    grid, workspace = gemm_splitk.reduce_plan(cfg, m, n, batch)
-    return LaunchPlan(((programs, 1, 1), grid), scalars=(*scalars, ("WS_LD", gemm_splitk.ws_ld(n))),
-                      workspaces=(workspace,))
+    grid, workspace, row = gemm_splitk.reduce_plan(cfg, m, n, batch)
+    return LaunchPlan(((programs, 1, 1), grid), scalars=(*scalars, row), workspaces=(workspace,))
 
