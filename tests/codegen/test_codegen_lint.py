@@ -60,10 +60,23 @@ def test_the_roll_weight_gradient_ring_starts_from_two_zero_tiles():
 @pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
 @pytest.mark.parametrize("ndim", [1, 2, 3])
 def test_every_direct_instance_of_the_all_presets_renders(direction, ndim):
-    """render_source runs the check: every direct (tap and roll) instance of the bf16 `_all` presets passes."""
+    """Every direct (tap and roll) instance of the bf16 `_all` presets passes the check."""
     reg = td.Registry(td.detect("sm_90"))
     reg.add_preset(f"conv_{direction}_bf16_{ndim}d_all")
     direct = [k.config for k in reg.kernels if k.config.family == "direct"]
     assert direct
     for cfg in direct:
-        render_source(cfg)
+        assert loop_carry_aliases(render_source(cfg)) == [], cfg.name
+
+
+def test_a_build_checks_each_source_before_compiling(monkeypatch, tmp_path):
+    """Registry.build runs the check on every instance it is about to compile, and raises (never skips)."""
+    from tiledispatch.registry import registry as registry_module
+
+    reg = td.Registry(td.detect("sm_90"), cache_dir=tmp_path)
+    cfg = td.parse_name("conv-direct-bwd_weight-2d-bf16-bf16-fp32-32x32x3-g1-w4-s2-k0-roll-a8-none-b0")
+    reg.add(cfg.name)
+    zero = "dv_2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"
+    monkeypatch.setattr(registry_module, "render_source", lambda c: render_source(c).replace(zero, "dv_2 = dv_1"))
+    with pytest.raises(CodegenError, match="assigns dv_2"):
+        reg.build(max_workers=1, progress=False)

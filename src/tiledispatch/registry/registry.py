@@ -12,6 +12,7 @@ from tiledispatch import settings
 from tiledispatch.arch.spec import ArchSpec, detect, get_arch
 from tiledispatch.build import cache
 from tiledispatch.build.compile import CompileResult, CompileTask
+from tiledispatch.codegen.lint import check_source
 from tiledispatch.codegen.render import render_source
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.conv_validity import check_conv_config, conv_config_errors
@@ -146,6 +147,7 @@ class Registry:
                 continue
             if existed:   # present before we read it, yet unreadable: corrupt or half-deleted, rebuild
                 cache.remove_entry(entry)
+            check_source(task.source, kernel.name)   # before compiling, once per cache miss: raises CodegenError
             todo.append(task)
         with progress_bar(f"building {len(todo)} kernels for {self.arch.name}", len(todo), progress) as advance:
             def done(result: CompileResult) -> None:
