@@ -6,7 +6,7 @@
 #       TMA GPU tests), lane (whole GPU lane),
 #       conv (benchmarks/conv.py), conv-part (benchmarks/conv.py $TD_CONV_ARGS), gemm (benchmarks/gemm.py),
 #       sweep-candidates (full matrix of the candidate presets per combo of $TD_COMBOS, for tools/derive_presets.py),
-#       gemm-part (benchmarks/gemm.py $TD_GEMM_ARGS), gemm-candidates (full matrix over the candidates), profile (tools/profile_padding.py $TD_PROFILE_ARGS)
+#       gemm-part (benchmarks/gemm.py $TD_GEMM_ARGS), profile (tools/profile_padding.py $TD_PROFILE_ARGS)
 set -u
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -46,8 +46,6 @@ for step in "$@"; do
         gemm) cmd=(python3 benchmarks/gemm.py --out "$OUT/gemm_$gpu.json") ;;
         gemm-part) read -ra extra <<< "${TD_GEMM_ARGS:-}"
                    cmd=(python3 benchmarks/gemm.py "${extra[@]}" --out "$OUT/gemm_part_$gpu.json") ;;
-        gemm-candidates) cmd=(python3 benchmarks/gemm.py --preset-kind candidates --full-matrix
-                              --out "$OUT/gemm_candidates_$gpu.json") ;;
         *) echo "unknown step $name" >&2; exit 2 ;;
     esac
     timeout -s INT "$secs" "${cmd[@]}" > "$OUT/$name.log" 2>&1
