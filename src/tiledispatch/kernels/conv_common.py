@@ -106,6 +106,41 @@ def activation_line(cfg: ConvConfig, var: str = "acc", indent: str = "    ") -> 
     return f"{indent}{var} = " + ACTIVATION_EXPR[cfg.activation].format(x=var) + "\n"
 
 
+def fast_divisor(d: int) -> tuple[int, int]:
+    """(multiplier, shift) with n // d == umulhi(n, multiplier) >> shift for every 0 <= n < 2**31: the
+    multiplier is 2**(31 + l) / d rounded up, l = ceil(log2 d), so the rounding error stays below 1/d. A
+    divisor of 1 gives (0, 0), which `fast_divmod_lines` reads as 'the quotient is n'."""
+    if not 1 <= d < 2**31:
+        raise ValueError(f"fast_divisor needs 1 <= d < 2**31, got {d}")
+    if d == 1:
+        return 0, 0
+    bits = (d - 1).bit_length()
+    return (2 ** (31 + bits) + d - 1) // d, bits - 1
+
+
+def fast_divmod_lines(quotient: str, remainder: str, index: str, divisor: str, magic: str, indent: str) -> str:
+    """Source lines `quotient = index // divisor; remainder = index % divisor` for a non-negative int32 `index`
+    through the multiplier `dm_{magic}` and shift `ds_{magic}` of `fast_divisor(divisor)`: a multiply-high and a
+    shift where a division by a run-time value costs tens of instructions per element."""
+    by = f"(tl.umulhi({index}.to(tl.uint32), dm_{magic}.to(tl.uint32)) >> ds_{magic}).to(tl.int32)"
+    return (f"{indent}{quotient} = tl.where(dm_{magic} == 0, {index}, {by})\n"
+            f"{indent}{remainder} = {index} - {quotient} * {divisor}\n")
+
+
+def fast_divisor_params(names: tuple[str, ...]) -> list[Param]:
+    """The multiplier (u32) and shift (i32) parameters of each named divisor."""
+    return [p for n in names for p in (Param(f"dm_{n}", "u32"), Param(f"ds_{n}", "i32"))]
+
+
+def fast_divisor_scalars(divisors: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    """Launch scalars dm_<name>, ds_<name> for each named divisor."""
+    out: list[tuple[str, int]] = []
+    for name, d in divisors.items():
+        m, shift = fast_divisor(d)
+        out += [(f"dm_{name}", m), (f"ds_{name}", shift)]
+    return tuple(out)
+
+
 TARGET_WAVES = 2             # auto split: fill at least this many waves of `sms` programs
 
 

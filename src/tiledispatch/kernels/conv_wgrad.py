@@ -40,6 +40,9 @@ from tiledispatch.kernels.conv_common import (
     REDUCE_WARPS,
     auto_splits,
     dims,
+    fast_divisor_params,
+    fast_divisor_scalars,
+    fast_divmod_lines,
     reduce_fns,
     reduce_grids,
     split_sum_lines,
@@ -69,7 +72,7 @@ def _aligned_standard_params(cfg: ConvConfig) -> list[Param]:
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
     ws = Param("ws_ptr", "*fp32", divisible16=True)
     main = [*_aligned_standard_params(cfg), ws, Param("SPLITS", "i32"), Param("CPS", "i32"),
-            Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n),
+            *fast_divisor_params(dims(cfg)), Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n),
             Param("BLOCK_K", "constexpr", cfg.block_k), Param("GPP", "constexpr", cfg.groups_per_program),
             Param(DOT_F32, "constexpr", False)]
     reduce = [*standard_params(cfg), ws, Param("SPLITS", "i32")]
@@ -189,7 +192,11 @@ def _pixels(cfg: ConvConfig) -> str:
     ds = dims(cfg)
     ind = "        "
     src = f"{ind}p = p0 + rk\n{ind}p_ok = p < p_hi\n"
-    src += _split_index("q", "p", ["N"] + [f"out_{s}" for s in ds], ["n"] + [f"o_{s}" for s in ds], ind)
+    rest = "p"   # innermost dim first, each through its fast divisor (dm_<s>, ds_<s>)
+    for s in reversed(ds):
+        src += fast_divmod_lines(f"q_{s}", f"o_{s}", rest, f"out_{s}", s, ind)
+        rest = f"q_{s}"
+    src += f"{ind}n = {rest}\n"
     y_pix = "n.to(tl.int64) * sy_n + " + " + ".join(f"o_{s}.to(tl.int64) * sy_{s}" for s in ds)
     for s in ds:
         src += f"{ind}b_{s} = o_{s} * str_{s} - pad_{s}\n"
@@ -321,7 +328,8 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     splits, cps = split_plan(cfg, problem, sms)
     elements = problem.k * problem.c_per_group * math.prod(problem.filter)
     return LaunchPlan(((tiles_m * tiles_n, splits, gblocks), *reduce_grids(elements, sms, splits > 1)),
-                      scalars=(("SPLITS", splits), ("CPS", cps)),
+                      scalars=(("SPLITS", splits), ("CPS", cps),
+                               *fast_divisor_scalars({s: o for s, o in zip(dims(cfg), problem.output)})),
                       workspaces=(("ws_ptr", elements * splits if splits > 1 else 0, "fp32"),))
 
 

@@ -67,6 +67,12 @@ ENTRIES = [{'fn': 'conv_wgrad_kernel',
              {'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisible16': True},
              {'name': 'SPLITS', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'CPS', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'dm_d', 'ty': 'u32', 'value': None, 'divisible16': False},
+             {'name': 'ds_d', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'dm_h', 'ty': 'u32', 'value': None, 'divisible16': False},
+             {'name': 'ds_h', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'dm_w', 'ty': 'u32', 'value': None, 'divisible16': False},
+             {'name': 'ds_w', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'BLOCK_M', 'ty': 'constexpr', 'value': 64, 'divisible16': False},
              {'name': 'BLOCK_N', 'ty': 'constexpr', 'value': 64, 'divisible16': False},
              {'name': 'BLOCK_K', 'ty': 'constexpr', 'value': 64, 'divisible16': False},
@@ -206,6 +212,12 @@ def conv_wgrad_kernel(
     ws_ptr,
     SPLITS,
     CPS,
+    dm_d,
+    ds_d,
+    dm_h,
+    ds_h,
+    dm_w,
+    ds_w,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -250,13 +262,13 @@ def conv_wgrad_kernel(
     for p0 in range(p_lo, p_hi, BLOCK_K):
         p = p0 + rk
         p_ok = p < p_hi
-        o_w = p % out_w
-        q = p // out_w
-        o_h = q % out_h
-        q = q // out_h
-        o_d = q % out_d
-        q = q // out_d
-        n = q
+        q_w = tl.where(dm_w == 0, p, (tl.umulhi(p.to(tl.uint32), dm_w.to(tl.uint32)) >> ds_w).to(tl.int32))
+        o_w = p - q_w * out_w
+        q_h = tl.where(dm_h == 0, q_w, (tl.umulhi(q_w.to(tl.uint32), dm_h.to(tl.uint32)) >> ds_h).to(tl.int32))
+        o_h = q_w - q_h * out_h
+        q_d = tl.where(dm_d == 0, q_h, (tl.umulhi(q_h.to(tl.uint32), dm_d.to(tl.uint32)) >> ds_d).to(tl.int32))
+        o_d = q_h - q_d * out_d
+        n = q_d
         b_d = o_d * str_d - pad_d
         b_h = o_h * str_h - pad_h
         b_w = o_w * str_w - pad_w
