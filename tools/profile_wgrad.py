@@ -4,7 +4,7 @@ N*pixels), and every igemm weight-gradient candidate that takes the problem at s
 per call (no L2 flush: a comparison between instances, not the benchmark protocol) and the CUDA kernels of one
 call of the fastest.
 
-    python tools/profile_wgrad.py --layers resnet50/layer4.1.conv2,resnet50/layer3.1.conv2 [--json PATH]
+    python tools/profile_wgrad.py --layers resnet50/layer4.1.conv2,resnet50/layer3.1.conv2 [--only NAMES] [--json PATH]
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _gemm_us(problem) -> float:
     return _event_us(lambda: torch.bmm(a.transpose(1, 2), b))
 
 
-def profile(case) -> dict:
+def profile(case, only: set[str] | None = None) -> dict:
     problem = case.for_direction("bwd_weight")
     args = make_conv_args(problem, torch.device("cuda"), seed=0)
     args.w = empty_channels_last(shapes(problem)["w"], torch.bfloat16, torch.device("cuda"))
@@ -55,7 +55,7 @@ def profile(case) -> dict:
     for base in candidate_configs(problem.dtype, problem.ndim):
         for split in SPLITS:
             cfg = dataclasses.replace(base, split_k=split)
-            if conv_problem_mismatch(cfg, problem) is None:
+            if conv_problem_mismatch(cfg, problem) is None and (not only or cfg.name in only):
                 reg.add(cfg)
     reg.build()
     for kernel in reg.kernels:
@@ -69,12 +69,13 @@ def profile(case) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", required=True, help="comma list of model/layer names of the conv suites")
+    ap.add_argument("--only", help="comma list of instance names: time only these (e.g. under ncu)")
     ap.add_argument("--json", help="write the rows here")
     opts = ap.parse_args()
     cases = {f"{c.model}/{c.layer}": c for c in all_cases()}
     rows = []
     for name in opts.layers.split(","):
-        row = profile(cases[name])
+        row = profile(cases[name], set(opts.only.split(",")) if opts.only else None)
         rows.append(row)
         print(f"{name}: {row['gflop']:.2f} GFLOP  cuDNN {row['cudnn_us']:.1f} us  cuBLAS GEMM {row['gemm_us']:.1f} us")
         for label, us in sorted(row["instances"].items(), key=lambda kv: kv[1])[:12]:
