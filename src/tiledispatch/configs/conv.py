@@ -8,7 +8,8 @@ from tiledispatch.configs.fields import config_from_dict, fill_dtype_defaults
 
 # igemm: implicit GEMM on tensor cores (several groups per program when channels per group are few);
 # direct: CUDA-core FMAs vectorized over channels (depthwise, very few channels per group);
-# gemm: 1x1 convolutions (stride 1, no padding, one group) as a GEMM over the pixels (fwd, bwd_data);
+# gemm: 1x1 convolutions (stride 1, no padding, one group) as a GEMM over the pixels (every direction), and
+#       weight gradients of one group as im2col + GEMM (kloop "im2col");
 # tma: implicit GEMM of stride-1 fwd / bwd_data whose operand tiles are tensor-copy boxes (zero-filled padding).
 CONV_FAMILIES = ("igemm", "direct", "gemm", "tma")
 # How the implicit GEMM walks its reduction: "tap" loops over filter taps, then channels of one tap in
@@ -16,8 +17,9 @@ CONV_FAMILIES = ("igemm", "direct", "gemm", "tma")
 # (channels per group below block_k); "diag" (C/G == K/G == block_k, many small groups) does one dot per tap
 # against the block-diagonal weight of the block_n / block_k groups of a channel tile. The direct family walks
 # taps ("tap": one activation tile per tap) or, depthwise, "roll"s down the rows (kernels/conv_roll.py: each
-# source row loaded once per filter column into three rolling accumulators).
-KLOOPS = ("tap", "flat", "diag", "roll")
+# source row loaded once per filter column into three rolling accumulators). Family gemm runs 1x1 convolutions
+# ("tap") or, bwd_weight, any filter through an explicit "im2col" copy (kernels/conv_im2col.py).
+KLOOPS = ("tap", "flat", "diag", "roll", "im2col")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -63,8 +63,9 @@ def _align_errors(cfg: ConvConfig, errors: list[tuple[str, str]]) -> None:
 
 
 def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    if cfg.kloop == "roll":
-        errors.append(("kloop", "kloop 'roll' belongs to family 'direct'; igemm walks 'tap', 'flat' or 'diag'"))
+    if cfg.kloop in ("roll", "im2col"):
+        errors.append(("kloop", f"kloop {cfg.kloop!r} belongs to family "
+                                f"{'direct' if cfg.kloop == 'roll' else 'gemm'}; igemm walks 'tap', 'flat' or 'diag'"))
     ok = choice(errors, "block_m", cfg.block_m, DOT_BLOCKS) & choice(errors, "block_n", cfg.block_n, DOT_BLOCKS)
     if cfg.kloop != "diag" or cfg.direction == "bwd_weight":   # fwd / bwd_data diag: block_k = C/G (below)
         ok &= choice(errors, "block_k", cfg.block_k, DOT_BLOCKS)
@@ -166,11 +167,14 @@ def shared_memory_bytes(cfg: ConvConfig) -> int:
 
 def _gemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
     """1x1 as GEMM: the GEMM instance it runs must be valid; bwd_weight runs the split-K GEMM family, whose
-    split count (split_k >= 2) is fixed at build time."""
+    split count (split_k >= 2) is fixed at build time. kloop 'im2col': _im2col_errors."""
     from tiledispatch.configs.validity import SPLIT_K as GEMM_SPLIT_K
     from tiledispatch.configs.validity import gemm_config_errors
     from tiledispatch.kernels.conv_gemm import gemm_config
 
+    if cfg.kloop == "im2col":
+        _im2col_errors(cfg, arch, errors)
+        return
     wants = [("groups_per_program", cfg.groups_per_program, 1), ("kloop", cfg.kloop, "tap")]
     if cfg.direction != "bwd_weight":
         wants.append(("split_k", cfg.split_k, 0))
@@ -182,6 +186,28 @@ def _gemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]])
         if value != want:
             errors.append((field, f"family 'gemm' needs {field}={want!r}, got {value!r}"))
     if cfg.dtype in DTYPES and cfg.out_dtype in DTYPES:
+        errors.extend((field, f"as GEMM: {reason}") for field, reason in gemm_config_errors(gemm_config(cfg), arch))
+
+
+def _im2col_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
+    """Family 'gemm', kloop 'im2col' (kernels/conv_im2col.py): a bf16 / fp16 weight gradient through an im2col
+    workspace and the tma_persistent GEMM, whose instance (split_k: its fixed split count) must be valid."""
+    from tiledispatch.configs.validity import SPLIT_K as GEMM_SPLIT_K
+    from tiledispatch.configs.validity import gemm_config_errors
+    from tiledispatch.kernels.conv_im2col import gemm_config
+
+    if cfg.direction != "bwd_weight":
+        errors.append(("direction", f"kloop 'im2col' computes bwd_weight, not {cfg.direction!r}"))
+    if cfg.dtype not in ("bf16", "fp16"):
+        errors.append(("dtype", f"kloop 'im2col' runs a 16-bit tensor-copy GEMM; dtype {cfg.dtype!r} is not one"))
+    for field, value, want in (("groups_per_program", cfg.groups_per_program, 1), ("align", cfg.align, 8)):
+        if value != want:
+            errors.append((field, f"kloop 'im2col' needs {field}={want!r}, got {value!r}"))
+    splits = tuple(s for s in (1, *GEMM_SPLIT_K) if s in SPLIT_K)
+    if cfg.split_k not in splits:
+        errors.append(("split_k", f"kloop 'im2col' splits the GEMM's pixel reduction a fixed number of times, one "
+                                  f"of {splits}; got {cfg.split_k}"))
+    if not errors and cfg.dtype in DTYPES and cfg.out_dtype in DTYPES:
         errors.extend((field, f"as GEMM: {reason}") for field, reason in gemm_config_errors(gemm_config(cfg), arch))
 
 
@@ -381,6 +407,8 @@ def _direct_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
 
 
 def _gemm_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    if cfg.kloop == "im2col":
+        return _im2col_mismatch(problem)
     if any(f != 1 for f in problem.filter):
         return f"filter: family 'gemm' computes 1x1 convolutions, not filter {problem.filter}"
     if any(s != 1 for s in problem.stride):
@@ -392,6 +420,23 @@ def _gemm_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     if problem.direction == "bwd_weight" and cfg.align == 8 and (problem.c % 16 or problem.k % 16):
         return (f"c: family 'gemm' bwd_weight at align 8 runs a GEMM compiled for channel totals that are "
                 f"multiples of 16; the problem has C={problem.c}, K={problem.k}")
+    return None
+
+
+def _im2col_mismatch(problem: ConvProblem) -> str | None:
+    """kloop 'im2col': one group, channel totals multiples of 16, a workspace within IM2COL_MAX_ELEMENTS."""
+    from tiledispatch.kernels.conv_im2col import IM2COL_MAX_ELEMENTS, sizes, workspace_elements
+
+    if problem.groups != 1:
+        return f"groups: kloop 'im2col' computes one group, got groups={problem.groups}"
+    if problem.c % 16 or problem.k % 16:
+        return (f"c: kloop 'im2col' copies 16-byte channel runs and runs a GEMM over rows of multiples of 16 "
+                f"elements; the problem has C={problem.c}, K={problem.k}")
+    if workspace_elements(problem) > IM2COL_MAX_ELEMENTS:
+        return (f"spatial: the im2col workspace would hold {workspace_elements(problem)} elements, more than "
+                f"{IM2COL_MAX_ELEMENTS}")
+    if sizes(problem)[2] > INT32_LIMIT:
+        return f"spatial: N x output pixels ({sizes(problem)[2]}) exceed the im2col kernel's int32 pixel index"
     return None
 
 

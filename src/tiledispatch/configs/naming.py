@@ -48,7 +48,7 @@ def _parse(name: str, cls: type, pattern: re.Pattern, template: str, int_fields:
 _CONV_PATTERN = re.compile(
     r"conv-(?P<family>[a-z_]+)-(?P<direction>fwd|bwd_data|bwd_weight)-(?P<ndim>\d)d-(?P<dtype>[a-z0-9]+)-"
     r"(?P<out_dtype>[a-z0-9]+)-(?P<acc_dtype>[a-z0-9]+)-(?P<block_m>\d+)x(?P<block_n>\d+)x(?P<block_k>\d+)-"
-    r"g(?P<groups_per_program>\d+)-w(?P<num_warps>\d+)-s(?P<num_stages>\d+)-k(?P<split_k>\d+)-(?P<kloop>[a-z]+)-"
+    r"g(?P<groups_per_program>\d+)-w(?P<num_warps>\d+)-s(?P<num_stages>\d+)-k(?P<split_k>\d+)-(?P<kloop>[a-z0-9]+)-"
     r"a(?P<align>\d+)-(?P<activation>[a-z_]+)-b(?P<bias>[01])"
 )
 _CONV_TEMPLATE = ("conv-<family>-<direction>-<ndim>d-<dtype>-<out_dtype>-<acc_dtype>-<BMxBNxBK>-g<groups>-w<warps>-"

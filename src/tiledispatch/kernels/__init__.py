@@ -12,7 +12,7 @@ _GEMM = {"tiled": "gemm_tiled", "splitk": "gemm_splitk", "tma_persistent": "gemm
 _CONV = {"igemm": {"fwd": "conv_igemm", "bwd_data": "conv_igemm", "bwd_weight": "conv_wgrad"},
          "direct": {None: "conv_direct"}, "gemm": {None: "conv_gemm"},
          "tma": {"fwd": "conv_tma", "bwd_data": "conv_tma"}}
-_CONV_KLOOPS = {("direct", "roll"): "conv_roll"}   # a family's k-loop with a module of its own
+_CONV_KLOOPS = {("direct", "roll"): "conv_roll", ("gemm", "im2col"): "conv_im2col"}   # a family's k-loop with a module of its own
 
 
 def family_module(cfg: Any) -> ModuleType:

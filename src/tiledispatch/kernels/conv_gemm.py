@@ -73,7 +73,7 @@ def slots(cfg: ConvConfig) -> dict[str, int]:
     return {"a_ptr": _ROLE_SLOT[a], "b_ptr": _ROLE_SLOT[b], "out_ptr": _ROLE_SLOT[out], "bias_ptr": 3}
 
 
-def _pixel_stride(t: Any, field: str) -> int:
+def pixel_stride(t: Any, field: str) -> int:
     """The stride between consecutive pixels of a channels-last tensor whose pixels are evenly spaced."""
     step = t.stride(-1)
     expected = step
@@ -94,15 +94,15 @@ def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any])
     values: dict[str, Any] = {"M": m, "N": n, "K": k, "alpha": 1.0, "stride_ab": 0, "stride_bb": 0, "stride_ob": 0,
                               "stride_biasb": 0}
     if cfg.direction == "bwd_weight":   # A = dy^T: (K, pixels), K contiguous; B = x: (pixels, C); out = dw
-        values.update({"stride_ar": 1, "stride_ac": _pixel_stride(tensors["y"], "output"),
-                       "stride_br": _pixel_stride(tensors["x"], "input"), "stride_bc": 1,
+        values.update({"stride_ar": 1, "stride_ac": pixel_stride(tensors["y"], "output"),
+                       "stride_br": pixel_stride(tensors["x"], "input"), "stride_bc": 1,
                        "stride_or": tensors["w"].stride(0), "stride_oc": 1})
         _check_hinted(cfg, values, ("stride_ac", "stride_br", "stride_or"))
         return values
     a, b, out = (tensors[role] for role in ROLES[cfg.direction])
     w_rows = b.stride(0)   # weight (K, C, 1..): K x C row-major
-    values.update({"stride_ar": _pixel_stride(a, "input" if cfg.direction == "fwd" else "output"),
-                   "stride_ac": 1, "stride_or": _pixel_stride(out, "output" if cfg.direction == "fwd" else "input"),
+    values.update({"stride_ar": pixel_stride(a, "input" if cfg.direction == "fwd" else "output"),
+                   "stride_ac": 1, "stride_or": pixel_stride(out, "output" if cfg.direction == "fwd" else "input"),
                    "stride_oc": 1})
     if cfg.direction == "fwd":   # B = w^T: (C, K) with C contiguous (column-major)
         values.update({"stride_br": 1, "stride_bc": w_rows})

@@ -6,7 +6,7 @@ import math
 
 from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.kernels import conv_igemm, conv_roll, conv_tma, conv_wgrad
+from tiledispatch.kernels import conv_igemm, conv_im2col, conv_roll, conv_tma, conv_wgrad
 from tiledispatch.problems.conv import ConvProblem
 
 LAUNCH_US = 3.0
@@ -98,4 +98,6 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
                    else conv_igemm.written_elements(problem))
         body += WORKSPACE_PASSES * 4 * written * splits / (arch.hbm_gbps * 1e3)
         body += LAUNCH_US
+    if cfg.kloop == "im2col":   # the 16-bit cols workspace, written and read back, and the copy's launch
+        body += WORKSPACE_PASSES * 2 * conv_im2col.workspace_elements(problem) / (arch.hbm_gbps * 1e3) + LAUNCH_US
     return LAUNCH_US + body

@@ -1,0 +1,166 @@
+"""Family `gemm`, kloop `im2col`: a weight gradient as an explicit im2col copy plus a tensor-copy GEMM.
+
+dw[k, tap, c] = sum_p dy[p, k] * x[n, o*stride - pad + tap*dil, c] over the P = N x output pixels p = (n, o) is
+the GEMM dw (K x taps*C) = dy^T (K x P) @ cols (P x taps*C), where cols[p, tap*C + c] is the input pixel that
+tap reads for output pixel p (zero in the padding). Two launches:
+
+1. `conv_im2col_kernel` writes cols into a workspace in the problem's dtype: a program copies BLOCK_P pixels x
+   BLOCK_C channels of one tap (16-byte channel runs; the border mask per pixel);
+2. the GEMM family `tma_persistent` (layout crr: A = dy^T read through a transposed descriptor over dy's
+   [P, K] rows, B = cols, out = dw as the K x taps*C matrix a channels-last weight is) with the config's tile,
+   warps, stages and split_k (>= 2: fp32 partials and the GEMM family's ordered reduce, no atomics).
+
+Where the implicit GEMM recomputes pixel coordinates and border masks in every reduction step, the GEMM here runs
+the index-free tensor-copy main loop; the price is writing and re-reading P x taps x C elements (a workspace of
+that size; `IM2COL_MAX_ELEMENTS` bounds it). One group only (C/G = C), channel totals multiples of 16 (16-byte
+TMA strides and aligned channel runs).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.dtypes import DTYPES
+from tiledispatch.errors import BadInput
+from tiledispatch.kernels.conv_common import dims, multiple_hints
+from tiledispatch.kernels.gemm_common import signature_text
+from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+from tiledispatch.problems.conv import ConvProblem
+
+FN = "conv_im2col_kernel"
+BLOCK_P = 64                 # pixels per im2col program
+BLOCK_C = 64                 # channels per im2col program (128-byte runs of 16-bit elements)
+IM2COL_WARPS = 4
+IM2COL_MAX_ELEMENTS = 2**28  # workspace bound: 512 MiB of 16-bit elements
+SLOTS = {"x_ptr": 0, "out_ptr": 1, "a_ptr": 2}   # b_ptr is the cols workspace
+
+
+def gemm_config(cfg: ConvConfig) -> GemmConfig:
+    """The GEMM instance that reduces dy^T @ cols (every field derives from the conv config's)."""
+    return GemmConfig(family="tma_persistent", layout="crr", split_k=cfg.split_k, dtype=cfg.dtype,
+                      out_dtype=cfg.out_dtype, acc_dtype=cfg.acc_dtype, block_m=cfg.block_m, block_n=cfg.block_n,
+                      block_k=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages, group_m=8, align=16)
+
+
+def _gemm_module(cfg: ConvConfig) -> Any:
+    from tiledispatch.kernels import family_module
+
+    return family_module(gemm_config(cfg))
+
+
+def _im2col_params(cfg: ConvConfig) -> list[Param]:
+    ty = "*" + DTYPES[cfg.dtype].triton
+    out = [Param("x_ptr", ty, divisible16=True), Param("b_ptr", ty, divisible16=True), Param("C", "i32"),
+           Param("P", "i32")]
+    out += [Param(f"{field}_{s}", "i32") for field in ("in", "out", "flt", "str", "pad", "dil") for s in dims(cfg)]
+    out += [Param("sx_n", "i64")] + [Param(f"sx_{s}", "i64") for s in dims(cfg)]
+    return out + [Param("BLOCK_P", "constexpr", BLOCK_P), Param("BLOCK_C", "constexpr", BLOCK_C)]
+
+
+def entries(cfg: ConvConfig) -> list[EntrySpec]:
+    return [EntrySpec(FN, tuple(_im2col_params(cfg)), IM2COL_WARPS, 1), *_gemm_module(cfg).entries(gemm_config(cfg))]
+
+
+def _split(index: str, ds: tuple[str, ...]) -> list[str]:
+    """o_<s> of `index` (innermost dim first); n takes the rest."""
+    lines, rest = [], index
+    for s in reversed(ds):
+        lines += [f"o_{s} = {rest} % out_{s}", f"q_{s} = {rest} // out_{s}"]
+        rest = f"q_{s}"
+    return [*lines, f"n = {rest}"]
+
+
+def _im2col_source(cfg: ConvConfig) -> str:
+    ds = dims(cfg)
+    entry = entries(cfg)[0]
+    taps = " * ".join(f"flt_{s}" for s in ds)
+    tap_lines, rest = [], "tap"
+    for s in reversed(ds):   # filter coordinates of the tap, innermost first
+        tap_lines += [f"f_{s} = {rest} % flt_{s}", f"t_{s} = {rest} // flt_{s}"]
+        rest = f"t_{s}"
+    inside = " & ".join(f"(i_{s} >= 0) & (i_{s} < in_{s})" for s in ds)
+    src_off = "n.to(tl.int64) * sx_n + " + " + ".join(f"i_{s}.to(tl.int64) * sx_{s}" for s in ds)
+    body = [*multiple_hints(["C"], 16),
+            "c_tiles = (C + BLOCK_C - 1) // BLOCK_C",
+            "tap = tl.program_id(1) // c_tiles",
+            "rc = (tl.program_id(1) % c_tiles) * BLOCK_C + tl.arange(0, BLOCK_C)",
+            "c_ok = rc < C", *tap_lines,
+            "p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)",
+            "p_ok = p < P", *_split("p", ds),
+            *(f"i_{s} = o_{s} * str_{s} - pad_{s} + f_{s} * dil_{s}" for s in ds),
+            f"ok = p_ok & {inside}",
+            f"src = tl.multiple_of({src_off}, 8)",
+            "v = tl.load(x_ptr + src[:, None] + rc[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)",
+            f"row = ({taps} * C).to(tl.int64)",
+            "dst = tl.multiple_of(p.to(tl.int64) * row + tap * C, 16)",
+            "tl.store(b_ptr + dst[:, None] + rc[None, :], v, mask=p_ok[:, None] & c_ok[None, :])"]
+    return (f"@triton.jit\ndef {FN}(\n    {signature_text(list(entry.params))},\n):\n"
+            + "".join(f"    {line}\n" for line in body))
+
+
+def render(cfg: ConvConfig) -> str:
+    return _im2col_source(cfg) + "\n\n" + _gemm_module(cfg).render(gemm_config(cfg))
+
+
+def sizes(problem: ConvProblem) -> tuple[int, int, int]:
+    """(M, N, K) of the GEMM: output channels x taps*input channels x N*output pixels."""
+    return problem.k, math.prod(problem.filter) * problem.c, problem.n * math.prod(problem.output)
+
+
+def workspace_elements(problem: ConvProblem) -> int:
+    _, cols, pixels = sizes(problem)
+    return cols * pixels
+
+
+def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
+    m, n, k = sizes(problem)
+    gemm = _gemm_module(cfg).launch_plan(gemm_config(cfg), m, n, k, 1, sms)
+    grid = (-(-k // BLOCK_P), math.prod(problem.filter) * -(-problem.c // BLOCK_C), 1)
+    return LaunchPlan((grid, *gemm.grids), scalars=gemm.scalars,
+                      workspaces=(("b_ptr", workspace_elements(problem), cfg.dtype), *gemm.workspaces))
+
+
+def slots(cfg: ConvConfig) -> dict[str, int]:
+    return dict(SLOTS)
+
+
+def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any]) -> dict[str, Any]:
+    """The GEMM's sizes and strides (A = dy^T, B = the cols workspace, out = dw) and the im2col's P."""
+    from tiledispatch.kernels.conv_gemm import pixel_stride
+
+    m, n, k = sizes(problem)
+    w = tensors["w"]
+    _check_weight_rows(w, problem)
+    dy_pixels = pixel_stride(tensors["y"], "output")
+    if dy_pixels % 8:
+        raise BadInput(f"output has strides {tuple(tensors['y'].stride())}: the tensor-copy GEMM reads dy rows "
+                       "whose stride is a multiple of 8 elements (16 bytes)", field="output")
+    return {"M": m, "N": n, "K": k, "P": k, "alpha": 1.0, "stride_ab": 0, "stride_bb": 0, "stride_ob": 0,
+            "stride_ar": 1, "stride_ac": dy_pixels, "stride_br": n, "stride_bc": 1, "stride_or": w.stride(0),
+            "stride_oc": 1}
+
+
+def _check_weight_rows(w: Any, problem: ConvProblem) -> None:
+    """The GEMM writes dw as a K x taps*C matrix: each output channel's (tap, c) elements contiguous, tap-major
+    (a channels-last weight without gaps), rows 16 bytes apart."""
+    expected, step = [], problem.c
+    for size in reversed(problem.filter):
+        expected.append(step)
+        step *= size
+    want = (1, *reversed(expected))
+    have = tuple(w.stride())[1:]
+    if have != want or w.stride(0) % 8:
+        raise BadInput(f"weight has strides {tuple(w.stride())}: the im2col GEMM writes each output channel's "
+                       f"taps x channels as one row (strides {want} after the first, a row stride that is a "
+                       "multiple of 8); pass a contiguous channels-last weight", field="weight")
+
+
+def candidate_configs(dtype: str, ndim: int) -> list[ConvConfig]:
+    """Tiles for the presets: wide tiles for many columns (taps x C), split reductions for few tiles."""
+    rows = ((128, 128, 64, 8, 3, 1), (128, 256, 64, 8, 3, 1), (128, 128, 64, 8, 3, 2), (128, 128, 64, 8, 3, 4),
+            (64, 128, 64, 4, 4, 4), (64, 128, 64, 4, 4, 16), (128, 256, 64, 8, 3, 2))
+    return [ConvConfig(family="gemm", direction="bwd_weight", ndim=ndim, dtype=dtype, block_m=bm, block_n=bn,
+                       block_k=bk, num_warps=w, num_stages=s, split_k=split, kloop="im2col", align=8)
+            for bm, bn, bk, w, s, split in rows]
