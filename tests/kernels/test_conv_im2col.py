@@ -37,6 +37,8 @@ CASES = [
      "3-D with a per-dim stride and a 1-wide filter dim, 2 splits"),
     ("2d-1x1-s2", _cfg(2), _problem(2, 32, 16, (7, 7), (1, 1), stride=2),
      "a strided 1x1 (no 1x1 GEMM can take it: the pixels it reads are not evenly spaced)"),
+    ("3d-1x1-reads-x", _cfg(3, split=2), _problem(2, 32, 16, (2, 3, 5), (1, 1, 1)),
+     "1x1 at stride 1: the GEMM reads x itself (no copy, no cols workspace), 60 pixels in 2 splits"),
 ]
 
 
@@ -59,6 +61,14 @@ def test_plan_has_the_copy_then_the_gemm():
     assert plan.grids[0] == (-(-pixels // conv_im2col.BLOCK_P), 9, 1)   # 9 taps x one channel tile
     assert plan.workspaces[0] == ("b_ptr", pixels * 9 * 16, "fp16")
     assert len(plan.grids) == 3 and plan.workspaces[1][2] == "fp32"     # GEMM + its split reduce, fp32 partials
+
+
+def test_one_by_one_reads_x_without_a_copy():
+    problem = _problem(2, 32, 16, (5, 7), (1, 1))
+    plan = conv_im2col.launch_plan(_cfg(2), problem, sms=132)
+    assert plan.grids[0] == (0, 1, 1) and plan.workspaces == ()   # the copy is not launched
+    strided = conv_im2col.launch_plan(_cfg(2), _problem(2, 32, 16, (5, 7), (1, 1), stride=2), sms=132)
+    assert strided.grids[0][0] > 0 and strided.workspaces[0][0] == "b_ptr"
 
 
 def test_validity_names_the_field():

@@ -12,7 +12,8 @@ tap reads for output pixel p (zero in the padding). Two launches:
 
 Where the implicit GEMM recomputes pixel coordinates and border masks in every reduction step, the GEMM here runs
 the index-free tensor-copy main loop; the price is writing and re-reading P x taps x C elements (a workspace of
-that size; `IM2COL_MAX_ELEMENTS` bounds it). One group only (C/G = C), channel totals multiples of 16 (16-byte
+that size; `IM2COL_MAX_ELEMENTS` bounds it), except for 1x1 convolutions at stride 1 without padding, whose GEMM
+reads x itself. One group only (C/G = C), channel totals multiples of 16 (16-byte
 TMA strides and aligned channel runs).
 """
 from __future__ import annotations
@@ -34,7 +35,9 @@ BLOCK_P = 64                 # pixels per im2col program
 BLOCK_C = 64                 # channels per im2col program (128-byte runs of 16-bit elements)
 IM2COL_WARPS = 4
 IM2COL_MAX_ELEMENTS = 2**28  # workspace bound: 512 MiB of 16-bit elements
-SLOTS = {"x_ptr": 0, "out_ptr": 1, "a_ptr": 2}   # b_ptr is the cols workspace
+# b_ptr: the cols workspace, or x itself for a 1x1 convolution at stride 1 without padding (`reads_x`), whose
+# pixels are already the rows of cols (the copy is not launched, no workspace); a workspace binding wins
+SLOTS = {"x_ptr": 0, "out_ptr": 1, "a_ptr": 2, "b_ptr": 0}
 
 
 def gemm_config(cfg: ConvConfig) -> GemmConfig:
@@ -109,14 +112,23 @@ def sizes(problem: ConvProblem) -> tuple[int, int, int]:
     return problem.k, math.prod(problem.filter) * problem.c, problem.n * math.prod(problem.output)
 
 
+def reads_x(problem: ConvProblem) -> bool:
+    """A 1x1 convolution at stride 1 without padding: cols is x itself (N x pixels rows of C channels)."""
+    return (all(f == 1 for f in problem.filter) and all(s == 1 for s in problem.stride)
+            and all(p == (0, 0) for p in problem.padding))
+
+
 def workspace_elements(problem: ConvProblem) -> int:
+    """Elements of the cols workspace (0 when the GEMM reads x itself)."""
     _, cols, pixels = sizes(problem)
-    return cols * pixels
+    return 0 if reads_x(problem) else cols * pixels
 
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     m, n, k = sizes(problem)
     gemm = _gemm_module(cfg).launch_plan(gemm_config(cfg), m, n, k, 1, sms)
+    if reads_x(problem):   # an empty grid: the copy is not launched
+        return LaunchPlan(((0, 1, 1), *gemm.grids), scalars=gemm.scalars, workspaces=gemm.workspaces)
     grid = (-(-k // BLOCK_P), math.prod(problem.filter) * -(-problem.c // BLOCK_C), 1)
     return LaunchPlan((grid, *gemm.grids), scalars=gemm.scalars,
                       workspaces=(("b_ptr", workspace_elements(problem), cfg.dtype), *gemm.workspaces))
@@ -137,8 +149,14 @@ def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any])
     if dy_pixels % 8:
         raise BadInput(f"output has strides {tuple(tensors['y'].stride())}: the tensor-copy GEMM reads dy rows "
                        "whose stride is a multiple of 8 elements (16 bytes)", field="output")
+    b_rows = n
+    if reads_x(problem):
+        b_rows = pixel_stride(tensors["x"], "input")
+        if b_rows % 8:
+            raise BadInput(f"input has strides {tuple(tensors['x'].stride())}: the tensor-copy GEMM reads x rows "
+                           "whose stride is a multiple of 8 elements (16 bytes)", field="input")
     return {"M": m, "N": n, "K": k, "P": k, "alpha": 1.0, "stride_ab": 0, "stride_bb": 0, "stride_ob": 0,
-            "stride_ar": 1, "stride_ac": dy_pixels, "stride_br": n, "stride_bc": 1, "stride_or": w.stride(0),
+            "stride_ar": 1, "stride_ac": dy_pixels, "stride_br": b_rows, "stride_bc": 1, "stride_or": w.stride(0),
             "stride_oc": 1}
 
 
