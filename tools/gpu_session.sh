@@ -3,7 +3,7 @@
 # seconds; logs and result JSON go under $OUT.
 #   tools/gpu_session.sh STEP:SECONDS ...
 # STEP: lane-new (GPU lane of the kernels changed last: roll, padded plans, TMA incl. split), lane-gemm (GEMM and
-#       TMA GPU tests), lane-conv (conv GPU tests, -k $TD_PYTEST_K when set), lane (whole GPU lane),
+#       TMA GPU tests), lane-conv (conv GPU tests: $TD_PYTEST_FILES or test_conv_gpu.py, -k $TD_PYTEST_K when set), lane (whole GPU lane),
 #       conv (benchmarks/conv.py), conv-part (benchmarks/conv.py $TD_CONV_ARGS), gemm (benchmarks/gemm.py),
 #       sweep-candidates (full matrix of the candidate presets per combo of $TD_COMBOS, for tools/derive_presets.py),
 #       gemm-part (benchmarks/gemm.py $TD_GEMM_ARGS), profile (tools/profile_padding.py $TD_PROFILE_ARGS),
@@ -38,7 +38,8 @@ for step in "$@"; do
                        tests/gpu/test_gemm_gpu.py tests/gpu/test_tma_gpu.py) ;;
         lane-gemm) cmd=(python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_gemm_gpu.py
                         tests/gpu/test_tma_gpu.py) ;;
-        lane-conv) cmd=(python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_conv_gpu.py
+        lane-conv) read -ra files <<< "${TD_PYTEST_FILES:-tests/gpu/test_conv_gpu.py}"
+                   cmd=(python3 -m pytest -m gpu -q -p no:cacheprovider "${files[@]}"
                         ${TD_PYTEST_K:+-k "$TD_PYTEST_K"}) ;;
         lane) cmd=(python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu) ;;
         conv) cmd=(python3 benchmarks/conv.py --no-markdown --out "$OUT/conv_$gpu.json") ;;

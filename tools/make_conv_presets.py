@@ -2,7 +2,7 @@
 
 conv_{direction}_{dtype}_{ndim}d_all: every candidate instance of the families for that direction (implicit GEMM
 dense and merged-group tiles, block-diagonal tiles for small equal groups, direct kernels for depthwise / few
-channels per group, 1x1-as-GEMM, and bwd_weight through an im2col workspace and a TMA GEMM), the set `benchmarks/conv.py` tunes over. _essential:
+channels per group, 1x1-as-GEMM, and fwd / bwd_weight through an im2col workspace and a TMA GEMM), the set `benchmarks/conv.py` tunes over. _essential:
 the subset the one-call API builds by default (the instances a greedy cover of the H200 sweeps chose,
 tools/derive_conv_essential.py, and the tap-loop fallbacks below align 8). Invalid configs for
 sm_90 are never written (the validity predicate is the filter). fp32 instances use fewer stages (4-byte tiles).
@@ -105,12 +105,16 @@ GEMM_1X1_WGRAD = [
 ]
 
 
-def _wgrad_im2col() -> list[tuple]:
-    """bwd_weight of one group through an im2col workspace and the tma_persistent GEMM (kernels/conv_im2col.py)."""
+def _im2col(direction: str) -> list[tuple]:
+    """fwd / bwd_weight of one group through an im2col workspace and the tma_persistent GEMM
+    (kernels/conv_im2col.py); none for bwd_data."""
     from tiledispatch.kernels import conv_im2col
 
+    if direction not in conv_im2col.DIRECTIONS:
+        return []
     return [(cfg.family, cfg.block_m, cfg.block_n, cfg.block_k, cfg.groups_per_program, cfg.num_warps,
-             cfg.num_stages, cfg.kloop, cfg.align, cfg.split_k) for cfg in conv_im2col.candidate_configs("bf16", 2)]
+             cfg.num_stages, cfg.kloop, cfg.align, cfg.split_k)
+            for cfg in conv_im2col.candidate_configs("bf16", 2, direction)]
 
 
 def _wgrad_igemm() -> list[tuple]:
@@ -130,8 +134,8 @@ def essential_keys(direction: str) -> frozenset[str]:
 
 def rows_for(direction: str) -> list[tuple]:
     """Every candidate row of a direction, split_k included (0 where the row leaves it out)."""
-    rows = (_wgrad_igemm() + DIRECT_WGRAD + ROLL_WGRAD + GEMM_1X1_WGRAD + _wgrad_im2col() if direction == "bwd_weight"
-            else IGEMM + DIAG + DIRECT_SPATIAL + GEMM_1X1)
+    rows = (_wgrad_igemm() + DIRECT_WGRAD + ROLL_WGRAD + GEMM_1X1_WGRAD if direction == "bwd_weight"
+            else IGEMM + DIAG + DIRECT_SPATIAL + GEMM_1X1) + _im2col(direction)
     return [row if len(row) == 10 else (*row, 0) for row in rows]
 
 

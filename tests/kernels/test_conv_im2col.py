@@ -1,5 +1,6 @@
-"""Family `gemm`, kloop `im2col` (kernels/conv_im2col.py): weight gradients as an im2col copy plus the
-tma_persistent GEMM, on the interpreter vs the float64 reference; validity, problem match, refusals, sm_90 builds."""
+"""Family `gemm`, kloop `im2col` (kernels/conv_im2col.py): forward and weight-gradient convolutions as an im2col
+copy plus the tma_persistent GEMM, on the interpreter vs the float64 reference; validity, problem match, refusals,
+sm_90 builds."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,14 +15,14 @@ from tiledispatch.kernels import conv_im2col
 from tiledispatch.runtime.conv_reference import run_and_validate
 
 
-def _cfg(ndim: int, split: int = 1, dtype: str = "fp16") -> ConvConfig:
+def _cfg(ndim: int, split: int = 1, direction: str = "bwd_weight", **epilogue) -> ConvConfig:
     # 16x32x16 GEMM tiles: tiny problems still leave partial row, column and reduction tiles
-    return ConvConfig(family="gemm", direction="bwd_weight", ndim=ndim, dtype=dtype, block_m=16, block_n=32,
-                      block_k=16, num_warps=4, num_stages=2, split_k=split, kloop="im2col", align=8)
+    return ConvConfig(family="gemm", direction=direction, ndim=ndim, dtype="fp16", block_m=16, block_n=32,
+                      block_k=16, num_warps=4, num_stages=2, split_k=split, kloop="im2col", align=8, **epilogue)
 
 
-def _problem(n: int, c: int, k: int, spatial, filt, **kw) -> td.ConvProblem:
-    return td.ConvProblem("bwd_weight", n, c, k, 1, tuple(spatial), tuple(filt), dtype="fp16", **kw)
+def _problem(n: int, c: int, k: int, spatial, filt, direction: str = "bwd_weight", **kw) -> td.ConvProblem:
+    return td.ConvProblem(direction, n, c, k, 1, tuple(spatial), tuple(filt), dtype="fp16", **kw)
 
 
 # (id, config, problem, why)
@@ -39,6 +40,20 @@ CASES = [
      "a strided 1x1 (no 1x1 GEMM can take it: the pixels it reads are not evenly spaced)"),
     ("3d-1x1-reads-x", _cfg(3, split=2), _problem(2, 32, 16, (2, 3, 5), (1, 1, 1)),
      "1x1 at stride 1: the GEMM reads x itself (no copy, no cols workspace), 60 pixels in 2 splits"),
+    # forward: y = cols @ w^T with the GEMM's epilogue
+    ("fwd-2d-s2-asym", _cfg(2, direction="fwd"), _problem(2, 16, 48, (5, 7), (3, 3), "fwd", stride=2,
+                                                          padding=((1, 0), (2, 1))),
+     "stride 2 and one-sided padding; K=48 leaves a partial 32-wide column tile"),
+    ("fwd-2d-bias-silu", _cfg(2, direction="fwd", activation="silu", bias=True),
+     _problem(1, 80, 16, (6, 5), (3, 3), "fwd", padding=1, bias=True, activation="silu"),
+     "the fused bias + activation epilogue; C=80 (a partial 64-channel copy tile); 30 pixels"),
+    ("fwd-1d-dil2", _cfg(1, direction="fwd"), _problem(3, 16, 16, (13,), (3,), "fwd", dilation=2, padding=2),
+     "dilation 2 in 1-D"),
+    ("fwd-3d", _cfg(3, direction="fwd"), _problem(1, 16, 32, (3, 4, 5), (3, 1, 3), "fwd", stride=(1, 2, 1),
+                                                  padding=1),
+     "3-D with a per-dim stride and a 1-wide filter dim"),
+    ("fwd-3d-1x1-reads-x", _cfg(3, direction="fwd"), _problem(2, 32, 16, (2, 3, 5), (1, 1, 1), "fwd"),
+     "1x1 at stride 1 forward: the GEMM reads x's pixel rows"),
 ]
 
 
@@ -74,7 +89,8 @@ def test_one_by_one_reads_x_without_a_copy():
 def test_validity_names_the_field():
     arch = td.get_arch("sm_90")
     base = _cfg(2)
-    assert "direction" in dict(conv_config_errors(dataclasses.replace(base, direction="fwd"), arch))
+    assert "direction" in dict(conv_config_errors(dataclasses.replace(base, direction="bwd_data"), arch))
+    assert "split_k" in dict(conv_config_errors(dataclasses.replace(base, direction="fwd", split_k=2), arch))
     assert "dtype" in dict(conv_config_errors(dataclasses.replace(base, dtype="fp32"), arch))
     assert "align" in dict(conv_config_errors(dataclasses.replace(base, align=1), arch))
     assert "split_k" in dict(conv_config_errors(dataclasses.replace(base, split_k=0), arch))
@@ -103,7 +119,8 @@ def test_weight_with_gaps_raises_bad_input(registry):
 def test_candidates_compile_for_sm90(build_registry):
     reg = td.Registry("sm_90")
     for ndim in (1, 2, 3):
-        for cfg in conv_im2col.candidate_configs("bf16", ndim)[:2]:
-            reg.add(cfg)
+        for direction in conv_im2col.DIRECTIONS:
+            for cfg in conv_im2col.candidate_configs("bf16", ndim, direction)[:2]:
+                reg.add(cfg)
     report = reg.build()
     assert not report.failed, report.failed

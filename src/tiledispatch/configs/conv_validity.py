@@ -190,14 +190,17 @@ def _gemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]])
 
 
 def _im2col_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    """Family 'gemm', kloop 'im2col' (kernels/conv_im2col.py): a bf16 / fp16 weight gradient through an im2col
-    workspace and the tma_persistent GEMM, whose instance (split_k: its fixed split count) must be valid."""
+    """Family 'gemm', kloop 'im2col' (kernels/conv_im2col.py): a bf16 / fp16 forward or weight gradient through
+    an im2col workspace and the tma_persistent GEMM, whose instance (split_k: its fixed split count, 1 forward)
+    must be valid."""
     from tiledispatch.configs.validity import SPLIT_K as GEMM_SPLIT_K
     from tiledispatch.configs.validity import gemm_config_errors
-    from tiledispatch.kernels.conv_im2col import gemm_config
+    from tiledispatch.kernels.conv_im2col import DIRECTIONS, gemm_config
 
-    if cfg.direction != "bwd_weight":
-        errors.append(("direction", f"kloop 'im2col' computes bwd_weight, not {cfg.direction!r}"))
+    if cfg.direction not in DIRECTIONS:
+        errors.append(("direction", f"kloop 'im2col' computes {' and '.join(DIRECTIONS)}, not {cfg.direction!r}"))
+    elif cfg.direction == "fwd" and cfg.split_k != 1:
+        errors.append(("split_k", f"kloop 'im2col' forward runs its GEMM unsplit (split_k=1), got {cfg.split_k}"))
     if cfg.dtype not in ("bf16", "fp16"):
         errors.append(("dtype", f"kloop 'im2col' runs a 16-bit tensor-copy GEMM; dtype {cfg.dtype!r} is not one"))
     for field, value, want in (("groups_per_program", cfg.groups_per_program, 1), ("align", cfg.align, 8)):

@@ -1,20 +1,21 @@
-"""Family `gemm`, kloop `im2col`: a weight gradient as an explicit im2col copy plus a tensor-copy GEMM.
+"""Family `gemm`, kloop `im2col`: a forward or weight-gradient convolution as an explicit im2col copy plus a
+tensor-copy GEMM.
 
-dw[k, tap, c] = sum_p dy[p, k] * x[n, o*stride - pad + tap*dil, c] over the P = N x output pixels p = (n, o) is
-the GEMM dw (K x taps*C) = dy^T (K x P) @ cols (P x taps*C), where cols[p, tap*C + c] is the input pixel that
-tap reads for output pixel p (zero in the padding). Two launches:
+With cols[p, tap*C + c] = the input pixel that tap reads for output pixel p = (n, o) (zero in the padding), over
+the P = N x output pixels:
+- fwd: y (P x K) = cols (P x taps*C) @ w^T, w the K x taps*C matrix a channels-last weight is (layout rcr), with
+  the bias and activation epilogue of the GEMM family;
+- bwd_weight: dw (K x taps*C) = dy^T (K x P) @ cols (layout crr: A read through a transposed descriptor over
+  dy's [P, K] rows), split over the pixels by split_k (fp32 partials, the GEMM family's ordered reduce, no
+  atomics).
 
-1. `conv_im2col_kernel` writes cols into a workspace in the problem's dtype: a program copies BLOCK_P pixels x
-   BLOCK_C channels of one tap (16-byte channel runs; the border mask per pixel);
-2. the GEMM family `tma_persistent` (layout crr: A = dy^T read through a transposed descriptor over dy's
-   [P, K] rows, B = cols, out = dw as the K x taps*C matrix a channels-last weight is) with the config's tile,
-   warps, stages and split_k (>= 2: fp32 partials and the GEMM family's ordered reduce, no atomics).
-
-Where the implicit GEMM recomputes pixel coordinates and border masks in every reduction step, the GEMM here runs
-the index-free tensor-copy main loop; the price is writing and re-reading P x taps x C elements (a workspace of
-that size; `IM2COL_MAX_ELEMENTS` bounds it), except for 1x1 convolutions at stride 1 without padding, whose GEMM
-reads x itself. One group only (C/G = C), channel totals multiples of 16 (16-byte
-TMA strides and aligned channel runs).
+Two launches: `conv_im2col_kernel` writes cols into a workspace in the problem's dtype (a program copies BLOCK_P
+pixels x BLOCK_C channels of one tap: 16-byte channel runs, the border mask per pixel), then the GEMM family
+`tma_persistent` with the config's tile, warps, stages and split_k. Where the implicit GEMM recomputes pixel
+coordinates and border masks in its main loop, the GEMM here runs the index-free tensor-copy loop; the price is
+writing and re-reading P x taps x C elements (`IM2COL_MAX_ELEMENTS` bounds the workspace), except for 1x1
+convolutions at stride 1 without padding, whose GEMM reads x itself (the copy is not launched). One group only,
+channel totals multiples of 16 (16-byte TMA strides and aligned channel runs).
 """
 from __future__ import annotations
 
@@ -35,16 +36,22 @@ BLOCK_P = 64                 # pixels per im2col program
 BLOCK_C = 64                 # channels per im2col program (128-byte runs of 16-bit elements)
 IM2COL_WARPS = 4
 IM2COL_MAX_ELEMENTS = 2**28  # workspace bound: 512 MiB of 16-bit elements
-# b_ptr: the cols workspace, or x itself for a 1x1 convolution at stride 1 without padding (`reads_x`), whose
-# pixels are already the rows of cols (the copy is not launched, no workspace); a workspace binding wins
-SLOTS = {"x_ptr": 0, "out_ptr": 1, "a_ptr": 2, "b_ptr": 0}
+DIRECTIONS = ("fwd", "bwd_weight")
+LAYOUTS = {"fwd": "rcr", "bwd_weight": "crr"}
+# The GEMM operand cols is (the im2col kernel writes its workspace under this parameter name)
+COLS = {"fwd": "a_ptr", "bwd_weight": "b_ptr"}
+# Per-call tensors of the GEMM operands by conv slot (x 0, w 1, y 2, bias 3). The cols operand maps to x: a 1x1
+# convolution at stride 1 without padding (`reads_x`) reads x's pixel rows; otherwise the workspace binding wins
+SLOTS = {"fwd": {"x_ptr": 0, "a_ptr": 0, "b_ptr": 1, "out_ptr": 2, "bias_ptr": 3},
+         "bwd_weight": {"x_ptr": 0, "a_ptr": 2, "b_ptr": 0, "out_ptr": 1}}
 
 
 def gemm_config(cfg: ConvConfig) -> GemmConfig:
-    """The GEMM instance that reduces dy^T @ cols (every field derives from the conv config's)."""
-    return GemmConfig(family="tma_persistent", layout="crr", split_k=cfg.split_k, dtype=cfg.dtype,
-                      out_dtype=cfg.out_dtype, acc_dtype=cfg.acc_dtype, block_m=cfg.block_m, block_n=cfg.block_n,
-                      block_k=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages, group_m=8, align=16)
+    """The GEMM instance over cols (every field derives from the conv config's; fwd carries its epilogue)."""
+    return GemmConfig(family="tma_persistent", layout=LAYOUTS.get(cfg.direction, "crr"), split_k=cfg.split_k,
+                      dtype=cfg.dtype, out_dtype=cfg.out_dtype, acc_dtype=cfg.acc_dtype, block_m=cfg.block_m,
+                      block_n=cfg.block_n, block_k=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+                      group_m=8, align=16, activation=cfg.activation, bias="col" if cfg.bias else "none")
 
 
 def _gemm_module(cfg: ConvConfig) -> Any:
@@ -55,11 +62,15 @@ def _gemm_module(cfg: ConvConfig) -> Any:
 
 def _im2col_params(cfg: ConvConfig) -> list[Param]:
     ty = "*" + DTYPES[cfg.dtype].triton
-    out = [Param("x_ptr", ty, divisible16=True), Param("b_ptr", ty, divisible16=True), Param("C", "i32"),
+    out = [Param("x_ptr", ty, divisible16=True), Param(_cols(cfg), ty, divisible16=True), Param("C", "i32"),
            Param("P", "i32")]
     out += [Param(f"{field}_{s}", "i32") for field in ("in", "out", "flt", "str", "pad", "dil") for s in dims(cfg)]
     out += [Param("sx_n", "i64")] + [Param(f"sx_{s}", "i64") for s in dims(cfg)]
     return out + [Param("BLOCK_P", "constexpr", BLOCK_P), Param("BLOCK_C", "constexpr", BLOCK_C)]
+
+
+def _cols(cfg: ConvConfig) -> str:
+    return COLS.get(cfg.direction, "b_ptr")
 
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
@@ -98,7 +109,7 @@ def _im2col_source(cfg: ConvConfig) -> str:
             "v = tl.load(x_ptr + src[:, None] + rc[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)",
             f"row = ({taps} * C).to(tl.int64)",
             "dst = tl.multiple_of(p.to(tl.int64) * row + tap * C, 16)",
-            "tl.store(b_ptr + dst[:, None] + rc[None, :], v, mask=p_ok[:, None] & c_ok[None, :])"]
+            f"tl.store({_cols(cfg)} + dst[:, None] + rc[None, :], v, mask=p_ok[:, None] & c_ok[None, :])"]
     return (f"@triton.jit\ndef {FN}(\n    {signature_text(list(entry.params))},\n):\n"
             + "".join(f"    {line}\n" for line in body))
 
@@ -107,9 +118,17 @@ def render(cfg: ConvConfig) -> str:
     return _im2col_source(cfg) + "\n\n" + _gemm_module(cfg).render(gemm_config(cfg))
 
 
+def pixels(problem: ConvProblem) -> int:
+    return problem.n * math.prod(problem.output)
+
+
 def sizes(problem: ConvProblem) -> tuple[int, int, int]:
-    """(M, N, K) of the GEMM: output channels x taps*input channels x N*output pixels."""
-    return problem.k, math.prod(problem.filter) * problem.c, problem.n * math.prod(problem.output)
+    """(M, N, K) of the GEMM: fwd pixels x output channels x taps*input channels; bwd_weight output channels x
+    taps*input channels x pixels."""
+    cols = math.prod(problem.filter) * problem.c
+    if problem.direction == "fwd":
+        return pixels(problem), problem.k, cols
+    return problem.k, cols, pixels(problem)
 
 
 def reads_x(problem: ConvProblem) -> bool:
@@ -120,8 +139,7 @@ def reads_x(problem: ConvProblem) -> bool:
 
 def workspace_elements(problem: ConvProblem) -> int:
     """Elements of the cols workspace (0 when the GEMM reads x itself)."""
-    _, cols, pixels = sizes(problem)
-    return 0 if reads_x(problem) else cols * pixels
+    return 0 if reads_x(problem) else pixels(problem) * math.prod(problem.filter) * problem.c
 
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
@@ -129,40 +147,46 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     gemm = _gemm_module(cfg).launch_plan(gemm_config(cfg), m, n, k, 1, sms)
     if reads_x(problem):   # an empty grid: the copy is not launched
         return LaunchPlan(((0, 1, 1), *gemm.grids), scalars=gemm.scalars, workspaces=gemm.workspaces)
-    grid = (-(-k // BLOCK_P), math.prod(problem.filter) * -(-problem.c // BLOCK_C), 1)
+    grid = (-(-pixels(problem) // BLOCK_P), math.prod(problem.filter) * -(-problem.c // BLOCK_C), 1)
     return LaunchPlan((grid, *gemm.grids), scalars=gemm.scalars,
-                      workspaces=(("b_ptr", workspace_elements(problem), cfg.dtype), *gemm.workspaces))
+                      workspaces=((_cols(cfg), workspace_elements(problem), cfg.dtype), *gemm.workspaces))
 
 
 def slots(cfg: ConvConfig) -> dict[str, int]:
-    return dict(SLOTS)
+    return dict(SLOTS.get(cfg.direction, SLOTS["bwd_weight"]))
 
 
 def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any]) -> dict[str, Any]:
-    """The GEMM's sizes and strides (A = dy^T, B = the cols workspace, out = dw) and the im2col's P."""
-    from tiledispatch.kernels.conv_gemm import pixel_stride
-
+    """The GEMM's sizes and strides and the im2col's P. fwd: A = cols, B = w^T, out = y; bwd_weight: A = dy^T,
+    B = cols, out = dw."""
     m, n, k = sizes(problem)
     w = tensors["w"]
     _check_weight_rows(w, problem)
-    dy_pixels = pixel_stride(tensors["y"], "output")
-    if dy_pixels % 8:
-        raise BadInput(f"output has strides {tuple(tensors['y'].stride())}: the tensor-copy GEMM reads dy rows "
-                       "whose stride is a multiple of 8 elements (16 bytes)", field="output")
-    b_rows = n
-    if reads_x(problem):
-        b_rows = pixel_stride(tensors["x"], "input")
-        if b_rows % 8:
-            raise BadInput(f"input has strides {tuple(tensors['x'].stride())}: the tensor-copy GEMM reads x rows "
-                           "whose stride is a multiple of 8 elements (16 bytes)", field="input")
-    return {"M": m, "N": n, "K": k, "P": k, "alpha": 1.0, "stride_ab": 0, "stride_bb": 0, "stride_ob": 0,
-            "stride_ar": 1, "stride_ac": dy_pixels, "stride_br": b_rows, "stride_bc": 1, "stride_or": w.stride(0),
-            "stride_oc": 1}
+    y_rows = _rows(tensors["y"], "output")
+    cols_rows = _rows(tensors["x"], "input") if reads_x(problem) else math.prod(problem.filter) * problem.c
+    values = {"M": m, "N": n, "K": k, "P": pixels(problem), "alpha": 1.0, "stride_ab": 0, "stride_bb": 0,
+              "stride_ob": 0}
+    if problem.direction == "fwd":
+        return {**values, "stride_ar": cols_rows, "stride_ac": 1, "stride_br": 1, "stride_bc": w.stride(0),
+                "stride_or": y_rows, "stride_oc": 1, "stride_biasb": 0}
+    return {**values, "stride_ar": 1, "stride_ac": y_rows, "stride_br": cols_rows, "stride_bc": 1,
+            "stride_or": w.stride(0), "stride_oc": 1}
+
+
+def _rows(t: Any, field: str) -> int:
+    """The pixel stride of a channels-last activation the GEMM reads or writes as a matrix (16-byte rows)."""
+    from tiledispatch.kernels.conv_gemm import pixel_stride
+
+    step = pixel_stride(t, field)
+    if step % 8:
+        raise BadInput(f"{field} has strides {tuple(t.stride())}: the tensor-copy GEMM takes its pixels as rows "
+                       "whose stride is a multiple of 8 elements (16 bytes)", field=field)
+    return step
 
 
 def _check_weight_rows(w: Any, problem: ConvProblem) -> None:
-    """The GEMM writes dw as a K x taps*C matrix: each output channel's (tap, c) elements contiguous, tap-major
-    (a channels-last weight without gaps), rows 16 bytes apart."""
+    """The GEMM reads (fwd) or writes (bwd_weight) w as a K x taps*C matrix: each output channel's (tap, c)
+    elements contiguous, tap-major (a channels-last weight without gaps), rows 16 bytes apart."""
     expected, step = [], problem.c
     for size in reversed(problem.filter):
         expected.append(step)
@@ -170,15 +194,22 @@ def _check_weight_rows(w: Any, problem: ConvProblem) -> None:
     want = (1, *reversed(expected))
     have = tuple(w.stride())[1:]
     if have != want or w.stride(0) % 8:
-        raise BadInput(f"weight has strides {tuple(w.stride())}: the im2col GEMM writes each output channel's "
+        raise BadInput(f"weight has strides {tuple(w.stride())}: the im2col GEMM takes each output channel's "
                        f"taps x channels as one row (strides {want} after the first, a row stride that is a "
                        "multiple of 8); pass a contiguous channels-last weight", field="weight")
 
 
-def candidate_configs(dtype: str, ndim: int) -> list[ConvConfig]:
-    """Tiles for the presets: wide tiles for many columns (taps x C), split reductions for few tiles."""
-    rows = ((128, 128, 64, 8, 3, 1), (128, 256, 64, 8, 3, 1), (128, 128, 64, 8, 3, 2), (128, 128, 64, 8, 3, 4),
-            (64, 128, 64, 4, 4, 4), (64, 128, 64, 4, 4, 16), (128, 256, 64, 8, 3, 2))
-    return [ConvConfig(family="gemm", direction="bwd_weight", ndim=ndim, dtype=dtype, block_m=bm, block_n=bn,
+# (block_m, block_n, block_k, warps, stages, split_k) per direction: bwd_weight wide tiles for many columns
+# (taps x C) and split reductions for few tiles; fwd the large-tile GEMM shapes (many pixels, K <= 512 columns)
+_CANDIDATES = {
+    "bwd_weight": ((128, 128, 64, 8, 3, 1), (128, 256, 64, 8, 3, 1), (128, 128, 64, 8, 3, 2),
+                   (128, 128, 64, 8, 3, 4), (64, 128, 64, 4, 4, 4), (64, 128, 64, 4, 4, 16), (128, 256, 64, 8, 3, 2)),
+    "fwd": ((128, 128, 64, 8, 4, 1), (128, 256, 64, 8, 3, 1), (128, 64, 64, 4, 4, 1), (64, 128, 64, 4, 4, 1)),
+}
+
+
+def candidate_configs(dtype: str, ndim: int, direction: str = "bwd_weight") -> list[ConvConfig]:
+    """Tiles for the presets of one direction."""
+    return [ConvConfig(family="gemm", direction=direction, ndim=ndim, dtype=dtype, block_m=bm, block_n=bn,
                        block_k=bk, num_warps=w, num_stages=s, split_k=split, kloop="im2col", align=8)
-            for bm, bn, bk, w, s, split in rows]
+            for bm, bn, bk, w, s, split in _CANDIDATES[direction]]

@@ -1,0 +1,49 @@
+"""GPU lane for the im2col convolutions (kernels/conv_im2col.py): every preset candidate, forward with and without
+the fused bias + activation epilogue and weight gradient, on real-size bf16 and fp16 problems vs the reference."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import tiledispatch as td
+from tiledispatch.kernels import conv_im2col
+from tiledispatch.runtime.conv_reference import check_kernels
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+# (n, c, k, spatial, filter, stride, padding, dilation): ResNet-50 layer4 3x3 (7x7 pixels, 512 channels), a
+# strided layer with asymmetric padding and odd sizes, dilation 2, a strided 1x1 (copied) and a stride-1 1x1
+# (x read as cols), 1-D and 3-D
+CASES = {
+    2: [(8, 512, 512, (7, 7), (3, 3), 1, 1, 1), (4, 64, 144, (27, 29), (3, 3), 2, ((0, 2), (1, 1)), 1),
+        (4, 128, 64, (13, 13), (3, 3), 1, 2, 2), (4, 256, 128, (14, 14), (1, 1), 2, 0, 1),
+        (4, 256, 64, (14, 14), (1, 1), 1, 0, 1)],
+    1: [(4, 64, 96, (301,), (5,), 2, 2, 1)],
+    3: [(2, 64, 64, (5, 13, 11), (3, 3, 3), 1, 1, 1), (2, 64, 128, (4, 14, 14), (1, 1, 1), 1, 0, 1)],
+}
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("direction", conv_im2col.DIRECTIONS)
+def test_every_candidate_on_real_sizes(direction, dtype):
+    failures, runs = [], 0
+    for ndim, cases in CASES.items():
+        configs = conv_im2col.candidate_configs(dtype, ndim, direction)
+        if direction == "fwd":   # the fused epilogue
+            configs += [dataclasses.replace(configs[0], activation="relu", bias=True)]
+        reg = td.Registry(td.detect())
+        for cfg in configs:
+            reg.add(cfg)
+        assert not reg.build().failed
+        for n, c, k, spatial, filt, stride, pad, dil in cases:
+            for bias, act in ((False, "none"), (True, "relu")) if direction == "fwd" else ((False, "none"),):
+                problem = td.ConvProblem(direction, n, c, k, 1, spatial, filt, stride, pad, dil, dtype, bias=bias,
+                                         activation=act)
+                count, failed = check_kernels([kr for kr in reg.kernels if kr.is_supported(problem)], problem)
+                runs += count
+                failures += failed
+    print(f"{direction} {dtype}: {runs} kernel runs, {len(failures)} failures")
+    assert runs > 0
+    assert not failures, "\n".join(failures[:20])
