@@ -20,7 +20,7 @@ from tiledispatch.runtime.inputs import make_args
 from tiledispatch.select.selector import Selection, plans_of
 
 
-def _event_us(fn, reps: int = 50) -> float:
+def event_us(fn, reps: int = 50) -> float:
     for _ in range(5):
         fn()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -32,7 +32,7 @@ def _event_us(fn, reps: int = 50) -> float:
     return start.elapsed_time(end) * 1e3 / reps
 
 
-def _kernels(fn, reps: int = 20) -> list[tuple[str, float]]:
+def kernels_of(fn, reps: int = 20) -> list[tuple[str, float]]:
     """(kernel name, mean device µs per call) of the CUDA kernels that one call of fn launches."""
     fn()
     torch.cuda.synchronize()
@@ -64,7 +64,7 @@ def profile(combo: str, shape: str, top: int) -> list[dict]:
         call = functools.partial(run_selection, sel, args)
         bare = functools.partial(plan.kernel.launch, aligned, p)
         row = {"combo": combo, "shape": shape, "kernel": plan.kernel.name, "padded_to": f"{p.m}x{p.n}x{p.k}",
-               "call_us": _event_us(call), "kernel_alone_us": _event_us(bare), "kernels": _kernels(call)}
+               "call_us": event_us(call), "kernel_alone_us": event_us(bare), "kernels": kernels_of(call)}
         rows.append(row)
         print(f"{combo} {shape} -> {row['padded_to']}  {plan.kernel.name}\n  call {row['call_us']:.1f} us, "
               f"kernel on the padded problem alone {row['kernel_alone_us']:.1f} us")

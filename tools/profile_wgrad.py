@@ -1,7 +1,7 @@
 """Where the time of weight-gradient convolutions goes, on the GPU: for named layers of the conv suites (ResNet-50,
 ResNeXt-50, the 3-D networks), cuDNN, cuBLAS on the equivalent GEMM (dw = dy^T @ im2col(x): K/G x taps*C/G over
-N*pixels), and every igemm weight-gradient candidate that takes the problem at several split counts: event time
-per call (no L2 flush: a comparison between instances, not the benchmark protocol) and the CUDA kernels of one
+N*pixels), every igemm weight-gradient candidate that takes the problem at several split counts and the im2col
+candidates (kernels/conv_im2col.py): event time per call (no L2 flush: a comparison between instances, not the benchmark protocol) and the CUDA kernels of one
 call of the fastest.
 
     python tools/profile_wgrad.py --layers resnet50/layer4.1.conv2,resnet50/layer3.1.conv2 [--only NAMES] [--json PATH]
@@ -14,11 +14,11 @@ import json
 import math
 
 import torch
+from profile_padding import event_us, kernels_of
 
 import tiledispatch as td
-from profile_padding import _event_us, _kernels
 from tiledispatch.configs.conv_validity import conv_problem_mismatch
-from tiledispatch.kernels.conv_wgrad import candidate_configs
+from tiledispatch.kernels import conv_im2col, conv_wgrad
 from tiledispatch.problems.conv_suites import all_cases
 from tiledispatch.registry.conv_kernel import prepare
 from tiledispatch.runtime.conv_args import empty_channels_last, shapes
@@ -31,7 +31,7 @@ def _cudnn_us(problem, args) -> float:
     back = torch.ops.aten.convolution_backward
     pad = [left for left, _ in problem.padding]
     zeros = [0] * problem.ndim
-    return _event_us(lambda: back(args.y, args.x, args.w, None, list(problem.stride), pad, list(problem.dilation),
+    return event_us(lambda: back(args.y, args.x, args.w, None, list(problem.stride), pad, list(problem.dilation),
                                   False, zeros, problem.groups, [False, True, False]))
 
 
@@ -41,7 +41,7 @@ def _gemm_us(problem) -> float:
     cols = problem.c_per_group * math.prod(problem.filter)
     a = torch.randn(problem.groups, p, problem.k_per_group, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(problem.groups, p, cols, device="cuda", dtype=torch.bfloat16)
-    return _event_us(lambda: torch.bmm(a.transpose(1, 2), b))
+    return event_us(lambda: torch.bmm(a.transpose(1, 2), b))
 
 
 def profile(case, only: set[str] | None = None) -> dict:
@@ -52,17 +52,17 @@ def profile(case, only: set[str] | None = None) -> dict:
     row = {"layer": f"{case.model}/{case.layer}", "gflop": problem.flops / 1e9,
            "cudnn_us": _cudnn_us(problem, args), "gemm_us": _gemm_us(problem), "instances": {}}
     reg = td.Registry(td.detect())
-    for base in candidate_configs(problem.dtype, problem.ndim):
-        for split in SPLITS:
-            cfg = dataclasses.replace(base, split_k=split)
-            if conv_problem_mismatch(cfg, problem) is None and (not only or cfg.name in only):
-                reg.add(cfg)
+    configs = [dataclasses.replace(base, split_k=split) for base in conv_wgrad.candidate_configs(
+        problem.dtype, problem.ndim) for split in SPLITS] + conv_im2col.candidate_configs(problem.dtype, problem.ndim)
+    for cfg in configs:
+        if conv_problem_mismatch(cfg, problem) is None and (not only or cfg.name in only):
+            reg.add(cfg)
     reg.build()
     for kernel in reg.kernels:
-        row["instances"][kernel.name] = _event_us(lambda k=kernel: k.launch(args, problem))
+        row["instances"][kernel.name] = event_us(lambda k=kernel: k.launch(args, problem))
     best = min(row["instances"], key=row["instances"].get)
     row["best"] = best
-    row["best_kernels"] = _kernels(lambda: reg.get(best).launch(args, problem))
+    row["best_kernels"] = kernels_of(lambda: reg.get(best).launch(args, problem))
     return row
 
 
