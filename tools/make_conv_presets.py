@@ -4,7 +4,8 @@ conv_{direction}_{dtype}_{ndim}d_all: every candidate instance of the families f
 dense and merged-group tiles, block-diagonal tiles for small equal groups, direct kernels for depthwise / few
 channels per group, 1x1-as-GEMM, and fwd / bwd_weight through an im2col workspace and a TMA GEMM), the set `benchmarks/conv.py` tunes over. _essential:
 the subset the one-call API builds by default (the instances a greedy cover of the H200 sweeps chose,
-tools/derive_conv_essential.py, and the tap-loop fallbacks below align 8). Invalid configs for
+tools/derive_conv_essential.py, the im2col instances that won layers of the H200 suite, and the tap-loop fallbacks
+below align 8). Invalid configs for
 sm_90 are never written (the validity predicate is the filter). fp32 instances use fewer stages (4-byte tiles).
 """
 from __future__ import annotations
@@ -124,6 +125,17 @@ def _wgrad_igemm() -> list[tuple]:
              cfg.num_stages, cfg.kloop, cfg.align, cfg.split_k) for cfg in conv_wgrad.candidate_configs("bf16", 2)]
 
 
+# im2col instances (kernels/conv_im2col.py) that were the fastest of the `_all` preset on some layer of the H200
+# conv suite (benchmarks/results/conv_h200.json, 2026-11-23 re-runs); not in the sweeps yet, so the greedy cover
+# cannot choose them. In the essential presets `tune` times them; the shipped cost models do not rank them.
+IM2COL_ESSENTIAL = {
+    "bwd_weight": frozenset({"gemm-128x128x64-g1-w8-s3-im2col-a8-k1", "gemm-128x256x64-g1-w8-s3-im2col-a8-k1",
+                             "gemm-64x128x64-g1-w4-s4-im2col-a8-k4", "gemm-128x128x64-g1-w8-s3-im2col-a8-k2"}),
+    "fwd": frozenset({"gemm-128x256x64-g1-w8-s3-im2col-a8-k1", "gemm-128x64x64-g1-w4-s4-im2col-a8-k1",
+                      "gemm-64x128x64-g1-w4-s4-im2col-a8-k1"}),
+}
+
+
 @functools.cache
 def essential_keys(direction: str) -> frozenset[str]:
     """The instances tools/derive_conv_essential.py chose from the sweeps (tools/conv_essential.json)."""
@@ -145,7 +157,7 @@ def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list
     from derive_conv_essential import instance_key
 
     arch = get_arch("sm_90")
-    chosen = essential_keys(direction) if essential_only else frozenset()
+    chosen = essential_keys(direction) | IM2COL_ESSENTIAL.get(direction, frozenset()) if essential_only else frozenset()
     out = []
     for row in rows_for(direction):
         family, bm, bn, bk, gpp, warps, stages, kloop, align, split = row
