@@ -106,6 +106,24 @@ def activation_line(cfg: ConvConfig, var: str = "acc", indent: str = "    ") -> 
     return f"{indent}{var} = " + ACTIVATION_EXPR[cfg.activation].format(x=var) + "\n"
 
 
+def split_index(var: str, index: str, sizes: list[str], names: list[str], indent: str) -> str:
+    """Source lines `names[-1] = index % sizes[-1]`, ... innermost first (`var` holding the running quotient);
+    the outermost name takes the rest (no modulo)."""
+    lines, rest = [], index
+    for i in range(len(names) - 1, 0, -1):
+        lines.append(f"{indent}{names[i]} = {rest} % {sizes[i]}")
+        lines.append(f"{indent}{var} = {rest} // {sizes[i]}")
+        rest = var
+    lines.append(f"{indent}{names[0]} = {rest}")
+    return "\n".join(lines) + "\n"
+
+
+def tap_coords(cfg: ConvConfig, tap: str, indent: str) -> str:
+    """f_<s> = filter coordinates of `tap` (outermost dim first in the tap index)."""
+    ds = dims(cfg)
+    return split_index("t_rest", tap, [f"flt_{s}" for s in ds], [f"f_{s}" for s in ds], indent)
+
+
 def fast_divisor(d: int) -> tuple[int, int]:
     """(multiplier, shift) with n // d == umulhi(n, multiplier) >> shift for every 0 <= n < 2**31: the
     multiplier is 2**(31 + l) / d rounded up, l = ceil(log2 d), so the rounding error stays below 1/d. A

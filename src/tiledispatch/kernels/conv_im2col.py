@@ -26,8 +26,8 @@ from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.dtypes import DTYPES
 from tiledispatch.errors import BadInput
-from tiledispatch.kernels.conv_common import dims, multiple_hints
-from tiledispatch.kernels.gemm_common import signature_text
+from tiledispatch.kernels.conv_common import dims, multiple_hints, split_index, tap_coords
+from tiledispatch.kernels.conv_direct import header, indented
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
 from tiledispatch.problems.conv import ConvProblem
 
@@ -77,41 +77,23 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
     return [EntrySpec(FN, tuple(_im2col_params(cfg)), IM2COL_WARPS, 1), *_gemm_module(cfg).entries(gemm_config(cfg))]
 
 
-def _split(index: str, ds: tuple[str, ...]) -> list[str]:
-    """o_<s> of `index` (innermost dim first); n takes the rest."""
-    lines, rest = [], index
-    for s in reversed(ds):
-        lines += [f"o_{s} = {rest} % out_{s}", f"q_{s} = {rest} // out_{s}"]
-        rest = f"q_{s}"
-    return [*lines, f"n = {rest}"]
-
-
 def _im2col_source(cfg: ConvConfig) -> str:
     ds = dims(cfg)
-    entry = entries(cfg)[0]
     taps = " * ".join(f"flt_{s}" for s in ds)
-    tap_lines, rest = [], "tap"
-    for s in reversed(ds):   # filter coordinates of the tap, innermost first
-        tap_lines += [f"f_{s} = {rest} % flt_{s}", f"t_{s} = {rest} // flt_{s}"]
-        rest = f"t_{s}"
     inside = " & ".join(f"(i_{s} >= 0) & (i_{s} < in_{s})" for s in ds)
     src_off = "n.to(tl.int64) * sx_n + " + " + ".join(f"i_{s}.to(tl.int64) * sx_{s}" for s in ds)
-    body = [*multiple_hints(["C"], 16),
-            "c_tiles = (C + BLOCK_C - 1) // BLOCK_C",
-            "tap = tl.program_id(1) // c_tiles",
-            "rc = (tl.program_id(1) % c_tiles) * BLOCK_C + tl.arange(0, BLOCK_C)",
-            "c_ok = rc < C", *tap_lines,
-            "p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)",
-            "p_ok = p < P", *_split("p", ds),
-            *(f"i_{s} = o_{s} * str_{s} - pad_{s} + f_{s} * dil_{s}" for s in ds),
-            f"ok = p_ok & {inside}",
-            f"src = tl.multiple_of({src_off}, 8)",
-            "v = tl.load(x_ptr + src[:, None] + rc[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)",
-            f"row = ({taps} * C).to(tl.int64)",
-            "dst = tl.multiple_of(p.to(tl.int64) * row + tap * C, 16)",
-            f"tl.store({_cols(cfg)} + dst[:, None] + rc[None, :], v, mask=p_ok[:, None] & c_ok[None, :])"]
-    return (f"@triton.jit\ndef {FN}(\n    {signature_text(list(entry.params))},\n):\n"
-            + "".join(f"    {line}\n" for line in body))
+    return (header(entries(cfg)[0])
+            + indented(*multiple_hints(["C"], 16), "c_tiles = (C + BLOCK_C - 1) // BLOCK_C",
+                       "tap = tl.program_id(1) // c_tiles",
+                       "rc = (tl.program_id(1) % c_tiles) * BLOCK_C + tl.arange(0, BLOCK_C)", "c_ok = rc < C")
+            + tap_coords(cfg, "tap", "    ")
+            + indented("p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)", "p_ok = p < P")
+            + split_index("q", "p", ["N"] + [f"out_{s}" for s in ds], ["n"] + [f"o_{s}" for s in ds], "    ")
+            + indented(*(f"i_{s} = o_{s} * str_{s} - pad_{s} + f_{s} * dil_{s}" for s in ds),
+                       f"ok = p_ok & {inside}", f"src = tl.multiple_of({src_off}, 8)",
+                       "v = tl.load(x_ptr + src[:, None] + rc[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)",
+                       f"row = ({taps} * C).to(tl.int64)", "dst = tl.multiple_of(p.to(tl.int64) * row + tap * C, 16)",
+                       f"tl.store({_cols(cfg)} + dst[:, None] + rc[None, :], v, mask=p_ok[:, None] & c_ok[None, :])"))
 
 
 def render(cfg: ConvConfig) -> str:

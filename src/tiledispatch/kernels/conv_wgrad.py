@@ -47,6 +47,7 @@ from tiledispatch.kernels.conv_common import (
     reduce_grids,
     split_sum_lines,
     standard_params,
+    tap_coords,
     tl_type,
 )
 from tiledispatch.kernels.gemm_common import DOT_F32, signature_text
@@ -72,8 +73,9 @@ def _aligned_standard_params(cfg: ConvConfig) -> list[Param]:
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
     ws = Param("ws_ptr", "*fp32", divisible16=True)
     main = [*_aligned_standard_params(cfg), ws, Param("SPLITS", "i32"), Param("CPS", "i32"),
-            *fast_divisor_params(dims(cfg)), Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n),
-            Param("BLOCK_K", "constexpr", cfg.block_k), Param("GPP", "constexpr", cfg.groups_per_program),
+            *fast_divisor_params(dims(cfg)), Param("BLOCK_M", "constexpr", cfg.block_m),
+            Param("BLOCK_N", "constexpr", cfg.block_n), Param("BLOCK_K", "constexpr", cfg.block_k),
+            Param("GPP", "constexpr", cfg.groups_per_program),
             Param(DOT_F32, "constexpr", False)]
     reduce = [*standard_params(cfg), ws, Param("SPLITS", "i32")]
     return [EntrySpec(FN, tuple(main), cfg.num_warps, cfg.num_stages),
@@ -83,23 +85,6 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
 # -- source pieces ---------------------------------------------------------------------------------------
 def _prod(names: list[str]) -> str:
     return " * ".join(names)
-
-
-def _split_index(var: str, index: str, sizes: list[str], names: list[str], indent: str) -> str:
-    """`names[-1] = index % sizes[-1]`, ... innermost first; the outermost name takes the rest (no modulo)."""
-    lines, rest = [], index
-    for i in range(len(names) - 1, 0, -1):
-        lines.append(f"{indent}{names[i]} = {rest} % {sizes[i]}")
-        lines.append(f"{indent}{var} = {rest} // {sizes[i]}")
-        rest = var
-    lines.append(f"{indent}{names[0]} = {rest}")
-    return "\n".join(lines) + "\n"
-
-
-def _tap_coords(cfg: ConvConfig, tap: str, indent: str) -> str:
-    """f_<s> = filter coordinates of `tap` (outermost dim first in the tap index)."""
-    ds = dims(cfg)
-    return _split_index("t_rest", tap, [f"flt_{s}" for s in ds], [f"f_{s}" for s in ds], indent)
 
 
 def _prologue(cfg: ConvConfig) -> str:
@@ -170,7 +155,7 @@ def _tap_columns(cfg: ConvConfig, x_channel: str) -> str:
     within the group, or the global one for 'diag'), w_col = the weight offset of tap and channel in the group."""
     ds = dims(cfg)
     hint = cfg.align == 8
-    src = _tap_coords(cfg, "tap", "    ")
+    src = tap_coords(cfg, "tap", "    ")
     for s in ds:
         dl = f"f_{s} * dil_{s}"
         if cfg.kloop == "flat" and hint:
@@ -284,7 +269,7 @@ def _reduce_source(cfg: ConvConfig, entry: EntrySpec, kind: str) -> str:
             f"    ROW = ({_prod([f'flt_{s}' for s in ds])} * CG).to(tl.int64)\n"
             + split_sum_lines(kind, "K * ROW")
             + "    k = e // ROW\n    col = e % ROW\n    tap = col // CG\n    c = col % CG\n"
-            + _tap_coords(cfg, "tap", "    ")
+            + tap_coords(cfg, "tap", "    ")
             + f"    tl.store(w_ptr + {w_off}, acc.to({tl_type(cfg.out_dtype)}), mask=ok)\n")
 
 

@@ -120,16 +120,15 @@ def conv_im2col_kernel(
     rc = (tl.program_id(1) % c_tiles) * BLOCK_C + tl.arange(0, BLOCK_C)
     c_ok = rc < C
     f_w = tap % flt_w
-    t_w = tap // flt_w
-    f_h = t_w % flt_h
-    t_h = t_w // flt_h
+    t_rest = tap // flt_w
+    f_h = t_rest
     p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
     p_ok = p < P
     o_w = p % out_w
-    q_w = p // out_w
-    o_h = q_w % out_h
-    q_h = q_w // out_h
-    n = q_h
+    q = p // out_w
+    o_h = q % out_h
+    q = q // out_h
+    n = q
     i_h = o_h * str_h - pad_h + f_h * dil_h
     i_w = o_w * str_w - pad_w + f_w * dil_w
     ok = p_ok & (i_h >= 0) & (i_h < in_h) & (i_w >= 0) & (i_w < in_w)
