@@ -104,6 +104,11 @@ def test_problem_mismatch_names_the_field():
     assert conv_problem_mismatch(cfg, _problem(1, 24, 32, (4, 4), (3, 3))).startswith("c:")
     huge = _problem(64, 512, 64, (224, 224), (7, 7), padding=3)   # 3.2M pixels x 25088 columns
     assert conv_problem_mismatch(cfg, huge).startswith("spatial:")
+    # a stride-1 1x1 has no workspace (the GEMM reads x), so only the int32 pixel bound refuses 2^32 pixels, in
+    # both directions (forward's GEMM reduces over channels, not pixels)
+    for direction in conv_im2col.DIRECTIONS:
+        many = _problem(2**16, 16, 16, (256, 256), (1, 1), direction)
+        assert conv_problem_mismatch(_cfg(2, direction=direction), many).startswith("spatial:"), direction
 
 
 def test_weight_with_gaps_raises_bad_input(registry):

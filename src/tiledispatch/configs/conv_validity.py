@@ -428,18 +428,19 @@ def _gemm_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
 
 def _im2col_mismatch(problem: ConvProblem) -> str | None:
     """kloop 'im2col': one group, channel totals multiples of 16, a workspace within IM2COL_MAX_ELEMENTS."""
-    from tiledispatch.kernels.conv_im2col import IM2COL_MAX_ELEMENTS, sizes, workspace_elements
+    from tiledispatch.kernels.conv_im2col import IM2COL_MAX_ELEMENTS, pixels, workspace_elements
 
     if problem.groups != 1:
         return f"groups: kloop 'im2col' computes one group, got groups={problem.groups}"
     if problem.c % 16 or problem.k % 16:
         return (f"c: kloop 'im2col' copies 16-byte channel runs and runs a GEMM over rows of multiples of 16 "
                 f"elements; the problem has C={problem.c}, K={problem.k}")
-    if workspace_elements(problem) > IM2COL_MAX_ELEMENTS:
-        return (f"spatial: the im2col workspace would hold {workspace_elements(problem)} elements, more than "
-                f"{IM2COL_MAX_ELEMENTS}")
-    if sizes(problem)[2] > INT32_LIMIT:
-        return f"spatial: N x output pixels ({sizes(problem)[2]}) exceed the im2col kernel's int32 pixel index"
+    workspace = workspace_elements(problem)
+    if workspace > IM2COL_MAX_ELEMENTS:
+        return f"spatial: the im2col workspace would hold {workspace} elements, more than {IM2COL_MAX_ELEMENTS}"
+    if pixels(problem) > INT32_LIMIT:
+        return (f"spatial: N x output pixels ({pixels(problem)}) exceed the int32 pixel index of the im2col copy "
+                "and GEMM")
     return None
 
 
