@@ -5,7 +5,7 @@ dense and merged-group tiles, block-diagonal tiles for small equal groups, direc
 channels per group, 1x1-as-GEMM, and fwd / bwd_weight through an im2col workspace and a TMA GEMM), the set `benchmarks/conv.py` tunes over. _essential:
 the subset the one-call API builds by default (the instances a greedy cover of the H200 sweeps chose,
 tools/derive_conv_essential.py, the im2col instances that won layers of the H200 suite, and the tap-loop fallbacks
-below align 8). Invalid configs for
+below align 8). Direct instances of `_all` come with 1, 2 and 3 pipelined load stages. Invalid configs for
 sm_90 are never written (the validity predicate is the filter). fp32 instances use fewer stages (4-byte tiles).
 """
 from __future__ import annotations
@@ -144,11 +144,26 @@ def essential_keys(direction: str) -> frozenset[str]:
     return frozenset(json.loads(ESSENTIAL.read_text())[direction]["chosen"])
 
 
-def rows_for(direction: str) -> list[tuple]:
-    """Every candidate row of a direction, split_k included (0 where the row leaves it out)."""
+# family direct: software-pipelined load stages of the main loop (kernels/conv_common.loop_range; 1: a plain
+# loop). Every direct row of an `_all` preset comes in each (pipelining spills the registers of some tiles).
+DIRECT_STAGES = (1, 2, 3)
+
+
+def _with_direct_stages(rows: list[tuple]) -> list[tuple]:
+    out = []
+    for row in rows:
+        variants = [(*row[:6], s, *row[7:]) for s in DIRECT_STAGES] if row[0] == "direct" else [row]
+        out += [v for v in variants if v not in out]
+    return out
+
+
+def rows_for(direction: str, stage_variants: bool = False) -> list[tuple]:
+    """Every candidate row of a direction, split_k included (0 where the row leaves it out); stage_variants:
+    each direct row in every DIRECT_STAGES."""
     rows = (_wgrad_igemm() + DIRECT_WGRAD + ROLL_WGRAD + GEMM_1X1_WGRAD if direction == "bwd_weight"
             else IGEMM + DIAG + DIRECT_SPATIAL + GEMM_1X1) + _im2col(direction)
-    return [row if len(row) == 10 else (*row, 0) for row in rows]
+    rows = [row if len(row) == 10 else (*row, 0) for row in rows]
+    return _with_direct_stages(rows) if stage_variants else rows
 
 
 def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list[ConvConfig]:
@@ -159,7 +174,7 @@ def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list
     arch = get_arch("sm_90")
     chosen = essential_keys(direction) | IM2COL_ESSENTIAL.get(direction, frozenset()) if essential_only else frozenset()
     out = []
-    for row in rows_for(direction):
+    for row in rows_for(direction, stage_variants=not essential_only):
         family, bm, bn, bk, gpp, warps, stages, kloop, align, split = row
         if essential_only and (align == 8 or kloop == "roll") and instance_key(row) not in chosen:
             continue

@@ -52,6 +52,15 @@ def dims(cfg: ConvConfig) -> tuple[str, ...]:
     return DIMS[cfg.ndim]
 
 
+def loop_range(cfg: ConvConfig, start: str, stop: str, step: str = "") -> str:
+    """The range of a CUDA-core kernel's main loop (family direct, tap and roll k-loops): num_stages > 1
+    software-pipelines its loads over that many stages (Triton pipelines the loads of a loop without tl.dot
+    only when the loop carries num_stages: asynchronous copies into shared memory, issued stages - 1 trips
+    ahead); 1 keeps a plain loop, whose loads wait for the compute of the trip before."""
+    bounds = ", ".join(b for b in (start, stop, step) if b)
+    return f"tl.range({bounds}, num_stages={cfg.num_stages})" if cfg.num_stages > 1 else f"range({bounds})"
+
+
 def pointer_params(cfg: ConvConfig) -> list[Param]:
     """x, w, y (the written one in out_dtype, the others in dtype) and the bias of a fwd epilogue."""
     written = OUTPUT_ROLE[cfg.direction]

@@ -43,6 +43,7 @@ from tiledispatch.kernels.conv_common import (
     REDUCE_WARPS,
     activation_line,
     dims,
+    loop_range,
     multiple_hints,
     phase_rows,
     reduce_fns,
@@ -182,9 +183,14 @@ def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]],
     linear tap, and w_off (a format of {tap}) the offset of the weight vector in the packed weight."""
     out, ok, row, tap = "", "m_ok", "r_base", ""
     ds = dims(cfg)
+    runtime = ds[:-1] if unroll > 1 else ds
+    piped = runtime[-1] if runtime else ""   # the innermost run-time loop is the pipelined one
     for s in ds:
         unrolled = unroll > 1 and s == ds[-1]
-        loop = f"tl.static_range(0, {unroll})" if unrolled else f"range(0, flt_{s})"
+        if unrolled:
+            loop = f"tl.static_range(0, {unroll})"
+        else:
+            loop = loop_range(cfg, "0", f"flt_{s}") if s == piped else f"range(0, flt_{s})"
         out += indented(f"for f_{s} in {loop}:", level=level)
         level += 1
         for line in tap_lines(s, ok, row):   # a line ending in ':' (a guard) opens a block
@@ -305,7 +311,7 @@ def _wgrad_tap_setup(cfg: ConvConfig, j: int) -> str:
 def _wgrad_pixel_loop(cfg: ConvConfig, chan: str) -> str:
     """Walk the program's pixel span in BLOCK_M blocks: one dy tile, then every tap of the chunk."""
     ds = dims(cfg)
-    out = indented("for m0 in range(m_lo, m_hi, BLOCK_M):")
+    out = indented(f"for m0 in {loop_range(cfg, 'm_lo', 'm_hi', 'BLOCK_M')}:")
     out += indented("rm = m0 + tl.arange(0, BLOCK_M)", "m_ok = rm < m_hi", level=2)
     out += _decompose(cfg, "rm", "out", 2)
     out += indented(f"y_off = {vec(cfg, _row_offset(cfg, 'y', 'p'))}",

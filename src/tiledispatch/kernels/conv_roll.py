@@ -35,7 +35,14 @@ import math
 
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.conv_validity import ROLL_H_STRIDES, ROLL_SLOTS
-from tiledispatch.kernels.conv_common import REDUCE_KINDS, activation_line, dims, reduce_grids, tl_type
+from tiledispatch.kernels.conv_common import (
+    REDUCE_KINDS,
+    activation_line,
+    dims,
+    loop_range,
+    reduce_grids,
+    tl_type,
+)
 from tiledispatch.kernels.conv_direct import (
     PACK_BLOCK,
     WORKSPACE_DTYPE,
@@ -198,7 +205,8 @@ def _body_stride1(cfg: ConvConfig) -> str:
     fwd = cfg.direction == "fwd"
     pairs = tuple((slot, ROLL_SLOTS - 1 - slot if fwd else slot) for slot in range(ROLL_SLOTS))
     start = "j0 - pad_h" if fwd else f"j0 + pad_h - {ROLL_SLOTS - 1}"
-    return (_setup(cfg, side, start, ROLL_SLOTS) + indented(f"for t in range(0, ROWS + {ROLL_SLOTS - 1}):")
+    loop = loop_range(cfg, "0", f"ROWS + {ROLL_SLOTS - 1}")
+    return (_setup(cfg, side, start, ROLL_SLOTS) + indented(f"for t in {loop}:")
             + _add_row(cfg, side, "r0 + t", pairs, 2)
             + _store_oldest(cfg, side, f"j0 + t - {ROLL_SLOTS - 1}", f"(t >= {ROLL_SLOTS - 1}) & ", ROLL_SLOTS))
 
@@ -206,7 +214,7 @@ def _body_stride1(cfg: ConvConfig) -> str:
 def _body_stride2(cfg: ConvConfig) -> str:
     side = SIDES[cfg.direction]
     return (_setup(cfg, side, "j0 * 2 - pad_h", 2) + _add_row(cfg, side, "r0", ((0, 0),), 1)
-            + indented("for i in range(0, ROWS):")
+            + indented(f"for i in {loop_range(cfg, '0', 'ROWS')}:")
             + _add_row(cfg, side, "r0 + 2 * i + 1", ((0, 1),), 2)
             + _add_row(cfg, side, "r0 + 2 * i + 2", ((0, 2), (1, 0)), 2)
             + _store_oldest(cfg, side, "j0 + i", "", 2))
@@ -274,7 +282,7 @@ def _wgrad_stride1(cfg: ConvConfig) -> str:
             # two zero tiles, not one shared: Triton carries a loop variable only if its value changes in the
             # body, and `dv_2 = dv_1` would leave dv_2 looking unchanged (codegen/lint.py)
             + indented(*(f"dv_{s} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)" for s in (1, 2)),
-                       f"for t in range(0, ROWS + {ROLL_SLOTS - 1}):")
+                       f"for t in {loop_range(cfg, '0', f'ROWS + {ROLL_SLOTS - 1}')}:")
             + _dy_row(cfg, "dv_0", "j0 + t", "(t < ROWS) & ", 2)
             + _x_row(cfg, "r0 + t", ((0, "dv_0"), (1, "dv_1"), (2, "dv_2")), 2)
             + indented("dv_2 = dv_1", "dv_1 = dv_0", level=2) + _wgrad_store(cfg))
@@ -284,7 +292,7 @@ def _wgrad_stride2(cfg: ConvConfig) -> str:
     """dy row j0 + i meets x rows r0 + 2i + fh; the row of filter row 2 is the next dy row's filter row 0, so
     its tiles (xc_<f>) are kept for it."""
     return (_wgrad_setup(cfg, "j0 * 2 - pad_h") + _x_row(cfg, "r0", (), 1, keep="xc")
-            + indented("for i in range(0, ROWS):")
+            + indented(f"for i in {loop_range(cfg, '0', 'ROWS')}:")
             + _dy_row(cfg, "dv", "j0 + i", "", 2)
             + indented(*(f"acc_0_{f} += dv * xc_{f}" for f in range(cfg.block_k)), level=2)
             + _x_row(cfg, "r0 + 2 * i + 1", ((1, "dv"),), 2)

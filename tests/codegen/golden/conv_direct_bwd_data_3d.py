@@ -316,7 +316,7 @@ def conv_direct_dgrad_dw_kernel(
                     ok_h = ok_d & (o_h >= 0) & (o_h < out_h)
                     ro_h = ro_d + o_h.to(tl.int64) * sy_h
                     tap_h = tap_d * flt_h + f_h
-                    for f_w in range(0, flt_w):
+                    for f_w in tl.range(0, flt_w, num_stages=2):
                         e_w = r_w + pad_w - f_w * dil_w
                         if e_w % str_w == 0:
                             o_w = p_w + e_w // str_w
@@ -431,7 +431,7 @@ def conv_direct_dgrad_grouped_kernel(
                         ok_h = ok_d & (o_h >= 0) & (o_h < out_h)
                         ro_h = ro_d + o_h.to(tl.int64) * sy_h
                         tap_h = tap_d * flt_h + f_h
-                        for f_w in range(0, flt_w):
+                        for f_w in tl.range(0, flt_w, num_stages=2):
                             e_w = r_w + pad_w - f_w * dil_w
                             if e_w % str_w == 0:
                                 o_w = p_w + e_w // str_w

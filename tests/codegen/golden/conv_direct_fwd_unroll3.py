@@ -238,7 +238,7 @@ def conv_direct_fwd_dw_kernel(
     c_w = p_w * str_w - pad_w
     r_base = nb.to(tl.int64) * sx_n + c_h.to(tl.int64) * sx_h + c_w.to(tl.int64) * sx_w
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for f_h in range(0, flt_h):
+    for f_h in tl.range(0, flt_h, num_stages=2):
         i_h = c_h + f_h * dil_h
         ok_h = m_ok & (i_h >= 0) & (i_h < in_h)
         ro_h = r_base + (f_h * dil_h).to(tl.int64) * sx_h
@@ -321,7 +321,7 @@ def conv_direct_fwd_grouped_kernel(
             ok_h = m_ok & (i_h >= 0) & (i_h < in_h)
             ro_h = r_base + (f_h * dil_h).to(tl.int64) * sx_h
             tap_h = f_h
-            for f_w in range(0, flt_w):
+            for f_w in tl.range(0, flt_w, num_stages=2):
                 i_w = c_w + f_w * dil_w
                 ok_w = ok_h & (i_w >= 0) & (i_w < in_w)
                 ro_w = ro_h + (f_w * dil_w).to(tl.int64) * sx_w

@@ -250,7 +250,7 @@ def conv_roll_wgrad_s1_kernel(
     acc_2_2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     dv_1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     dv_2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for t in range(0, ROWS + 2):
+    for t in tl.range(0, ROWS + 2, num_stages=2):
         j = j0 + t
         j_ok = (t < ROWS) & (j < out_h)
         dy_off = dy_base + j.to(tl.int64) * sy_h + dc.to(tl.int64) * sy_w
@@ -374,7 +374,7 @@ def conv_roll_wgrad_s2_kernel(
     xc_1 = xv
     xv = tl.load(x_ptr + (tl.multiple_of(ro + co_2, [8])[:, None] + rn[None, :]), mask=(ok_2 & r_ok)[:, None] & n_ok[None, :], other=0.0).to(tl.float32)
     xc_2 = xv
-    for i in range(0, ROWS):
+    for i in tl.range(0, ROWS, num_stages=2):
         j = j0 + i
         j_ok = (j < out_h)
         dy_off = dy_base + j.to(tl.int64) * sy_h + dc.to(tl.int64) * sy_w
