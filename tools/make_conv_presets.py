@@ -4,8 +4,8 @@ conv_{direction}_{dtype}_{ndim}d_all: every candidate instance of the families f
 dense and merged-group tiles, block-diagonal tiles for small equal groups, direct kernels for depthwise / few
 channels per group, 1x1-as-GEMM, and fwd / bwd_weight through an im2col workspace and a TMA GEMM), the set `benchmarks/conv.py` tunes over. _essential:
 the subset the one-call API builds by default (the instances a greedy cover of the H200 sweeps chose,
-tools/derive_conv_essential.py, the im2col instances that won layers of the H200 suite, and the tap-loop fallbacks
-below align 8). Direct instances of `_all` come with 1, 2 and 3 pipelined load stages. Invalid configs for
+tools/derive_conv_essential.py, the instances that won layers of the H200 suite whose code no sweep measured,
+and the tap-loop fallbacks below align 8). Direct instances of `_all` come with 1, 2 and 3 pipelined load stages. Invalid configs for
 sm_90 are never written (the validity predicate is the filter). fp32 instances use fewer stages (4-byte tiles).
 """
 from __future__ import annotations
@@ -125,14 +125,23 @@ def _wgrad_igemm() -> list[tuple]:
              cfg.num_stages, cfg.kloop, cfg.align, cfg.split_k) for cfg in conv_wgrad.candidate_configs("bf16", 2)]
 
 
-# im2col instances (kernels/conv_im2col.py) that were the fastest of the `_all` preset on some layer of the H200
-# conv suite (benchmarks/results/conv_h200.json, 2026-11-23 re-runs); not in the sweeps yet, so the greedy cover
-# cannot choose them. In the essential presets `tune` times them; the shipped cost models do not rank them.
-IM2COL_ESSENTIAL = {
-    "bwd_weight": frozenset({"gemm-128x128x64-g1-w8-s3-im2col-a8-k1", "gemm-128x256x64-g1-w8-s3-im2col-a8-k1",
-                             "gemm-64x128x64-g1-w4-s4-im2col-a8-k4", "gemm-128x128x64-g1-w8-s3-im2col-a8-k2"}),
-    "fwd": frozenset({"gemm-128x256x64-g1-w8-s3-im2col-a8-k1", "gemm-128x64x64-g1-w4-s4-im2col-a8-k1",
-                      "gemm-64x128x64-g1-w4-s4-im2col-a8-k1"}),
+# Instances that were the fastest of the `_all` preset on some layer of the H200 conv suite
+# (benchmarks/results/conv_h200.json, the 2026-11-23 run with pipelined direct kernels) whose code no sweep has
+# measured (im2col; direct at 2 or 3 pipelined stages), so the greedy cover cannot choose them. In the essential
+# presets `tune` times them; the shipped cost models do not rank them.
+SUITE_ESSENTIAL = {
+    "fwd": frozenset({"direct-32x32x3-g1-w2-s3-roll-a8", "direct-32x64x3-g1-w4-s2-roll-a2",
+                      "direct-32x64x3-g1-w4-s2-tap-a8", "direct-32x64x3-g1-w4-s3-roll-a2",
+                      "direct-32x64x3-g1-w4-s3-tap-a8", "direct-64x32x3-g1-w4-s3-roll-a8",
+                      "gemm-128x128x64-g1-w8-s4-im2col-a8-k1", "gemm-128x256x64-g1-w8-s3-im2col-a8-k1",
+                      "gemm-128x64x64-g1-w4-s4-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k1"}),
+    "bwd_data": frozenset({"direct-256x32x1-g1-w8-s3-tap-a8", "direct-32x32x3-g1-w2-s3-roll-a8",
+                           "direct-32x64x1-g1-w4-s2-tap-a8", "direct-32x64x3-g1-w4-s2-roll-a2",
+                           "direct-32x64x3-g1-w4-s2-roll-a4", "direct-32x64x3-g1-w4-s2-tap-a4",
+                           "direct-32x64x3-g1-w4-s3-tap-a8", "direct-64x32x1-g1-w4-s3-tap-a2"}),
+    "bwd_weight": frozenset({"direct-32x32x3-g1-w2-s3-tap-a8", "direct-32x32x3-g1-w4-s3-roll-a2",
+                             "gemm-128x128x64-g1-w8-s3-im2col-a8-k1", "gemm-128x128x64-g1-w8-s3-im2col-a8-k2",
+                             "gemm-128x256x64-g1-w8-s3-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k4"}),
 }
 
 
@@ -172,11 +181,13 @@ def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list
     from derive_conv_essential import instance_key
 
     arch = get_arch("sm_90")
-    chosen = essential_keys(direction) | IM2COL_ESSENTIAL.get(direction, frozenset()) if essential_only else frozenset()
+    chosen = essential_keys(direction) | SUITE_ESSENTIAL[direction] if essential_only else frozenset()
+    listed = set(rows_for(direction))   # the fallbacks below align 8 at their listed stages only
     out = []
-    for row in rows_for(direction, stage_variants=not essential_only):
+    for row in rows_for(direction, stage_variants=True):
         family, bm, bn, bk, gpp, warps, stages, kloop, align, split = row
-        if essential_only and (align == 8 or kloop == "roll") and instance_key(row) not in chosen:
+        fallback = row in listed and align != 8 and kloop != "roll"
+        if essential_only and not fallback and instance_key(row) not in chosen:
             continue
         if dtype == "fp32":
             stages = min(stages, 2)

@@ -72,6 +72,9 @@ def test_from_dict_names_an_unknown_field():
     ({"family": "direct", "split_k": 8}, "split_k"),
     ({"family": "gemm", "direction": "bwd_weight"}, "split_k"),   # a 1x1 wgrad GEMM needs a fixed split
     ({"family": "gemm", "groups_per_program": 2}, "groups_per_program"),
+    # 3 pipelined stages of a 256x64 tile with 7 filter columns unrolled: 2 x 7 x 32 KB of buffers > 227 KB
+    ({"family": "direct", "block_m": 256, "block_k": 7, "num_warps": 8, "num_stages": 3, "block_n": 64},
+     "num_stages"),
 ])
 def test_validity_names_the_offending_field(changes, field):
     cfg = dataclasses.replace(ConvConfig(), **changes)

@@ -138,6 +138,20 @@ def _direct_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
     if per_thread > MAX_ACC_PER_THREAD:
         errors.append(("num_warps", f"a {cfg.block_m}x{cfg.block_n} tile with {cfg.num_warps} warps holds more "
                                     f"than {MAX_ACC_PER_THREAD} accumulators per thread"))
+    smem = direct_shared_memory_bytes(cfg)
+    if smem > arch.smem_per_block:
+        errors.append(("num_stages", f"{cfg.num_stages} pipelined stages of {cfg.name} need up to {smem} B of "
+                                     f"shared memory; {arch.name} has {arch.smem_per_block} B per block"))
+
+
+def direct_shared_memory_bytes(cfg: ConvConfig) -> int:
+    """Family direct: shared memory of the pipelined loads (kernels/conv_common.loop_range), an upper estimate:
+    num_stages - 1 buffers of the [block_m, block_n] tiles one loop trip loads: a tap loop one per unrolled
+    filter column (block_k; bwd_weight: one per tap of its chunk and its dy tile), a roll walk at stride 2 two
+    source rows per filter column (bwd_weight: and its dy tile)."""
+    tile = cfg.block_m * cfg.block_n * DTYPES[cfg.dtype].bytes if cfg.dtype in DTYPES else 0
+    loads = cfg.block_k * (2 if cfg.kloop == "roll" else 1) + (cfg.direction == "bwd_weight")
+    return max(0, cfg.num_stages - 1) * loads * tile
 
 
 def _roll_errors(cfg: ConvConfig, per_thread: int, errors: list[tuple[str, str]]) -> None:
