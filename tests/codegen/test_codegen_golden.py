@@ -42,6 +42,10 @@ GOLDEN = {
                                        "none-b0"),
     "conv_im2col_fwd_epilogue": td.parse_name("conv-gemm-fwd-3d-bf16-bf16-fp32-128x128x64-g1-w8-s4-k1-im2col-a8-"
                                               "relu-b1"),
+    "conv_col2im_dgrad": td.parse_name("conv-gemm-bwd_data-2d-bf16-bf16-fp32-128x128x64-g1-w8-s4-k1-im2col-a8-"
+                                       "none-b0"),
+    "conv_im2col_fwd_align1": td.parse_name("conv-gemm-fwd-2d-bf16-bf16-fp32-128x64x64-g1-w4-s4-k1-im2col-a1-"
+                                            "none-b0"),
     "conv_direct_fwd_unroll3": td.parse_name("conv-direct-fwd-2d-bf16-bf16-fp32-64x32x3-g1-w4-s2-k0-tap-a8-none-b0"),
     "conv_direct_bwd_data_3d": td.parse_name("conv-direct-bwd_data-3d-fp16-fp16-fp32-32x64x1-g1-w4-s2-k0-tap-a4-"
                                              "none-b0"),

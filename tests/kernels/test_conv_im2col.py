@@ -1,6 +1,6 @@
 """Family `gemm`, kloop `im2col` (kernels/conv_im2col.py): forward and weight-gradient convolutions as an im2col
-copy plus the tma_persistent GEMM, on the interpreter vs the float64 reference; validity, problem match, refusals,
-sm_90 builds."""
+copy plus a GEMM, backward data as a GEMM plus a col2im gather (align 8: tma_persistent; align 1: tiled), on the
+interpreter vs the float64 reference; validity, problem match, refusals, sm_90 builds."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,10 +15,11 @@ from tiledispatch.kernels import conv_im2col
 from tiledispatch.runtime.conv_reference import run_and_validate
 
 
-def _cfg(ndim: int, split: int = 1, direction: str = "bwd_weight", **epilogue) -> ConvConfig:
+def _cfg(ndim: int, split: int = 1, direction: str = "bwd_weight", align: int = 8, **epilogue) -> ConvConfig:
     # 16x32x16 GEMM tiles: tiny problems still leave partial row, column and reduction tiles
     return ConvConfig(family="gemm", direction=direction, ndim=ndim, dtype="fp16", block_m=16, block_n=32,
-                      block_k=16, num_warps=4, num_stages=2, split_k=split, kloop="im2col", align=8, **epilogue)
+                      block_k=16, num_warps=4, num_stages=2, split_k=split, kloop="im2col", align=align,
+                      **epilogue)
 
 
 def _problem(n: int, c: int, k: int, spatial, filt, direction: str = "bwd_weight", **kw) -> td.ConvProblem:
@@ -54,6 +55,37 @@ CASES = [
      "3-D with a per-dim stride and a 1-wide filter dim"),
     ("fwd-3d-1x1-reads-x", _cfg(3, direction="fwd"), _problem(2, 32, 16, (2, 3, 5), (1, 1, 1), "fwd"),
      "1x1 at stride 1 forward: the GEMM reads x's pixel rows"),
+    # backward data: dcols = dy @ w, then every dx element gathers the taps that reach it
+    ("dgrad-2d-s2-asym", _cfg(2, direction="bwd_data"),
+     _problem(2, 16, 32, (5, 7), (3, 3), "bwd_data", stride=2, padding=((1, 0), (2, 1))),
+     "stride 2 with one-sided padding: each dx pixel meets 1, 2 or 4 taps by its parity, border pixels fewer"),
+    ("dgrad-2d-dil2-c80", _cfg(2, direction="bwd_data"),
+     _problem(1, 80, 16, (6, 5), (3, 3), "bwd_data", padding=2, dilation=2),
+     "dilation 2; C=80: a partial 64-channel gather tile; 30 dx pixels (a partial 64-pixel block)"),
+    ("dgrad-3d", _cfg(3, direction="bwd_data"),
+     _problem(1, 16, 32, (3, 4, 5), (3, 1, 3), "bwd_data", stride=(1, 2, 1), padding=1),
+     "3-D, stride 2 along the 1-wide filter dim: dx rows 0 and 2 meet no tap and are written as zeros"),
+    ("dgrad-1d-s3", _cfg(1, direction="bwd_data"), _problem(3, 16, 16, (14,), (5,), "bwd_data", stride=3,
+                                                            padding=((1, 3),)),
+     "1-D stride 3 under a 5-tap filter with padding (1, 3): one or two taps per dx pixel by its residue"),
+    ("dgrad-2d-1x1-writes-dx", _cfg(2, direction="bwd_data"), _problem(2, 32, 16, (5, 7), (1, 1), "bwd_data"),
+     "1x1 at stride 1: the GEMM writes dx's pixel rows (no workspace, no gather)"),
+    ("dgrad-2d-1x1-s2", _cfg(2, direction="bwd_data"),
+     _problem(2, 32, 16, (5, 7), (1, 1), "bwd_data", stride=2),
+     "a strided 1x1: dx pixels at odd coordinates get zeros"),
+    # align 1: any channel count (pointer GEMM, 4-channel runs)
+    ("fwd-a1-stem", _cfg(2, direction="fwd", align=1),
+     _problem(2, 3, 16, (11, 13), (7, 7), "fwd", stride=2, padding=3),
+     "a 3-channel 7x7 stride-2 stem: 147 columns, rows of 6-byte runs, nothing 16-byte aligned"),
+    ("dgrad-a1-stem", _cfg(2, direction="bwd_data", align=1),
+     _problem(2, 3, 16, (11, 13), (7, 7), "bwd_data", stride=2, padding=3),
+     "the stem's data gradient: 3 of 4 gather channels, 147 dcols columns (a partial 32-wide GEMM tile)"),
+    ("fwd-a1-c5-bias", _cfg(2, direction="fwd", align=1, activation="relu", bias=True),
+     _problem(1, 5, 8, (6, 9), (3, 3), "fwd", padding=1, bias=True, activation="relu"),
+     "C=5: 45 columns in rows of 48 (a 4-channel run and a 1-channel tail per tap), bias + relu"),
+    ("dgrad-a1-3d", _cfg(3, direction="bwd_data", align=1),
+     _problem(1, 6, 16, (3, 5, 4), (3, 3, 3), "bwd_data", stride=2, padding=1),
+     "3-D align 1, stride 2 in every dim (8 parities)"),
 ]
 
 
@@ -73,9 +105,21 @@ def test_plan_has_the_copy_then_the_gemm():
     problem = _problem(2, 16, 32, (5, 7), (3, 3), padding=1)
     plan = conv_im2col.launch_plan(_cfg(2, split=2), problem, sms=132)
     pixels = 2 * 5 * 7
-    assert plan.grids[0] == (-(-pixels // conv_im2col.BLOCK_P), 9, 1)   # 9 taps x one channel tile
+    block_p = conv_im2col.TILES[8][0]
+    assert plan.grids[0] == (-(-pixels // block_p) * 9, 1, 1)   # pixel blocks x 9 taps x one channel tile
     assert plan.workspaces[0] == ("b_ptr", pixels * 9 * 16, "fp16")
     assert len(plan.grids) == 3 and plan.workspaces[1][2] == "fp32"     # GEMM + its split reduce, fp32 partials
+
+
+def test_backward_data_plan_is_the_gemm_then_the_gather():
+    problem = _problem(2, 16, 32, (5, 7), (3, 3), "bwd_data", stride=2, padding=1)
+    plan = conv_im2col.launch_plan(_cfg(2, direction="bwd_data"), problem, sms=132)
+    block_p = conv_im2col.TILES[8][0]
+    assert plan.grids[-1] == (-(-2 * 5 * 7 // block_p), 1, 1)   # dx pixel blocks x one channel tile
+    assert plan.workspaces == (("out_ptr", 2 * 3 * 4 * 9 * 16, "fp16"),)   # dcols: output pixels x taps x C
+    direct = conv_im2col.launch_plan(_cfg(2, direction="bwd_data"), _problem(2, 16, 32, (5, 7), (1, 1), "bwd_data"),
+                                     sms=132)
+    assert direct.grids[-1] == (0, 1, 1) and direct.workspaces == ()   # the GEMM writes dx, no gather
 
 
 def test_one_by_one_reads_x_without_a_copy():
@@ -89,10 +133,11 @@ def test_one_by_one_reads_x_without_a_copy():
 def test_validity_names_the_field():
     arch = td.get_arch("sm_90")
     base = _cfg(2)
-    assert "direction" in dict(conv_config_errors(dataclasses.replace(base, direction="bwd_data"), arch))
     assert "split_k" in dict(conv_config_errors(dataclasses.replace(base, direction="fwd", split_k=2), arch))
+    assert "split_k" in dict(conv_config_errors(dataclasses.replace(base, direction="bwd_data", split_k=2), arch))
     assert "dtype" in dict(conv_config_errors(dataclasses.replace(base, dtype="fp32"), arch))
-    assert "align" in dict(conv_config_errors(dataclasses.replace(base, align=1), arch))
+    assert "align" in dict(conv_config_errors(dataclasses.replace(base, align=1), arch))   # bwd_weight: 8 only
+    assert not conv_config_errors(dataclasses.replace(base, direction="bwd_data", align=1), arch)
     assert "split_k" in dict(conv_config_errors(dataclasses.replace(base, split_k=0), arch))
     assert "kloop" in dict(conv_config_errors(dataclasses.replace(base, family="igemm"), arch))
 
@@ -102,6 +147,10 @@ def test_problem_mismatch_names_the_field():
     grouped = td.ConvProblem("bwd_weight", 1, 32, 32, 2, (4, 4), (3, 3), dtype="fp16")
     assert conv_problem_mismatch(cfg, grouped).startswith("groups:")
     assert conv_problem_mismatch(cfg, _problem(1, 24, 32, (4, 4), (3, 3))).startswith("c:")
+    # align 1 takes any channel count (the problem's own align is 1 there)
+    assert conv_problem_mismatch(_cfg(2, direction="fwd", align=1), _problem(1, 3, 8, (4, 4), (3, 3), "fwd")) is None
+    assert conv_problem_mismatch(_cfg(2, direction="fwd", align=1), _problem(1, 3, 5, (4, 4), (3, 3), "fwd")).startswith(
+        "k:")   # the output channels are 16-byte GEMM rows
     huge = _problem(64, 512, 64, (224, 224), (7, 7), padding=3)   # 3.2M pixels x 25088 columns
     assert conv_problem_mismatch(cfg, huge).startswith("spatial:")
     # a stride-1 1x1 has no workspace (the GEMM reads x), so only the int32 pixel bound refuses 2^32 pixels, in
@@ -125,7 +174,10 @@ def test_candidates_compile_for_sm90(build_registry):
     reg = td.Registry("sm_90")
     for ndim in (1, 2, 3):
         for direction in conv_im2col.DIRECTIONS:
-            for cfg in conv_im2col.candidate_configs("bf16", ndim, direction)[:2]:
+            first = {}   # the first candidate of each align
+            for cfg in conv_im2col.candidate_configs("bf16", ndim, direction):
+                first.setdefault(cfg.align, cfg)
+            for cfg in first.values():
                 reg.add(cfg)
     report = reg.build()
     assert not report.failed, report.failed

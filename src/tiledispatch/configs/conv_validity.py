@@ -212,14 +212,20 @@ def _im2col_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
     from tiledispatch.kernels.conv_im2col import DIRECTIONS, gemm_config
 
     if cfg.direction not in DIRECTIONS:
-        errors.append(("direction", f"kloop 'im2col' computes {' and '.join(DIRECTIONS)}, not {cfg.direction!r}"))
-    elif cfg.direction == "fwd" and cfg.split_k != 1:
-        errors.append(("split_k", f"kloop 'im2col' forward runs its GEMM unsplit (split_k=1), got {cfg.split_k}"))
+        errors.append(("direction", f"kloop 'im2col' computes {', '.join(DIRECTIONS)}, not {cfg.direction!r}"))
+    elif cfg.direction != "bwd_weight" and cfg.split_k != 1:
+        errors.append(("split_k", f"kloop 'im2col' {cfg.direction} runs its GEMM unsplit (split_k=1), got "
+                                  f"{cfg.split_k}"))
     if cfg.dtype not in ("bf16", "fp16"):
-        errors.append(("dtype", f"kloop 'im2col' runs a 16-bit tensor-copy GEMM; dtype {cfg.dtype!r} is not one"))
-    for field, value, want in (("groups_per_program", cfg.groups_per_program, 1), ("align", cfg.align, 8)):
-        if value != want:
-            errors.append((field, f"kloop 'im2col' needs {field}={want!r}, got {value!r}"))
+        errors.append(("dtype", f"kloop 'im2col' runs a 16-bit GEMM; dtype {cfg.dtype!r} is not one"))
+    if cfg.groups_per_program != 1:
+        errors.append(("groups_per_program", f"kloop 'im2col' needs groups_per_program=1, got "
+                                             f"{cfg.groups_per_program}"))
+    aligns = (8,) if cfg.direction == "bwd_weight" else (1, 8)
+    if cfg.align not in aligns:
+        errors.append(("align", f"kloop 'im2col' {cfg.direction} takes align {' or '.join(map(str, aligns))} (8: "
+                                f"a tensor-copy GEMM over 16-byte rows, 1: a pointer GEMM for any channel count); "
+                                f"got {cfg.align}"))
     splits = tuple(s for s in (1, *GEMM_SPLIT_K) if s in SPLIT_K)
     if cfg.split_k not in splits:
         errors.append(("split_k", f"kloop 'im2col' splits the GEMM's pixel reduction a fixed number of times, one "
@@ -425,7 +431,7 @@ def _direct_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
 
 def _gemm_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     if cfg.kloop == "im2col":
-        return _im2col_mismatch(problem)
+        return _im2col_mismatch(cfg, problem)
     if any(f != 1 for f in problem.filter):
         return f"filter: family 'gemm' computes 1x1 convolutions, not filter {problem.filter}"
     if any(s != 1 for s in problem.stride):
@@ -440,15 +446,25 @@ def _gemm_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     return None
 
 
-def _im2col_mismatch(problem: ConvProblem) -> str | None:
-    """kloop 'im2col': one group, channel totals multiples of 16, a workspace within IM2COL_MAX_ELEMENTS."""
-    from tiledispatch.kernels.conv_im2col import IM2COL_MAX_ELEMENTS, pixels, workspace_elements
+def _im2col_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    """kloop 'im2col': one group, align 8 channel totals multiples of 16 (align 1: output channels multiples of 8,
+    and so input channels where the GEMM reads x itself), a workspace within IM2COL_MAX_ELEMENTS, pixel counts
+    (dx's too) within int32."""
+    from tiledispatch.kernels.conv_im2col import IM2COL_MAX_ELEMENTS, pixels, reads_x, workspace_elements
 
     if problem.groups != 1:
         return f"groups: kloop 'im2col' computes one group, got groups={problem.groups}"
-    if problem.c % 16 or problem.k % 16:
+    if problem.n * _volume(problem.spatial) > INT32_LIMIT:
+        return f"spatial: N x input pixels ({problem.n * _volume(problem.spatial)}) exceed the int32 pixel index"
+    if cfg.align == 8 and (problem.c % 16 or problem.k % 16):
         return (f"c: kloop 'im2col' copies 16-byte channel runs and runs a GEMM over rows of multiples of 16 "
                 f"elements; the problem has C={problem.c}, K={problem.k}")
+    if problem.k % 8:
+        return (f"k: kloop 'im2col' runs a tensor-copy GEMM over the output channels as 16-byte rows; K must be a "
+                f"multiple of 8, got {problem.k}")
+    if reads_x(problem) and problem.c % 8:
+        return (f"c: a 1x1 convolution at stride 1 reads (bwd_data: writes) x's pixel rows as GEMM rows; C must "
+                f"be a multiple of 8, got {problem.c}")
     workspace = workspace_elements(problem)
     if workspace > IM2COL_MAX_ELEMENTS:
         return f"spatial: the im2col workspace would hold {workspace} elements, more than {IM2COL_MAX_ELEMENTS}"

@@ -1,5 +1,4 @@
-"""Family `gemm`, kloop `im2col`: a forward or weight-gradient convolution as an explicit im2col copy plus a
-tensor-copy GEMM.
+"""Family `gemm`, kloop `im2col`: a convolution of one group as an explicit column workspace plus a GEMM.
 
 With cols[p, tap*C + c] = the input pixel that tap reads for output pixel p = (n, o) (zero in the padding), over
 the P = N x output pixels:
@@ -7,15 +6,28 @@ the P = N x output pixels:
   the bias and activation epilogue of the GEMM family;
 - bwd_weight: dw (K x taps*C) = dy^T (K x P) @ cols (layout crr: A read through a transposed descriptor over
   dy's [P, K] rows), split over the pixels by split_k (fp32 partials, the GEMM family's ordered reduce, no
-  atomics).
+  atomics);
+- bwd_data: dcols (P x taps*C) = dy (P x K) @ w (layout rrr), then a gather (col2im) sums, in fp32, for every
+  dx element the dcols entries of the taps that reach it: dx[n, i, c] = sum over taps f with o = (i + pad -
+  f*dil) / stride integral and inside the output of dcols[(n, o), f*C + c]. Each dx element is written once
+  (no atomics, no zero fill).
 
-Two launches: `conv_im2col_kernel` writes cols into a workspace in the problem's dtype (a program copies BLOCK_P
-pixels x BLOCK_C channels of one tap: 16-byte channel runs, the border mask per pixel), then the GEMM family
-`tma_persistent` with the config's tile, warps, stages and split_k. Where the implicit GEMM recomputes pixel
-coordinates and border masks in its main loop, the GEMM here runs the index-free tensor-copy loop; the price is
-writing and re-reading P x taps x C elements (`IM2COL_MAX_ELEMENTS` bounds the workspace), except for 1x1
-convolutions at stride 1 without padding, whose GEMM reads x itself (the copy is not launched). One group only,
-channel totals multiples of 16 (16-byte TMA strides and aligned channel runs).
+fwd / bwd_weight launch `conv_im2col_kernel` (it writes cols into a workspace in the problem's dtype: a
+program copies BLOCK_P pixels x BLOCK_C channels of one tap, the programs of one pixel block next to each other
+so their partial rows meet in L2), then the GEMM; bwd_data launches the GEMM into the workspace, then
+`conv_col2im_kernel` (BLOCK_P dx pixels x BLOCK_C channels, a loop over the taps). Where the implicit GEMM
+recomputes pixel coordinates and border masks in its main loop, the GEMM here runs an index-free loop; the price
+is writing and re-reading P x taps x C elements (`IM2COL_MAX_ELEMENTS` bounds the workspace), except for 1x1
+convolutions at stride 1 without padding, whose GEMM reads x (fwd, bwd_weight) or writes dx (bwd_data) itself
+(the copy / gather is not launched).
+
+align 8: channel totals multiples of 16, so a row of taps x C columns is a run of 16-byte units. align 1 (fwd
+and bwd_data; any input channel count, e.g. a 3-channel RGB stem; output channels a multiple of 8): the
+workspace rows are padded to `row_elements` (a multiple of 8) and `conv_im2col_wpack_kernel` first copies the
+weight into rows of that stride, so the GEMM's tensor copies see 16-byte rows; the GEMM's reduction (fwd) or
+column count (bwd_data) stays taps x C, the copies read zeros past it and the padding is never written or read.
+The copy and gather move 64-channel runs at align 8, 4-channel runs at align 1. The GEMM is `tma_persistent`
+with the config's tile, warps, stages and split_k.
 """
 from __future__ import annotations
 
@@ -26,32 +38,37 @@ from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.dtypes import DTYPES
 from tiledispatch.errors import BadInput
-from tiledispatch.kernels.conv_common import dims, multiple_hints, split_index, tap_coords
+from tiledispatch.kernels.conv_common import dims, multiple_hints, split_index, tap_coords, tl_type
 from tiledispatch.kernels.conv_direct import header, indented
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
 from tiledispatch.problems.conv import ConvProblem
 
 FN = "conv_im2col_kernel"
-BLOCK_P = 64                 # pixels per im2col program
-BLOCK_C = 64                 # channels per im2col program (128-byte runs of 16-bit elements)
+GATHER_FN = "conv_col2im_kernel"
+WPACK_FN = "conv_im2col_wpack_kernel"
+WPACK_BLOCK = 1024
+TILES = {8: (64, 64), 1: (128, 4)}   # (BLOCK_P pixels, BLOCK_C channels) of the copy and the gather, by align
 IM2COL_WARPS = 4
 IM2COL_MAX_ELEMENTS = 2**28  # workspace bound: 512 MiB of 16-bit elements
-DIRECTIONS = ("fwd", "bwd_weight")
-LAYOUTS = {"fwd": "rcr", "bwd_weight": "crr"}
-# The GEMM operand cols is (the im2col kernel writes its workspace under this parameter name)
-COLS = {"fwd": "a_ptr", "bwd_weight": "b_ptr"}
+DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
+LAYOUTS = {"fwd": "rcr", "bwd_data": "rrr", "bwd_weight": "crr"}
+# The GEMM operand cols is (the copy writes, the gather reads, the workspace under this parameter name)
+COLS = {"fwd": "a_ptr", "bwd_data": "out_ptr", "bwd_weight": "b_ptr"}
 # Per-call tensors of the GEMM operands by conv slot (x 0, w 1, y 2, bias 3). The cols operand maps to x: a 1x1
-# convolution at stride 1 without padding (`reads_x`) reads x's pixel rows; otherwise the workspace binding wins
-SLOTS = {"fwd": {"x_ptr": 0, "a_ptr": 0, "b_ptr": 1, "out_ptr": 2, "bias_ptr": 3},
+# convolution at stride 1 without padding (`reads_x`) reads x's pixel rows (bwd_data: writes dx's); otherwise
+# the workspace binding wins (so does the repacked weight's, b_ptr at align 1)
+SLOTS = {"fwd": {"x_ptr": 0, "w_ptr": 1, "a_ptr": 0, "b_ptr": 1, "out_ptr": 2, "bias_ptr": 3},
+         "bwd_data": {"x_ptr": 0, "w_ptr": 1, "a_ptr": 2, "b_ptr": 1, "out_ptr": 0},
          "bwd_weight": {"x_ptr": 0, "a_ptr": 2, "b_ptr": 0, "out_ptr": 1}}
 
 
 def gemm_config(cfg: ConvConfig) -> GemmConfig:
     """The GEMM instance over cols (every field derives from the conv config's; fwd carries its epilogue)."""
     return GemmConfig(family="tma_persistent", layout=LAYOUTS.get(cfg.direction, "crr"), split_k=cfg.split_k,
-                      dtype=cfg.dtype, out_dtype=cfg.out_dtype, acc_dtype=cfg.acc_dtype, block_m=cfg.block_m,
-                      block_n=cfg.block_n, block_k=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-                      group_m=8, align=16, activation=cfg.activation, bias="col" if cfg.bias else "none")
+                      dtype=cfg.dtype, out_dtype=cfg.out_dtype if cfg.direction != "bwd_data" else cfg.dtype,
+                      acc_dtype=cfg.acc_dtype, block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k,
+                      num_warps=cfg.num_warps, num_stages=cfg.num_stages, group_m=8, align=16,
+                      activation=cfg.activation, bias="col" if cfg.bias else "none")
 
 
 def _gemm_module(cfg: ConvConfig) -> Any:
@@ -60,13 +77,30 @@ def _gemm_module(cfg: ConvConfig) -> Any:
     return family_module(gemm_config(cfg))
 
 
-def _im2col_params(cfg: ConvConfig) -> list[Param]:
+def _tiles(cfg: ConvConfig) -> tuple[int, int]:
+    return TILES.get(cfg.align, TILES[1])
+
+
+def _copy_params(cfg: ConvConfig) -> list[Param]:
+    """x (read by the copy, written by the gather), the workspace, C, the workspace's row stride R, the pixel
+    count the program grid covers (output pixels for the copy, dx pixels for the gather), every dim's sizes
+    and x's strides."""
     ty = "*" + DTYPES[cfg.dtype].triton
-    out = [Param("x_ptr", ty, divisible16=True), Param(_cols(cfg), ty, divisible16=True), Param("C", "i32"),
-           Param("P", "i32")]
+    aligned = cfg.align == 8
+    x_ty = "*" + DTYPES[cfg.out_dtype if cfg.direction == "bwd_data" else cfg.dtype].triton
+    out = [Param("x_ptr", x_ty, divisible16=aligned), Param(_cols(cfg), ty, divisible16=True),
+           Param("C", "i32"), Param("R", "i32"), Param("P", "i32")]
     out += [Param(f"{field}_{s}", "i32") for field in ("in", "out", "flt", "str", "pad", "dil") for s in dims(cfg)]
     out += [Param("sx_n", "i64")] + [Param(f"sx_{s}", "i64") for s in dims(cfg)]
-    return out + [Param("BLOCK_P", "constexpr", BLOCK_P), Param("BLOCK_C", "constexpr", BLOCK_C)]
+    block_p, block_c = _tiles(cfg)
+    return out + [Param("BLOCK_P", "constexpr", block_p), Param("BLOCK_C", "constexpr", block_c)]
+
+
+def _wpack_entry(cfg: ConvConfig) -> EntrySpec:
+    ty = "*" + DTYPES[cfg.dtype].triton
+    params = (Param("w_ptr", ty), Param("b_ptr", ty, divisible16=True), Param("W_ROWS", "i32"),
+              Param("COLS", "i32"), Param("R", "i32"), Param("sw_k", "i64"), Param("BLOCK", "constexpr", WPACK_BLOCK))
+    return EntrySpec(WPACK_FN, params, IM2COL_WARPS, 1)
 
 
 def _cols(cfg: ConvConfig) -> str:
@@ -74,7 +108,35 @@ def _cols(cfg: ConvConfig) -> str:
 
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
-    return [EntrySpec(FN, tuple(_im2col_params(cfg)), IM2COL_WARPS, 1), *_gemm_module(cfg).entries(gemm_config(cfg))]
+    """[weight repack (align 1)], then fwd / bwd_weight: the copy and the GEMM; bwd_data: the GEMM and the
+    gather."""
+    gemm = _gemm_module(cfg).entries(gemm_config(cfg))
+    copy = EntrySpec(GATHER_FN if cfg.direction == "bwd_data" else FN, tuple(_copy_params(cfg)), IM2COL_WARPS, 1)
+    pack = [_wpack_entry(cfg)] if cfg.align != 8 else []
+    return [*pack, *gemm, copy] if cfg.direction == "bwd_data" else [*pack, copy, *gemm]
+
+
+def _wpack_source(cfg: ConvConfig) -> str:
+    """b[k, j] = w[k, j] for the W_ROWS (output channels) x COLS weight matrix, into rows of R >= COLS elements
+    (16-byte rows). Its own name for the row count: the values of a launch are shared by name with the GEMM,
+    whose K is the reduction size."""
+    return (header(_wpack_entry(cfg))
+            + indented("e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)", "k = e // COLS",
+                       "j = e % COLS", "ok = k < W_ROWS",
+                       "tl.store(b_ptr + (k * R + j), tl.load(w_ptr + (k * sw_k + j), mask=ok, other=0.0), mask=ok)"))
+
+
+def _program_tile(cfg: ConvConfig, tiles_per_block: str) -> str:
+    """rc (channels) and the program's block of BLOCK_P pixels, `tiles_per_block` programs per block."""
+    hints = multiple_hints(["C"], 16) if cfg.align == 8 else []
+    return indented(*hints, "c_tiles = (C + BLOCK_C - 1) // BLOCK_C", f"per_block = {tiles_per_block}",
+                    "tile = tl.program_id(0) % per_block", "block = tl.program_id(0) // per_block",
+                    "rc = (tile % c_tiles) * BLOCK_C + tl.arange(0, BLOCK_C)", "c_ok = rc < C",
+                    "p = block * BLOCK_P + tl.arange(0, BLOCK_P)", "p_ok = p < P")
+
+
+def _hint(cfg: ConvConfig, expr: str, unit: int) -> str:
+    return f"tl.multiple_of({expr}, {unit})" if cfg.align == 8 else f"({expr})"
 
 
 def _im2col_source(cfg: ConvConfig) -> str:
@@ -82,22 +144,51 @@ def _im2col_source(cfg: ConvConfig) -> str:
     taps = " * ".join(f"flt_{s}" for s in ds)
     inside = " & ".join(f"(i_{s} >= 0) & (i_{s} < in_{s})" for s in ds)
     src_off = "n.to(tl.int64) * sx_n + " + " + ".join(f"i_{s}.to(tl.int64) * sx_{s}" for s in ds)
-    return (header(entries(cfg)[0])
-            + indented(*multiple_hints(["C"], 16), "c_tiles = (C + BLOCK_C - 1) // BLOCK_C",
-                       "tap = tl.program_id(1) // c_tiles",
-                       "rc = (tl.program_id(1) % c_tiles) * BLOCK_C + tl.arange(0, BLOCK_C)", "c_ok = rc < C")
+    return (header(_copy_entry(cfg))
+            + _program_tile(cfg, f"{taps} * c_tiles") + indented("tap = tile // c_tiles")
             + tap_coords(cfg, "tap", "    ")
-            + indented("p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)", "p_ok = p < P")
             + split_index("q", "p", ["N"] + [f"out_{s}" for s in ds], ["n"] + [f"o_{s}" for s in ds], "    ")
             + indented(*(f"i_{s} = o_{s} * str_{s} - pad_{s} + f_{s} * dil_{s}" for s in ds),
-                       f"ok = p_ok & {inside}", f"src = tl.multiple_of({src_off}, 8)",
+                       f"ok = p_ok & {inside}", f"src = {_hint(cfg, src_off, 8)}",
                        "v = tl.load(x_ptr + src[:, None] + rc[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)",
-                       f"row = ({taps} * C).to(tl.int64)", "dst = tl.multiple_of(p.to(tl.int64) * row + tap * C, 16)",
+                       f"dst = {_hint(cfg, 'p.to(tl.int64) * R + tap * C', 16)}",
                        f"tl.store({_cols(cfg)} + dst[:, None] + rc[None, :], v, mask=p_ok[:, None] & c_ok[None, :])"))
 
 
+def _col2im_source(cfg: ConvConfig) -> str:
+    """bwd_data: dx pixel p = (n, i) sums, over the taps, dcols[(n, o), tap*C + c] where o*stride = i + pad -
+    f*dil has an integral solution inside the output."""
+    ds = dims(cfg)
+    taps = " * ".join(f"flt_{s}" for s in ds)
+    reach = []
+    for s in ds:
+        reach += [f"e_{s} = i_{s} + pad_{s} - f_{s} * dil_{s}", f"o_{s} = e_{s} // str_{s}",
+                  f"ok = ok & (e_{s} >= 0) & (e_{s} == o_{s} * str_{s}) & (o_{s} < out_{s})",
+                  f"o = o * out_{s} + o_{s}"]
+    dst = "n.to(tl.int64) * sx_n + " + " + ".join(f"i_{s}.to(tl.int64) * sx_{s}" for s in ds)
+    return (header(_copy_entry(cfg))
+            + _program_tile(cfg, "c_tiles")
+            + split_index("q", "p", ["N"] + [f"in_{s}" for s in ds], ["n"] + [f"i_{s}" for s in ds], "    ")
+            + indented("acc = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)", f"for tap in range(0, {taps}):")
+            + tap_coords(cfg, "tap", "        ")
+            + indented("ok = p_ok", "o = n", *reach,
+                       f"src = {_hint(cfg, 'o.to(tl.int64) * R + tap * C', 16)}",
+                       f"v = tl.load({_cols(cfg)} + src[:, None] + rc[None, :], mask=ok[:, None] & c_ok[None, :], "
+                       "other=0.0)", "acc += v.to(tl.float32)", level=2)
+            + indented(f"dst = {_hint(cfg, dst, 8)}",
+                       f"tl.store(x_ptr + dst[:, None] + rc[None, :], acc.to({tl_type(cfg.out_dtype)}), "
+                       "mask=p_ok[:, None] & c_ok[None, :])"))
+
+
+def _copy_entry(cfg: ConvConfig) -> EntrySpec:
+    return next(e for e in entries(cfg) if e.fn in (FN, GATHER_FN))
+
+
 def render(cfg: ConvConfig) -> str:
-    return _im2col_source(cfg) + "\n\n" + _gemm_module(cfg).render(gemm_config(cfg))
+    gemm = _gemm_module(cfg).render(gemm_config(cfg))
+    parts = [_col2im_source(cfg)] if cfg.direction == "bwd_data" else [_im2col_source(cfg)]
+    parts = [gemm, *parts] if cfg.direction == "bwd_data" else [*parts, gemm]
+    return "\n\n".join(([_wpack_source(cfg)] if cfg.align != 8 else []) + parts)
 
 
 def pixels(problem: ConvProblem) -> int:
@@ -105,33 +196,50 @@ def pixels(problem: ConvProblem) -> int:
 
 
 def sizes(problem: ConvProblem) -> tuple[int, int, int]:
-    """(M, N, K) of the GEMM: fwd pixels x output channels x taps*input channels; bwd_weight output channels x
-    taps*input channels x pixels."""
+    """(M, N, K) of the GEMM: fwd pixels x output channels x taps*input channels; bwd_data pixels x taps*input
+    channels x output channels; bwd_weight output channels x taps*input channels x pixels."""
     cols = math.prod(problem.filter) * problem.c
     if problem.direction == "fwd":
         return pixels(problem), problem.k, cols
+    if problem.direction == "bwd_data":
+        return pixels(problem), cols, problem.k
     return problem.k, cols, pixels(problem)
 
 
 def reads_x(problem: ConvProblem) -> bool:
-    """A 1x1 convolution at stride 1 without padding: cols is x itself (N x pixels rows of C channels)."""
+    """A 1x1 convolution at stride 1 without padding: cols is x (dx) itself (N x pixels rows of C channels)."""
     return (all(f == 1 for f in problem.filter) and all(s == 1 for s in problem.stride)
             and all(p == (0, 0) for p in problem.padding))
 
 
+def row_elements(problem: ConvProblem) -> int:
+    """The workspace's row stride: taps x C rounded up to 8 elements (16-byte rows for the tensor copies)."""
+    return -(-math.prod(problem.filter) * problem.c // 8) * 8
+
+
 def workspace_elements(problem: ConvProblem) -> int:
     """Elements of the cols workspace (0 when the GEMM reads x itself)."""
-    return 0 if reads_x(problem) else pixels(problem) * math.prod(problem.filter) * problem.c
+    return 0 if reads_x(problem) else pixels(problem) * row_elements(problem)
 
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     m, n, k = sizes(problem)
     gemm = _gemm_module(cfg).launch_plan(gemm_config(cfg), m, n, k, 1, sms)
-    if reads_x(problem):   # an empty grid: the copy is not launched
-        return LaunchPlan(((0, 1, 1), *gemm.grids), scalars=gemm.scalars, workspaces=gemm.workspaces)
-    grid = (-(-pixels(problem) // BLOCK_P), math.prod(problem.filter) * -(-problem.c // BLOCK_C), 1)
-    return LaunchPlan((grid, *gemm.grids), scalars=gemm.scalars,
-                      workspaces=((_cols(cfg), workspace_elements(problem), cfg.dtype), *gemm.workspaces))
+    block_p, block_c = _tiles(cfg)
+    c_tiles = -(-problem.c // block_c)
+    if problem.direction == "bwd_data":
+        copy = (-(-problem.n * math.prod(problem.spatial) // block_p) * c_tiles, 1, 1)
+    else:
+        copy = (-(-pixels(problem) // block_p) * math.prod(problem.filter) * c_tiles, 1, 1)
+    if reads_x(problem):   # an empty grid: the copy (gather) is not launched
+        copy = (0, 1, 1)
+    grids = (*gemm.grids, copy) if problem.direction == "bwd_data" else (copy, *gemm.grids)
+    workspaces = () if reads_x(problem) else ((_cols(cfg), workspace_elements(problem), cfg.dtype),)
+    if cfg.align != 8:   # the weight in 16-byte rows, written first
+        packed = problem.k * row_elements(problem)
+        grids = ((-(-problem.k * math.prod(problem.filter) * problem.c // WPACK_BLOCK), 1, 1), *grids)
+        workspaces += (("b_ptr", packed, cfg.dtype),)
+    return LaunchPlan(grids, scalars=gemm.scalars, workspaces=(*workspaces, *gemm.workspaces))
 
 
 def slots(cfg: ConvConfig) -> dict[str, int]:
@@ -139,18 +247,25 @@ def slots(cfg: ConvConfig) -> dict[str, int]:
 
 
 def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any]) -> dict[str, Any]:
-    """The GEMM's sizes and strides and the im2col's P. fwd: A = cols, B = w^T, out = y; bwd_weight: A = dy^T,
-    B = cols, out = dw."""
+    """The GEMM's sizes and strides, the copy's (gather's) pixel count P and row stride R, the weight repack's
+    sizes. fwd: A = cols, B = w^T, out = y; bwd_data: A = dy, B = w, out = dcols; bwd_weight: A = dy^T,
+    B = cols, out = dw. At align 1 the GEMM's w is the repacked one (rows of R)."""
     m, n, k = sizes(problem)
     w = tensors["w"]
-    _check_weight_rows(w, problem)
+    _check_weight_rows(w, problem, 8 if cfg.align == 8 else 1)
     y_rows = _rows(tensors["y"], "output")
-    cols_rows = _rows(tensors["x"], "input") if reads_x(problem) else math.prod(problem.filter) * problem.c
-    values = {"M": m, "N": n, "K": k, "P": pixels(problem), "alpha": 1.0, "stride_ab": 0, "stride_bb": 0,
-              "stride_ob": 0}
+    cols_rows = _rows(tensors["x"], "input") if reads_x(problem) else row_elements(problem)
+    w_rows = w.stride(0) if cfg.align == 8 else row_elements(problem)
+    copied = problem.n * math.prod(problem.spatial) if problem.direction == "bwd_data" else pixels(problem)
+    values = {"M": m, "N": n, "K": k, "P": copied, "R": row_elements(problem), "W_ROWS": problem.k,
+              "COLS": math.prod(problem.filter) * problem.c, "sw_k": w.stride(0), "alpha": 1.0, "stride_ab": 0,
+              "stride_bb": 0, "stride_ob": 0}
     if problem.direction == "fwd":
-        return {**values, "stride_ar": cols_rows, "stride_ac": 1, "stride_br": 1, "stride_bc": w.stride(0),
+        return {**values, "stride_ar": cols_rows, "stride_ac": 1, "stride_br": 1, "stride_bc": w_rows,
                 "stride_or": y_rows, "stride_oc": 1, "stride_biasb": 0}
+    if problem.direction == "bwd_data":
+        return {**values, "stride_ar": y_rows, "stride_ac": 1, "stride_br": w_rows, "stride_bc": 1,
+                "stride_or": cols_rows, "stride_oc": 1}
     return {**values, "stride_ar": 1, "stride_ac": y_rows, "stride_br": cols_rows, "stride_bc": 1,
             "stride_or": w.stride(0), "stride_oc": 1}
 
@@ -166,32 +281,40 @@ def _rows(t: Any, field: str) -> int:
     return step
 
 
-def _check_weight_rows(w: Any, problem: ConvProblem) -> None:
-    """The GEMM reads (fwd) or writes (bwd_weight) w as a K x taps*C matrix: each output channel's (tap, c)
-    elements contiguous, tap-major (a channels-last weight without gaps), rows 16 bytes apart."""
+def _check_weight_rows(w: Any, problem: ConvProblem, unit: int) -> None:
+    """The GEMM (align 1: the weight repack) reads (fwd, bwd_data) or writes (bwd_weight) w as a K x taps*C
+    matrix: each output channel's (tap, c) elements contiguous, tap-major (a channels-last weight without gaps);
+    align 8: rows 16 bytes apart."""
     expected, step = [], problem.c
     for size in reversed(problem.filter):
         expected.append(step)
         step *= size
     want = (1, *reversed(expected))
     have = tuple(w.stride())[1:]
-    if have != want or w.stride(0) % 8:
+    if have != want or w.stride(0) % unit:
         raise BadInput(f"weight has strides {tuple(w.stride())}: the im2col GEMM takes each output channel's "
                        f"taps x channels as one row (strides {want} after the first, a row stride that is a "
-                       "multiple of 8); pass a contiguous channels-last weight", field="weight")
+                       f"multiple of {unit}); pass a contiguous channels-last weight", field="weight")
 
 
-# (block_m, block_n, block_k, warps, stages, split_k) per direction: bwd_weight wide tiles for many columns
-# (taps x C) and split reductions for few tiles; fwd the large-tile GEMM shapes (many pixels, K <= 512 columns)
+# (block_m, block_n, block_k, warps, stages, split_k) per (direction, align): bwd_weight wide tiles for many
+# columns (taps x C) and split reductions for few tiles; fwd / bwd_data the large-tile GEMM shapes (many pixels,
+# K <= 512 output channels, 576-4608 columns for bwd_data); align 1 narrow tiles for few channels (a 3-channel
+# 7x7 stem: 147 columns, 64 output channels)
+_FWD_TILES = ((128, 128, 64, 8, 4, 1), (128, 256, 64, 8, 3, 1), (128, 64, 64, 4, 4, 1), (64, 128, 64, 4, 4, 1))
+_NARROW_TILES = ((128, 64, 64, 4, 4, 1), (128, 128, 64, 8, 4, 1), (64, 64, 64, 4, 4, 1))
 _CANDIDATES = {
-    "bwd_weight": ((128, 128, 64, 8, 3, 1), (128, 256, 64, 8, 3, 1), (128, 128, 64, 8, 3, 2),
-                   (128, 128, 64, 8, 3, 4), (64, 128, 64, 4, 4, 4), (64, 128, 64, 4, 4, 16), (128, 256, 64, 8, 3, 2)),
-    "fwd": ((128, 128, 64, 8, 4, 1), (128, 256, 64, 8, 3, 1), (128, 64, 64, 4, 4, 1), (64, 128, 64, 4, 4, 1)),
+    ("bwd_weight", 8): ((128, 128, 64, 8, 3, 1), (128, 256, 64, 8, 3, 1), (128, 128, 64, 8, 3, 2),
+                        (128, 128, 64, 8, 3, 4), (64, 128, 64, 4, 4, 4), (64, 128, 64, 4, 4, 16),
+                        (128, 256, 64, 8, 3, 2)),
+    ("fwd", 8): _FWD_TILES, ("bwd_data", 8): _FWD_TILES,
+    ("fwd", 1): _NARROW_TILES, ("bwd_data", 1): _NARROW_TILES,
 }
 
 
 def candidate_configs(dtype: str, ndim: int, direction: str = "bwd_weight") -> list[ConvConfig]:
-    """Tiles for the presets of one direction."""
+    """Tiles for the presets of one direction (both aligns where they exist)."""
     return [ConvConfig(family="gemm", direction=direction, ndim=ndim, dtype=dtype, block_m=bm, block_n=bn,
-                       block_k=bk, num_warps=w, num_stages=s, split_k=split, kloop="im2col", align=8)
-            for bm, bn, bk, w, s, split in _CANDIDATES[direction]]
+                       block_k=bk, num_warps=w, num_stages=s, split_k=split, kloop="im2col", align=align)
+            for (way, align), tiles in _CANDIDATES.items() if way == direction
+            for bm, bn, bk, w, s, split in tiles]

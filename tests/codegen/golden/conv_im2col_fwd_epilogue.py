@@ -28,6 +28,7 @@ ENTRIES = [{'fn': 'conv_im2col_kernel',
   'params': [{'name': 'x_ptr', 'ty': '*bf16', 'value': None, 'divisible16': True},
              {'name': 'a_ptr', 'ty': '*bf16', 'value': None, 'divisible16': True},
              {'name': 'C', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'R', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'P', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'in_d', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'in_h', 'ty': 'i32', 'value': None, 'divisible16': False},
@@ -88,6 +89,7 @@ def conv_im2col_kernel(
     x_ptr,
     a_ptr,
     C,
+    R,
     P,
     in_d,
     in_h,
@@ -116,16 +118,19 @@ def conv_im2col_kernel(
 ):
     C = (C // 16) * 16
     c_tiles = (C + BLOCK_C - 1) // BLOCK_C
-    tap = tl.program_id(1) // c_tiles
-    rc = (tl.program_id(1) % c_tiles) * BLOCK_C + tl.arange(0, BLOCK_C)
+    per_block = flt_d * flt_h * flt_w * c_tiles
+    tile = tl.program_id(0) % per_block
+    block = tl.program_id(0) // per_block
+    rc = (tile % c_tiles) * BLOCK_C + tl.arange(0, BLOCK_C)
     c_ok = rc < C
+    p = block * BLOCK_P + tl.arange(0, BLOCK_P)
+    p_ok = p < P
+    tap = tile // c_tiles
     f_w = tap % flt_w
     t_rest = tap // flt_w
     f_h = t_rest % flt_h
     t_rest = t_rest // flt_h
     f_d = t_rest
-    p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
-    p_ok = p < P
     o_w = p % out_w
     q = p // out_w
     o_h = q % out_h
@@ -139,8 +144,7 @@ def conv_im2col_kernel(
     ok = p_ok & (i_d >= 0) & (i_d < in_d) & (i_h >= 0) & (i_h < in_h) & (i_w >= 0) & (i_w < in_w)
     src = tl.multiple_of(n.to(tl.int64) * sx_n + i_d.to(tl.int64) * sx_d + i_h.to(tl.int64) * sx_h + i_w.to(tl.int64) * sx_w, 8)
     v = tl.load(x_ptr + src[:, None] + rc[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)
-    row = (flt_d * flt_h * flt_w * C).to(tl.int64)
-    dst = tl.multiple_of(p.to(tl.int64) * row + tap * C, 16)
+    dst = tl.multiple_of(p.to(tl.int64) * R + tap * C, 16)
     tl.store(a_ptr + dst[:, None] + rc[None, :], v, mask=p_ok[:, None] & c_ok[None, :])
 
 
