@@ -83,6 +83,9 @@ CASES = [
     ("fwd-a1-c5-bias", _cfg(2, direction="fwd", align=1, activation="relu", bias=True),
      _problem(1, 5, 8, (6, 9), (3, 3), "fwd", padding=1, bias=True, activation="relu"),
      "C=5: 45 columns in rows of 48 (a 4-channel run and a 1-channel tail per tap), bias + relu"),
+    ("dgrad-a1-dil2", _cfg(2, direction="bwd_data", align=1),
+     _problem(2, 5, 8, (7, 9), (3, 3), "bwd_data", dilation=2, padding=((2, 1), (1, 2))),
+     "align 1 at stride 1 (one phase, every tap in it) with dilation 2 and one-sided padding; C=5"),
     ("dgrad-a1-3d", _cfg(3, direction="bwd_data", align=1),
      _problem(1, 6, 16, (3, 5, 4), (3, 3, 3), "bwd_data", stride=2, padding=1),
      "3-D align 1, stride 2 in every dim (8 parities)"),
@@ -105,7 +108,7 @@ def test_plan_has_the_copy_then_the_gemm():
     problem = _problem(2, 16, 32, (5, 7), (3, 3), padding=1)
     plan = conv_im2col.launch_plan(_cfg(2, split=2), problem, sms=132)
     pixels = 2 * 5 * 7
-    block_p = conv_im2col.TILES[8][0]
+    block_p = dict(conv_im2col.TILES[8])["BLOCK_P"]
     assert plan.grids[0] == (-(-pixels // block_p) * 9, 1, 1)   # pixel blocks x 9 taps x one channel tile
     assert plan.workspaces[0] == ("b_ptr", pixels * 9 * 16, "fp16")
     assert len(plan.grids) == 3 and plan.workspaces[1][2] == "fp32"     # GEMM + its split reduce, fp32 partials
@@ -114,12 +117,19 @@ def test_plan_has_the_copy_then_the_gemm():
 def test_backward_data_plan_is_the_gemm_then_the_gather():
     problem = _problem(2, 16, 32, (5, 7), (3, 3), "bwd_data", stride=2, padding=1)
     plan = conv_im2col.launch_plan(_cfg(2, direction="bwd_data"), problem, sms=132)
-    block_p = conv_im2col.TILES[8][0]
+    block_p = dict(conv_im2col.GATHER_TILES[8])["BLOCK_P"]
     assert plan.grids[-1] == (-(-2 * 5 * 7 // block_p), 1, 1)   # dx pixel blocks x one channel tile
     assert plan.workspaces == (("out_ptr", 2 * 3 * 4 * 9 * 16, "fp16"),)   # dcols: output pixels x taps x C
     direct = conv_im2col.launch_plan(_cfg(2, direction="bwd_data"), _problem(2, 16, 32, (5, 7), (1, 1), "bwd_data"),
                                      sms=132)
     assert direct.grids[-1] == (0, 1, 1) and direct.workspaces == ()   # the GEMM writes dx, no gather
+    # align 1: the weight repack first, dcols transposed (taps*C rows of the output pixels rounded up to 8)
+    stem = _problem(2, 3, 16, (11, 13), (7, 7), "bwd_data", stride=2, padding=3)
+    plan = conv_im2col.launch_plan(_cfg(2, direction="bwd_data", align=1), stem, sms=132)
+    assert plan.workspaces[0] == ("out_ptr", 147 * 88, "fp16")   # 2 x 6 x 7 = 84 output pixels -> rows of 88
+    assert plan.workspaces[1] == ("a_ptr", 16 * 152, "fp16")     # the GEMM's A: 16 x 147 weights in rows of 152
+    # a grid layer per stride phase, the largest phase's dx pixel blocks (2 x 6 x 7) x 3 channels
+    assert plan.grids[-1] == (-(-2 * 6 * 7 // 512) * 3, 1, 4)
 
 
 def test_one_by_one_reads_x_without_a_copy():
@@ -151,6 +161,8 @@ def test_problem_mismatch_names_the_field():
     assert conv_problem_mismatch(_cfg(2, direction="fwd", align=1), _problem(1, 3, 8, (4, 4), (3, 3), "fwd")) is None
     assert conv_problem_mismatch(_cfg(2, direction="fwd", align=1), _problem(1, 3, 5, (4, 4), (3, 3), "fwd")).startswith(
         "k:")   # the output channels are 16-byte GEMM rows
+    assert conv_problem_mismatch(_cfg(2, direction="fwd", align=1), _problem(1, 8, 8, (4, 4), (1, 1), "fwd")).startswith(
+        "filter:")   # a stride-1 1x1 needs no copy: align 8 only
     huge = _problem(64, 512, 64, (224, 224), (7, 7), padding=3)   # 3.2M pixels x 25088 columns
     assert conv_problem_mismatch(cfg, huge).startswith("spatial:")
     # a stride-1 1x1 has no workspace (the GEMM reads x), so only the int32 pixel bound refuses 2^32 pixels, in

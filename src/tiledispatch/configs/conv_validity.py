@@ -448,8 +448,8 @@ def _gemm_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
 
 def _im2col_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     """kloop 'im2col': one group, align 8 channel totals multiples of 16 (align 1: output channels multiples of 8,
-    and so input channels where the GEMM reads x itself), a workspace within IM2COL_MAX_ELEMENTS, pixel counts
-    (dx's too) within int32."""
+    a filter that needs the copy), a workspace within IM2COL_MAX_ELEMENTS, pixel counts (dx's too) within
+    int32."""
     from tiledispatch.kernels.conv_im2col import IM2COL_MAX_ELEMENTS, pixels, reads_x, workspace_elements
 
     if problem.groups != 1:
@@ -462,10 +462,10 @@ def _im2col_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     if problem.k % 8:
         return (f"k: kloop 'im2col' runs a tensor-copy GEMM over the output channels as 16-byte rows; K must be a "
                 f"multiple of 8, got {problem.k}")
-    if reads_x(problem) and problem.c % 8:
-        return (f"c: a 1x1 convolution at stride 1 reads (bwd_data: writes) x's pixel rows as GEMM rows; C must "
-                f"be a multiple of 8, got {problem.c}")
-    workspace = workspace_elements(problem)
+    if cfg.align != 8 and reads_x(problem):
+        return ("filter: a 1x1 convolution at stride 1 without padding needs no im2col; kloop 'im2col' runs it at "
+                "align 8 only (its GEMM reads or writes x's pixel rows)")
+    workspace = workspace_elements(problem, cfg)
     if workspace > IM2COL_MAX_ELEMENTS:
         return f"spatial: the im2col workspace would hold {workspace} elements, more than {IM2COL_MAX_ELEMENTS}"
     if pixels(problem) > INT32_LIMIT:

@@ -38,7 +38,14 @@ from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.dtypes import DTYPES
 from tiledispatch.errors import BadInput
-from tiledispatch.kernels.conv_common import dims, multiple_hints, split_index, tap_coords, tl_type
+from tiledispatch.kernels.conv_common import (
+    dims,
+    multiple_hints,
+    phase_rows,
+    split_index,
+    tap_coords,
+    tl_type,
+)
 from tiledispatch.kernels.conv_direct import header, indented
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
 from tiledispatch.problems.conv import ConvProblem
@@ -47,7 +54,11 @@ FN = "conv_im2col_kernel"
 GATHER_FN = "conv_col2im_kernel"
 WPACK_FN = "conv_im2col_wpack_kernel"
 WPACK_BLOCK = 1024
-TILES = {8: (64, 64), 1: (128, 4)}   # (BLOCK_P pixels, BLOCK_C channels) of the copy and the gather, by align
+# Program tiles (constexpr name, value) of the copy and the gather by align: 64 pixels x a 64-channel run of one
+# tap at align 8; align 1 copies 32 pixels x 64 flattened (tap, channel) columns (whole rows of a few-channel
+# cols) and gathers 512 dx pixels of one channel (from the transposed dcols, coalesced along the pixels)
+TILES = {8: (("BLOCK_P", 64), ("BLOCK_C", 64)), 1: (("BLOCK_P", 32), ("BLOCK_J", 64))}
+GATHER_TILES = {8: TILES[8], 1: (("BLOCK_P", 512),)}
 IM2COL_WARPS = 4
 IM2COL_MAX_ELEMENTS = 2**28  # workspace bound: 512 MiB of 16-bit elements
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
@@ -56,15 +67,24 @@ LAYOUTS = {"fwd": "rcr", "bwd_data": "rrr", "bwd_weight": "crr"}
 COLS = {"fwd": "a_ptr", "bwd_data": "out_ptr", "bwd_weight": "b_ptr"}
 # Per-call tensors of the GEMM operands by conv slot (x 0, w 1, y 2, bias 3). The cols operand maps to x: a 1x1
 # convolution at stride 1 without padding (`reads_x`) reads x's pixel rows (bwd_data: writes dx's); otherwise
-# the workspace binding wins (so does the repacked weight's, b_ptr at align 1)
+# the workspace binding wins (so does the repacked weight's at align 1, `packed_weight`)
 SLOTS = {"fwd": {"x_ptr": 0, "w_ptr": 1, "a_ptr": 0, "b_ptr": 1, "out_ptr": 2, "bias_ptr": 3},
          "bwd_data": {"x_ptr": 0, "w_ptr": 1, "a_ptr": 2, "b_ptr": 1, "out_ptr": 0},
          "bwd_weight": {"x_ptr": 0, "a_ptr": 2, "b_ptr": 0, "out_ptr": 1}}
+# bwd_data at align 1 (`transposed`): dcolsT = w^T @ dy^T, so the GEMM's A is the repacked weight and B is dy
+TRANSPOSED_SLOTS = {"x_ptr": 0, "w_ptr": 1, "a_ptr": 1, "b_ptr": 2}
+
+
+def transposed(cfg: ConvConfig) -> bool:
+    """bwd_data at align 1 keeps dcols transposed (taps*C rows of output pixels): the gather of a channel then
+    reads consecutive pixels (a few-channel row layout would scatter it over 2-byte elements)."""
+    return cfg.direction == "bwd_data" and cfg.align != 8
 
 
 def gemm_config(cfg: ConvConfig) -> GemmConfig:
     """The GEMM instance over cols (every field derives from the conv config's; fwd carries its epilogue)."""
-    return GemmConfig(family="tma_persistent", layout=LAYOUTS.get(cfg.direction, "crr"), split_k=cfg.split_k,
+    layout = "ccr" if transposed(cfg) else LAYOUTS.get(cfg.direction, "crr")
+    return GemmConfig(family="tma_persistent", layout=layout, split_k=cfg.split_k,
                       dtype=cfg.dtype, out_dtype=cfg.out_dtype if cfg.direction != "bwd_data" else cfg.dtype,
                       acc_dtype=cfg.acc_dtype, block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k,
                       num_warps=cfg.num_warps, num_stages=cfg.num_stages, group_m=8, align=16,
@@ -77,34 +97,40 @@ def _gemm_module(cfg: ConvConfig) -> Any:
     return family_module(gemm_config(cfg))
 
 
-def _tiles(cfg: ConvConfig) -> tuple[int, int]:
-    return TILES.get(cfg.align, TILES[1])
+def _tiles(cfg: ConvConfig) -> tuple[tuple[str, int], ...]:
+    table = GATHER_TILES if cfg.direction == "bwd_data" else TILES
+    return table.get(cfg.align, table[1])
 
 
 def _copy_params(cfg: ConvConfig) -> list[Param]:
-    """x (read by the copy, written by the gather), the workspace, C, the workspace's row stride R, the pixel
-    count the program grid covers (output pixels for the copy, dx pixels for the gather), every dim's sizes
-    and x's strides."""
+    """x (read by the copy, written by the gather), the workspace, C, the batch NB (the launch's N is the
+    GEMM's), the workspace's row stride WS_ROW, the pixel count the program grid covers (output pixels for the
+    copy, dx pixels for the gather), every dim's sizes and x's strides, the tile."""
     ty = "*" + DTYPES[cfg.dtype].triton
     aligned = cfg.align == 8
     x_ty = "*" + DTYPES[cfg.out_dtype if cfg.direction == "bwd_data" else cfg.dtype].triton
     out = [Param("x_ptr", x_ty, divisible16=aligned), Param(_cols(cfg), ty, divisible16=True),
-           Param("C", "i32"), Param("R", "i32"), Param("P", "i32")]
+           Param("C", "i32"), Param("NB", "i32"), Param("WS_ROW", "i32"), Param("P", "i32")]
     out += [Param(f"{field}_{s}", "i32") for field in ("in", "out", "flt", "str", "pad", "dil") for s in dims(cfg)]
     out += [Param("sx_n", "i64")] + [Param(f"sx_{s}", "i64") for s in dims(cfg)]
-    block_p, block_c = _tiles(cfg)
-    return out + [Param("BLOCK_P", "constexpr", block_p), Param("BLOCK_C", "constexpr", block_c)]
+    return out + [Param(name, "constexpr", value) for name, value in _tiles(cfg)]
 
 
 def _wpack_entry(cfg: ConvConfig) -> EntrySpec:
     ty = "*" + DTYPES[cfg.dtype].triton
-    params = (Param("w_ptr", ty), Param("b_ptr", ty, divisible16=True), Param("W_ROWS", "i32"),
-              Param("COLS", "i32"), Param("R", "i32"), Param("sw_k", "i64"), Param("BLOCK", "constexpr", WPACK_BLOCK))
+    params = (Param("w_ptr", ty), Param(packed_weight(cfg), ty, divisible16=True), Param("W_ROWS", "i32"),
+              Param("COLS", "i32"), Param("R", "i32"), Param("sw_k", "i64"),
+              Param("BLOCK", "constexpr", WPACK_BLOCK))
     return EntrySpec(WPACK_FN, params, IM2COL_WARPS, 1)
 
 
 def _cols(cfg: ConvConfig) -> str:
     return COLS.get(cfg.direction, "b_ptr")
+
+
+def packed_weight(cfg: ConvConfig) -> str:
+    """The GEMM operand the align-1 weight repack writes (the workspace bound under that name)."""
+    return "a_ptr" if transposed(cfg) else "b_ptr"
 
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
@@ -117,13 +143,14 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
 
 
 def _wpack_source(cfg: ConvConfig) -> str:
-    """b[k, j] = w[k, j] for the W_ROWS (output channels) x COLS weight matrix, into rows of R >= COLS elements
-    (16-byte rows). Its own name for the row count: the values of a launch are shared by name with the GEMM,
+    """packed[k, j] = w[k, j] for the W_ROWS (output channels) x COLS weight matrix, into rows of R >= COLS
+    elements (16-byte rows). Its own name for the row count: the values of a launch are shared by name with the GEMM,
     whose K is the reduction size."""
     return (header(_wpack_entry(cfg))
             + indented("e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)", "k = e // COLS",
                        "j = e % COLS", "ok = k < W_ROWS",
-                       "tl.store(b_ptr + (k * R + j), tl.load(w_ptr + (k * sw_k + j), mask=ok, other=0.0), mask=ok)"))
+                       f"tl.store({packed_weight(cfg)} + (k * R + j), tl.load(w_ptr + (k * sw_k + j), mask=ok, "
+                       "other=0.0), mask=ok)"))
 
 
 def _program_tile(cfg: ConvConfig, tiles_per_block: str) -> str:
@@ -151,7 +178,7 @@ def _im2col_source(cfg: ConvConfig) -> str:
             + indented(*(f"i_{s} = o_{s} * str_{s} - pad_{s} + f_{s} * dil_{s}" for s in ds),
                        f"ok = p_ok & {inside}", f"src = {_hint(cfg, src_off, 8)}",
                        "v = tl.load(x_ptr + src[:, None] + rc[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)",
-                       f"dst = {_hint(cfg, 'p.to(tl.int64) * R + tap * C', 16)}",
+                       f"dst = {_hint(cfg, 'p.to(tl.int64) * WS_ROW + tap * C', 16)}",
                        f"tl.store({_cols(cfg)} + dst[:, None] + rc[None, :], v, mask=p_ok[:, None] & c_ok[None, :])"))
 
 
@@ -160,24 +187,83 @@ def _col2im_source(cfg: ConvConfig) -> str:
     f*dil has an integral solution inside the output."""
     ds = dims(cfg)
     taps = " * ".join(f"flt_{s}" for s in ds)
-    reach = []
-    for s in ds:
-        reach += [f"e_{s} = i_{s} + pad_{s} - f_{s} * dil_{s}", f"o_{s} = e_{s} // str_{s}",
-                  f"ok = ok & (e_{s} >= 0) & (e_{s} == o_{s} * str_{s}) & (o_{s} < out_{s})",
-                  f"o = o * out_{s} + o_{s}"]
     dst = "n.to(tl.int64) * sx_n + " + " + ".join(f"i_{s}.to(tl.int64) * sx_{s}" for s in ds)
     return (header(_copy_entry(cfg))
             + _program_tile(cfg, "c_tiles")
             + split_index("q", "p", ["N"] + [f"in_{s}" for s in ds], ["n"] + [f"i_{s}" for s in ds], "    ")
             + indented("acc = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)", f"for tap in range(0, {taps}):")
             + tap_coords(cfg, "tap", "        ")
-            + indented("ok = p_ok", "o = n", *reach,
-                       f"src = {_hint(cfg, 'o.to(tl.int64) * R + tap * C', 16)}",
+            + indented("ok = p_ok", "o = n", *_reach(cfg),
+                       f"src = {_hint(cfg, 'o.to(tl.int64) * WS_ROW + tap * C', 16)}",
                        f"v = tl.load({_cols(cfg)} + src[:, None] + rc[None, :], mask=ok[:, None] & c_ok[None, :], "
                        "other=0.0)", "acc += v.to(tl.float32)", level=2)
             + indented(f"dst = {_hint(cfg, dst, 8)}",
                        f"tl.store(x_ptr + dst[:, None] + rc[None, :], acc.to({tl_type(cfg.out_dtype)}), "
                        "mask=p_ok[:, None] & c_ok[None, :])"))
+
+
+def _reach(cfg: ConvConfig) -> list[str]:
+    """ok &= tap f reaches dx pixel i (o*stride = i + pad - f*dil integral, inside the output); o: the flat
+    output pixel (n, o_<s>...)."""
+    out = []
+    for s in dims(cfg):
+        out += [f"e_{s} = i_{s} + pad_{s} - f_{s} * dil_{s}", f"o_{s} = e_{s} // str_{s}",
+                f"ok = ok & (e_{s} >= 0) & (e_{s} == o_{s} * str_{s}) & (o_{s} < out_{s})",
+                f"o = o * out_{s} + o_{s}"]
+    return out
+
+
+def _im2col_flat_source(cfg: ConvConfig) -> str:
+    """align 1: a program copies BLOCK_P pixels x BLOCK_J consecutive columns j = tap*C + c of cols (whole
+    rows when the channels are few: coalesced stores, and loads along a filter row's contiguous run of x)."""
+    ds = dims(cfg)
+    taps = " * ".join(f"flt_{s}" for s in ds)
+    inside = " & ".join(f"(i_{s} >= 0) & (i_{s} < in_{s})" for s in ds)
+    src_off = " + ".join(["n[:, None].to(tl.int64) * sx_n"] + [f"i_{s}.to(tl.int64) * sx_{s}" for s in ds]
+                         + ["c[None, :]"])
+    return (header(_copy_entry(cfg))
+            + indented(f"cols = {taps} * C", "j_tiles = (cols + BLOCK_J - 1) // BLOCK_J",
+                       "block = tl.program_id(0) // j_tiles",
+                       "j = (tl.program_id(0) % j_tiles) * BLOCK_J + tl.arange(0, BLOCK_J)", "j_ok = j < cols",
+                       "tap = j // C", "c = j % C")
+            + tap_coords(cfg, "tap", "    ")
+            + indented("p = block * BLOCK_P + tl.arange(0, BLOCK_P)", "p_ok = p < P")
+            + split_index("q", "p", ["N"] + [f"out_{s}" for s in ds], ["n"] + [f"o_{s}" for s in ds], "    ")
+            + indented(*(f"i_{s} = o_{s}[:, None] * str_{s} - pad_{s} + (f_{s} * dil_{s})[None, :]" for s in ds),
+                       f"ok = p_ok[:, None] & j_ok[None, :] & {inside}",
+                       f"v = tl.load(x_ptr + ({src_off}), mask=ok, other=0.0)",
+                       f"tl.store({_cols(cfg)} + (p[:, None].to(tl.int64) * WS_ROW + j[None, :]), v, "
+                       "mask=p_ok[:, None] & j_ok[None, :])"))
+
+
+def _col2im_transposed_source(cfg: ConvConfig) -> str:
+    """align 1: a program sums, for BLOCK_P dx pixels of one channel c and one stride phase (program_id(2): the
+    residues r_<s> of the pixel coordinates modulo the stride), dcolsT[tap*C + c, (n, o)] over the taps. Within
+    a phase a filter coordinate reaches every pixel or none (o = u + (r + pad - f*dil) / stride for the pixel's
+    sub-grid coordinate u), so the loops over the filter dims skip those that reach none and no pixel divides;
+    consecutive pixels read consecutive output pixels of a dcolsT row."""
+    ds = dims(cfg)
+    sub = ["NB"] + [f"sub_{s}" for s in ds]
+    dst = " + ".join(["n.to(tl.int64) * sx_n"] + [f"i_{s}.to(tl.int64) * sx_{s}" for s in ds] + ["c"])
+    loops, ok, row, tap, level = "", "p_ok", "n", "", 1
+    for s in ds:   # one run-time loop per filter dim, outermost first; a filter coordinate off the phase is skipped
+        loops += indented(f"for f_{s} in range(0, flt_{s}):", level=level)
+        loops += indented(f"e_{s} = r_{s} + pad_{s} - f_{s} * dil_{s}", f"if e_{s} % str_{s} == 0:", level=level + 1)
+        loops += indented(f"o_{s} = u_{s} + e_{s} // str_{s}", f"ok_{s} = {ok} & (o_{s} >= 0) & (o_{s} < out_{s})",
+                          f"ro_{s} = {row} * out_{s} + o_{s}",
+                          f"tap_{s} = {tap} * flt_{s} + f_{s}" if tap else f"tap_{s} = f_{s}", level=level + 2)
+        ok, row, tap, level = f"ok_{s}", f"ro_{s}", f"tap_{s}", level + 2
+    loops += indented(f"v = tl.load({_cols(cfg)} + (({tap} * C + c).to(tl.int64) * WS_ROW + {row}), mask={ok}, "
+                      "other=0.0)", "acc += v.to(tl.float32)", level=level)
+    return (header(_copy_entry(cfg))
+            + indented("c = tl.program_id(0) % C", "p = (tl.program_id(0) // C) * BLOCK_P + tl.arange(0, BLOCK_P)")
+            + split_index("q", "tl.program_id(2)", [f"str_{s}" for s in ds], [f"r_{s}" for s in ds], "    ")
+            + indented(*(f"sub_{s} = tl.maximum((in_{s} - r_{s} + str_{s} - 1) // str_{s}, 1)" for s in ds),
+                       "p_ok = (p < " + " * ".join(sub) + ") & " + " & ".join(f"(r_{s} < in_{s})" for s in ds))
+            + split_index("q", "p", sub, ["n"] + [f"u_{s}" for s in ds], "    ")
+            + indented(*(f"i_{s} = u_{s} * str_{s} + r_{s}" for s in ds), "acc = tl.zeros((BLOCK_P,), dtype=tl.float32)")
+            + loops
+            + indented(f"tl.store(x_ptr + ({dst}), acc.to({tl_type(cfg.out_dtype)}), mask=p_ok)"))
 
 
 def _copy_entry(cfg: ConvConfig) -> EntrySpec:
@@ -186,7 +272,11 @@ def _copy_entry(cfg: ConvConfig) -> EntrySpec:
 
 def render(cfg: ConvConfig) -> str:
     gemm = _gemm_module(cfg).render(gemm_config(cfg))
-    parts = [_col2im_source(cfg)] if cfg.direction == "bwd_data" else [_im2col_source(cfg)]
+    aligned = cfg.align == 8
+    if cfg.direction == "bwd_data":
+        parts = [_col2im_source(cfg) if aligned else _col2im_transposed_source(cfg)]
+    else:
+        parts = [_im2col_source(cfg) if aligned else _im2col_flat_source(cfg)]
     parts = [gemm, *parts] if cfg.direction == "bwd_data" else [*parts, gemm]
     return "\n\n".join(([_wpack_source(cfg)] if cfg.align != 8 else []) + parts)
 
@@ -195,14 +285,15 @@ def pixels(problem: ConvProblem) -> int:
     return problem.n * math.prod(problem.output)
 
 
-def sizes(problem: ConvProblem) -> tuple[int, int, int]:
+def sizes(problem: ConvProblem, cfg: ConvConfig | None = None) -> tuple[int, int, int]:
     """(M, N, K) of the GEMM: fwd pixels x output channels x taps*input channels; bwd_data pixels x taps*input
-    channels x output channels; bwd_weight output channels x taps*input channels x pixels."""
+    channels x output channels (transposed at align 1); bwd_weight output channels x taps*input channels x
+    pixels."""
     cols = math.prod(problem.filter) * problem.c
     if problem.direction == "fwd":
         return pixels(problem), problem.k, cols
     if problem.direction == "bwd_data":
-        return pixels(problem), cols, problem.k
+        return (cols, pixels(problem), problem.k) if cfg and transposed(cfg) else (pixels(problem), cols, problem.k)
     return problem.k, cols, pixels(problem)
 
 
@@ -217,52 +308,68 @@ def row_elements(problem: ConvProblem) -> int:
     return -(-math.prod(problem.filter) * problem.c // 8) * 8
 
 
-def workspace_elements(problem: ConvProblem) -> int:
+def _pixel_row(problem: ConvProblem) -> int:
+    """The transposed dcols' row stride: the output pixels rounded up to 8 (16-byte rows)."""
+    return -(-pixels(problem) // 8) * 8
+
+
+def workspace_elements(problem: ConvProblem, cfg: ConvConfig | None = None) -> int:
     """Elements of the cols workspace (0 when the GEMM reads x itself)."""
-    return 0 if reads_x(problem) else pixels(problem) * row_elements(problem)
+    if reads_x(problem):
+        return 0
+    if cfg and transposed(cfg):
+        return math.prod(problem.filter) * problem.c * _pixel_row(problem)
+    return pixels(problem) * row_elements(problem)
 
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
-    m, n, k = sizes(problem)
+    m, n, k = sizes(problem, cfg)
     gemm = _gemm_module(cfg).launch_plan(gemm_config(cfg), m, n, k, 1, sms)
-    block_p, block_c = _tiles(cfg)
-    c_tiles = -(-problem.c // block_c)
-    if problem.direction == "bwd_data":
-        copy = (-(-problem.n * math.prod(problem.spatial) // block_p) * c_tiles, 1, 1)
-    else:
-        copy = (-(-pixels(problem) // block_p) * math.prod(problem.filter) * c_tiles, 1, 1)
+    tile = dict(_tiles(cfg))
+    copied = problem.n * math.prod(problem.spatial) if problem.direction == "bwd_data" else pixels(problem)
+    if "BLOCK_C" in tile:   # pixel blocks x (copy: taps x) channel runs
+        taps = math.prod(problem.filter) if problem.direction != "bwd_data" else 1
+        copy = (-(-copied // tile["BLOCK_P"]) * taps * -(-problem.c // tile["BLOCK_C"]), 1, 1)
+    elif "BLOCK_J" in tile:   # pixel blocks x column blocks
+        copy = (-(-copied // tile["BLOCK_P"]) * -(-math.prod(problem.filter) * problem.c // tile["BLOCK_J"]), 1, 1)
+    else:   # the largest stride phase's dx pixel blocks x channels, a grid layer per phase
+        copy = (-(-phase_rows(problem) // tile["BLOCK_P"]) * problem.c, 1, math.prod(problem.stride))
     if reads_x(problem):   # an empty grid: the copy (gather) is not launched
         copy = (0, 1, 1)
     grids = (*gemm.grids, copy) if problem.direction == "bwd_data" else (copy, *gemm.grids)
-    workspaces = () if reads_x(problem) else ((_cols(cfg), workspace_elements(problem), cfg.dtype),)
+    workspaces = () if reads_x(problem) else ((_cols(cfg), workspace_elements(problem, cfg), cfg.dtype),)
     if cfg.align != 8:   # the weight in 16-byte rows, written first
         packed = problem.k * row_elements(problem)
         grids = ((-(-problem.k * math.prod(problem.filter) * problem.c // WPACK_BLOCK), 1, 1), *grids)
-        workspaces += (("b_ptr", packed, cfg.dtype),)
+        workspaces += ((packed_weight(cfg), packed, cfg.dtype),)
     return LaunchPlan(grids, scalars=gemm.scalars, workspaces=(*workspaces, *gemm.workspaces))
 
 
 def slots(cfg: ConvConfig) -> dict[str, int]:
-    return dict(SLOTS.get(cfg.direction, SLOTS["bwd_weight"]))
+    return dict(TRANSPOSED_SLOTS if transposed(cfg) else SLOTS.get(cfg.direction, SLOTS["bwd_weight"]))
 
 
 def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any]) -> dict[str, Any]:
     """The GEMM's sizes and strides, the copy's (gather's) pixel count P and row stride R, the weight repack's
     sizes. fwd: A = cols, B = w^T, out = y; bwd_data: A = dy, B = w, out = dcols; bwd_weight: A = dy^T,
     B = cols, out = dw. At align 1 the GEMM's w is the repacked one (rows of R)."""
-    m, n, k = sizes(problem)
+    m, n, k = sizes(problem, cfg)
     w = tensors["w"]
     _check_weight_rows(w, problem, 8 if cfg.align == 8 else 1)
     y_rows = _rows(tensors["y"], "output")
     cols_rows = _rows(tensors["x"], "input") if reads_x(problem) else row_elements(problem)
     w_rows = w.stride(0) if cfg.align == 8 else row_elements(problem)
     copied = problem.n * math.prod(problem.spatial) if problem.direction == "bwd_data" else pixels(problem)
-    values = {"M": m, "N": n, "K": k, "P": copied, "R": row_elements(problem), "W_ROWS": problem.k,
-              "COLS": math.prod(problem.filter) * problem.c, "sw_k": w.stride(0), "alpha": 1.0, "stride_ab": 0,
-              "stride_bb": 0, "stride_ob": 0}
+    ws_row = _pixel_row(problem) if transposed(cfg) else cols_rows
+    values = {"M": m, "N": n, "K": k, "NB": problem.n, "P": copied, "R": row_elements(problem), "WS_ROW": ws_row,
+              "W_ROWS": problem.k, "COLS": math.prod(problem.filter) * problem.c, "sw_k": w.stride(0), "alpha": 1.0,
+              "stride_ab": 0, "stride_bb": 0, "stride_ob": 0}
     if problem.direction == "fwd":
         return {**values, "stride_ar": cols_rows, "stride_ac": 1, "stride_br": 1, "stride_bc": w_rows,
                 "stride_or": y_rows, "stride_oc": 1, "stride_biasb": 0}
+    if transposed(cfg):   # dcolsT (taps*C x P) = w^T (column-major, rows of R) @ dy^T (column-major)
+        return {**values, "stride_ar": 1, "stride_ac": w_rows, "stride_br": 1, "stride_bc": y_rows,
+                "stride_or": ws_row, "stride_oc": 1}
     if problem.direction == "bwd_data":
         return {**values, "stride_ar": y_rows, "stride_ac": 1, "stride_br": w_rows, "stride_bc": 1,
                 "stride_or": cols_rows, "stride_oc": 1}

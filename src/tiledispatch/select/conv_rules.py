@@ -99,5 +99,5 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
         body += WORKSPACE_PASSES * 4 * written * splits / (arch.hbm_gbps * 1e3)
         body += LAUNCH_US
     if cfg.kloop == "im2col":   # the 16-bit cols workspace, written and read back, and the copy's launch
-        body += WORKSPACE_PASSES * 2 * conv_im2col.workspace_elements(problem) / (arch.hbm_gbps * 1e3) + LAUNCH_US
+        body += WORKSPACE_PASSES * 2 * conv_im2col.workspace_elements(problem, cfg) / (arch.hbm_gbps * 1e3) + LAUNCH_US
     return LAUNCH_US + body

@@ -54,7 +54,8 @@ ENTRIES = [{'fn': 'gemm_tma_kernel',
   'params': [{'name': 'x_ptr', 'ty': '*bf16', 'value': None, 'divisible16': True},
              {'name': 'out_ptr', 'ty': '*bf16', 'value': None, 'divisible16': True},
              {'name': 'C', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'R', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'NB', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'WS_ROW', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'P', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'in_h', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'in_w', 'ty': 'i32', 'value': None, 'divisible16': False},
@@ -147,7 +148,8 @@ def conv_col2im_kernel(
     x_ptr,
     out_ptr,
     C,
-    R,
+    NB,
+    WS_ROW,
     P,
     in_h,
     in_w,
@@ -196,7 +198,7 @@ def conv_col2im_kernel(
         o_w = e_w // str_w
         ok = ok & (e_w >= 0) & (e_w == o_w * str_w) & (o_w < out_w)
         o = o * out_w + o_w
-        src = tl.multiple_of(o.to(tl.int64) * R + tap * C, 16)
+        src = tl.multiple_of(o.to(tl.int64) * WS_ROW + tap * C, 16)
         v = tl.load(out_ptr + src[:, None] + rc[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)
         acc += v.to(tl.float32)
     dst = tl.multiple_of(n.to(tl.int64) * sx_n + i_h.to(tl.int64) * sx_h + i_w.to(tl.int64) * sx_w, 8)

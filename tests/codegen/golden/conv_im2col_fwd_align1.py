@@ -38,7 +38,8 @@ ENTRIES = [{'fn': 'conv_im2col_wpack_kernel',
   'params': [{'name': 'x_ptr', 'ty': '*bf16', 'value': None, 'divisible16': False},
              {'name': 'a_ptr', 'ty': '*bf16', 'value': None, 'divisible16': True},
              {'name': 'C', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'R', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'NB', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'WS_ROW', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'P', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'in_h', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'in_w', 'ty': 'i32', 'value': None, 'divisible16': False},
@@ -55,8 +56,8 @@ ENTRIES = [{'fn': 'conv_im2col_wpack_kernel',
              {'name': 'sx_n', 'ty': 'i64', 'value': None, 'divisible16': False},
              {'name': 'sx_h', 'ty': 'i64', 'value': None, 'divisible16': False},
              {'name': 'sx_w', 'ty': 'i64', 'value': None, 'divisible16': False},
-             {'name': 'BLOCK_P', 'ty': 'constexpr', 'value': 128, 'divisible16': False},
-             {'name': 'BLOCK_C', 'ty': 'constexpr', 'value': 4, 'divisible16': False}]},
+             {'name': 'BLOCK_P', 'ty': 'constexpr', 'value': 32, 'divisible16': False},
+             {'name': 'BLOCK_J', 'ty': 'constexpr', 'value': 64, 'divisible16': False}]},
  {'fn': 'gemm_tma_kernel',
   'num_warps': 4,
   'num_stages': 4,
@@ -107,7 +108,8 @@ def conv_im2col_kernel(
     x_ptr,
     a_ptr,
     C,
-    R,
+    NB,
+    WS_ROW,
     P,
     in_h,
     in_w,
@@ -125,32 +127,30 @@ def conv_im2col_kernel(
     sx_h,
     sx_w,
     BLOCK_P: tl.constexpr,
-    BLOCK_C: tl.constexpr,
+    BLOCK_J: tl.constexpr,
 ):
-    c_tiles = (C + BLOCK_C - 1) // BLOCK_C
-    per_block = flt_h * flt_w * c_tiles
-    tile = tl.program_id(0) % per_block
-    block = tl.program_id(0) // per_block
-    rc = (tile % c_tiles) * BLOCK_C + tl.arange(0, BLOCK_C)
-    c_ok = rc < C
-    p = block * BLOCK_P + tl.arange(0, BLOCK_P)
-    p_ok = p < P
-    tap = tile // c_tiles
+    cols = flt_h * flt_w * C
+    j_tiles = (cols + BLOCK_J - 1) // BLOCK_J
+    block = tl.program_id(0) // j_tiles
+    j = (tl.program_id(0) % j_tiles) * BLOCK_J + tl.arange(0, BLOCK_J)
+    j_ok = j < cols
+    tap = j // C
+    c = j % C
     f_w = tap % flt_w
     t_rest = tap // flt_w
     f_h = t_rest
+    p = block * BLOCK_P + tl.arange(0, BLOCK_P)
+    p_ok = p < P
     o_w = p % out_w
     q = p // out_w
     o_h = q % out_h
     q = q // out_h
     n = q
-    i_h = o_h * str_h - pad_h + f_h * dil_h
-    i_w = o_w * str_w - pad_w + f_w * dil_w
-    ok = p_ok & (i_h >= 0) & (i_h < in_h) & (i_w >= 0) & (i_w < in_w)
-    src = (n.to(tl.int64) * sx_n + i_h.to(tl.int64) * sx_h + i_w.to(tl.int64) * sx_w)
-    v = tl.load(x_ptr + src[:, None] + rc[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)
-    dst = (p.to(tl.int64) * R + tap * C)
-    tl.store(a_ptr + dst[:, None] + rc[None, :], v, mask=p_ok[:, None] & c_ok[None, :])
+    i_h = o_h[:, None] * str_h - pad_h + (f_h * dil_h)[None, :]
+    i_w = o_w[:, None] * str_w - pad_w + (f_w * dil_w)[None, :]
+    ok = p_ok[:, None] & j_ok[None, :] & (i_h >= 0) & (i_h < in_h) & (i_w >= 0) & (i_w < in_w)
+    v = tl.load(x_ptr + (n[:, None].to(tl.int64) * sx_n + i_h.to(tl.int64) * sx_h + i_w.to(tl.int64) * sx_w + c[None, :]), mask=ok, other=0.0)
+    tl.store(a_ptr + (p[:, None].to(tl.int64) * WS_ROW + j[None, :]), v, mask=p_ok[:, None] & j_ok[None, :])
 
 
 @triton.jit

@@ -28,7 +28,8 @@ ENTRIES = [{'fn': 'conv_im2col_kernel',
   'params': [{'name': 'x_ptr', 'ty': '*bf16', 'value': None, 'divisible16': True},
              {'name': 'b_ptr', 'ty': '*bf16', 'value': None, 'divisible16': True},
              {'name': 'C', 'ty': 'i32', 'value': None, 'divisible16': False},
-             {'name': 'R', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'NB', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'WS_ROW', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'P', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'in_h', 'ty': 'i32', 'value': None, 'divisible16': False},
              {'name': 'in_w', 'ty': 'i32', 'value': None, 'divisible16': False},
@@ -96,7 +97,8 @@ def conv_im2col_kernel(
     x_ptr,
     b_ptr,
     C,
-    R,
+    NB,
+    WS_ROW,
     P,
     in_h,
     in_w,
@@ -139,7 +141,7 @@ def conv_im2col_kernel(
     ok = p_ok & (i_h >= 0) & (i_h < in_h) & (i_w >= 0) & (i_w < in_w)
     src = tl.multiple_of(n.to(tl.int64) * sx_n + i_h.to(tl.int64) * sx_h + i_w.to(tl.int64) * sx_w, 8)
     v = tl.load(x_ptr + src[:, None] + rc[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)
-    dst = tl.multiple_of(p.to(tl.int64) * R + tap * C, 16)
+    dst = tl.multiple_of(p.to(tl.int64) * WS_ROW + tap * C, 16)
     tl.store(b_ptr + dst[:, None] + rc[None, :], v, mask=p_ok[:, None] & c_ok[None, :])
 
 
