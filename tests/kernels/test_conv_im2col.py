@@ -48,6 +48,9 @@ CASES = [
     ("fwd-2d-bias-silu", _cfg(2, direction="fwd", activation="silu", bias=True),
      _problem(1, 80, 16, (6, 5), (3, 3), "fwd", padding=1, bias=True, activation="silu"),
      "the fused bias + activation epilogue; C=80 (a partial 64-channel copy tile); 30 pixels"),
+    ("fwd-2d-split2-bias", _cfg(2, split=2, direction="fwd", activation="relu", bias=True),
+     _problem(2, 32, 48, (5, 6), (3, 3), "fwd", padding=1, bias=True, activation="relu"),
+     "the GEMM's reduction (288 columns) in 2 splits: the split reduce runs the bias + relu epilogue"),
     ("fwd-1d-dil2", _cfg(1, direction="fwd"), _problem(3, 16, 16, (13,), (3,), "fwd", dilation=2, padding=2),
      "dilation 2 in 1-D"),
     ("fwd-3d", _cfg(3, direction="fwd"), _problem(1, 16, 32, (3, 4, 5), (3, 1, 3), "fwd", stride=(1, 2, 1),
@@ -68,6 +71,12 @@ CASES = [
     ("dgrad-1d-s3", _cfg(1, direction="bwd_data"), _problem(3, 16, 16, (14,), (5,), "bwd_data", stride=3,
                                                             padding=((1, 3),)),
      "1-D stride 3 under a 5-tap filter with padding (1, 3): one or two taps per dx pixel by its residue"),
+    ("dgrad-2d-split2", _cfg(2, split=2, direction="bwd_data"),
+     _problem(1, 16, 64, (6, 7), (3, 3), "bwd_data", stride=2, padding=1),
+     "dcols' reduction over 64 output channels in 2 splits, then the stride-2 gather"),
+    ("dgrad-a1-split2", _cfg(2, split=2, direction="bwd_data", align=1),
+     _problem(2, 3, 32, (9, 11), (5, 5), "bwd_data", stride=2, padding=2),
+     "align 1 transposed dcols from a 2-split GEMM (the reduce writes rows of the padded pixel stride)"),
     ("dgrad-2d-1x1-writes-dx", _cfg(2, direction="bwd_data"), _problem(2, 32, 16, (5, 7), (1, 1), "bwd_data"),
      "1x1 at stride 1: the GEMM writes dx's pixel rows (no workspace, no gather)"),
     ("dgrad-2d-1x1-s2", _cfg(2, direction="bwd_data"),
@@ -143,8 +152,8 @@ def test_one_by_one_reads_x_without_a_copy():
 def test_validity_names_the_field():
     arch = td.get_arch("sm_90")
     base = _cfg(2)
-    assert "split_k" in dict(conv_config_errors(dataclasses.replace(base, direction="fwd", split_k=2), arch))
-    assert "split_k" in dict(conv_config_errors(dataclasses.replace(base, direction="bwd_data", split_k=2), arch))
+    assert "split_k" in dict(conv_config_errors(dataclasses.replace(base, direction="fwd", split_k=3), arch))
+    assert not conv_config_errors(dataclasses.replace(base, direction="bwd_data", split_k=4), arch)
     assert "dtype" in dict(conv_config_errors(dataclasses.replace(base, dtype="fp32"), arch))
     assert "align" in dict(conv_config_errors(dataclasses.replace(base, align=1), arch))   # bwd_weight: 8 only
     assert not conv_config_errors(dataclasses.replace(base, direction="bwd_data", align=1), arch)

@@ -50,9 +50,10 @@ def _common_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
     if cfg.direction != "fwd" and (cfg.bias or cfg.activation != "none"):
         errors.append(("bias" if cfg.bias else "activation",
                        f"the fused epilogue exists for direction 'fwd' only, not {cfg.direction!r}"))
-    if cfg.direction != "bwd_weight" and cfg.family != "igemm" and cfg.split_k not in (0, 1):
-        errors.append(("split_k", f"split_k splits the reduction of igemm and of bwd_weight; family {cfg.family!r} "
-                                  f"in direction {cfg.direction!r} needs 0"))
+    splits_gemm = cfg.family == "igemm" or cfg.kloop == "im2col"
+    if cfg.direction != "bwd_weight" and not splits_gemm and cfg.split_k not in (0, 1):
+        errors.append(("split_k", f"split_k splits the reduction of igemm, im2col and of bwd_weight; family "
+                                  f"{cfg.family!r} in direction {cfg.direction!r} needs 0"))
 
 
 def _align_errors(cfg: ConvConfig, errors: list[tuple[str, str]]) -> None:
@@ -213,9 +214,6 @@ def _im2col_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
 
     if cfg.direction not in DIRECTIONS:
         errors.append(("direction", f"kloop 'im2col' computes {', '.join(DIRECTIONS)}, not {cfg.direction!r}"))
-    elif cfg.direction != "bwd_weight" and cfg.split_k != 1:
-        errors.append(("split_k", f"kloop 'im2col' {cfg.direction} runs its GEMM unsplit (split_k=1), got "
-                                  f"{cfg.split_k}"))
     if cfg.dtype not in ("bf16", "fp16"):
         errors.append(("dtype", f"kloop 'im2col' runs a 16-bit GEMM; dtype {cfg.dtype!r} is not one"))
     if cfg.groups_per_program != 1:
@@ -228,8 +226,8 @@ def _im2col_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
                                 f"got {cfg.align}"))
     splits = tuple(s for s in (1, *GEMM_SPLIT_K) if s in SPLIT_K)
     if cfg.split_k not in splits:
-        errors.append(("split_k", f"kloop 'im2col' splits the GEMM's pixel reduction a fixed number of times, one "
-                                  f"of {splits}; got {cfg.split_k}"))
+        errors.append(("split_k", f"kloop 'im2col' splits the GEMM's reduction a fixed number of times (the split "
+                                  f"reduce runs the epilogue), one of {splits}; got {cfg.split_k}"))
     if not errors and cfg.dtype in DTYPES and cfg.out_dtype in DTYPES:
         errors.extend((field, f"as GEMM: {reason}") for field, reason in gemm_config_errors(gemm_config(cfg), arch))
 
@@ -462,6 +460,10 @@ def _im2col_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     if problem.k % 8:
         return (f"k: kloop 'im2col' runs a tensor-copy GEMM over the output channels as 16-byte rows; K must be a "
                 f"multiple of 8, got {problem.k}")
+    image = _volume(problem.spatial) * problem.c
+    if cfg.align != 8 and image > INT32_LIMIT:
+        return (f"spatial: kloop 'im2col' at align 1 offsets within one image in int32; an image of "
+                f"{problem.spatial} x {problem.c} channels has {image} elements")
     if cfg.align != 8 and reads_x(problem):
         return ("filter: a 1x1 convolution at stride 1 without padding needs no im2col; kloop 'im2col' runs it at "
                 "align 8 only (its GEMM reads or writes x's pixel rows)")

@@ -154,6 +154,16 @@ def fast_divmod_lines(quotient: str, remainder: str, index: str, divisor: str, m
             f"{indent}{remainder} = {index} - {quotient} * {divisor}\n")
 
 
+def fast_split_index(index: str, sizes: list[str], magics: list[str], names: list[str], indent: str) -> str:
+    """split_index through fast divisors: names[-1] = index % sizes[-1] ... innermost first, each division by
+    sizes[i] through the multiplier and shift named magics[i] (names[0] takes the rest; magics[0] unused)."""
+    src, rest = "", index
+    for i in range(len(names) - 1, 0, -1):
+        src += fast_divmod_lines(f"{names[i]}_q", names[i], rest, sizes[i], magics[i], indent)
+        rest = f"{names[i]}_q"
+    return src + f"{indent}{names[0]} = {rest}\n"
+
+
 def fast_divisor_params(names: tuple[str, ...]) -> list[Param]:
     """The multiplier (u32) and shift (i32) parameters of each named divisor."""
     return [p for n in names for p in (Param(f"dm_{n}", "u32"), Param(f"ds_{n}", "i32"))]

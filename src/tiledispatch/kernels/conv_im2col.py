@@ -40,6 +40,9 @@ from tiledispatch.dtypes import DTYPES
 from tiledispatch.errors import BadInput
 from tiledispatch.kernels.conv_common import (
     dims,
+    fast_divisor_params,
+    fast_divisor_scalars,
+    fast_split_index,
     multiple_hints,
     phase_rows,
     split_index,
@@ -55,9 +58,9 @@ GATHER_FN = "conv_col2im_kernel"
 WPACK_FN = "conv_im2col_wpack_kernel"
 WPACK_BLOCK = 1024
 # Program tiles (constexpr name, value) of the copy and the gather by align: 64 pixels x a 64-channel run of one
-# tap at align 8; align 1 copies 32 pixels x 64 flattened (tap, channel) columns (whole rows of a few-channel
+# tap at align 8; align 1 copies 64 pixels x 64 flattened (tap, channel) columns (whole rows of a few-channel
 # cols) and gathers 512 dx pixels of one channel (from the transposed dcols, coalesced along the pixels)
-TILES = {8: (("BLOCK_P", 64), ("BLOCK_C", 64)), 1: (("BLOCK_P", 32), ("BLOCK_J", 64))}
+TILES = {8: (("BLOCK_P", 64), ("BLOCK_C", 64)), 1: (("BLOCK_P", 64), ("BLOCK_J", 64))}
 GATHER_TILES = {8: TILES[8], 1: (("BLOCK_P", 512),)}
 IM2COL_WARPS = 4
 IM2COL_MAX_ELEMENTS = 2**28  # workspace bound: 512 MiB of 16-bit elements
@@ -113,7 +116,15 @@ def _copy_params(cfg: ConvConfig) -> list[Param]:
            Param("C", "i32"), Param("NB", "i32"), Param("WS_ROW", "i32"), Param("P", "i32")]
     out += [Param(f"{field}_{s}", "i32") for field in ("in", "out", "flt", "str", "pad", "dil") for s in dims(cfg)]
     out += [Param("sx_n", "i64")] + [Param(f"sx_{s}", "i64") for s in dims(cfg)]
+    if cfg.align != 8 and cfg.direction != "bwd_data":   # the flat copy's fast divisors
+        out += fast_divisor_params(_flat_divisors(cfg))
     return out + [Param(name, "constexpr", value) for name, value in _tiles(cfg)]
+
+
+def _flat_divisors(cfg: ConvConfig) -> tuple[str, ...]:
+    """Names of the flat copy's fast divisors: C, the inner filter dims, the inner output dims."""
+    ds = dims(cfg)
+    return ("c", *(f"f{s}" for s in ds[1:]), *(f"o{s}" for s in ds))
 
 
 def _wpack_entry(cfg: ConvConfig) -> EntrySpec:
@@ -215,25 +226,32 @@ def _reach(cfg: ConvConfig) -> list[str]:
 
 def _im2col_flat_source(cfg: ConvConfig) -> str:
     """align 1: a program copies BLOCK_P pixels x BLOCK_J consecutive columns j = tap*C + c of cols (whole
-    rows when the channels are few: coalesced stores, and loads along a filter row's contiguous run of x)."""
+    rows when the channels are few: coalesced stores, and loads along a filter row's contiguous run of x). The
+    source offset splits into the image (int64, per pixel), the window's corner (per pixel) and the tap's
+    shift and channel (per column), the last two int32 within one image (conv_problem_mismatch bounds its
+    elements), so an element costs an add, an unsigned compare per dim and its address; the column and pixel
+    index splits divide through fast divisors (launch scalars dm_/ds_: c, f<s>, o<s>)."""
     ds = dims(cfg)
     taps = " * ".join(f"flt_{s}" for s in ds)
-    inside = " & ".join(f"(i_{s} >= 0) & (i_{s} < in_{s})" for s in ds)
-    src_off = " + ".join(["n[:, None].to(tl.int64) * sx_n"] + [f"i_{s}.to(tl.int64) * sx_{s}" for s in ds]
-                         + ["c[None, :]"])
+    inside = " & ".join(f"((c_{s}[:, None] + d_{s}[None, :]).to(tl.uint32) < in_{s}.to(tl.uint32))" for s in ds)
+    corner = " + ".join(f"c_{s} * sx_{s}.to(tl.int32)" for s in ds)
+    shift = " + ".join([f"d_{s} * sx_{s}.to(tl.int32)" for s in ds] + ["c"])
     return (header(_copy_entry(cfg))
             + indented(f"cols = {taps} * C", "j_tiles = (cols + BLOCK_J - 1) // BLOCK_J",
                        "block = tl.program_id(0) // j_tiles",
-                       "j = (tl.program_id(0) % j_tiles) * BLOCK_J + tl.arange(0, BLOCK_J)", "j_ok = j < cols",
-                       "tap = j // C", "c = j % C")
-            + tap_coords(cfg, "tap", "    ")
-            + indented("p = block * BLOCK_P + tl.arange(0, BLOCK_P)", "p_ok = p < P")
-            + split_index("q", "p", ["N"] + [f"out_{s}" for s in ds], ["n"] + [f"o_{s}" for s in ds], "    ")
-            + indented(*(f"i_{s} = o_{s}[:, None] * str_{s} - pad_{s} + (f_{s} * dil_{s})[None, :]" for s in ds),
+                       "j = (tl.program_id(0) % j_tiles) * BLOCK_J + tl.arange(0, BLOCK_J)", "j_ok = j < cols")
+            + fast_split_index("j", ["", "C"], ["", "c"], ["tap", "c"], "    ")
+            + fast_split_index("tap", [f"flt_{s}" for s in ds], [f"f{s}" for s in ds], [f"f_{s}" for s in ds], "    ")
+            + indented(*(f"d_{s} = f_{s} * dil_{s}" for s in ds), f"shift = {shift}",
+                       "p = block * BLOCK_P + tl.arange(0, BLOCK_P)", "p_ok = p < P")
+            + fast_split_index("p", ["N"] + [f"out_{s}" for s in ds], [""] + [f"o{s}" for s in ds],
+                               ["n"] + [f"o_{s}" for s in ds], "    ")
+            + indented(*(f"c_{s} = o_{s} * str_{s} - pad_{s}" for s in ds),
+                       "image = x_ptr + n.to(tl.int64) * sx_n", f"corner = {corner}",
                        f"ok = p_ok[:, None] & j_ok[None, :] & {inside}",
-                       f"v = tl.load(x_ptr + ({src_off}), mask=ok, other=0.0)",
-                       f"tl.store({_cols(cfg)} + (p[:, None].to(tl.int64) * WS_ROW + j[None, :]), v, "
-                       "mask=p_ok[:, None] & j_ok[None, :])"))
+                       "v = tl.load(image[:, None] + (corner[:, None] + shift[None, :]), mask=ok, other=0.0)",
+                       f"row = {_cols(cfg)} + p.to(tl.int64) * WS_ROW",
+                       "tl.store(row[:, None] + j[None, :], v, mask=p_ok[:, None] & j_ok[None, :])"))
 
 
 def _col2im_transposed_source(cfg: ConvConfig) -> str:
@@ -338,11 +356,17 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
         copy = (0, 1, 1)
     grids = (*gemm.grids, copy) if problem.direction == "bwd_data" else (copy, *gemm.grids)
     workspaces = () if reads_x(problem) else ((_cols(cfg), workspace_elements(problem, cfg), cfg.dtype),)
+    scalars = gemm.scalars
+    if cfg.align != 8 and problem.direction != "bwd_data":
+        ds = dims(cfg)
+        sizes_of = {"c": problem.c, **{f"f{s}": f for s, f in zip(ds, problem.filter)},
+                    **{f"o{s}": o for s, o in zip(ds, problem.output)}}
+        scalars = (*scalars, *fast_divisor_scalars({name: sizes_of[name] for name in _flat_divisors(cfg)}))
     if cfg.align != 8:   # the weight in 16-byte rows, written first
         packed = problem.k * row_elements(problem)
         grids = ((-(-problem.k * math.prod(problem.filter) * problem.c // WPACK_BLOCK), 1, 1), *grids)
         workspaces += ((packed_weight(cfg), packed, cfg.dtype),)
-    return LaunchPlan(grids, scalars=gemm.scalars, workspaces=(*workspaces, *gemm.workspaces))
+    return LaunchPlan(grids, scalars=scalars, workspaces=(*workspaces, *gemm.workspaces))
 
 
 def slots(cfg: ConvConfig) -> dict[str, int]:
@@ -406,9 +430,11 @@ def _check_weight_rows(w: Any, problem: ConvProblem, unit: int) -> None:
 
 # (block_m, block_n, block_k, warps, stages, split_k) per (direction, align): bwd_weight wide tiles for many
 # columns (taps x C) and split reductions for few tiles; fwd / bwd_data the large-tile GEMM shapes (many pixels,
-# K <= 512 output channels, 576-4608 columns for bwd_data); align 1 narrow tiles for few channels (a 3-channel
+# K <= 512 output channels, 576-4608 columns for bwd_data; split reductions where few pixels leave most SMs
+# without a tile: ResNet layer4's 3x3 at 7x7 pixels); align 1 narrow tiles for few channels (a 3-channel
 # 7x7 stem: 147 columns, 64 output channels)
-_FWD_TILES = ((128, 128, 64, 8, 4, 1), (128, 256, 64, 8, 3, 1), (128, 64, 64, 4, 4, 1), (64, 128, 64, 4, 4, 1))
+_FWD_TILES = ((128, 128, 64, 8, 4, 1), (128, 256, 64, 8, 3, 1), (128, 64, 64, 4, 4, 1), (64, 128, 64, 4, 4, 1),
+              (128, 128, 64, 8, 3, 4), (64, 128, 64, 4, 4, 4), (128, 64, 64, 4, 4, 2))
 _NARROW_TILES = ((128, 64, 64, 4, 4, 1), (128, 128, 64, 8, 4, 1), (64, 64, 64, 4, 4, 1))
 _CANDIDATES = {
     ("bwd_weight", 8): ((128, 128, 64, 8, 3, 1), (128, 256, 64, 8, 3, 1), (128, 128, 64, 8, 3, 2),

@@ -56,7 +56,15 @@ ENTRIES = [{'fn': 'conv_im2col_wpack_kernel',
              {'name': 'sx_n', 'ty': 'i64', 'value': None, 'divisible16': False},
              {'name': 'sx_h', 'ty': 'i64', 'value': None, 'divisible16': False},
              {'name': 'sx_w', 'ty': 'i64', 'value': None, 'divisible16': False},
-             {'name': 'BLOCK_P', 'ty': 'constexpr', 'value': 32, 'divisible16': False},
+             {'name': 'dm_c', 'ty': 'u32', 'value': None, 'divisible16': False},
+             {'name': 'ds_c', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'dm_fw', 'ty': 'u32', 'value': None, 'divisible16': False},
+             {'name': 'ds_fw', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'dm_oh', 'ty': 'u32', 'value': None, 'divisible16': False},
+             {'name': 'ds_oh', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'dm_ow', 'ty': 'u32', 'value': None, 'divisible16': False},
+             {'name': 'ds_ow', 'ty': 'i32', 'value': None, 'divisible16': False},
+             {'name': 'BLOCK_P', 'ty': 'constexpr', 'value': 64, 'divisible16': False},
              {'name': 'BLOCK_J', 'ty': 'constexpr', 'value': 64, 'divisible16': False}]},
  {'fn': 'gemm_tma_kernel',
   'num_warps': 4,
@@ -126,6 +134,14 @@ def conv_im2col_kernel(
     sx_n,
     sx_h,
     sx_w,
+    dm_c,
+    ds_c,
+    dm_fw,
+    ds_fw,
+    dm_oh,
+    ds_oh,
+    dm_ow,
+    ds_ow,
     BLOCK_P: tl.constexpr,
     BLOCK_J: tl.constexpr,
 ):
@@ -134,23 +150,30 @@ def conv_im2col_kernel(
     block = tl.program_id(0) // j_tiles
     j = (tl.program_id(0) % j_tiles) * BLOCK_J + tl.arange(0, BLOCK_J)
     j_ok = j < cols
-    tap = j // C
-    c = j % C
-    f_w = tap % flt_w
-    t_rest = tap // flt_w
-    f_h = t_rest
+    c_q = tl.where(dm_c == 0, j, (tl.umulhi(j.to(tl.uint32), dm_c.to(tl.uint32)) >> ds_c).to(tl.int32))
+    c = j - c_q * C
+    tap = c_q
+    f_w_q = tl.where(dm_fw == 0, tap, (tl.umulhi(tap.to(tl.uint32), dm_fw.to(tl.uint32)) >> ds_fw).to(tl.int32))
+    f_w = tap - f_w_q * flt_w
+    f_h = f_w_q
+    d_h = f_h * dil_h
+    d_w = f_w * dil_w
+    shift = d_h * sx_h.to(tl.int32) + d_w * sx_w.to(tl.int32) + c
     p = block * BLOCK_P + tl.arange(0, BLOCK_P)
     p_ok = p < P
-    o_w = p % out_w
-    q = p // out_w
-    o_h = q % out_h
-    q = q // out_h
-    n = q
-    i_h = o_h[:, None] * str_h - pad_h + (f_h * dil_h)[None, :]
-    i_w = o_w[:, None] * str_w - pad_w + (f_w * dil_w)[None, :]
-    ok = p_ok[:, None] & j_ok[None, :] & (i_h >= 0) & (i_h < in_h) & (i_w >= 0) & (i_w < in_w)
-    v = tl.load(x_ptr + (n[:, None].to(tl.int64) * sx_n + i_h.to(tl.int64) * sx_h + i_w.to(tl.int64) * sx_w + c[None, :]), mask=ok, other=0.0)
-    tl.store(a_ptr + (p[:, None].to(tl.int64) * WS_ROW + j[None, :]), v, mask=p_ok[:, None] & j_ok[None, :])
+    o_w_q = tl.where(dm_ow == 0, p, (tl.umulhi(p.to(tl.uint32), dm_ow.to(tl.uint32)) >> ds_ow).to(tl.int32))
+    o_w = p - o_w_q * out_w
+    o_h_q = tl.where(dm_oh == 0, o_w_q, (tl.umulhi(o_w_q.to(tl.uint32), dm_oh.to(tl.uint32)) >> ds_oh).to(tl.int32))
+    o_h = o_w_q - o_h_q * out_h
+    n = o_h_q
+    c_h = o_h * str_h - pad_h
+    c_w = o_w * str_w - pad_w
+    image = x_ptr + n.to(tl.int64) * sx_n
+    corner = c_h * sx_h.to(tl.int32) + c_w * sx_w.to(tl.int32)
+    ok = p_ok[:, None] & j_ok[None, :] & ((c_h[:, None] + d_h[None, :]).to(tl.uint32) < in_h.to(tl.uint32)) & ((c_w[:, None] + d_w[None, :]).to(tl.uint32) < in_w.to(tl.uint32))
+    v = tl.load(image[:, None] + (corner[:, None] + shift[None, :]), mask=ok, other=0.0)
+    row = a_ptr + p.to(tl.int64) * WS_ROW
+    tl.store(row[:, None] + j[None, :], v, mask=p_ok[:, None] & j_ok[None, :])
 
 
 @triton.jit
