@@ -92,6 +92,12 @@ CASES = [
     ("fwd-a1-c5-bias", _cfg(2, direction="fwd", align=1, activation="relu", bias=True),
      _problem(1, 5, 8, (6, 9), (3, 3), "fwd", padding=1, bias=True, activation="relu"),
      "C=5: 45 columns in rows of 48 (a 4-channel run and a 1-channel tail per tap), bias + relu"),
+    ("wgrad-a1-stem", _cfg(2, split=4, align=1),
+     _problem(2, 3, 16, (11, 13), (7, 7), stride=2, padding=3),
+     "the stem's weight gradient: dw's rows of 147 elements written by the reduce of 4 splits over 84 pixels"),
+    ("wgrad-a1-3d-c5", _cfg(3, split=2, align=1),
+     _problem(1, 5, 8, (3, 5, 4), (3, 3, 3), stride=(1, 2, 1), padding=1),
+     "3-D, C=5 (135 columns in rows of 136), 2 splits"),
     ("dgrad-a1-dil2", _cfg(2, direction="bwd_data", align=1),
      _problem(2, 5, 8, (7, 9), (3, 3), "bwd_data", dilation=2, padding=((2, 1), (1, 2))),
      "align 1 at stride 1 (one phase, every tap in it) with dilation 2 and one-sided padding; C=5"),
@@ -155,7 +161,10 @@ def test_validity_names_the_field():
     assert "split_k" in dict(conv_config_errors(dataclasses.replace(base, direction="fwd", split_k=3), arch))
     assert not conv_config_errors(dataclasses.replace(base, direction="bwd_data", split_k=4), arch)
     assert "dtype" in dict(conv_config_errors(dataclasses.replace(base, dtype="fp32"), arch))
-    assert "align" in dict(conv_config_errors(dataclasses.replace(base, align=1), arch))   # bwd_weight: 8 only
+    assert "align" in dict(conv_config_errors(dataclasses.replace(base, align=4), arch))
+    # bwd_weight at align 1 writes dw's unaligned rows through the split reduce only
+    assert "split_k" in dict(conv_config_errors(dataclasses.replace(base, align=1), arch))
+    assert not conv_config_errors(dataclasses.replace(base, align=1, split_k=2), arch)
     assert not conv_config_errors(dataclasses.replace(base, direction="bwd_data", align=1), arch)
     assert "split_k" in dict(conv_config_errors(dataclasses.replace(base, split_k=0), arch))
     assert "kloop" in dict(conv_config_errors(dataclasses.replace(base, family="igemm"), arch))

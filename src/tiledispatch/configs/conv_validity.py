@@ -219,11 +219,12 @@ def _im2col_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
     if cfg.groups_per_program != 1:
         errors.append(("groups_per_program", f"kloop 'im2col' needs groups_per_program=1, got "
                                              f"{cfg.groups_per_program}"))
-    aligns = (8,) if cfg.direction == "bwd_weight" else (1, 8)
-    if cfg.align not in aligns:
-        errors.append(("align", f"kloop 'im2col' {cfg.direction} takes align {' or '.join(map(str, aligns))} (8: "
-                                f"a tensor-copy GEMM over 16-byte rows, 1: a pointer GEMM for any channel count); "
-                                f"got {cfg.align}"))
+    if cfg.align not in (1, 8):
+        errors.append(("align", f"kloop 'im2col' takes align 8 (channel totals multiples of 16) or 1 (any input "
+                                f"channel count, in workspace rows padded to 16 bytes); got {cfg.align}"))
+    elif cfg.align == 1 and cfg.direction == "bwd_weight" and cfg.split_k < 2:
+        errors.append(("split_k", "kloop 'im2col' bwd_weight at align 1 writes dw (rows of taps x C elements, not "
+                                  f"16-byte aligned) through its split reduce: split_k must be >= 2, got {cfg.split_k}"))
     splits = tuple(s for s in (1, *GEMM_SPLIT_K) if s in SPLIT_K)
     if cfg.split_k not in splits:
         errors.append(("split_k", f"kloop 'im2col' splits the GEMM's reduction a fixed number of times (the split "

@@ -21,11 +21,12 @@ is writing and re-reading P x taps x C elements (`IM2COL_MAX_ELEMENTS` bounds th
 convolutions at stride 1 without padding, whose GEMM reads x (fwd, bwd_weight) or writes dx (bwd_data) itself
 (the copy / gather is not launched).
 
-align 8: channel totals multiples of 16, so a row of taps x C columns is a run of 16-byte units. align 1 (fwd
-and bwd_data; any input channel count, e.g. a 3-channel RGB stem; output channels a multiple of 8): the
-workspace rows are padded to `row_elements` (a multiple of 8) and `conv_im2col_wpack_kernel` first copies the
-weight into rows of that stride, so the GEMM's tensor copies see 16-byte rows; the GEMM's reduction (fwd) or
-column count (bwd_data) stays taps x C, the copies read zeros past it and the padding is never written or read.
+align 8: channel totals multiples of 16, so a row of taps x C columns is a run of 16-byte units. align 1 (any
+input channel count, e.g. a 3-channel RGB stem; output channels a multiple of 8): the workspace rows are padded
+to `row_elements` (a multiple of 8) and, fwd / bwd_data, `conv_im2col_wpack_kernel` first copies the weight into
+rows of that stride, so the GEMM's tensor copies see 16-byte rows; the GEMM's reduction (fwd) or column count
+(bwd_data, bwd_weight) stays taps x C, the copies read zeros past it and the padding is never written or read.
+bwd_weight at align 1 always splits its reduction: the split reduce writes dw's rows of taps x C elements.
 The copy and gather move 64-channel runs at align 8, 4-channel runs at align 1. The GEMM is `tma_persistent`
 with the config's tile, warps, stages and split_k.
 """
@@ -82,6 +83,12 @@ def transposed(cfg: ConvConfig) -> bool:
     """bwd_data at align 1 keeps dcols transposed (taps*C rows of output pixels): the gather of a channel then
     reads consecutive pixels (a few-channel row layout would scatter it over 2-byte elements)."""
     return cfg.direction == "bwd_data" and cfg.align != 8
+
+
+def packs_weight(cfg: ConvConfig) -> bool:
+    """align 1 fwd / bwd_data read the weight through a repack into 16-byte rows (bwd_weight writes dw through
+    its split reduce's pointer stores, which take any row stride)."""
+    return cfg.align != 8 and cfg.direction != "bwd_weight"
 
 
 def gemm_config(cfg: ConvConfig) -> GemmConfig:
@@ -149,7 +156,7 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
     gather."""
     gemm = _gemm_module(cfg).entries(gemm_config(cfg))
     copy = EntrySpec(GATHER_FN if cfg.direction == "bwd_data" else FN, tuple(_copy_params(cfg)), IM2COL_WARPS, 1)
-    pack = [_wpack_entry(cfg)] if cfg.align != 8 else []
+    pack = [_wpack_entry(cfg)] if packs_weight(cfg) else []
     return [*pack, *gemm, copy] if cfg.direction == "bwd_data" else [*pack, copy, *gemm]
 
 
@@ -296,7 +303,7 @@ def render(cfg: ConvConfig) -> str:
     else:
         parts = [_im2col_source(cfg) if aligned else _im2col_flat_source(cfg)]
     parts = [gemm, *parts] if cfg.direction == "bwd_data" else [*parts, gemm]
-    return "\n\n".join(([_wpack_source(cfg)] if cfg.align != 8 else []) + parts)
+    return "\n\n".join(([_wpack_source(cfg)] if packs_weight(cfg) else []) + parts)
 
 
 def pixels(problem: ConvProblem) -> int:
@@ -362,7 +369,7 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
         sizes_of = {"c": problem.c, **{f"f{s}": f for s, f in zip(ds, problem.filter)},
                     **{f"o{s}": o for s, o in zip(ds, problem.output)}}
         scalars = (*scalars, *fast_divisor_scalars({name: sizes_of[name] for name in _flat_divisors(cfg)}))
-    if cfg.align != 8:   # the weight in 16-byte rows, written first
+    if packs_weight(cfg):   # the weight in 16-byte rows, written first
         packed = problem.k * row_elements(problem)
         grids = ((-(-problem.k * math.prod(problem.filter) * problem.c // WPACK_BLOCK), 1, 1), *grids)
         workspaces += ((packed_weight(cfg), packed, cfg.dtype),)
@@ -382,7 +389,7 @@ def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any])
     _check_weight_rows(w, problem, 8 if cfg.align == 8 else 1)
     y_rows = _rows(tensors["y"], "output")
     cols_rows = _rows(tensors["x"], "input") if reads_x(problem) else row_elements(problem)
-    w_rows = w.stride(0) if cfg.align == 8 else row_elements(problem)
+    w_rows = row_elements(problem) if packs_weight(cfg) else w.stride(0)
     copied = problem.n * math.prod(problem.spatial) if problem.direction == "bwd_data" else pixels(problem)
     ws_row = _pixel_row(problem) if transposed(cfg) else cols_rows
     values = {"M": m, "N": n, "K": k, "NB": problem.n, "P": copied, "R": row_elements(problem), "WS_ROW": ws_row,
@@ -442,6 +449,8 @@ _CANDIDATES = {
                         (128, 256, 64, 8, 3, 2)),
     ("fwd", 8): _FWD_TILES, ("bwd_data", 8): _FWD_TILES,
     ("fwd", 1): _NARROW_TILES, ("bwd_data", 1): _NARROW_TILES,
+    # a few-channel weight gradient (the stem: 64 x 147 over 400K pixels): always split, the reduce writes dw
+    ("bwd_weight", 1): ((64, 128, 64, 4, 4, 32), (64, 64, 64, 4, 4, 32), (64, 128, 64, 4, 4, 64)),
 }
 
 
