@@ -9,7 +9,7 @@ from tiledispatch.configs.fields import config_from_dict, fill_dtype_defaults
 # igemm: implicit GEMM on tensor cores (several groups per program when channels per group are few);
 # direct: CUDA-core FMAs vectorized over channels (depthwise, very few channels per group);
 # gemm: 1x1 convolutions (stride 1, no padding, one group) as a GEMM over the pixels (every direction), and
-#       weight gradients of one group as im2col + GEMM (kloop "im2col");
+#       any convolution of one group through a column workspace and a GEMM (kloop "im2col");
 # tma: implicit GEMM of stride-1 fwd / bwd_data whose operand tiles are tensor-copy boxes (zero-filled padding).
 CONV_FAMILIES = ("igemm", "direct", "gemm", "tma")
 # How the implicit GEMM walks its reduction: "tap" loops over filter taps, then channels of one tap in
@@ -18,7 +18,8 @@ CONV_FAMILIES = ("igemm", "direct", "gemm", "tma")
 # against the block-diagonal weight of the block_n / block_k groups of a channel tile. The direct family walks
 # taps ("tap": one activation tile per tap) or, depthwise, "roll"s down the rows (kernels/conv_roll.py: each
 # source row loaded once per filter column into three rolling accumulators). Family gemm runs 1x1 convolutions
-# ("tap") or, bwd_weight, any filter through an explicit "im2col" copy (kernels/conv_im2col.py).
+# ("tap") or any filter through an explicit column workspace, "im2col" (kernels/conv_im2col.py: the copy then
+# the GEMM for fwd / bwd_weight, the GEMM then a col2im gather for bwd_data).
 KLOOPS = ("tap", "flat", "diag", "roll", "im2col")
 
 
@@ -35,9 +36,11 @@ class ConvConfig:
     block_k: int = 32        # reduction chunk (direct: unused, 1)
     groups_per_program: int = 1
     num_warps: int = 4
-    num_stages: int = 2
+    num_stages: int = 2      # igemm / gemm: pipeline stages of the dot operands; direct: stages of the pipelined
+                             # loads of the main loop (1: a plain loop, kernels/conv_common.loop_range)
     split_k: int = 0         # igemm bwd_weight: reduction splits over pixels (0: chosen per problem at launch);
-                             # igemm fwd / bwd_data: >= 2 splits the reduction into at most split_k ranges
+                             # igemm fwd / bwd_data: >= 2 splits the reduction into at most split_k ranges;
+                             # gemm (1x1 bwd_weight, im2col): the GEMM's fixed split count
     kloop: str = "tap"
     align: int = 8
     activation: str = "none"
