@@ -183,6 +183,10 @@ def test_problem_mismatch_names_the_field():
         "filter:")   # a stride-1 1x1 needs no copy: align 8 only
     huge = _problem(64, 512, 64, (224, 224), (7, 7), padding=3)   # 3.2M pixels x 25088 columns
     assert conv_problem_mismatch(cfg, huge).startswith("spatial:")
+    # 4 fp32 partials of a 262144 x 1024 forward GEMM output: 2^30 elements (the cols workspace itself is small)
+    wide = _problem(64, 16, 1024, (128, 128), (1, 1), "fwd", stride=2)
+    assert conv_problem_mismatch(_cfg(2, split=4, direction="fwd"), wide).startswith("split_k:")
+    assert conv_problem_mismatch(_cfg(2, split=1, direction="fwd"), wide) is None
     # a stride-1 1x1 has no workspace (the GEMM reads x), so only the int32 pixel bound refuses 2^32 pixels, in
     # both directions (forward's GEMM reduces over channels, not pixels)
     for direction in conv_im2col.DIRECTIONS:

@@ -121,3 +121,18 @@ def test_wave_quantization_penalises_one_extra_wave():
     tiles = td.GemmProblem(cfg.block_m, cfg.block_n * 1, 4096, dtype="fp16")
     more = td.GemmProblem(cfg.block_m, cfg.block_n * 2, 4096, dtype="fp16")
     assert rules.estimate_us(cfg, more, one_sm) > rules.estimate_us(cfg, tiles, one_sm)
+
+
+def test_conv_rules_charge_the_split_partials_of_im2col():
+    """A forward im2col instance that splits its GEMM's reduction pays for the fp32 partials: on a layer with
+    many pixels (every SM already has tiles) its unsplit twin must rank first; on a 7x7 layer with few tiles the
+    split may win (not asserted: a ranking, not a law)."""
+    import dataclasses
+
+    from tiledispatch.select import conv_rules
+
+    cfg = td.ConvConfig(family="gemm", direction="fwd", dtype="bf16", block_m=64, block_n=128, block_k=64,
+                        num_warps=4, num_stages=4, split_k=1, kloop="im2col", align=8)
+    many_pixels = td.ConvProblem("fwd", 32, 64, 64, 1, (56, 56), (3, 3), padding=1, dtype="bf16")
+    split = dataclasses.replace(cfg, split_k=4)
+    assert conv_rules.estimate_us(cfg, many_pixels, H100) < conv_rules.estimate_us(split, many_pixels, H100)

@@ -449,7 +449,13 @@ def _im2col_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     """kloop 'im2col': one group, align 8 channel totals multiples of 16 (align 1: output channels multiples of 8,
     a filter that needs the copy), a workspace within IM2COL_MAX_ELEMENTS, pixel counts (dx's too) within
     int32."""
-    from tiledispatch.kernels.conv_im2col import IM2COL_MAX_ELEMENTS, pixels, reads_x, workspace_elements
+    from tiledispatch.kernels.conv_im2col import (
+        IM2COL_MAX_ELEMENTS,
+        pixels,
+        reads_x,
+        sizes,
+        workspace_elements,
+    )
 
     if problem.groups != 1:
         return f"groups: kloop 'im2col' computes one group, got groups={problem.groups}"
@@ -471,6 +477,10 @@ def _im2col_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     workspace = workspace_elements(problem, cfg)
     if workspace > IM2COL_MAX_ELEMENTS:
         return f"spatial: the im2col workspace would hold {workspace} elements, more than {IM2COL_MAX_ELEMENTS}"
+    m, n, _ = sizes(problem, cfg)
+    if cfg.split_k > 1 and cfg.split_k * m * n > IM2COL_MAX_ELEMENTS:
+        return (f"split_k: {cfg.split_k} fp32 partials of the {m} x {n} GEMM output would hold "
+                f"{cfg.split_k * m * n} elements, more than {IM2COL_MAX_ELEMENTS}")
     if pixels(problem) > INT32_LIMIT:
         return (f"spatial: N x output pixels ({pixels(problem)}) exceed the int32 pixel index of the im2col copy "
                 "and GEMM")

@@ -27,8 +27,9 @@ to `row_elements` (a multiple of 8) and, fwd / bwd_data, `conv_im2col_wpack_kern
 rows of that stride, so the GEMM's tensor copies see 16-byte rows; the GEMM's reduction (fwd) or column count
 (bwd_data, bwd_weight) stays taps x C, the copies read zeros past it and the padding is never written or read.
 bwd_weight at align 1 always splits its reduction: the split reduce writes dw's rows of taps x C elements.
-The copy and gather move 64-channel runs at align 8, 4-channel runs at align 1. The GEMM is `tma_persistent`
-with the config's tile, warps, stages and split_k.
+At align 1 the copy moves whole rows of flattened (tap, channel) columns and bwd_data keeps dcols transposed,
+gathered per stride phase along the pixels (see TILES). The GEMM is `tma_persistent` with the config's tile,
+warps, stages and split_k (split_k > 1: fp32 partials, an ordered reduce that runs the epilogue).
 """
 from __future__ import annotations
 

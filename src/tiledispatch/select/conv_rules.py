@@ -84,8 +84,8 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
     splits = 1
     if cfg.family == "igemm" and problem.direction != "bwd_weight":
         splits = conv_igemm.split_count(cfg, problem, arch.sm_count)
-    elif cfg.family == "gemm" and problem.direction == "bwd_weight":   # the split-K GEMM of a 1x1 wgrad
-        splits = cfg.split_k
+    elif cfg.family == "gemm" and (problem.direction == "bwd_weight" or cfg.kloop == "im2col"):
+        splits = max(cfg.split_k, 1)   # the split-K GEMM of a 1x1 wgrad or of an im2col convolution
     programs *= splits
     waves = programs / arch.sm_count
     quantization = math.ceil(waves) / waves if waves >= 1 else 1.0 / waves
@@ -94,8 +94,12 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
         body += WORKSPACE_PASSES * 4 * problem.tensor_elements()["weight"] * max(cfg.split_k, 1) / (
             arch.hbm_gbps * 1e3)
     if splits > 1:   # the fp32 partials of every split, written and read back, and the reduce launch
-        written = (problem.tensor_elements()["weight"] if problem.direction == "bwd_weight"
-                   else conv_igemm.written_elements(problem))
+        if problem.direction == "bwd_weight":
+            written = problem.tensor_elements()["weight"]
+        elif cfg.kloop == "im2col":   # the GEMM's own output: y, or bwd_data's dcols
+            written = math.prod(conv_im2col.sizes(problem, cfg)[:2])
+        else:
+            written = conv_igemm.written_elements(problem)
         body += WORKSPACE_PASSES * 4 * written * splits / (arch.hbm_gbps * 1e3)
         body += LAUNCH_US
     if cfg.kloop == "im2col":   # the 16-bit cols workspace, written and read back, and the copy's launch
