@@ -1,0 +1,88 @@
+"""Where the time of convolution instances goes, on the GPU: for named layers of the conv suites and one
+direction, cuDNN and each named instance (event time per call, no L2 flush: a comparison between instances,
+not the benchmark protocol), with the CUDA kernels of one call and their mean device time.
+
+    python tools/profile_conv.py --direction fwd --layers resnet50/layer4.1.conv2 --only NAME[,NAME] [--json PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+from profile_padding import event_us, kernels_of
+from profile_wgrad import _cudnn_us
+
+import tiledispatch as td
+from tiledispatch.configs.naming import parse_name
+from tiledispatch.problems.conv_suites import all_cases
+from tiledispatch.registry.conv_kernel import prepare
+from tiledispatch.runtime.conv_args import empty_channels_last, shapes
+from tiledispatch.runtime.conv_reference import make_conv_args
+
+_WRITTEN = {"fwd": "y", "bwd_data": "x", "bwd_weight": "w"}
+
+
+def _vendor_us(problem, args) -> float:
+    if problem.direction == "bwd_weight":
+        return _cudnn_us(problem, args)
+    conv = getattr(torch.nn.functional, f"conv{problem.ndim}d")
+    pad = [left for left, _ in problem.padding]
+    if problem.direction == "fwd":
+        return event_us(lambda: conv(args.x, args.w, None, problem.stride, pad, problem.dilation, problem.groups))
+    back = torch.ops.aten.convolution_backward
+    zeros = [0] * problem.ndim
+    return event_us(lambda: back(args.y, args.x, args.w, None, list(problem.stride), pad, list(problem.dilation),
+                                  False, zeros, problem.groups, [True, False, False]))
+
+
+def profile(case, direction: str, names: list[str]) -> dict:
+    problem = case.for_direction(direction)
+    args = make_conv_args(problem, torch.device("cuda"), seed=0)
+    written = _WRITTEN[direction]
+    setattr(args, written, empty_channels_last(shapes(problem)[written], torch.bfloat16, torch.device("cuda")))
+    if direction == "bwd_data":   # cuDNN's call reads x's shape
+        args.x.normal_()
+    problem = prepare(problem, args)
+    row = {"layer": f"{case.model}/{case.layer}", "direction": direction, "cudnn_us": _vendor_us(problem, args),
+           "instances": {}}
+    reg = td.Registry(td.detect())
+    for name in names:
+        reg.add(parse_name(name))
+    reg.build()
+    for kernel in reg.kernels:
+        if not kernel.is_supported(problem):
+            row["instances"][kernel.name] = {"error": kernel.is_supported(problem).reason}
+            continue
+        call = lambda k=kernel: k.launch(args, problem)
+        row["instances"][kernel.name] = {"us": event_us(call), "kernels": kernels_of(call)}
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--direction", required=True, choices=("fwd", "bwd_data", "bwd_weight"))
+    ap.add_argument("--layers", required=True, help="comma list of model/layer names of the conv suites")
+    ap.add_argument("--only", required=True, help="comma list of instance names (for the layers' ndim)")
+    ap.add_argument("--json", help="write the rows here")
+    opts = ap.parse_args()
+    cases = {f"{c.model}/{c.layer}": c for c in all_cases()}
+    rows = []
+    for name in opts.layers.split(","):
+        row = profile(cases[name], opts.direction, opts.only.split(","))
+        rows.append(row)
+        print(f"{name} {opts.direction}: cuDNN {row['cudnn_us']:.1f} us")
+        for label, info in row["instances"].items():
+            if "error" in info:
+                print(f"   {label}: {info['error']}")
+                continue
+            print(f"   {info['us']:8.1f} us  {label}")
+            for kname, us in info["kernels"]:
+                print(f"        {us:8.1f} us  {kname}")
+    if opts.json:
+        with open(opts.json, "w") as fh:
+            json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
