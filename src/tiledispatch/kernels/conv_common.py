@@ -53,10 +53,12 @@ def dims(cfg: ConvConfig) -> tuple[str, ...]:
 
 
 def loop_range(cfg: ConvConfig, start: str, stop: str, step: str = "") -> str:
-    """The range of a CUDA-core kernel's main loop (family direct, tap and roll k-loops): num_stages > 1
-    software-pipelines its loads over that many stages (Triton pipelines the loads of a loop without tl.dot
-    only when the loop carries num_stages: asynchronous copies into shared memory, issued stages - 1 trips
-    ahead); 1 keeps a plain loop, whose loads wait for the compute of the trip before."""
+    """The range of a CUDA-core kernel's main loop (family direct, tap and roll k-loops): num_stages > 1 asks
+    Triton to software-pipeline its loads over that many stages (it pipelines the loads of a loop without
+    tl.dot only when the loop carries num_stages: asynchronous copies into shared memory, issued stages - 1
+    trips ahead); 1 keeps a plain loop, whose loads wait for the compute of the trip before. Compiled for
+    sm_90, loads under an `if` (bwd_data's tap guard) and loops that hold another loop (3-D roll walks) stay
+    unpipelined: those instances run as at 1 stage."""
     bounds = ", ".join(b for b in (start, stop, step) if b)
     return f"tl.range({bounds}, num_stages={cfg.num_stages})" if cfg.num_stages > 1 else f"range({bounds})"
 

@@ -24,6 +24,9 @@ its filter size; problems with a wider filter do not match): the loads of a filt
 instead of one per loop trip, so more of them are in flight. The `grouped` entries keep run-time loops (their
 per-channel gathers, unrolled, spill registers). block_k == 1 loops over every filter dim at run time.
 
+num_stages > 1 software-pipelines the loads of the main loop (the innermost run-time tap loop; bwd_weight's pixel
+loop) through conv_common.loop_range; 1 keeps plain loops.
+
 Each direction has two compute entries and launches one of them (the other gets an empty grid): `dw` for
 depthwise problems (C/G = K/G = 1), whose channel addressing is contiguous (vector loads of `align` channels),
 and `grouped` for the rest, which gathers input channel g*C/G + c (separate entries, so the gathers' register

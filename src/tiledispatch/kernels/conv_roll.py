@@ -25,7 +25,8 @@ past them into an accumulator tile per filter tap, and each strip is a split of 
 
 Filter heights 1 to 3 (the rows past the filter's height get zero weights); the filter width is unrolled to
 block_k (masked past it; wider filters do not match). ROWS is a run-time scalar chosen per problem at launch
-(rows_plan): enough programs for ROLL_PROGRAMS_PER_SM per SM, at most MAX_ROWS rows each. Pixel coordinates
+(rows_plan): enough programs for ROLL_PROGRAMS_PER_SM per SM, at most MAX_ROWS rows each. num_stages > 1
+pipelines the loads of the walk (conv_common.loop_range). Pixel coordinates
 are int32 and become int64 before any stride multiply.
 """
 from __future__ import annotations
