@@ -128,7 +128,8 @@ def _wgrad_igemm() -> list[tuple]:
 # Instances that were the fastest of the `_all` preset on some layer of the H200 conv suite
 # (benchmarks/results/conv_h200.json, the 2026-11-23 run with pipelined direct kernels and its re-runs of the dense
 # rows with im2col backward data) whose code no sweep has measured (im2col; direct at 2 or 3 pipelined stages), so
-# the greedy cover cannot choose them (align-1 im2col instances are in every essential preset as fallbacks). In the essential
+# the greedy cover cannot choose them (among them the align-1 im2col instance of each direction that won the
+# few-channel stems). In the essential
 # presets `tune` times them; the shipped cost models do not rank them.
 SUITE_ESSENTIAL = {
     "fwd": frozenset({"direct-32x32x3-g1-w2-s3-roll-a8", "direct-32x64x3-g1-w4-s2-roll-a2",
@@ -136,16 +137,18 @@ SUITE_ESSENTIAL = {
                       "direct-32x64x3-g1-w4-s3-tap-a8", "direct-64x32x3-g1-w4-s3-roll-a8",
                       "gemm-128x128x64-g1-w8-s4-im2col-a8-k1", "gemm-128x256x64-g1-w8-s3-im2col-a8-k1",
                       "gemm-128x64x64-g1-w4-s4-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k1",
-                      "gemm-64x128x64-g1-w4-s4-im2col-a8-k4"}),
+                      "gemm-64x128x64-g1-w4-s4-im2col-a8-k4", "gemm-128x64x64-g1-w4-s4-im2col-a1-k1"}),
     "bwd_data": frozenset({"direct-256x32x1-g1-w8-s3-tap-a8", "direct-32x32x3-g1-w2-s3-roll-a8",
                            "direct-32x64x1-g1-w4-s2-tap-a8", "direct-32x64x3-g1-w4-s2-roll-a2",
                            "direct-32x64x3-g1-w4-s2-roll-a4", "direct-32x64x3-g1-w4-s2-tap-a4",
                            "direct-32x64x3-g1-w4-s3-tap-a8", "direct-64x32x1-g1-w4-s3-tap-a2",
                            "gemm-128x128x64-g1-w8-s4-im2col-a8-k1", "gemm-128x256x64-g1-w8-s3-im2col-a8-k1",
-                           "gemm-128x64x64-g1-w4-s4-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k1"}),
+                           "gemm-128x64x64-g1-w4-s4-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k1",
+                           "gemm-128x128x64-g1-w8-s4-im2col-a1-k1"}),
     "bwd_weight": frozenset({"direct-32x32x3-g1-w2-s3-tap-a8", "direct-32x32x3-g1-w4-s3-roll-a2",
                              "gemm-128x128x64-g1-w8-s3-im2col-a8-k1", "gemm-128x128x64-g1-w8-s3-im2col-a8-k2",
-                             "gemm-128x256x64-g1-w8-s3-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k4"}),
+                             "gemm-128x256x64-g1-w8-s3-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k4",
+                             "gemm-64x64x64-g1-w4-s4-im2col-a1-k32"}),
 }
 
 
@@ -185,12 +188,13 @@ def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list
     from derive_conv_essential import instance_key
 
     arch = get_arch("sm_90")
-    chosen = essential_keys(direction) | SUITE_ESSENTIAL[direction] if essential_only else frozenset()
+    suite = SUITE_ESSENTIAL[direction] if ndim > 1 else frozenset()   # the suites measured 2-D and 3-D layers
+    chosen = essential_keys(direction) | suite if essential_only else frozenset()
     listed = set(rows_for(direction))   # the fallbacks below align 8 at their listed stages only
     out = []
     for row in rows_for(direction, stage_variants=True):
         family, bm, bn, bk, gpp, warps, stages, kloop, align, split = row
-        fallback = row in listed and align != 8 and kloop != "roll"
+        fallback = row in listed and align != 8 and kloop not in ("roll", "im2col")
         if essential_only and not fallback and instance_key(row) not in chosen:
             continue
         if dtype == "fp32":
