@@ -183,8 +183,9 @@ def rows_for(direction: str, stage_variants: bool = False) -> list[tuple]:
 
 
 def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list[ConvConfig]:
-    """The valid instances of a preset; essential: the derived ones plus every instance below align 8 (the
-    fallbacks for problems no align-8 instance can take)."""
+    """The valid instances of a preset; essential: the derived ones, the suite winners (2-D / 3-D presets) and
+    the tap-loop instances below align 8 at their listed stages (the fallbacks for problems no align-8 instance
+    can take)."""
     from derive_conv_essential import instance_key
 
     arch = get_arch("sm_90")
