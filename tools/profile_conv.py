@@ -8,43 +8,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
 import torch
 from profile_padding import event_us, kernels_of
-from profile_wgrad import _cudnn_us
 
 import tiledispatch as td
 from tiledispatch.configs.naming import parse_name
 from tiledispatch.problems.conv_suites import all_cases
 from tiledispatch.registry.conv_kernel import prepare
-from tiledispatch.runtime.conv_args import empty_channels_last, shapes
-from tiledispatch.runtime.conv_reference import make_conv_args
 
-_WRITTEN = {"fwd": "y", "bwd_data": "x", "bwd_weight": "w"}
-
-
-def _vendor_us(problem, args) -> float:
-    if problem.direction == "bwd_weight":
-        return _cudnn_us(problem, args)
-    conv = getattr(torch.nn.functional, f"conv{problem.ndim}d")
-    pad = [left for left, _ in problem.padding]
-    if problem.direction == "fwd":
-        return event_us(lambda: conv(args.x, args.w, None, problem.stride, pad, problem.dilation, problem.groups))
-    back = torch.ops.aten.convolution_backward
-    zeros = [0] * problem.ndim
-    return event_us(lambda: back(args.y, args.x, args.w, None, list(problem.stride), pad, list(problem.dilation),
-                                  False, zeros, problem.groups, [True, False, False]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import conv as bench_conv  # benchmarks/conv.py: the benchmark's inputs and cuDNN calls
 
 
 def profile(case, direction: str, names: list[str]) -> dict:
     problem = case.for_direction(direction)
-    args = make_conv_args(problem, torch.device("cuda"), seed=0)
-    written = _WRITTEN[direction]
-    setattr(args, written, empty_channels_last(shapes(problem)[written], torch.bfloat16, torch.device("cuda")))
-    if direction == "bwd_data":   # cuDNN's call reads x's shape
-        args.x.normal_()
+    args = bench_conv.make_args(problem, torch.device("cuda"), seed=0)
     problem = prepare(problem, args)
-    row = {"layer": f"{case.model}/{case.layer}", "direction": direction, "cudnn_us": _vendor_us(problem, args),
+    vendor = bench_conv.torch_call(problem, args.x, args.w, args.y)
+    row = {"layer": f"{case.model}/{case.layer}", "direction": direction, "cudnn_us": event_us(vendor),
            "instances": {}}
     reg = td.Registry(td.detect())
     for name in names:

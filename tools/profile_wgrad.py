@@ -12,27 +12,22 @@ import argparse
 import dataclasses
 import json
 import math
+import sys
+from pathlib import Path
 
 import torch
 from profile_padding import event_us, kernels_of
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import conv as bench_conv  # benchmarks/conv.py: the benchmark's inputs and cuDNN calls
 
 import tiledispatch as td
 from tiledispatch.configs.conv_validity import conv_problem_mismatch
 from tiledispatch.kernels import conv_im2col, conv_wgrad
 from tiledispatch.problems.conv_suites import all_cases
 from tiledispatch.registry.conv_kernel import prepare
-from tiledispatch.runtime.conv_args import empty_channels_last, shapes
-from tiledispatch.runtime.conv_reference import make_conv_args
 
 SPLITS = (1, 2, 4, 8, 16, 0)   # 0: the instance's automatic split
-
-
-def _cudnn_us(problem, args) -> float:
-    back = torch.ops.aten.convolution_backward
-    pad = [left for left, _ in problem.padding]
-    zeros = [0] * problem.ndim
-    return event_us(lambda: back(args.y, args.x, args.w, None, list(problem.stride), pad, list(problem.dilation),
-                                  False, zeros, problem.groups, [False, True, False]))
 
 
 def _gemm_us(problem) -> float:
@@ -46,11 +41,11 @@ def _gemm_us(problem) -> float:
 
 def profile(case, only: set[str] | None = None) -> dict:
     problem = case.for_direction("bwd_weight")
-    args = make_conv_args(problem, torch.device("cuda"), seed=0)
-    args.w = empty_channels_last(shapes(problem)["w"], torch.bfloat16, torch.device("cuda"))
+    args = bench_conv.make_args(problem, torch.device("cuda"), seed=0)
     problem = prepare(problem, args)
     row = {"layer": f"{case.model}/{case.layer}", "gflop": problem.flops / 1e9,
-           "cudnn_us": _cudnn_us(problem, args), "gemm_us": _gemm_us(problem), "instances": {}}
+           "cudnn_us": event_us(bench_conv.torch_call(problem, args.x, args.w, args.y)),
+           "gemm_us": _gemm_us(problem), "instances": {}}
     reg = td.Registry(td.detect())
     configs = [dataclasses.replace(base, split_k=split) for base in conv_wgrad.candidate_configs(
         problem.dtype, problem.ndim) for split in SPLITS] + conv_im2col.candidate_configs(problem.dtype, problem.ndim)
