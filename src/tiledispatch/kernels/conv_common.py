@@ -99,6 +99,20 @@ def phase_rows(problem: ConvProblem) -> int:
     return problem.n * math.prod(-(-size // s) for size, s in zip(problem.spatial, problem.stride))
 
 
+def phase_lines(ds: tuple[str, ...], index: str, ok: str, batch: str) -> list[str]:
+    """Backward data by phases: program_id(2) picks the residues r_<s> of the input coordinates modulo the
+    stride (innermost dim fastest); the program's pixels are that phase's sub-grid, sub_<s> = ceil((in - r) /
+    stride) per dim; `ok` = `index` < `batch` x the sub-grid's pixels, then sub_<s> at least 1 for the
+    decomposition (an empty phase masks every pixel)."""
+    lines = ["q = tl.program_id(2)"]
+    for s in reversed(ds[1:]):
+        lines += [f"r_{s} = q % str_{s}", f"q = q // str_{s}"]
+    lines.append(f"r_{ds[0]} = q")
+    lines += [f"sub_{s} = (in_{s} - r_{s} + str_{s} - 1) // str_{s}" for s in ds]
+    lines.append(f"{ok} = {index} < " + " * ".join([batch] + [f"sub_{s}" for s in ds]))
+    return lines + [f"sub_{s} = tl.maximum(sub_{s}, 1)" for s in ds]
+
+
 def multiple_hints(names: list[str], unit: int) -> list[str]:
     """Statements `v = (v // unit) * unit` for scalar arguments known (from the problem's alignment) to be
     multiples of `unit`: exact under that guarantee, and the divisibility then survives every expression built

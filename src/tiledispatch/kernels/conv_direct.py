@@ -48,6 +48,7 @@ from tiledispatch.kernels.conv_common import (
     dims,
     loop_range,
     multiple_hints,
+    phase_lines,
     phase_rows,
     reduce_fns,
     reduce_grids,
@@ -268,26 +269,11 @@ def _dgrad_body(cfg: ConvConfig, kind: str) -> str:
     else:
         loops = (indented("kg = (rn // CG) * KG", "cw = rn % CG", "for kk in range(0, KG):")
                  + _tap_loops(cfg, _dgrad_tap, "y", "(kg + kk)", "({tap} * CG + cw) * K + kg + kk", 2))
-    return (_tile_start(cfg, "C") + _phase(cfg)
+    return (_tile_start(cfg, "C") + indented(*phase_lines(dims(cfg), "rm", "m_ok", "N"))
             + _decompose(cfg, "rm", "sub")
             + indented(*(f"i_{s} = p_{s} * str_{s} + r_{s}" for s in ds))
             + indented("r_base = nb.to(tl.int64) * sy_n", "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
             + loops + _store(cfg, "x", "i"))
-
-
-def _phase(cfg: ConvConfig) -> str:
-    """Backward data by phases: program_id(2) picks the residues r_<s> of the input coordinates modulo the
-    stride (innermost dim fastest); the program's pixels are that phase's sub-grid, sub_<s> = ceil((in - r) /
-    stride) per dim (at least 1 for the decomposition; an empty phase masks every pixel)."""
-    ds = dims(cfg)
-    lines = ["q = tl.program_id(2)"]
-    for s in reversed(ds[1:]):
-        lines += [f"r_{s} = q % str_{s}", f"q = q // str_{s}"]
-    lines.append(f"r_{ds[0]} = q")
-    lines += [f"sub_{s} = (in_{s} - r_{s} + str_{s} - 1) // str_{s}" for s in ds]
-    lines.append(f"m_ok = rm < {_pixels(cfg, 'sub')}")
-    lines += [f"sub_{s} = tl.maximum(sub_{s}, 1)" for s in ds]
-    return indented(*lines)
 
 
 # -- backward weight ---------------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from tiledispatch.kernels.conv_common import (
     fast_divisor_scalars,
     fast_split_index,
     multiple_hints,
+    phase_lines,
     phase_rows,
     split_index,
     tap_coords,
@@ -283,9 +284,7 @@ def _col2im_transposed_source(cfg: ConvConfig) -> str:
                       "other=0.0)", "acc += v.to(tl.float32)", level=level)
     return (header(_copy_entry(cfg))
             + indented("c = tl.program_id(0) % C", "p = (tl.program_id(0) // C) * BLOCK_P + tl.arange(0, BLOCK_P)")
-            + split_index("q", "tl.program_id(2)", [f"str_{s}" for s in ds], [f"r_{s}" for s in ds], "    ")
-            + indented(*(f"sub_{s} = tl.maximum((in_{s} - r_{s} + str_{s} - 1) // str_{s}, 1)" for s in ds),
-                       "p_ok = (p < " + " * ".join(sub) + ") & " + " & ".join(f"(r_{s} < in_{s})" for s in ds))
+            + indented(*phase_lines(ds, "p", "p_ok", "NB"))
             + split_index("q", "p", sub, ["n"] + [f"u_{s}" for s in ds], "    ")
             + indented(*(f"i_{s} = u_{s} * str_{s} + r_{s}" for s in ds), "acc = tl.zeros((BLOCK_P,), dtype=tl.float32)")
             + loops
