@@ -179,16 +179,17 @@ def _tile_start(cfg: ConvConfig, channels: str) -> str:
             + channel_mask(cfg, channels))
 
 
-def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]], tensor: str, chan: str,
-               w_off: str, level: int, unroll: int = 1) -> str:
-    """Nested runtime loops over the filter taps, outermost dim first, then acc += activation tile x weight
-    vector. tap_lines(s, ok, row) gives the lines of dim s that define ok_<s> (pixel mask) and ro_<s> (row
-    offset) from the enclosing ones (a line ending in ':' guards the rest of the dim's body); tap_<s> is the
-    linear tap, and w_off (a format of {tap}) the offset of the weight vector in the packed weight."""
-    out, ok, row, tap = "", "m_ok", "r_base", ""
+def tap_loop_nest(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]], ok: str, row: str, level: int,
+                  unroll: int = 1, pipelined: bool = True) -> tuple[str, str, str, str, int]:
+    """Nested loops over the filter dims, outermost first: (source, mask, row offset, linear tap, level) of the
+    innermost body. tap_lines(s, ok, row) gives the lines of dim s that define ok_<s> (pixel mask) and ro_<s>
+    (row offset) from the enclosing `ok` and `row` (a line ending in ':' guards the rest of the dim's body);
+    tap_<s> is the linear tap. unroll > 1 unrolls the innermost dim to that many taps (masked past the filter);
+    pipelined: the innermost run-time loop takes cfg's load stages (conv_common.loop_range)."""
+    out, tap = "", ""
     ds = dims(cfg)
     runtime = ds[:-1] if unroll > 1 else ds
-    piped = runtime[-1] if runtime else ""   # the innermost run-time loop is the pipelined one
+    piped = runtime[-1] if runtime and pipelined else ""   # the innermost run-time loop is the pipelined one
     for s in ds:
         unrolled = unroll > 1 and s == ds[-1]
         if unrolled:
@@ -204,11 +205,20 @@ def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]],
         if unrolled:   # taps past the filter's own size: no load, no weight
             out += indented(f"ok_{s} = ok_{s} & (f_{s} < flt_{s})", level=level)
         ok, row, tap = f"ok_{s}", f"ro_{s}", f"tap_{s}"
+    return out, ok, row, tap, level
+
+
+def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]], tensor: str, chan: str,
+               w_off: str, level: int, unroll: int = 1) -> str:
+    """The filter taps' loops (tap_loop_nest over the tile's pixels m_ok at r_base), then acc += activation
+    tile x weight vector; w_off (a format of {tap}) is the offset of the weight vector in the packed weight."""
+    ds = dims(cfg)
+    out, ok, row, tap, level = tap_loop_nest(cfg, tap_lines, "m_ok", "r_base", level, unroll)
     w_ok = f"n_ok & (f_{ds[-1]} < flt_{ds[-1]})" if unroll > 1 else "n_ok"
     return out + indented(f"av = tl.load({tensor}_ptr + ({vec(cfg, row)}[:, None] + {chan}[None, :]), "
-                        f"mask={ok}[:, None] & n_ok[None, :], other=0.0)",
-                        f"wv = tl.load(ws_ptr + ({w_off.format(tap=tap)}), mask={w_ok}, other=0.0)",
-                        "acc += av.to(tl.float32) * wv[None, :]", level=level)
+                          f"mask={ok}[:, None] & n_ok[None, :], other=0.0)",
+                          f"wv = tl.load(ws_ptr + ({w_off.format(tap=tap)}), mask={w_ok}, other=0.0)",
+                          "acc += av.to(tl.float32) * wv[None, :]", level=level)
 
 
 def _packed_row(cfg: ConvConfig, expr: str) -> str:

@@ -52,7 +52,7 @@ from tiledispatch.kernels.conv_common import (
     tap_coords,
     tl_type,
 )
-from tiledispatch.kernels.conv_direct import header, indented
+from tiledispatch.kernels.conv_direct import header, indented, tap_loop_nest
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
 from tiledispatch.problems.conv import ConvProblem
 
@@ -272,14 +272,13 @@ def _col2im_transposed_source(cfg: ConvConfig) -> str:
     ds = dims(cfg)
     sub = ["NB"] + [f"sub_{s}" for s in ds]
     dst = " + ".join(["n.to(tl.int64) * sx_n"] + [f"i_{s}.to(tl.int64) * sx_{s}" for s in ds] + ["c"])
-    loops, ok, row, tap, level = "", "p_ok", "n", "", 1
-    for s in ds:   # one run-time loop per filter dim, outermost first; a filter coordinate off the phase is skipped
-        loops += indented(f"for f_{s} in range(0, flt_{s}):", level=level)
-        loops += indented(f"e_{s} = r_{s} + pad_{s} - f_{s} * dil_{s}", f"if e_{s} % str_{s} == 0:", level=level + 1)
-        loops += indented(f"o_{s} = u_{s} + e_{s} // str_{s}", f"ok_{s} = {ok} & (o_{s} >= 0) & (o_{s} < out_{s})",
-                          f"ro_{s} = {row} * out_{s} + o_{s}",
-                          f"tap_{s} = {tap} * flt_{s} + f_{s}" if tap else f"tap_{s} = f_{s}", level=level + 2)
-        ok, row, tap, level = f"ok_{s}", f"ro_{s}", f"tap_{s}", level + 2
+
+    def tap_lines(s: str, ok: str, row: str) -> list[str]:   # a filter coordinate off the phase is skipped
+        return [f"e_{s} = r_{s} + pad_{s} - f_{s} * dil_{s}", f"if e_{s} % str_{s} == 0:",
+                f"o_{s} = u_{s} + e_{s} // str_{s}", f"ok_{s} = {ok} & (o_{s} >= 0) & (o_{s} < out_{s})",
+                f"ro_{s} = {row} * out_{s} + o_{s}"]
+
+    loops, ok, row, tap, level = tap_loop_nest(cfg, tap_lines, "p_ok", "n", 1, pipelined=False)
     loops += indented(f"v = tl.load({_cols(cfg)} + (({tap} * C + c).to(tl.int64) * WS_ROW + {row}), mask={ok}, "
                       "other=0.0)", "acc += v.to(tl.float32)", level=level)
     return (header(_copy_entry(cfg))
