@@ -52,6 +52,7 @@ from tiledispatch.kernels.conv_common import (
     phase_rows,
     reduce_fns,
     reduce_grids,
+    split_index,
     split_sum_lines,
     standard_params,
     tl_type,
@@ -290,11 +291,7 @@ def _dgrad_body(cfg: ConvConfig, kind: str) -> str:
 def _tap_coords(cfg: ConvConfig, tap: str, suffix: str) -> str:
     """f_<s><suffix>: the per-dim filter coordinates of linear tap `tap` (innermost dim fastest)."""
     ds = dims(cfg)
-    lines = [f"qt = {tap}"]
-    for s in reversed(ds[1:]):
-        lines += [f"f_{s}{suffix} = qt % flt_{s}", f"qt = qt // flt_{s}"]
-    lines.append(f"f_{ds[0]}{suffix} = qt")
-    return indented(*lines)
+    return split_index("qt", tap, [f"flt_{s}" for s in ds], [f"f_{s}{suffix}" for s in ds], I)
 
 
 def _wgrad_tap_setup(cfg: ConvConfig, j: int) -> str:

@@ -209,9 +209,8 @@ def conv_direct_wpack_kernel(
     q = e // K
     c = q % CG
     t = q // CG
-    qt = t
-    f_w_ = qt % flt_w
-    qt = qt // flt_w
+    f_w_ = t % flt_w
+    qt = t // flt_w
     f_h_ = qt % flt_h
     qt = qt // flt_h
     f_d_ = qt

@@ -222,9 +222,8 @@ def conv_direct_wgrad_dw_kernel(
     m_hi = tl.minimum(m_lo + SPAN, N * out_h * out_w)
     t_0 = t0 + 0
     tok_0 = t_0 < taps
-    qt = t_0
-    f_w_0 = qt % flt_w
-    qt = qt // flt_w
+    f_w_0 = t_0 % flt_w
+    qt = t_0 // flt_w
     f_h_0 = qt
     d_h_0 = f_h_0 * dil_h
     d_w_0 = f_w_0 * dil_w
@@ -232,9 +231,8 @@ def conv_direct_wgrad_dw_kernel(
     acc_0 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     t_1 = t0 + 1
     tok_1 = t_1 < taps
-    qt = t_1
-    f_w_1 = qt % flt_w
-    qt = qt // flt_w
+    f_w_1 = t_1 % flt_w
+    qt = t_1 // flt_w
     f_h_1 = qt
     d_h_1 = f_h_1 * dil_h
     d_w_1 = f_w_1 * dil_w
@@ -242,9 +240,8 @@ def conv_direct_wgrad_dw_kernel(
     acc_1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     t_2 = t0 + 2
     tok_2 = t_2 < taps
-    qt = t_2
-    f_w_2 = qt % flt_w
-    qt = qt // flt_w
+    f_w_2 = t_2 % flt_w
+    qt = t_2 // flt_w
     f_h_2 = qt
     d_h_2 = f_h_2 * dil_h
     d_w_2 = f_w_2 * dil_w
@@ -332,9 +329,8 @@ def conv_direct_wgrad_grouped_kernel(
     m_hi = tl.minimum(m_lo + SPAN, N * out_h * out_w)
     t_0 = t0 + 0
     tok_0 = t_0 < taps
-    qt = t_0
-    f_w_0 = qt % flt_w
-    qt = qt // flt_w
+    f_w_0 = t_0 % flt_w
+    qt = t_0 // flt_w
     f_h_0 = qt
     d_h_0 = f_h_0 * dil_h
     d_w_0 = f_w_0 * dil_w
@@ -342,9 +338,8 @@ def conv_direct_wgrad_grouped_kernel(
     acc_0 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     t_1 = t0 + 1
     tok_1 = t_1 < taps
-    qt = t_1
-    f_w_1 = qt % flt_w
-    qt = qt // flt_w
+    f_w_1 = t_1 % flt_w
+    qt = t_1 // flt_w
     f_h_1 = qt
     d_h_1 = f_h_1 * dil_h
     d_w_1 = f_w_1 * dil_w
@@ -352,9 +347,8 @@ def conv_direct_wgrad_grouped_kernel(
     acc_1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     t_2 = t0 + 2
     tok_2 = t_2 < taps
-    qt = t_2
-    f_w_2 = qt % flt_w
-    qt = qt // flt_w
+    f_w_2 = t_2 % flt_w
+    qt = t_2 // flt_w
     f_h_2 = qt
     d_h_2 = f_h_2 * dil_h
     d_w_2 = f_w_2 * dil_w
@@ -435,9 +429,8 @@ def conv_direct_wgrad_reduce_kernel(
     q = e // K
     c = q % CG
     t = q // CG
-    qt = t
-    f_w_ = qt % flt_w
-    qt = qt // flt_w
+    f_w_ = t % flt_w
+    qt = t // flt_w
     f_h_ = qt
     tl.store(w_ptr + (k.to(tl.int64) * sw_k + f_h_.to(tl.int64) * sw_h + f_w_.to(tl.int64) * sw_w + c), acc.to(tl.bfloat16), mask=ok)
 
@@ -489,8 +482,7 @@ def conv_direct_wgrad_reduce_kernel_tall(
     q = e // K
     c = q % CG
     t = q // CG
-    qt = t
-    f_w_ = qt % flt_w
-    qt = qt // flt_w
+    f_w_ = t % flt_w
+    qt = t // flt_w
     f_h_ = qt
     tl.store(w_ptr + (k.to(tl.int64) * sw_k + f_h_.to(tl.int64) * sw_h + f_w_.to(tl.int64) * sw_w + c), acc.to(tl.bfloat16), mask=ok)

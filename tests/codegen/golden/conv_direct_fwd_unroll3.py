@@ -173,9 +173,8 @@ def conv_direct_wpack_kernel(
     q = e // K
     c = q % CG
     t = q // CG
-    qt = t
-    f_w_ = qt % flt_w
-    qt = qt // flt_w
+    f_w_ = t % flt_w
+    qt = t // flt_w
     f_h_ = qt
     tl.store(ws_ptr + e, tl.load(w_ptr + (k.to(tl.int64) * sw_k + f_h_.to(tl.int64) * sw_h + f_w_.to(tl.int64) * sw_w + c), mask=ok, other=0.0).to(tl.float32), mask=ok)
 

@@ -461,9 +461,8 @@ def conv_direct_wgrad_reduce_kernel(
     q = e // K
     c = q % CG
     t = q // CG
-    qt = t
-    f_w_ = qt % flt_w
-    qt = qt // flt_w
+    f_w_ = t % flt_w
+    qt = t // flt_w
     f_h_ = qt
     tl.store(w_ptr + (k.to(tl.int64) * sw_k + f_h_.to(tl.int64) * sw_h + f_w_.to(tl.int64) * sw_w + c), acc.to(tl.bfloat16), mask=ok)
 
@@ -515,8 +514,7 @@ def conv_direct_wgrad_reduce_kernel_tall(
     q = e // K
     c = q % CG
     t = q // CG
-    qt = t
-    f_w_ = qt % flt_w
-    qt = qt // flt_w
+    f_w_ = t % flt_w
+    qt = t // flt_w
     f_h_ = qt
     tl.store(w_ptr + (k.to(tl.int64) * sw_k + f_h_.to(tl.int64) * sw_h + f_w_.to(tl.int64) * sw_w + c), acc.to(tl.bfloat16), mask=ok)
