@@ -7,7 +7,8 @@
 #       conv (benchmarks/conv.py), conv-part (benchmarks/conv.py $TD_CONV_ARGS), gemm (benchmarks/gemm.py),
 #       sweep-candidates (full matrix of the candidate presets per combo of $TD_COMBOS, for tools/derive_presets.py),
 #       gemm-part (benchmarks/gemm.py $TD_GEMM_ARGS), profile (tools/profile_padding.py $TD_PROFILE_ARGS),
-#       profile-wgrad (tools/profile_wgrad.py $TD_PROFILE_ARGS), profile-conv (tools/profile_conv.py $TD_PROFILE_ARGS)
+#       profile-wgrad (tools/profile_wgrad.py $TD_PROFILE_ARGS), profile-conv (tools/profile_conv.py $TD_PROFILE_ARGS),
+#       profile-gemm (tools/profile_gemm.py $TD_PROFILE_ARGS)
 set -u
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -49,6 +50,8 @@ for step in "$@"; do
                        cmd=(python3 tools/profile_wgrad.py "${extra[@]}" --json "$OUT/profile_wgrad_$gpu.json") ;;
         profile-conv) read -ra extra <<< "${TD_PROFILE_ARGS:-}"
                       cmd=(python3 tools/profile_conv.py "${extra[@]}" --json "$OUT/profile_conv_$gpu.json") ;;
+        profile-gemm) read -ra extra <<< "${TD_PROFILE_ARGS:-}"
+                      cmd=(python3 tools/profile_gemm.py "${extra[@]}" --json "$OUT/profile_gemm_$gpu.json") ;;
         profile) read -ra extra <<< "${TD_PROFILE_ARGS:-}"
                  cmd=(python3 tools/profile_padding.py "${extra[@]}" --json "$OUT/profile_$gpu.json") ;;
         gemm) cmd=(python3 benchmarks/gemm.py --out "$OUT/gemm_$gpu.json") ;;

@@ -70,6 +70,13 @@ def test_grids_and_workspace():
     assert plan.grids == ((2 * 2, 4, 2), (2 * 2, 2, 1))
     assert plan.workspaces == (("ws_ptr", 2 * 4 * 64 * 48, split.acc_dtype),)   # rows of N=33 padded to 48
     assert plan.scalars == (("WS_LD", 48),)
+    # the reduce has its own tile (at most 32 x 128): a 128x128 partial tile over 300 x 500 is 3 x 4 partial
+    # programs per split, and 10 x 4 reduce programs
+    big = small_config("splitk", block=(128, 128, 32), split_k=2, warps=8)
+    plan = gemm_splitk.launch_plan(big, 300, 500, 1000, 1, 132)
+    assert plan.grids == ((3 * 4, 2, 1), (10 * 4, 1, 1))
+    reduce = gemm_splitk.entries(big)[1]
+    assert (params(reduce)["BLOCK_M"].value, params(reduce)["BLOCK_N"].value, reduce.num_warps) == (32, 128, 4)
 
 
 def test_family_module_and_unknown_family():

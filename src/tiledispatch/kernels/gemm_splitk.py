@@ -2,19 +2,31 @@
 reduce (fixed summation order, no atomics) that also runs the fused epilogue."""
 from __future__ import annotations
 
+import dataclasses
+
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.kernels import gemm_common as common
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
 
 PARTIAL_FN = "gemm_splitk_partial_kernel"
 REDUCE_FN = "gemm_splitk_reduce_kernel"
-REDUCE_ELEMENTS_PER_THREAD = 32   # of the reduce's accumulator tile: 4 warps for 64x64, 16 for 128x128
+REDUCE_ELEMENTS_PER_THREAD = 32   # of the reduce's accumulator tile: 4 warps for its 32x128 tile
+# The reduce's own tile, at most REDUCE_TILE (rows, columns): a memory-bound pass wants many small programs.
+# With the partial kernel's tile (e.g. 256x128 over 16 warps, SPLIT_K loads in flight) it spilled and took 52 us
+# of a 77 us call on a 256x3584x3584 bf16 GEMM (H200), with 28 programs for 132 SMs.
+REDUCE_TILE = (32, 128)
+
+
+def reduce_config(cfg: GemmConfig) -> GemmConfig:
+    """cfg with the reduce's tile: the partial kernel's, cut to REDUCE_TILE."""
+    return dataclasses.replace(cfg, block_m=min(cfg.block_m, REDUCE_TILE[0]),
+                               block_n=min(cfg.block_n, REDUCE_TILE[1]))
 
 
 def reduce_warps(cfg: GemmConfig) -> int:
-    """Warps of the reduce: enough that its BLOCK_M x BLOCK_N fp32 tile and the slot being added stay in
-    registers (a 128x128 tile over 4 warps spilled kilobytes of stack per thread on sm_90)."""
-    return min(16, max(4, cfg.block_m * cfg.block_n // (32 * REDUCE_ELEMENTS_PER_THREAD)))
+    """Warps of the reduce: enough that its fp32 tile and the slots being added stay in registers."""
+    tile = reduce_config(cfg)
+    return min(16, max(4, tile.block_m * tile.block_n // (32 * REDUCE_ELEMENTS_PER_THREAD)))
 
 
 def split_param(cfg: GemmConfig) -> Param:
@@ -47,15 +59,18 @@ def reduce_entry(cfg: GemmConfig) -> EntrySpec:
     reduce = [
         common.ptr("ws_ptr", cfg.acc_dtype, True), common.ptr("out_ptr", cfg.out_dtype, cfg.align == 16),
         *common.epilogue_pointer_params(cfg), *common.size_params(cfg, "MN"), WS_LD,
-        *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg), split_param(cfg),
+        *common.epilogue_scalar_params(cfg), *common.tile_constexprs(reduce_config(cfg)), split_param(cfg),
     ]
     return EntrySpec(REDUCE_FN, tuple(reduce), reduce_warps(cfg), 1)
 
 
 def workspace_offsets(indent: str = "    ") -> str:
-    """rm64 / rn64, the tile's mask, ws_tile (its element offsets in one [M, WS_LD] slot of the workspace) and
-    ws_step (the slot size)."""
-    lines = ["rm64 = rm.to(tl.int64)", "rn64 = rn.to(tl.int64)", "mask = (rm[:, None] < M) & (rn[None, :] < N)",
+    """rm64 / rn64, ws_tile (the tile's element offsets in one [M, WS_LD] slot of the workspace), ws_mask and
+    ws_step (the slot size). ws_mask bounds columns by WS_LD, a multiple of 16, not by N: the partials store
+    and the reduce loads whole 16-byte vectors (N itself may be odd); columns N..WS_LD hold partial sums of
+    zero-filled or repeated B columns, which the reduce reads but never writes out."""
+    lines = ["rm64 = rm.to(tl.int64)", "rn64 = rn.to(tl.int64)",
+             "ws_mask = (rm[:, None] < M) & (rn[None, :] < WS_LD)",
              "ws_tile = ws_ptr + rm64[:, None] * WS_LD + rn64[None, :]", "ws_step = M.to(tl.int64) * WS_LD"]
     return "".join(f"{indent}{line}\n" for line in lines)
 
@@ -71,12 +86,14 @@ def render(cfg: GemmConfig) -> str:
                            "min(k_first + k_span, K)")
         + workspace_offsets()
         + "    slot = pid_b.to(tl.int64) * SPLIT_K + pid_s\n"
-        + "    tl.store(ws_tile + slot * ws_step, acc, mask=mask)\n"
+        + "    tl.store(ws_tile + slot * ws_step, acc, mask=ws_mask)\n"
     )
     return partial_src + "\n\n" + reduce_source(cfg)
 
 
 def reduce_source(cfg: GemmConfig) -> str:
+    """The reduce on its own tile (reduce_config): SWIZZLE and the epilogue read BLOCK_M / BLOCK_N from its
+    constexprs."""
     reduce = reduce_entry(cfg)
     acc_ty = common.TL_TYPES[cfg.acc_dtype]
     return (
@@ -86,7 +103,7 @@ def reduce_source(cfg: GemmConfig) -> str:
         + workspace_offsets()
         + f"    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype={acc_ty})\n"
         + "    for s in tl.static_range(SPLIT_K):\n"
-        + "        acc += tl.load(ws_tile + (pid_b.to(tl.int64) * SPLIT_K + s) * ws_step, mask=mask, other=0)\n"
+        + "        acc += tl.load(ws_tile + (pid_b.to(tl.int64) * SPLIT_K + s) * ws_step, mask=ws_mask, other=0)\n"
         + common.epilogue(cfg)
     )
 
@@ -95,11 +112,13 @@ def reduce_plan(cfg: GemmConfig, m: int, n: int, batch: int) -> tuple[tuple[int,
                                                                     tuple[str, int]]:
     """The reduce's grid (output tiles x batches), the workspace ws[batch, SPLIT_K, M, WS_LD] it sums and the
     WS_LD scalar (one place for the workspace layout of splitk and split tma_persistent)."""
-    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
+    tile = reduce_config(cfg)
+    tiles = -(-m // tile.block_m) * -(-n // tile.block_n)
     row = ws_ld(n)
     return (tiles, batch, 1), ("ws_ptr", batch * cfg.split_k * m * row, cfg.acc_dtype), ("WS_LD", row)
 
 
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
+    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
     grid, workspace, row = reduce_plan(cfg, m, n, batch)
-    return LaunchPlan(((grid[0], cfg.split_k, batch), grid), scalars=(row,), workspaces=(workspace,))
+    return LaunchPlan(((tiles, cfg.split_k, batch), grid), scalars=(row,), workspaces=(workspace,))

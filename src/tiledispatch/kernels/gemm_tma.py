@@ -119,7 +119,7 @@ def _split_source(cfg: GemmConfig) -> str:
             "        split = unit // num_tiles\n"
             "        tile_id = unit % num_tiles\n")
     store = ("        slot = pid_b.to(tl.int64) * SPLIT_K + split\n"
-             "        tl.store(ws_tile + slot * ws_step, acc, mask=mask)\n")
+             "        tl.store(ws_tile + slot * ws_step, acc, mask=ws_mask)\n")
     return (f"@triton.jit\ndef {FN}(\n    {common.signature_text(list(main.params))},\n):\n"
             + tma.operand_descriptors(cfg, 3) + tma.TILE_WALK + walk + tma.tile_coords()
             + tma.k_loop(cfg, "split * k_span", "tl.minimum(split * k_span + k_span, k_tiles)")

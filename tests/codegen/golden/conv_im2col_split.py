@@ -73,7 +73,7 @@ ENTRIES = [{'fn': 'conv_im2col_kernel',
              {'name': 'DOT_F32', 'ty': 'constexpr', 'value': False, 'divisible16': False},
              {'name': 'SPLIT_K', 'ty': 'constexpr', 'value': 2, 'divisible16': False}]},
  {'fn': 'gemm_splitk_reduce_kernel',
-  'num_warps': 16,
+  'num_warps': 4,
   'num_stages': 1,
   'params': [{'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisible16': True},
              {'name': 'out_ptr', 'ty': '*bf16', 'value': None, 'divisible16': True},
@@ -84,7 +84,7 @@ ENTRIES = [{'fn': 'conv_im2col_kernel',
              {'name': 'stride_or', 'ty': 'i64', 'value': None, 'divisible16': False},
              {'name': 'stride_oc', 'ty': 'constexpr', 'value': 1, 'divisible16': False},
              {'name': 'alpha', 'ty': 'fp32', 'value': None, 'divisible16': False},
-             {'name': 'BLOCK_M', 'ty': 'constexpr', 'value': 128, 'divisible16': False},
+             {'name': 'BLOCK_M', 'ty': 'constexpr', 'value': 32, 'divisible16': False},
              {'name': 'BLOCK_N', 'ty': 'constexpr', 'value': 128, 'divisible16': False},
              {'name': 'BLOCK_K', 'ty': 'constexpr', 'value': 64, 'divisible16': False},
              {'name': 'GROUP_M', 'ty': 'constexpr', 'value': 8, 'divisible16': False},
@@ -208,11 +208,11 @@ def gemm_tma_kernel(
                 acc = tl.dot(a, b, acc, input_precision="ieee")
         rm64 = rm.to(tl.int64)
         rn64 = rn.to(tl.int64)
-        mask = (rm[:, None] < M) & (rn[None, :] < N)
+        ws_mask = (rm[:, None] < M) & (rn[None, :] < WS_LD)
         ws_tile = ws_ptr + rm64[:, None] * WS_LD + rn64[None, :]
         ws_step = M.to(tl.int64) * WS_LD
         slot = pid_b.to(tl.int64) * SPLIT_K + split
-        tl.store(ws_tile + slot * ws_step, acc, mask=mask)
+        tl.store(ws_tile + slot * ws_step, acc, mask=ws_mask)
 
 
 @triton.jit
@@ -247,12 +247,12 @@ def gemm_splitk_reduce_kernel(
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rm64 = rm.to(tl.int64)
     rn64 = rn.to(tl.int64)
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    ws_mask = (rm[:, None] < M) & (rn[None, :] < WS_LD)
     ws_tile = ws_ptr + rm64[:, None] * WS_LD + rn64[None, :]
     ws_step = M.to(tl.int64) * WS_LD
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for s in tl.static_range(SPLIT_K):
-        acc += tl.load(ws_tile + (pid_b.to(tl.int64) * SPLIT_K + s) * ws_step, mask=mask, other=0)
+        acc += tl.load(ws_tile + (pid_b.to(tl.int64) * SPLIT_K + s) * ws_step, mask=ws_mask, other=0)
     rm64 = rm.to(tl.int64)
     rn64 = rn.to(tl.int64)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
