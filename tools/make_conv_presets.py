@@ -97,8 +97,12 @@ GEMM_1X1 = [
 ]
 
 # bwd_weight of 1x1 convolutions (stride 1, no padding): dw = dy^T x, a K x C GEMM reduced over every pixel on the
-# split-K GEMM family; split_k is fixed per instance (many pixels and few output tiles want many splits)
+# split-K GEMM family; split_k is fixed per instance (many pixels and few output tiles want many splits; 1: the
+# unsplit tiled GEMM, for few pixels)
 GEMM_1X1_WGRAD = [
+    ("gemm", 64, 128, 64, 1, 4, 4, "tap", 8, 1), ("gemm", 128, 128, 64, 1, 8, 4, "tap", 8, 1),
+    ("gemm", 64, 128, 64, 1, 4, 4, "tap", 8, 4), ("gemm", 64, 128, 64, 1, 4, 4, "tap", 8, 8),
+    ("gemm", 64, 128, 64, 1, 4, 4, "tap", 8, 16),
     ("gemm", 128, 128, 64, 1, 8, 3, "tap", 8, 16), ("gemm", 128, 128, 64, 1, 8, 3, "tap", 8, 64),
     ("gemm", 128, 64, 64, 1, 4, 3, "tap", 8, 32), ("gemm", 64, 64, 64, 1, 4, 3, "tap", 8, 32),
     ("gemm", 64, 64, 64, 1, 4, 3, "tap", 8, 64), ("gemm", 64, 64, 64, 1, 4, 3, "tap", 1, 64),
@@ -127,7 +131,9 @@ def _wgrad_igemm() -> list[tuple]:
 
 # Instances that were the fastest of the `_all` preset on some layer of the H200 conv suite
 # (benchmarks/results/conv_h200.json, the 2026-11-23 run with pipelined direct kernels and its re-runs of the dense
-# rows with im2col backward data) whose code no sweep has measured (im2col; direct at 2 or 3 pipelined stages), so
+# rows with im2col backward data, and the dense re-runs after the split reduce change and the 64x128 split / unsplit
+# 1x1 and im2col weight-gradient instances) whose code no sweep has measured (im2col; direct at 2 or 3 pipelined
+# stages; the unsplit 1x1 weight gradient), so
 # the greedy cover cannot choose them (among them the align-1 im2col instance of each direction that won the
 # few-channel stems). In the essential
 # presets `tune` times them; the shipped cost models do not rank them.
@@ -137,7 +143,8 @@ SUITE_ESSENTIAL = {
                       "direct-32x64x3-g1-w4-s3-tap-a8", "direct-64x32x3-g1-w4-s3-roll-a8",
                       "gemm-128x128x64-g1-w8-s4-im2col-a8-k1", "gemm-128x256x64-g1-w8-s3-im2col-a8-k1",
                       "gemm-128x64x64-g1-w4-s4-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k1",
-                      "gemm-64x128x64-g1-w4-s4-im2col-a8-k4", "gemm-128x64x64-g1-w4-s4-im2col-a1-k1"}),
+                      "gemm-64x128x64-g1-w4-s4-im2col-a8-k4", "gemm-128x64x64-g1-w4-s4-im2col-a1-k1",
+                      "gemm-64x128x64-g1-w4-s4-im2col-a8-k2", "gemm-128x128x64-g1-w8-s4-im2col-a8-k2"}),
     "bwd_data": frozenset({"direct-256x32x1-g1-w8-s3-tap-a8", "direct-32x32x3-g1-w2-s3-roll-a8",
                            "direct-32x64x1-g1-w4-s2-tap-a8", "direct-32x64x3-g1-w4-s2-roll-a2",
                            "direct-32x64x3-g1-w4-s2-roll-a4", "direct-32x64x3-g1-w4-s2-tap-a4",
@@ -148,7 +155,10 @@ SUITE_ESSENTIAL = {
     "bwd_weight": frozenset({"direct-32x32x3-g1-w2-s3-tap-a8", "direct-32x32x3-g1-w4-s3-roll-a2",
                              "gemm-128x128x64-g1-w8-s3-im2col-a8-k1", "gemm-128x128x64-g1-w8-s3-im2col-a8-k2",
                              "gemm-128x256x64-g1-w8-s3-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k4",
-                             "gemm-64x64x64-g1-w4-s4-im2col-a1-k32"}),
+                             "gemm-64x64x64-g1-w4-s4-im2col-a1-k32", "gemm-64x128x64-g1-w4-s4-im2col-a8-k1",
+                             "gemm-64x128x64-g1-w4-s4-im2col-a8-k2", "gemm-64x128x64-g1-w4-s4-im2col-a8-k8",
+                             "gemm-64x128x64-g1-w4-s4-im2col-a8-k16", "gemm-64x128x64-g1-w4-s4-tap-a8-k1",
+                             "gemm-64x128x64-g1-w4-s4-tap-a8-k4", "gemm-64x128x64-g1-w4-s4-tap-a8-k16"}),
 }
 
 

@@ -9,6 +9,7 @@ import torch
 import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
+from tiledispatch.kernels.conv_gemm import entries, gemm_config
 from tiledispatch.runtime.conv_reference import run_and_validate
 
 # align 8 runs the tma_persistent GEMM, align 1 the pointer-loading tiled GEMM
@@ -78,6 +79,17 @@ def test_one_by_one_bwd_weight_matches_reference(build_registry, n, c, k, spatia
     cfg = dataclasses.replace(WGRAD[align], ndim=ndim)
     problem = td.ConvProblem("bwd_weight", n, c, k, 1, spatial, (1,) * ndim, dtype="fp16")
     assert problem.align == align
+    _, _, result = run_and_validate(build_registry([cfg]).get(cfg.name), problem)
+    assert result["passed"], result
+
+
+# split_k=1: the unsplit tiled GEMM (no workspace, one program per dw tile); 48 x 32 channels over 2 x 5 x 7
+# pixels (a partial 32-row tile, a reduction that is no multiple of block_k); odd channels at align 1
+@pytest.mark.parametrize("n, c, k, spatial, align", [(2, 32, 48, (5, 7), 8), (3, 5, 7, (5, 7), 1)])
+def test_one_by_one_bwd_weight_unsplit_matches_reference(build_registry, n, c, k, spatial, align):
+    cfg = dataclasses.replace(WGRAD[align], split_k=1)
+    assert gemm_config(cfg).family == "tiled" and len(entries(cfg)) == 1
+    problem = td.ConvProblem("bwd_weight", n, c, k, 1, spatial, (1, 1), dtype="fp16")
     _, _, result = run_and_validate(build_registry([cfg]).get(cfg.name), problem)
     assert result["passed"], result
 

@@ -182,7 +182,8 @@ def shared_memory_bytes(cfg: ConvConfig) -> int:
 
 def _gemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
     """1x1 as GEMM: the GEMM instance it runs must be valid; bwd_weight runs the split-K GEMM family, whose
-    split count (split_k >= 2) is fixed at build time. kloop 'im2col': _im2col_errors."""
+    split count (split_k >= 2) is fixed at build time, or at split_k=1 the unsplit tiled GEMM. kloop 'im2col':
+    _im2col_errors."""
     from tiledispatch.configs.validity import SPLIT_K as GEMM_SPLIT_K
     from tiledispatch.configs.validity import gemm_config_errors
     from tiledispatch.kernels.conv_gemm import gemm_config
@@ -193,9 +194,9 @@ def _gemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]])
     wants = [("groups_per_program", cfg.groups_per_program, 1), ("kloop", cfg.kloop, "tap")]
     if cfg.direction != "bwd_weight":
         wants.append(("split_k", cfg.split_k, 0))
-    elif cfg.split_k not in GEMM_SPLIT_K:
+    elif cfg.split_k not in (1, *GEMM_SPLIT_K):
         errors.append(("split_k", f"family 'gemm' bwd_weight splits the pixel reduction over a fixed number of "
-                                  f"programs, one of {GEMM_SPLIT_K}; got {cfg.split_k}"))
+                                  f"programs, one of {(1, *GEMM_SPLIT_K)} (1: unsplit); got {cfg.split_k}"))
         return
     for field, value, want in wants:
         if value != want:

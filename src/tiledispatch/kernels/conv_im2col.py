@@ -440,12 +440,14 @@ def _check_weight_rows(w: Any, problem: ConvProblem, unit: int) -> None:
 # without a tile: ResNet layer4's 3x3 at 7x7 pixels); align 1 narrow tiles for few channels (a 3-channel
 # 7x7 stem: 147 columns, 64 output channels)
 _FWD_TILES = ((128, 128, 64, 8, 4, 1), (128, 256, 64, 8, 3, 1), (128, 64, 64, 4, 4, 1), (64, 128, 64, 4, 4, 1),
-              (128, 128, 64, 8, 3, 4), (64, 128, 64, 4, 4, 4), (128, 64, 64, 4, 4, 2))
+              (128, 128, 64, 8, 3, 4), (64, 128, 64, 4, 4, 4), (128, 64, 64, 4, 4, 2), (64, 128, 64, 4, 4, 2),
+              (128, 128, 64, 8, 4, 2))
 _NARROW_TILES = ((128, 64, 64, 4, 4, 1), (128, 128, 64, 8, 4, 1), (64, 64, 64, 4, 4, 1))
 _CANDIDATES = {
     ("bwd_weight", 8): ((128, 128, 64, 8, 3, 1), (128, 256, 64, 8, 3, 1), (128, 128, 64, 8, 3, 2),
                         (128, 128, 64, 8, 3, 4), (64, 128, 64, 4, 4, 4), (64, 128, 64, 4, 4, 16),
-                        (128, 256, 64, 8, 3, 2)),
+                        (128, 256, 64, 8, 3, 2), (64, 128, 64, 4, 4, 8), (64, 128, 64, 4, 4, 1),
+                        (64, 128, 64, 4, 4, 2)),
     ("fwd", 8): _FWD_TILES, ("bwd_data", 8): _FWD_TILES,
     ("fwd", 1): _NARROW_TILES, ("bwd_data", 1): _NARROW_TILES,
     # a few-channel weight gradient (the stem: 64 x 147 over 400K pixels): always split, the reduce writes dw
