@@ -30,7 +30,7 @@ def profile(combo: str, shape: str, reg: td.Registry) -> dict:
            "instances": {}}
     for plan in plans_of(reg.kernels, problem):
         selection = Selection(plan.kernel, "profile", plan.problem, plan.padded)
-        call = lambda s=selection: run_selection(s, args)  # noqa: E731
+        call = lambda s=selection: run_selection(s, args)
         row["instances"][plan.label] = {"us": event_us(call), "kernels": kernels_of(call)}
     return row
 

@@ -28,15 +28,34 @@ def test_unit_strides_are_constexpr_one_per_layout(layout):
 
 
 @pytest.mark.parametrize("align", [1, 16])
-def test_alignment_assumptions_follow_the_config(align):
-    (entry,) = gemm_tiled.entries(small_config("tiled", "rcr", align=align))
+@pytest.mark.parametrize("dtype, factor", [("fp16", 8), ("fp8e4m3", 16), ("fp32", 4)])
+def test_alignment_assumptions_follow_the_config(align, dtype, factor):
+    """a16: 16-byte aligned pointers; sizes along unit strides and strides known multiples of 16 bytes of the
+    input type (`factor` elements); a1: nothing."""
+    (entry,) = gemm_tiled.entries(small_config("tiled", "rcr", dtype, align=align))
     p = params(entry)
-    for name in ("a_ptr", "b_ptr", "out_ptr", "stride_ar", "stride_bc", "stride_or", "N", "K"):
-        assert p[name].divisible16 == (align == 16), name
-    assert not p["M"].divisible16, "M runs along no unit stride in rcr: it may be any size"
+    for name in ("a_ptr", "b_ptr", "out_ptr"):
+        assert p[name].divisibility == (16 if align == 16 else 1), name
+    for name in ("stride_ar", "stride_bc", "stride_or", "N", "K"):
+        assert p[name].divisibility == (factor if align == 16 else 1), name
+    assert p["M"].divisibility == 1, "M runs along no unit stride in rcr: it may be any size"
     attrs = entry.attrs()
     assert bool(attrs) == (align == 16)
-    assert all(value == [["tt.divisibility", 16]] for value in attrs.values())
+    assert {value[0][1] for value in attrs.values()} <= {16, factor}
+
+
+def test_aligned_pointer_kernels_take_16_byte_rows():
+    """A bf16 a16 tiled kernel runs a problem whose sizes are multiples of 8 (16-byte rows) unpadded; an fp8 one
+    needs multiples of 16 (16 bytes) and runs it padded."""
+    from tiledispatch.configs.validity import gemm_problem_mismatch, least_padded
+
+    bf16 = small_config("tiled", "rcr", "bf16", align=16)
+    problem = td.GemmProblem(1000, 1000, 1000, dtype="bf16")
+    assert problem.align == 8 and gemm_problem_mismatch(bf16, problem) is None
+    fp8 = small_config("tiled", "rcr", "fp8e4m3", align=16)
+    problem = td.GemmProblem(1000, 1000, 1000, dtype="fp8e4m3")
+    assert gemm_problem_mismatch(fp8, problem).startswith("align:")
+    assert least_padded(fp8, problem).align == 16
 
 
 def test_epilogue_parameters_exist_only_for_enabled_features():

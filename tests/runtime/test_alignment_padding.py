@@ -65,7 +65,8 @@ def test_unaligned_problem_on_aligned_only_registry_is_padded_exactly(aligned_on
     a, b = rcr(20, 24, 17, batch)   # K=17: neither A's nor B's leading dimension is a multiple of 16
     out, selection = execute(aligned_only, None, a, b, return_selection=True)
     assert selection.padded is True
-    assert selection.kernel.config.align == 16 and selection.problem.align == 16
+    # the least padding: K 17 -> 24, 16-byte fp16 rows (align 8), all an a16 kernel needs
+    assert selection.kernel.config.align == 16 and selection.problem.align == 8 and selection.problem.k == 24
     assert any("padded" in note for note in selection.notes)
     assert out.shape == ((3, 20, 24) if batch else (20, 24))
     check_against_reference(out, GemmArgs(a, b), "fp16")
@@ -74,7 +75,7 @@ def test_unaligned_problem_on_aligned_only_registry_is_padded_exactly(aligned_on
 def test_padding_writes_into_the_users_unaligned_out(aligned_only):
     a, b = rcr(19, 21, 17)
     full = poisoned((19, 24), "fp16")
-    out = full[:, :21]                        # leading dimension 24: not a multiple of 16
+    out = full[:, :21]                        # N=21: not 16-byte rows, so the kernel writes a padded out
     result, selection = aligned_only.run(None, a, b, out=out, alpha=-0.5, return_selection=True)
     assert selection.padded and result.data_ptr() == out.data_ptr()
     check_against_reference(out, GemmArgs(a, b, alpha=-0.5), "fp16")
@@ -93,7 +94,7 @@ def test_padding_with_blas_style_c_in_out(build_registry):
 
 
 def test_padded_launch_gets_aligned_buffers_including_out(aligned_only, monkeypatch):
-    """The a16 kernel is compiled assuming 16-element leading dimensions for A, B *and* out."""
+    """The a16 kernel is compiled assuming 16-byte leading dimensions (8 fp16 elements) for A, B *and* out."""
     seen = _launch_spy(monkeypatch)
     a, b = rcr(20, 20, 17)
     out = aligned_only.run(None, a, b, strategy="first_fit")
@@ -101,7 +102,7 @@ def test_padded_launch_gets_aligned_buffers_including_out(aligned_only, monkeypa
     for name in ("a", "b", "out"):
         t = getattr(args, name)
         assert t.data_ptr() % 16 == 0, name
-        assert all(s % 16 == 0 for s in t.stride() if s != 1), (name, t.stride())
+        assert all(s % 8 == 0 for s in t.stride() if s != 1), (name, t.stride())
     assert out.is_contiguous() and out.shape == (20, 20)
     check_against_reference(out, GemmArgs(a, b), "fp16")
 
@@ -128,10 +129,13 @@ def test_plan_for_gives_each_kernel_its_least_padding():
     arch = get_arch("sm_90")
     p = GemmProblem(20, 24, 17, dtype="fp16", layout="rcr")
     tma = plan_for(Kernel(TMA_RCR, arch), p)           # descriptors need 16-byte rows: 8 fp16 elements
-    a16 = plan_for(Kernel(A16_TILED, arch), p)         # vectorized loads need multiples of 16
+    a16 = plan_for(Kernel(A16_TILED, arch), p)         # 16-byte vector loads: the same
     a1 = plan_for(Kernel(A1_TILED, arch), p)
     assert tma.padded and (tma.problem.n, tma.problem.k, tma.problem.align) == (24, 24, 8)
-    assert a16.padded and (a16.problem.n, a16.problem.k, a16.problem.align) == (32, 32, 16)
+    assert a16.padded and (a16.problem.n, a16.problem.k, a16.problem.align) == (24, 24, 8)
+    fp8 = plan_for(Kernel(small_config("tiled", "rcr", "fp8e4m3", align=16), arch),
+                   GemmProblem(20, 24, 17, dtype="fp8e4m3", layout="rcr"))   # 16 bytes: 16 fp8 elements
+    assert fp8.padded and (fp8.problem.n, fp8.problem.k, fp8.problem.align) == (32, 32, 16)
     assert not a1.padded and a1.problem == p
 
 
@@ -151,16 +155,16 @@ def test_tma_kernel_runs_on_k_padding_only_and_writes_out_in_place(build_registr
 
 
 def test_operands_that_fit_are_not_copied(build_registry, monkeypatch):
-    """rrr 20x24x32 with a16 kernels: K=32 is aligned, N=24 is not: B and the output are padded, A is used as
-    it is (same storage)."""
+    """rrr 20x20x32 with a16 kernels: K=32 is aligned, N=20 is not (no 16-byte fp16 rows): B and the output are
+    padded to N=24, A is used as it is (same storage)."""
     registry = build_registry(suites.padding_configs())
     seen = _launch_spy(monkeypatch)
-    a, b = matrix(20, 32), matrix(32, 24)
+    a, b = matrix(20, 32), matrix(32, 20)
     out, selection = registry.run(None, a, b, return_selection=True)
-    assert selection.padded and (selection.problem.m, selection.problem.n) == (20, 32)
+    assert selection.padded and (selection.problem.m, selection.problem.n) == (20, 24)
     (args,) = seen
-    assert args.a is a and args.b.shape == (32, 32) and args.out.shape == (20, 32)   # (launch allocated it)
-    assert out.shape == (20, 24) and out.is_contiguous()
+    assert args.a is a and args.b.shape == (32, 24) and args.out.shape == (20, 24)   # (launch allocated it)
+    assert out.shape == (20, 20) and out.is_contiguous()
     check_against_reference(out, GemmArgs(a, b), "fp16")
 
 
@@ -220,7 +224,7 @@ def test_out_that_does_not_fit_is_written_from_a_kept_padded_out(aligned_only, f
         check_against_reference(out, GemmArgs(a, b, alpha=alpha), "fp16")
         assert torch.isnan(full[:, 21:]).all()        # beyond the caller's columns: untouched poison
     (entry,) = fresh_pad_cache._CACHE.values()
-    assert entry.out is not None and entry.out.shape == (19, 32)
+    assert entry.out is not None and entry.out.shape == (19, 24)   # N=21 padded to 16-byte rows
 
 
 def test_the_cache_keeps_at_most_its_limit(aligned_only, fresh_pad_cache, monkeypatch):

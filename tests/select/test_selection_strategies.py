@@ -34,7 +34,8 @@ def test_first_fit_follows_registry_order(registry, build_registry):
 def test_first_fit_skips_kernels_that_do_not_fit(build_registry):
     registry = build_registry([suites.aligned_configs()[0], *suites.select_configs()])
     assert registry.kernels[0].config.align == 16
-    direct = registry.select(PROBLEM, "first_fit")   # K=72 is not a multiple of 16: the a16 kernel cannot run it
+    problem = td.GemmProblem(40, 48, 68, dtype="fp16")   # K=68: no 16-byte rows, the a16 kernel cannot run it
+    direct = registry.select(problem, "first_fit")
     assert direct.kernel is registry.kernels[1] and not direct.padded
 
 

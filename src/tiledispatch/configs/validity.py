@@ -161,14 +161,13 @@ def gemm_problem_mismatch(cfg: GemmConfig, problem: GemmProblem) -> str | None:
     for field, have, want in checks:
         if have != want:
             return f"{field}: kernel has {have!r}, problem needs {want!r}"
-    if cfg.family in TMA_FAMILIES and cfg.align == 16:
-        need = max(1, 16 // DTYPES[cfg.dtype].bytes)     # tensor descriptors need 16-byte rows only
-        if problem.align < need:
-            return (f"align: {cfg.family} reads through tensor descriptors, which need 16-byte aligned pointers "
-                    f"and rows (align >= {need} for {cfg.dtype}); the problem guarantees align={problem.align}")
-    elif cfg.align > problem.align:
-        return (f"align: kernel assumes 16-byte aligned pointers and leading dimensions, and sizes along unit "
-                f"strides that are multiples of 16; the problem guarantees align={problem.align}")
+    need = max(1, 16 // DTYPES[cfg.dtype].bytes) if cfg.align == 16 else 1   # 16-byte rows of the input type
+    if problem.align < need:
+        how = ("reads through tensor descriptors, which need" if cfg.family in TMA_FAMILIES
+               else "loads 16-byte vectors, which need")
+        return (f"align: {cfg.family} {how} 16-byte aligned pointers, and leading dimensions and sizes along unit "
+                f"strides of 16 bytes (align >= {need} for {cfg.dtype}); the problem guarantees "
+                f"align={problem.align}")
     if cfg.family == "tma_ws" and problem.batch > 1:
         return (f"batch: tma_ws computes one matrix (batch={problem.batch}); Triton 3.6 hangs warp-specializing "
                 f"the rank-3 descriptors that batches need")
@@ -180,8 +179,8 @@ def gemm_problem_mismatch(cfg: GemmConfig, problem: GemmProblem) -> str | None:
 
 def least_padded(cfg: GemmConfig, problem: GemmProblem) -> GemmProblem | None:
     """The least padded form of `problem` (GemmProblem.padded, smallest align first) that a kernel built from
-    cfg computes exactly, or None. A TMA kernel needs 16-byte rows only (align 8 for 2-byte types), a
-    vectorized a16 kernel multiples of 16."""
+    cfg computes exactly, or None. An a16 kernel (TMA or vectorized pointer loads) needs 16-byte rows: align 8
+    for 2-byte types, 16 for 1-byte ones."""
     for align in (a for a in PROBLEM_ALIGNS if a > problem.align):
         padded = problem.padded(align)
         if gemm_problem_mismatch(cfg, padded) is None:

@@ -58,7 +58,7 @@ from tiledispatch.kernels.conv_common import (
     tl_type,
 )
 from tiledispatch.kernels.gemm_common import signature_text
-from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
 from tiledispatch.problems.conv import ConvProblem
 
 KINDS = ("dw", "grouped")    # compute entries of every direction, in entry order
@@ -71,7 +71,7 @@ PACK_WARPS = 4
 # the workspace of every direction: bwd_weight's partial sums; fwd / bwd_data's weight repacked tap-major and
 # converted once, so the tap loop converts only the activations
 WORKSPACE_DTYPE = "fp32"
-WS_PARAM = Param("ws_ptr", "*" + DTYPES[WORKSPACE_DTYPE].triton, divisible16=True)
+WS_PARAM = Param("ws_ptr", "*" + DTYPES[WORKSPACE_DTYPE].triton, divisibility=ALIGN_BYTES)
 PROGRAMS_PER_SM = 8         # bwd_weight: programs per SM the automatic split aims for
 MAX_GRID_YZ = 65535
 I = "    "
@@ -81,7 +81,8 @@ I = "    "
 def base_params(cfg: ConvConfig) -> list[Param]:
     """The standard parameters; with align > 1 the activation pointers are 16-byte aligned."""
     aligned = ("x_ptr", "y_ptr") if cfg.align > 1 else ()
-    return [dataclasses.replace(p, divisible16=True) if p.name in aligned else p for p in standard_params(cfg)]
+    return [dataclasses.replace(p, divisibility=ALIGN_BYTES) if p.name in aligned else p
+            for p in standard_params(cfg)]
 
 
 def tap_chunk(cfg: ConvConfig) -> int:

@@ -16,14 +16,13 @@ from typing import Any
 
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
-from tiledispatch.errors import BadInput, UnsupportedProblem
+from tiledispatch.errors import BadInput
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan
 from tiledispatch.problems.conv import ConvProblem
 
 LAYOUTS = {"fwd": "rcr", "bwd_data": "rrr", "bwd_weight": "crr"}
 # GEMM operands by forward role: (A, B, out); slots of kernels/conv_common.CONV_SLOTS
 ROLES = {"fwd": ("x", "w", "y"), "bwd_data": ("y", "w", "x"), "bwd_weight": ("y", "x", "w")}
-HINT = 16   # aligned pointer-loading GEMM kernels assume strides (and sizes along unit strides) multiples of 16
 _ROLE_SLOT = {"x": 0, "w": 1, "y": 2}
 
 
@@ -99,7 +98,6 @@ def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any])
         values.update({"stride_ar": 1, "stride_ac": pixel_stride(tensors["y"], "output"),
                        "stride_br": pixel_stride(tensors["x"], "input"), "stride_bc": 1,
                        "stride_or": tensors["w"].stride(0), "stride_oc": 1})
-        _check_hinted(cfg, values, ("stride_ac", "stride_br", "stride_or"))
         return values
     a, b, out = (tensors[role] for role in ROLES[cfg.direction])
     w_rows = b.stride(0)   # weight (K, C, 1..): K x C row-major
@@ -111,16 +109,3 @@ def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any])
     else:                        # B = w: (K, C) row-major
         values.update({"stride_br": w_rows, "stride_bc": 1})
     return values
-
-
-def _check_hinted(cfg: ConvConfig, values: dict[str, Any], names: tuple[str, ...]) -> None:
-    """An aligned pointer-loading GEMM kernel was compiled for strides that are multiples of 16: refuse tensors
-    whose pixel or weight-row strides are not (an align-8 problem promises multiples of 8 only; contiguous
-    channels-last tensors with C and K multiples of 16, which the problem match asks for, always are)."""
-    if gemm_config(cfg).align != 16:
-        return
-    odd = {name: values[name] for name in names if values[name] % HINT}
-    if odd:
-        raise UnsupportedProblem(f"{cfg.name} reads with strides that are multiples of {HINT}; the tensors have "
-                                 f"{odd} (pass contiguous channels-last tensors or use an align-1 instance)",
-                                 field="strides")

@@ -46,7 +46,7 @@ import math
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.kernels import conv_common as common
 from tiledispatch.kernels.gemm_common import DOT_F32, signature_text
-from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param, aligned16
 from tiledispatch.problems.conv import ConvProblem
 
 FN = "conv_igemm_kernel"
@@ -66,17 +66,17 @@ def is_split(cfg: ConvConfig) -> bool:
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
     aligned = cfg.align == VEC
-    params = [dataclasses.replace(p, divisible16=aligned) if p.name in ("x_ptr", "y_ptr", "w_ptr") else p
+    params = [dataclasses.replace(p, divisibility=aligned16(aligned)) if p.name in ("x_ptr", "y_ptr", "w_ptr") else p
               for p in common.standard_params(cfg)]
     params += [Param("M_TILES", "i32"), Param("N_TILES", "i32")]
     if is_split(cfg):
-        params += [Param("ws_ptr", "*fp32", divisible16=True), Param("SPLITS", "i32")]
+        params += [Param("ws_ptr", "*fp32", divisibility=ALIGN_BYTES), Param("SPLITS", "i32")]
     params += [Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n),
                Param("BLOCK_K", "constexpr", cfg.block_k), Param("GPP", "constexpr", cfg.groups_per_program),
                Param(DOT_F32, "constexpr", False)]
     out = [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages)]
     if is_split(cfg):
-        reduce = [*common.standard_params(cfg), Param("ws_ptr", "*fp32", divisible16=True), Param("SPLITS", "i32")]
+        reduce = [*common.standard_params(cfg), Param("ws_ptr", "*fp32", divisibility=ALIGN_BYTES), Param("SPLITS", "i32")]
         out += [EntrySpec(fn, tuple(reduce), common.REDUCE_WARPS, 1) for fn in common.reduce_fns(REDUCE_FN)]
     return out
 
@@ -356,7 +356,7 @@ def _diag_loop(cfg: ConvConfig) -> str:
     dims, ind = _dims(cfg), "        "
     cl = "tl.arange(0, BLOCK_N)"
     if cfg.direction == "fwd":   # w[k = cn, c = r % CG, tap]
-        b_off = f"cn[None, :].to(tl.int64) * sw_k + (rk % BLOCK_K)[:, None]"
+        b_off = "cn[None, :].to(tl.int64) * sw_k + (rk % BLOCK_K)[:, None]"
     else:                        # w[k = a_chan + r, c = col % CG, tap]
         b_off = f"(a_chan + rk)[:, None].to(tl.int64) * sw_k + ({cl} % BLOCK_K)[None, :]"
     out = ["    red_ok = a_chan + rk < " + r.red_total,

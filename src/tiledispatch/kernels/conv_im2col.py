@@ -53,7 +53,7 @@ from tiledispatch.kernels.conv_common import (
     tl_type,
 )
 from tiledispatch.kernels.conv_direct import header, indented, tap_loop_nest
-from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param, aligned16
 from tiledispatch.problems.conv import ConvProblem
 
 FN = "conv_im2col_kernel"
@@ -121,7 +121,7 @@ def _copy_params(cfg: ConvConfig) -> list[Param]:
     ty = "*" + DTYPES[cfg.dtype].triton
     aligned = cfg.align == 8
     x_ty = "*" + DTYPES[cfg.out_dtype if cfg.direction == "bwd_data" else cfg.dtype].triton
-    out = [Param("x_ptr", x_ty, divisible16=aligned), Param(_cols(cfg), ty, divisible16=True),
+    out = [Param("x_ptr", x_ty, divisibility=aligned16(aligned)), Param(_cols(cfg), ty, divisibility=ALIGN_BYTES),
            Param("C", "i32"), Param("NB", "i32"), Param("WS_ROW", "i32"), Param("P", "i32")]
     out += [Param(f"{field}_{s}", "i32") for field in ("in", "out", "flt", "str", "pad", "dil") for s in dims(cfg)]
     out += [Param("sx_n", "i64")] + [Param(f"sx_{s}", "i64") for s in dims(cfg)]
@@ -138,7 +138,7 @@ def _flat_divisors(cfg: ConvConfig) -> tuple[str, ...]:
 
 def _wpack_entry(cfg: ConvConfig) -> EntrySpec:
     ty = "*" + DTYPES[cfg.dtype].triton
-    params = (Param("w_ptr", ty), Param(packed_weight(cfg), ty, divisible16=True), Param("W_ROWS", "i32"),
+    params = (Param("w_ptr", ty), Param(packed_weight(cfg), ty, divisibility=ALIGN_BYTES), Param("W_ROWS", "i32"),
               Param("COLS", "i32"), Param("R", "i32"), Param("sw_k", "i64"),
               Param("BLOCK", "constexpr", WPACK_BLOCK))
     return EntrySpec(WPACK_FN, params, IM2COL_WARPS, 1)

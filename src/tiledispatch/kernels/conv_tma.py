@@ -36,7 +36,7 @@ import math
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.kernels import conv_common as common
 from tiledispatch.kernels.gemm_common import DOT_F32, signature_text
-from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
 from tiledispatch.kernels.tma_common import REG_OVERHEAD, REGS_PER_SM, SMEM_PER_SM
 from tiledispatch.problems.conv import ConvProblem
 
@@ -62,7 +62,7 @@ def pixel_box(cfg: ConvConfig) -> tuple[int, ...]:
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
     box = pixel_box(cfg)
-    params = [p if p.name not in ("x_ptr", "y_ptr", "w_ptr") else Param(p.name, p.ty, divisible16=True)
+    params = [p if p.name not in ("x_ptr", "y_ptr", "w_ptr") else Param(p.name, p.ty, divisibility=ALIGN_BYTES)
               for p in common.standard_params(cfg)]
     params += [Param("NUM_PROGRAMS", "i32"), Param("BLOCK_M", "constexpr", cfg.block_m),
                Param("BLOCK_N", "constexpr", cfg.block_n),

@@ -51,7 +51,7 @@ from tiledispatch.kernels.conv_common import (
     tl_type,
 )
 from tiledispatch.kernels.gemm_common import DOT_F32, signature_text
-from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
 from tiledispatch.problems.conv import ConvProblem
 
 FN = "conv_wgrad_kernel"
@@ -66,12 +66,12 @@ def _aligned_standard_params(cfg: ConvConfig) -> list[Param]:
     """The standard parameters; align-8 instances know that the x and y base pointers are 16-byte aligned."""
     out = standard_params(cfg)
     if cfg.align == 8:
-        out = [dataclasses.replace(p, divisible16=True) if p.name in ("x_ptr", "y_ptr") else p for p in out]
+        out = [dataclasses.replace(p, divisibility=ALIGN_BYTES) if p.name in ("x_ptr", "y_ptr") else p for p in out]
     return out
 
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
-    ws = Param("ws_ptr", "*fp32", divisible16=True)
+    ws = Param("ws_ptr", "*fp32", divisibility=ALIGN_BYTES)
     main = [*_aligned_standard_params(cfg), ws, Param("SPLITS", "i32"), Param("CPS", "i32"),
             *fast_divisor_params(dims(cfg)), Param("BLOCK_M", "constexpr", cfg.block_m),
             Param("BLOCK_N", "constexpr", cfg.block_n), Param("BLOCK_K", "constexpr", cfg.block_k),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tiledispatch.configs.gemm import TMA_FAMILIES, GemmConfig
 from tiledispatch.dtypes import DTYPES, SCALED_DTYPES
-from tiledispatch.kernels.spec import Param
+from tiledispatch.kernels.spec import ALIGN_BYTES, Param, aligned16
 from tiledispatch.problems.gemm import contiguous_dims
 
 TL_TYPES = {"fp16": "tl.float16", "bf16": "tl.bfloat16", "fp32": "tl.float32", "int32": "tl.int32",
@@ -14,36 +14,44 @@ DOT_F32 = "DOT_F32"
 
 
 def ptr(name: str, dtype: str, aligned: bool = False) -> Param:
-    return Param(name, "*" + DTYPES[dtype].triton, divisible16=aligned)
+    return Param(name, "*" + DTYPES[dtype].triton, divisibility=aligned16(aligned))
 
 
-def hinted(cfg: GemmConfig) -> bool:
-    """Whether sizes and strides are compiled as multiples of 16: aligned pointer-loading kernels. The TMA
-    families also run align-8 problems (16-byte rows), so they assume 16-byte aligned pointers only."""
-    return cfg.align == 16 and cfg.family not in TMA_FAMILIES
+def row_multiple(dtype: str) -> int:
+    """Elements of `dtype` in 16 bytes: the multiple that aligned kernels need of leading dimensions and of sizes
+    along unit strides (16-byte rows: vector loads for pointer kernels, tensor descriptors for TMA ones)."""
+    return max(1, ALIGN_BYTES // DTYPES[dtype].bytes)
+
+
+def hint(cfg: GemmConfig) -> int:
+    """The factor aligned pointer-loading kernels are compiled to know of sizes along unit strides and of
+    strides: 16 bytes of the input type (8 elements of fp16 / bf16, 16 of fp8 / int8, 4 of fp32), which the
+    output's leading dimension also has (its type is at least as wide). 1: nothing known (align-1 kernels, and
+    the TMA families, which take strides as descriptor fields)."""
+    return row_multiple(cfg.dtype) if cfg.align == 16 and cfg.family not in TMA_FAMILIES else 1
 
 
 def size_params(cfg: GemmConfig, names: str) -> list[Param]:
-    """M, N, K as i32; aligned kernels know that the sizes along unit strides are multiples of 16 (vector
-    loads, edge masks per vector); the others may be anything."""
-    hinted_dims = contiguous_dims(cfg.layout) if hinted(cfg) else ()
-    return [Param(name, "i32", divisible16=name in hinted_dims) for name in names]
+    """M, N, K as i32; aligned kernels know the factor `hint` of the sizes along unit strides (vector loads,
+    edge masks per vector); the others may be anything."""
+    hinted_dims = contiguous_dims(cfg.layout) if hint(cfg) > 1 else ()
+    return [Param(name, "i32", divisibility=hint(cfg) if name in hinted_dims else 1) for name in names]
 
 
-def strides(prefix: str, layout_letter: str | None, aligned: bool) -> list[Param]:
-    """Batch, row and column strides of a matrix operand; the contiguous one is the constexpr 1."""
+def strides(prefix: str, layout_letter: str | None, factor: int) -> list[Param]:
+    """Batch, row and column strides of a matrix operand, known multiples of `factor`; the contiguous one is the
+    constexpr 1."""
     row_unit = layout_letter == "c"
     col_unit = layout_letter == "r"
-    params = [Param(f"stride_{prefix}b", "i64", divisible16=aligned)]
+    params = [Param(f"stride_{prefix}b", "i64", divisibility=factor)]
     for axis, unit in (("r", row_unit), ("c", col_unit)):
         name = f"stride_{prefix}{axis}"
-        params.append(Param(name, "constexpr", 1) if unit else Param(name, "i64", divisible16=aligned))
+        params.append(Param(name, "constexpr", 1) if unit else Param(name, "i64", divisibility=factor))
     return params
 
 
 def operand_params(cfg: GemmConfig) -> list[Param]:
-    aligned = hinted(cfg)
-    return [*strides("a", cfg.layout[0], aligned), *strides("b", cfg.layout[1], aligned)]
+    return [*strides("a", cfg.layout[0], hint(cfg)), *strides("b", cfg.layout[1], hint(cfg))]
 
 
 def epilogue_pointer_params(cfg: GemmConfig) -> list[Param]:
@@ -59,15 +67,15 @@ def epilogue_pointer_params(cfg: GemmConfig) -> list[Param]:
 
 
 def epilogue_scalar_params(cfg: GemmConfig) -> list[Param]:
-    aligned = hinted(cfg)
-    out = [*strides("o", cfg.layout[2], aligned)]
+    factor = hint(cfg)
+    out = [*strides("o", cfg.layout[2], factor)]
     extra_letter = cfg.layout[2] if cfg.align == 16 else None   # aligned kernels read C and D like the output
     if cfg.with_c:
-        out.extend(strides("c", extra_letter, aligned))
+        out.extend(strides("c", extra_letter, factor))
     if cfg.bias != "none":
-        out.append(Param("stride_biasb", "i64", divisible16=aligned))
+        out.append(Param("stride_biasb", "i64", divisibility=factor))
     for i in range(cfg.num_d):
-        out.extend(strides(f"d{i}", extra_letter, aligned))
+        out.extend(strides(f"d{i}", extra_letter, factor))
     scalar = "i32" if cfg.acc_dtype == "int32" else "fp32"
     out.append(Param("alpha", scalar))
     if cfg.with_c:

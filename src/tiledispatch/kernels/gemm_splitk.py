@@ -35,11 +35,12 @@ def split_param(cfg: GemmConfig) -> Param:
 
 # the workspace's row length: N rounded up to 16 elements, so its rows are 64-byte aligned and the partial
 # stores and reduce loads vectorize whatever N is (the output's own stride may be only 16-byte aligned)
-WS_LD = Param("WS_LD", "i32", divisible16=True)
+WS_ROW_MULTIPLE = 16
+WS_LD = Param("WS_LD", "i32", divisibility=WS_ROW_MULTIPLE)
 
 
 def ws_ld(n: int) -> int:
-    return -(-n // 16) * 16
+    return -(-n // WS_ROW_MULTIPLE) * WS_ROW_MULTIPLE
 
 
 def entries(cfg: GemmConfig) -> list[EntrySpec]:

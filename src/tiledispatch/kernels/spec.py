@@ -8,13 +8,21 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+ALIGN_BYTES = 16   # what aligned kernels assume of their pointers (vector loads, tensor descriptors)
+
+
+def aligned16(aligned: bool) -> int:
+    """The divisibility of a pointer that is 16-byte aligned when `aligned` (else nothing is known)."""
+    return ALIGN_BYTES if aligned else 1
+
 
 @dataclasses.dataclass(frozen=True)
 class Param:
     name: str
     ty: str                     # Triton signature type ("*fp16", "i32", "fp32", "constexpr")
     value: Any = None           # the value of a constexpr
-    divisible16: bool = False   # compile with tt.divisibility=16 (pointer alignment / stride multiple)
+    divisibility: int = 1       # compiled with tt.divisibility=N when N > 1: a pointer's alignment in bytes, an
+                                # integer's known factor (a size or stride in elements)
 
     @property
     def is_constexpr(self) -> bool:
@@ -35,7 +43,7 @@ class EntrySpec:
         return {p.name: p.value for p in self.params if p.is_constexpr}
 
     def attrs(self) -> dict[tuple[int, ...], list[list[Any]]]:
-        return {(i,): [["tt.divisibility", 16]] for i, p in enumerate(self.params) if p.divisible16}
+        return {(i,): [["tt.divisibility", p.divisibility]] for i, p in enumerate(self.params) if p.divisibility > 1}
 
     def to_json(self) -> dict[str, Any]:
         return {"fn": self.fn, "num_warps": self.num_warps, "num_stages": self.num_stages,

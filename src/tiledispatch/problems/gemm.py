@@ -65,8 +65,9 @@ class GemmProblem:
     layout letters give the major order of A, B and out: r = row-major, c = column-major.
     align=16 guarantees 16-byte aligned base pointers, leading dimensions that are multiples of 16 elements,
     and the same of every size that runs along a unit stride (`contiguous_dims`: e.g. N and K for rcr; M may
-    be anything): what vectorized kernels need; align=8 guarantees the same with multiples of 8 (16-byte rows
-    for 2-byte types: enough for tensor descriptors); align=1 guarantees nothing. By default it is
+    be anything); align=8 guarantees the same with multiples of 8. Aligned (a16) kernels need 16-byte rows of
+    the input type: align 8 for 2-byte types (and fp32), 16 for 1-byte ones (configs/validity.py
+    gemm_problem_mismatch); align=1 guarantees nothing. By default it is
     derived from the sizes as for freshly allocated contiguous tensors.
     """
 
