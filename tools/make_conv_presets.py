@@ -94,6 +94,9 @@ GEMM_1X1 = [
     ("gemm", 128, 128, 64, 1, 8, 4, "tap", 8), ("gemm", 128, 256, 64, 1, 8, 3, "tap", 8),
     ("gemm", 128, 64, 64, 1, 4, 4, "tap", 8), ("gemm", 64, 128, 64, 1, 4, 4, "tap", 8),
     ("gemm", 64, 64, 32, 1, 4, 3, "tap", 1),
+    # split_k=1: the tiled GEMM (pointer loads) instead of tma_persistent, for few pixels
+    ("gemm", 64, 128, 64, 1, 4, 4, "tap", 8, 1), ("gemm", 128, 128, 64, 1, 8, 4, "tap", 8, 1),
+    ("gemm", 128, 64, 64, 1, 4, 4, "tap", 8, 1),
 ]
 
 # bwd_weight of 1x1 convolutions (stride 1, no padding): dw = dy^T x, a K x C GEMM reduced over every pixel on the
@@ -132,8 +135,8 @@ def _wgrad_igemm() -> list[tuple]:
 # Instances that were the fastest of the `_all` preset on some layer of the H200 conv suite
 # (benchmarks/results/conv_h200.json, the 2026-11-23 run with pipelined direct kernels and its re-runs of the dense
 # rows with im2col backward data, and the dense re-runs after the split reduce change and the 64x128 split / unsplit
-# 1x1 and im2col weight-gradient instances) whose code no sweep has measured (im2col; direct at 2 or 3 pipelined
-# stages; the unsplit 1x1 weight gradient), so
+# 1x1 and im2col weight-gradient instances, and the 1x1 instances on the tiled GEMM) whose code no sweep has
+# measured (im2col; direct at 2 or 3 pipelined stages; 1x1 on the tiled GEMM), so
 # the greedy cover cannot choose them (among them the align-1 im2col instance of each direction that won the
 # few-channel stems). In the essential
 # presets `tune` times them; the shipped cost models do not rank them.
@@ -144,14 +147,16 @@ SUITE_ESSENTIAL = {
                       "gemm-128x128x64-g1-w8-s4-im2col-a8-k1", "gemm-128x256x64-g1-w8-s3-im2col-a8-k1",
                       "gemm-128x64x64-g1-w4-s4-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k1",
                       "gemm-64x128x64-g1-w4-s4-im2col-a8-k4", "gemm-128x64x64-g1-w4-s4-im2col-a1-k1",
-                      "gemm-64x128x64-g1-w4-s4-im2col-a8-k2", "gemm-128x128x64-g1-w8-s4-im2col-a8-k2"}),
+                      "gemm-64x128x64-g1-w4-s4-im2col-a8-k2", "gemm-128x128x64-g1-w8-s4-im2col-a8-k2",
+                      "gemm-128x64x64-g1-w4-s4-tap-a8-k1", "gemm-128x128x64-g1-w8-s4-tap-a8-k1"}),
     "bwd_data": frozenset({"direct-256x32x1-g1-w8-s3-tap-a8", "direct-32x32x3-g1-w2-s3-roll-a8",
                            "direct-32x64x1-g1-w4-s2-tap-a8", "direct-32x64x3-g1-w4-s2-roll-a2",
                            "direct-32x64x3-g1-w4-s2-roll-a4", "direct-32x64x3-g1-w4-s2-tap-a4",
                            "direct-32x64x3-g1-w4-s3-tap-a8", "direct-64x32x1-g1-w4-s3-tap-a2",
                            "gemm-128x128x64-g1-w8-s4-im2col-a8-k1", "gemm-128x256x64-g1-w8-s3-im2col-a8-k1",
                            "gemm-128x64x64-g1-w4-s4-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k1",
-                           "gemm-128x128x64-g1-w8-s4-im2col-a1-k1"}),
+                           "gemm-128x128x64-g1-w8-s4-im2col-a1-k1", "gemm-128x64x64-g1-w4-s4-tap-a8-k1",
+                           "gemm-64x128x64-g1-w4-s4-tap-a8-k1"}),
     "bwd_weight": frozenset({"direct-32x32x3-g1-w2-s3-tap-a8", "direct-32x32x3-g1-w4-s3-roll-a2",
                              "gemm-128x128x64-g1-w8-s3-im2col-a8-k1", "gemm-128x128x64-g1-w8-s3-im2col-a8-k2",
                              "gemm-128x256x64-g1-w8-s3-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k4",

@@ -42,6 +42,20 @@ def test_one_by_one_matches_reference(registry, build_registry, direction, align
     assert result["passed"], result
 
 
+# split_k=1 at align 8: the tiled GEMM (16-byte vector loads) instead of tma_persistent; 48 -> 32 channels over
+# 5 x 7 pixels (partial row tile, a reduction of 48 = 1.5 K blocks), and the fused bias + silu epilogue
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data"])
+def test_one_by_one_on_the_tiled_gemm_matches_reference(build_registry, direction):
+    cfg = dataclasses.replace(CONFIGS[(direction, 8)], split_k=1, activation="silu" if direction == "fwd" else "none",
+                              bias=direction == "fwd")
+    assert gemm_config(cfg).family == "tiled" and gemm_config(cfg).align == 16
+    problem = td.ConvProblem(direction, 2, 48, 32, 1, (5, 7), (1, 1), dtype="fp16", bias=cfg.bias,
+                             activation=cfg.activation)
+    assert run_and_validate(build_registry([cfg]).get(cfg.name), problem)[2]["passed"]
+    assert "split_k" in dict(conv_config_errors(dataclasses.replace(CONFIGS[(direction, 1)], split_k=1),
+                                                td.get_arch("sm_90")))   # align 1 runs tiled at split_k=0
+
+
 def test_bias_and_activation_are_fused(registry):
     problem = td.ConvProblem("fwd", 2, 16, 24, 1, (3, 5), (1, 1), dtype="fp16", bias=True, activation="silu")
     assert run_and_validate(registry.get(EPILOGUE.name), problem)[2]["passed"]

@@ -181,8 +181,9 @@ def shared_memory_bytes(cfg: ConvConfig) -> int:
 
 
 def _gemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    """1x1 as GEMM: the GEMM instance it runs must be valid; bwd_weight runs the split-K GEMM family, whose
-    split count (split_k >= 2) is fixed at build time, or at split_k=1 the unsplit tiled GEMM. kloop 'im2col':
+    """1x1 as GEMM: the GEMM instance it runs must be valid; split_k picks it (kernels/conv_gemm.gemm_config):
+    fwd / bwd_data 0 (tma_persistent when aligned, else tiled) or, aligned, 1 (tiled); bwd_weight 1 (tiled) or
+    the split-K GEMM family, whose split count (split_k >= 2) is fixed at build time. kloop 'im2col':
     _im2col_errors."""
     from tiledispatch.configs.validity import SPLIT_K as GEMM_SPLIT_K
     from tiledispatch.configs.validity import gemm_config_errors
@@ -193,7 +194,10 @@ def _gemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]])
         return
     wants = [("groups_per_program", cfg.groups_per_program, 1), ("kloop", cfg.kloop, "tap")]
     if cfg.direction != "bwd_weight":
-        wants.append(("split_k", cfg.split_k, 0))
+        if cfg.split_k not in ((0, 1) if cfg.align == 8 else (0,)):
+            errors.append(("split_k", f"family 'gemm' {cfg.direction} runs one GEMM: split_k 0 (tma_persistent "
+                                      f"when aligned) or, at align 8, 1 (the tiled GEMM); got {cfg.split_k} at "
+                                      f"align {cfg.align}"))
     elif cfg.split_k not in (1, *GEMM_SPLIT_K):
         errors.append(("split_k", f"family 'gemm' bwd_weight splits the pixel reduction over a fixed number of "
                                   f"programs, one of {(1, *GEMM_SPLIT_K)} (1: unsplit); got {cfg.split_k}"))

@@ -3,11 +3,12 @@
 Channels-last tensors whose pixels are evenly spaced are matrices: the input is (N*pixels) x C row-major, the
 output (N*pixels) x K, and the weight (K, C, 1..) is K x C row-major. fwd: y = x @ w^T (layout rcr);
 bwd_data: dx = dy @ w (rrr); bwd_weight: dw = dy^T @ x (crr), a K x C result reduced over every pixel. The
-instance is the GEMM family's own kernel built from the conv config's tile fields: tma_persistent for aligned
-fwd / bwd_data problems, tiled otherwise, and for bwd_weight splitk with the config's split_k (its fp32 partials
-summed by the GEMM family's deterministic reduce), or with split_k=1 the unsplit tiled GEMM (few pixels: on
-ResNet-50's 7x7 layers, 32 x 49 pixels, the 2048 x 512 weight gradient took 8.3 us on tiled 64x128 against
-14.1 us on tma_persistent 128x128 and 13.4 + 4.8 us split 4 ways, H200 device times).
+instance is the GEMM family's own kernel built from the conv config's tile fields, chosen by split_k: 0 (fwd /
+bwd_data) tma_persistent for aligned problems, tiled otherwise; 1 the tiled GEMM (pointer loads; aligned
+problems too: 16-byte rows are all it needs); >= 2 (bwd_weight) splitk with that split count (its fp32 partials
+summed by the GEMM family's deterministic reduce). Few pixels favour tiled: on ResNet-50's 7x7 layers, 32 x 49
+pixels, the 2048 x 512 weight gradient took 8.3 us on tiled 64x128 against 14.1 us on tma_persistent 128x128
+and 13.4 + 4.8 us split 4 ways (H200 device times).
 """
 from __future__ import annotations
 
@@ -28,10 +29,13 @@ _ROLE_SLOT = {"x": 0, "w": 1, "y": 2}
 
 def gemm_config(cfg: ConvConfig) -> GemmConfig:
     """The GEMM instance a `gemm` conv config runs (every field derives from the conv config's)."""
-    if cfg.direction == "bwd_weight":
-        family, split = ("splitk" if cfg.split_k > 1 else "tiled"), cfg.split_k
+    if cfg.split_k >= 2:
+        family = "splitk"
+    elif cfg.split_k == 1 or cfg.align != 8:
+        family = "tiled"
     else:
-        family, split = ("tma_persistent" if cfg.align == 8 else "tiled"), 1
+        family = "tma_persistent"
+    split = max(cfg.split_k, 1)
     return GemmConfig(family=family, layout=LAYOUTS.get(cfg.direction, "rcr"), split_k=split,
                       dtype=cfg.dtype, out_dtype=cfg.out_dtype, acc_dtype=cfg.acc_dtype, block_m=cfg.block_m,
                       block_n=cfg.block_n, block_k=cfg.block_k, num_warps=cfg.num_warps,
