@@ -53,8 +53,11 @@ def test_sweep_records_every_pair_once_with_timings(tmp_path):
     assert len(ok) == 9 and (ok.time_ms > 0).all() and (ok.repeats == 3).all() and (ok.rel_err < 2e-3).all()
     assert (ok.p20_ms <= ok.time_ms).all() and (ok.time_ms <= ok.p80_ms).all() and (ok.tflops > 0).all()
     assert set(df[df.kernel == UNSUPPORTED.name].status) == {"unsupported"}
-    padded = df[(df.kernel == NAMES[1]) & (df.p_m != 64)]
-    assert padded.padded.all() and padded.status.eq("ok").all()   # a16 kernel on unaligned sizes: padded plan
+    a16 = df[df.kernel == NAMES[1]]
+    padded = a16[a16.p_m == 17]        # 17 x 9 x 50: no 16-byte fp16 rows, the a16 kernel runs a padded plan
+    assert padded.padded.all() and padded.status.eq("ok").all() and len(padded) == 1
+    direct = a16[a16.p_m == 33]        # 33 x 40 x 24: N and K multiples of 8 (16-byte rows), run as they are
+    assert not direct.padded.any() and direct.status.eq("ok").all() and len(direct) == 1
     assert set(df.worker[df.status == "ok"]) <= {"cpu0", "cpu1"} and set(df.status) <= set(STATUSES)
 
 
