@@ -40,7 +40,8 @@ class ConvConfig:
                              # loads of the main loop (1: a plain loop, kernels/conv_common.loop_range)
     split_k: int = 0         # igemm bwd_weight: reduction splits over pixels (0: chosen per problem at launch);
                              # igemm fwd / bwd_data: >= 2 splits the reduction into at most split_k ranges;
-                             # gemm (1x1 bwd_weight, im2col): the GEMM's fixed split count
+                             # gemm im2col: the GEMM's fixed split count; gemm 1x1: the GEMM (0 tma_persistent,
+                             # 1 tiled, >= 2 split-K with that split count; kernels/conv_gemm.gemm_config)
     kloop: str = "tap"
     align: int = 8
     activation: str = "none"
