@@ -97,6 +97,8 @@ GEMM_1X1 = [
     # split_k=1: the tiled GEMM (pointer loads) instead of tma_persistent, for few pixels
     ("gemm", 64, 128, 64, 1, 4, 4, "tap", 8, 1), ("gemm", 128, 128, 64, 1, 8, 4, "tap", 8, 1),
     ("gemm", 128, 64, 64, 1, 4, 4, "tap", 8, 1),
+    # 2 stages: less shared memory, more programs per SM, for a reduction of one or two K blocks (64 channels)
+    ("gemm", 128, 64, 64, 1, 4, 2, "tap", 8, 1), ("gemm", 64, 64, 64, 1, 4, 2, "tap", 8, 1),
 ]
 
 # bwd_weight of 1x1 convolutions (stride 1, no padding): dw = dy^T x, a K x C GEMM reduced over every pixel on the
@@ -148,7 +150,8 @@ SUITE_ESSENTIAL = {
                       "gemm-128x64x64-g1-w4-s4-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k1",
                       "gemm-64x128x64-g1-w4-s4-im2col-a8-k4", "gemm-128x64x64-g1-w4-s4-im2col-a1-k1",
                       "gemm-64x128x64-g1-w4-s4-im2col-a8-k2", "gemm-128x128x64-g1-w8-s4-im2col-a8-k2",
-                      "gemm-128x64x64-g1-w4-s4-tap-a8-k1", "gemm-128x128x64-g1-w8-s4-tap-a8-k1"}),
+                      "gemm-128x64x64-g1-w4-s4-tap-a8-k1", "gemm-128x128x64-g1-w8-s4-tap-a8-k1",
+                      "gemm-64x64x64-g1-w4-s2-tap-a8-k1"}),
     "bwd_data": frozenset({"direct-256x32x1-g1-w8-s3-tap-a8", "direct-32x32x3-g1-w2-s3-roll-a8",
                            "direct-32x64x1-g1-w4-s2-tap-a8", "direct-32x64x3-g1-w4-s2-roll-a2",
                            "direct-32x64x3-g1-w4-s2-roll-a4", "direct-32x64x3-g1-w4-s2-tap-a4",
@@ -156,7 +159,7 @@ SUITE_ESSENTIAL = {
                            "gemm-128x128x64-g1-w8-s4-im2col-a8-k1", "gemm-128x256x64-g1-w8-s3-im2col-a8-k1",
                            "gemm-128x64x64-g1-w4-s4-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k1",
                            "gemm-128x128x64-g1-w8-s4-im2col-a1-k1", "gemm-128x64x64-g1-w4-s4-tap-a8-k1",
-                           "gemm-64x128x64-g1-w4-s4-tap-a8-k1"}),
+                           "gemm-64x128x64-g1-w4-s4-tap-a8-k1", "gemm-64x64x64-g1-w4-s2-tap-a8-k1"}),
     "bwd_weight": frozenset({"direct-32x32x3-g1-w2-s3-tap-a8", "direct-32x32x3-g1-w4-s3-roll-a2",
                              "gemm-128x128x64-g1-w8-s3-im2col-a8-k1", "gemm-128x128x64-g1-w8-s3-im2col-a8-k2",
                              "gemm-128x256x64-g1-w8-s3-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k4",
