@@ -135,13 +135,10 @@ def _wgrad_igemm() -> list[tuple]:
 
 
 # Instances that were the fastest of the `_all` preset on some layer of the H200 conv suite
-# (benchmarks/results/conv_h200.json, the 2026-11-23 run with pipelined direct kernels and its re-runs of the dense
-# rows with im2col backward data, and the dense re-runs after the split reduce change and the 64x128 split / unsplit
-# 1x1 and im2col weight-gradient instances, and the 1x1 instances on the tiled GEMM) whose code no sweep has
-# measured (im2col; direct at 2 or 3 pipelined stages; 1x1 on the tiled GEMM), so
-# the greedy cover cannot choose them (among them the align-1 im2col instance of each direction that won the
-# few-channel stems). In the essential
-# presets `tune` times them; the shipped cost models do not rank them.
+# (benchmarks/results/conv_h200.json: the 2026-11-23 run with pipelined direct kernels and the re-runs of its dense
+# rows listed there) whose code no sweep has measured (im2col; direct at 2 or 3 pipelined stages; 1x1 on the tiled
+# GEMM), so the greedy cover cannot choose them (among them the align-1 im2col instance of each direction that won
+# the few-channel stems). In the essential presets `tune` times them; the shipped cost models do not rank them.
 SUITE_ESSENTIAL = {
     "fwd": frozenset({"direct-32x32x3-g1-w2-s3-roll-a8", "direct-32x64x3-g1-w4-s2-roll-a2",
                       "direct-32x64x3-g1-w4-s2-tap-a8", "direct-32x64x3-g1-w4-s3-roll-a2",

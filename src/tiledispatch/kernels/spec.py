@@ -43,7 +43,8 @@ class EntrySpec:
         return {p.name: p.value for p in self.params if p.is_constexpr}
 
     def attrs(self) -> dict[tuple[int, ...], list[list[Any]]]:
-        return {(i,): [["tt.divisibility", p.divisibility]] for i, p in enumerate(self.params) if p.divisibility > 1}
+        return {(i,): [["tt.divisibility", p.divisibility]] for i, p in enumerate(self.params)
+                if p.divisibility > 1}
 
     def to_json(self) -> dict[str, Any]:
         return {"fn": self.fn, "num_warps": self.num_warps, "num_stages": self.num_stages,
