@@ -89,6 +89,11 @@ def tile_constexprs(cfg: GemmConfig) -> list[Param]:
             Param(DOT_F32, "constexpr", False)]
 
 
+def tile_count(cfg: GemmConfig, m: int, n: int, batch: int = 1) -> int:
+    """Output tiles of cfg's BLOCK_M x BLOCK_N over an M x N result, times the batch."""
+    return -(-m // cfg.block_m) * -(-n // cfg.block_n) * batch
+
+
 def signature_text(params: list[Param]) -> str:
     parts = [f"{p.name}: tl.constexpr" if p.is_constexpr else p.name for p in params]
     return ",\n    ".join(parts)

@@ -113,13 +113,11 @@ def reduce_plan(cfg: GemmConfig, m: int, n: int, batch: int) -> tuple[tuple[int,
                                                                     tuple[str, int]]:
     """The reduce's grid (output tiles x batches), the workspace ws[batch, SPLIT_K, M, WS_LD] it sums and the
     WS_LD scalar (one place for the workspace layout of splitk and split tma_persistent)."""
-    tile = reduce_config(cfg)
-    tiles = -(-m // tile.block_m) * -(-n // tile.block_n)
     row = ws_ld(n)
-    return (tiles, batch, 1), ("ws_ptr", batch * cfg.split_k * m * row, cfg.acc_dtype), ("WS_LD", row)
+    return (common.tile_count(reduce_config(cfg), m, n), batch, 1), ("ws_ptr", batch * cfg.split_k * m * row, cfg.acc_dtype), ("WS_LD", row)
 
 
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
-    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
     grid, workspace, row = reduce_plan(cfg, m, n, batch)
-    return LaunchPlan(((tiles, cfg.split_k, batch), grid), scalars=(row,), workspaces=(workspace,))
+    return LaunchPlan(((common.tile_count(cfg, m, n), cfg.split_k, batch), grid), scalars=(row,),
+                      workspaces=(workspace,))

@@ -106,7 +106,7 @@ def split_plan(tiles: int, k_tiles: int, programs: int) -> tuple[int, int, int]:
 
 
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
-    tiles = tma.tile_count(cfg, m, n, batch)
+    tiles = common.tile_count(cfg, m, n, batch)
     k_tiles = -(-k // cfg.block_k)
     programs = min(tiles * k_tiles, sms * tma.programs_per_sm(cfg))
     dp_tiles, sk_iters, slots = split_plan(tiles, k_tiles, programs)

@@ -31,5 +31,4 @@ def render(cfg: GemmConfig) -> str:
 
 
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
-    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
-    return LaunchPlan(((tiles, batch, 1),))
+    return LaunchPlan(((common.tile_count(cfg, m, n), batch, 1),))

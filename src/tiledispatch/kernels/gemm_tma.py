@@ -128,7 +128,7 @@ def _split_source(cfg: GemmConfig) -> str:
 
 
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
-    units = tma.tile_count(cfg, m, n, batch) * cfg.split_k
+    units = common.tile_count(cfg, m, n, batch) * cfg.split_k
     programs = min(units, sms * tma.programs_per_sm(cfg))
     scalars = (("BATCH", batch), ("NUM_PROGRAMS", programs))
     if cfg.split_k == 1:

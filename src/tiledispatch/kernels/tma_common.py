@@ -114,7 +114,3 @@ def programs_per_sm(cfg: GemmConfig) -> int:
     acc_per_thread = cfg.block_m * cfg.block_n // (32 * compute_warps(cfg))
     by_regs = REGS_PER_SM // (warps * 32 * (acc_per_thread + REG_OVERHEAD))
     return max(1, min(by_smem, by_regs))
-
-
-def tile_count(cfg: GemmConfig, m: int, n: int, batch: int) -> int:
-    return -(-m // cfg.block_m) * -(-n // cfg.block_n) * batch
