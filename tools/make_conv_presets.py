@@ -135,10 +135,11 @@ def _wgrad_igemm() -> list[tuple]:
 
 
 # Instances that were the fastest of the `_all` preset on some layer of the H200 conv suite
-# (benchmarks/results/conv_h200.json: the 2026-11-23 run with pipelined direct kernels and the re-runs of its dense
-# rows listed there) whose code no sweep has measured (im2col; direct at 2 or 3 pipelined stages; 1x1 on the tiled
-# GEMM), so the greedy cover cannot choose them (among them the align-1 im2col instance of each direction that won
-# the few-channel stems). In the essential presets `tune` times them; the shipped cost models do not rank them.
+# (benchmarks/results/conv_h200.json: the 2026-11-23 run with pipelined direct kernels and the re-runs of its
+# rows listed there) whose code no sweep has measured (im2col; direct at 2 or 3 pipelined stages; 1x1 on the
+# tiled GEMM; bwd_weight 'diagrow'), so the greedy cover cannot choose them (among them the align-1 im2col
+# instance of each direction that won the few-channel stems). In the essential presets `tune` times them; the
+# shipped cost models do not rank them.
 SUITE_ESSENTIAL = {
     "fwd": frozenset({"direct-32x32x3-g1-w2-s3-roll-a8", "direct-32x64x3-g1-w4-s2-roll-a2",
                       "direct-32x64x3-g1-w4-s2-tap-a8", "direct-32x64x3-g1-w4-s3-roll-a2",
@@ -163,7 +164,10 @@ SUITE_ESSENTIAL = {
                              "gemm-64x64x64-g1-w4-s4-im2col-a1-k32", "gemm-64x128x64-g1-w4-s4-im2col-a8-k1",
                              "gemm-64x128x64-g1-w4-s4-im2col-a8-k2", "gemm-64x128x64-g1-w4-s4-im2col-a8-k8",
                              "gemm-64x128x64-g1-w4-s4-im2col-a8-k16", "gemm-64x128x64-g1-w4-s4-tap-a8-k1",
-                             "gemm-64x128x64-g1-w4-s4-tap-a8-k4", "gemm-64x128x64-g1-w4-s4-tap-a8-k16"}),
+                             "gemm-64x128x64-g1-w4-s4-tap-a8-k4", "gemm-64x128x64-g1-w4-s4-tap-a8-k16",
+                             # block-diagonal filter rows (2026-11-24 grouped / grouped 3-D re-run)
+                             "igemm-64x64x32-g1-w4-s4-diagrow-a8", "igemm-64x64x64-g1-w8-s3-diagrow-a8",
+                             "igemm-32x32x64-g1-w4-s3-diagrow-a8"}),
 }
 
 

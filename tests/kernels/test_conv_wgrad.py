@@ -75,6 +75,20 @@ CASES = [
      "C/G=8 aligned: 2 groups per tile, the second tile half empty"),
     ("diag-2d-g16-a8", _cfg(2, "diag", split=2), _problem(2, 2, 32, 32, 2, (5, 5), (3, 3), stride=2, padding=1),
      "C/G == block_n: one group per tile (the dense case of the diag path)"),
+    # block-diagonal over a filter row ('diagrow'): 3 unrolled taps per program, masked past the filter width
+    ("diagrow-2d-g4-a1", _cfg(2, "diagrow", align=1, split=2), _problem(2, 2, 40, 40, 10, (5, 6), (3, 3),
+                                                                        padding=1),
+     "C/G=4, 10 groups leave a half tile; every tap of a row meets the left / right border; 2 splits"),
+    ("diagrow-2d-g3-w2-a1", _cfg(2, "diagrow", align=1), _problem(2, 2, 21, 21, 7, (6, 5), (3, 2), stride=2,
+                                                                  padding=ASYM2),
+     "filter width 2 < 3 unrolled taps (the third masked at load and store); C/G=3 leaves lane 15 masked"),
+    ("diagrow-3d-g2-a1", _cfg(3, "diagrow", align=1, split=4), _problem(3, 1, 12, 12, 6, (3, 4, 5), (2, 3, 3),
+                                                                         padding=1, dilation=(1, 1, 2)),
+     "3-D: two outer dims per filter row index, dilation along the unrolled dim, 4 splits"),
+    ("diagrow-1d-g8-a8", _cfg(1, "diagrow"), _problem(1, 3, 24, 24, 3, (13,), (3,), stride=2, padding=((2, 0),)),
+     "1-D: one filter row; C/G=8 aligned, the second tile half empty; one-sided padding"),
+    ("diagrow-2d-g16-a8", _cfg(2, "diagrow", split=2), _problem(2, 2, 32, 32, 2, (5, 5), (1, 3), padding=(0, 1)),
+     "C/G == block_n; filter height 1 (a single row per channel tile)"),
     # fp32 (ieee dot)
     ("fp32-2d-tap-split", _cfg(2, "tap", split=2, dtype="fp32"),
      _problem(2, 2, 24, 16, 1, (5, 7), (3, 3), dtype="fp32", stride=2, padding=ASYM2), "fp32 with 2 splits"),
@@ -139,6 +153,27 @@ def test_diag_validity_and_mismatch():
     assert conv_problem_mismatch(square, unequal).startswith("c_per_group")
     too_wide = _problem(2, 2, 64, 64, 2, (5, 5), (3, 3), padding=1)   # C/G = 32 > block_n = 16
     assert conv_problem_mismatch(square, too_wide).startswith("c_per_group")
+
+
+def test_diagrow_validity_and_mismatch():
+    arch = td.Registry("sm_90").arch
+    row = _cfg(2, "diagrow", align=1)
+    assert conv_config_errors(row, arch) == []
+    fwd = dataclasses.replace(row, direction="fwd", block_k=4)
+    assert "kloop" in [field for field, _ in conv_config_errors(fwd, arch)]
+    # three 64x64 accumulators on 2 warps: 192 values per thread
+    crowded = dataclasses.replace(row, block_m=64, block_n=64, num_warps=2)
+    assert "num_warps" in [field for field, _ in conv_config_errors(crowded, arch)]
+    wide = _problem(2, 2, 16, 16, 4, (7, 7), (3, 5), padding=1)   # 5 taps per row > 3 unrolled
+    assert conv_problem_mismatch(row, wide).startswith("filter")
+    assert conv_problem_mismatch(_cfg(2, "diag", align=1), wide) is None
+
+
+def test_diagrow_grid_has_a_program_per_filter_row():
+    cfg = _cfg(3, "diagrow", align=1, split=1)
+    p = _problem(3, 1, 32, 32, 8, (4, 4, 4), (3, 2, 3), padding=1)   # C/G = 4: 4 groups per 16-channel tile
+    assert conv_wgrad.tile_counts(cfg, p) == (1, 6 * 2, 1)
+    assert conv_wgrad.tile_counts(dataclasses.replace(cfg, kloop="diag"), p) == (1, 18 * 2, 1)
 
 
 def test_sixteen_warps_limit_accumulators():

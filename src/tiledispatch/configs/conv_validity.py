@@ -27,6 +27,7 @@ DIRECT_TAP_CHUNKS = (1, 3, 9)        # direct bwd_weight: filter taps accumulate
 MAX_WGRAD_ACC_PER_THREAD = 96        # direct bwd_weight: tap chunk x tile values per thread (ptxas spills above)
 DIRECT_KLOOPS = ("tap", "roll")      # direct: one tile per tap, or depthwise rows rolled (kernels/conv_roll.py)
 ROLL_SLOTS = 3                       # kloop 'roll': rolling accumulators (filter heights up to 3)
+ROW_TAPS = 3                         # igemm bwd_weight kloop 'diagrow': taps of a filter row unrolled (widths <= 3)
 ROLL_H_STRIDES = {"fwd": (1, 2), "bwd_data": (1,), "bwd_weight": (1, 2)}   # kloop 'roll': strides along H
 SPLIT_K = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
@@ -66,23 +67,27 @@ def _align_errors(cfg: ConvConfig, errors: list[tuple[str, str]]) -> None:
 def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
     if cfg.kloop in ("roll", "im2col"):
         errors.append(("kloop", f"kloop {cfg.kloop!r} belongs to family "
-                                f"{'direct' if cfg.kloop == 'roll' else 'gemm'}; igemm walks 'tap', 'flat' or 'diag'"))
+                                f"{'direct' if cfg.kloop == 'roll' else 'gemm'}; igemm walks 'tap', 'flat', 'diag' or "
+                                "'diagrow'"))
+    if cfg.kloop == "diagrow" and cfg.direction != "bwd_weight":
+        errors.append(("kloop", f"kloop 'diagrow' exists for direction 'bwd_weight' only, not {cfg.direction!r}"))
     ok = choice(errors, "block_m", cfg.block_m, DOT_BLOCKS) & choice(errors, "block_n", cfg.block_n, DOT_BLOCKS)
     if cfg.kloop != "diag" or cfg.direction == "bwd_weight":   # fwd / bwd_data diag: block_k = C/G (below)
         ok &= choice(errors, "block_k", cfg.block_k, DOT_BLOCKS)
     ok &= choice(errors, "groups_per_program", cfg.groups_per_program, GROUPS_PER_PROGRAM)
     if not ok or cfg.num_warps not in WARPS or cfg.dtype not in DTYPES:
         return
-    acc = cfg.groups_per_program * cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
+    tiles = cfg.groups_per_program * (ROW_TAPS if cfg.kloop == "diagrow" else 1)   # accumulator tiles
+    acc = tiles * cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
     if acc > MAX_ACC_PER_THREAD:
-        errors.append(("num_warps", f"{cfg.groups_per_program} x {cfg.block_m}x{cfg.block_n} tile with "
+        errors.append(("num_warps", f"{tiles} x {cfg.block_m}x{cfg.block_n} tile with "
                                     f"{cfg.num_warps} warps holds {acc} accumulators per thread "
                                     f"(max {MAX_ACC_PER_THREAD})"))
     smem = shared_memory_bytes(cfg)
     if smem > arch.smem_per_block:
         errors.append(("num_stages", f"{cfg.num_stages} stages of {cfg.name} need {smem} B of shared memory; "
                                      f"{arch.name} has {arch.smem_per_block} B per block"))
-    if cfg.kloop == "diag":
+    if cfg.kloop in ("diag", "diagrow"):
         _igemm_diag_errors(cfg, errors)
     if cfg.direction == "bwd_weight":
         _igemm_wgrad_errors(cfg, arch, errors)
@@ -90,17 +95,17 @@ def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]
 
 def _igemm_diag_errors(cfg: ConvConfig, errors: list[tuple[str, str]]) -> None:
     """kloop 'diag': fwd / bwd_data (kernels/conv_igemm.py) do one block-diagonal dot per tap over the channel
-    tile itself (block_k = C/G); bwd_weight (kernels/conv_wgrad.py) tiles the same channels as rows and columns
-    (block_m == block_n) and reduces over pixels (block_k)."""
+    tile itself (block_k = C/G); bwd_weight 'diag' and 'diagrow' (kernels/conv_wgrad.py) tile the same channels
+    as rows and columns (block_m == block_n) and reduce over pixels (block_k)."""
     if cfg.direction == "bwd_weight":
         if cfg.block_m != cfg.block_n:
-            errors.append(("block_m", f"bwd_weight kloop 'diag' uses one channel tile for rows and columns: "
+            errors.append(("block_m", f"bwd_weight kloop {cfg.kloop!r} uses one channel tile for rows and columns: "
                                       f"block_m must equal block_n={cfg.block_n}, got {cfg.block_m}"))
     elif cfg.block_k not in DIAG_GROUP_CHANNELS or cfg.block_n % cfg.block_k:
         errors.append(("block_k", f"kloop 'diag' takes block_k = channels per group, one of {DIAG_GROUP_CHANNELS} "
                                   f"dividing block_n={cfg.block_n}; got {cfg.block_k}"))
     if cfg.groups_per_program != 1:
-        errors.append(("groups_per_program", "kloop 'diag' tiles the channels of all groups at once; "
+        errors.append(("groups_per_program", f"kloop {cfg.kloop!r} tiles the channels of all groups at once; "
                                              f"groups_per_program must be 1, got {cfg.groups_per_program}"))
 
 
@@ -176,7 +181,8 @@ def shared_memory_bytes(cfg: ConvConfig) -> int:
     g = cfg.groups_per_program
     # fwd / bwd_data diag reduce over the channel tile
     red = cfg.block_n if cfg.kloop == "diag" and cfg.direction != "bwd_weight" else cfg.block_k
-    stage = g * (cfg.block_m * red + red * cfg.block_n) * DTYPES[cfg.dtype].bytes
+    x_tiles = ROW_TAPS if cfg.kloop == "diagrow" else 1   # 'diagrow': an x tile per unrolled tap
+    stage = g * (cfg.block_m * red + x_tiles * red * cfg.block_n) * DTYPES[cfg.dtype].bytes
     return max(1, cfg.num_stages) * stage
 
 
@@ -349,7 +355,7 @@ def _igemm_fwd_dgrad_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | No
 # ---- igemm bwd_weight conditions (kernels/conv_wgrad.py) live here ----------------------------------------
 def _igemm_wgrad_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     """igemm bwd_weight (kernels/conv_wgrad.py): channel runs as the alignment promises, then the grid."""
-    if cfg.kloop == "diag":
+    if cfg.kloop in ("diag", "diagrow"):
         return _wgrad_diag_mismatch(cfg, problem) or _wgrad_grid_mismatch(cfg, problem)
     return _align8_group_mismatch(cfg, problem) or _wgrad_grid_mismatch(cfg, problem)
 
@@ -357,8 +363,11 @@ def _igemm_wgrad_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
 def _wgrad_diag_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     cg = problem.c_per_group
     if cg != problem.k_per_group or cg > cfg.block_n:
-        return (f"c_per_group: bwd_weight kloop 'diag' needs C/G == K/G <= block_n={cfg.block_n}; the problem has "
-                f"C/G={cg}, K/G={problem.k_per_group}")
+        return (f"c_per_group: bwd_weight kloop {cfg.kloop!r} needs C/G == K/G <= block_n={cfg.block_n}; the "
+                f"problem has C/G={cg}, K/G={problem.k_per_group}")
+    if cfg.kloop == "diagrow" and problem.filter[-1] > ROW_TAPS:
+        return (f"filter: kloop 'diagrow' unrolls {ROW_TAPS} taps of the innermost filter dim; the problem's "
+                f"filter is {problem.filter}")
     if cfg.align == 8 and (cfg.block_n // cg) * cg % 8:
         return (f"align: align-8 'diag' tiles of {cfg.block_n // cg} groups of C/G={cg} channels do not start on "
                 f"multiples of 8 channels")

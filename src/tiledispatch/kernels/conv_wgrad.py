@@ -20,9 +20,13 @@ Per group g the weight gradient is a GEMM reduced over every output pixel p = (n
   channels holding the BLOCK_N // CG whole groups that start at a group boundary; rows and columns are the same
   global channels, so the dot [BN, BK] x [BK, BN] makes every (k, c) pair of those groups plus the
   cross-group pairs, which the store masks out (BN / CG times the useful work, on contiguous channel loads).
+- kloop 'diagrow': 'diag' over a filter row: a program takes the taps of the innermost filter dim (unrolled
+  to ROW_TAPS, masked past the filter; wider filters do not match) with one accumulator each, so one dy tile
+  and one pixel decomposition per chunk serve ROW_TAPS taps (their x tiles are shifted by a pixel and mostly
+  meet in L1), where 'diag' loads and decomposes them once per tap.
 
 Grid of the main entry: (tiles_m * tiles_n, SPLITS, ceil(G / GPP)) ('diag': (taps * channel tiles, SPLITS, 1),
-taps fastest); tiles_m varies fastest, and the programs of
+taps fastest; 'diagrow': filter rows instead of taps); tiles_m varies fastest, and the programs of
 one split are launched together so that they share their pixel range in L2.
 
 align=8 instances additionally assume (conv_problem_mismatch checks it) C/G and K/G multiples of 8 ('diag':
@@ -35,6 +39,7 @@ import dataclasses
 import math
 
 from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.configs.conv_validity import ROW_TAPS
 from tiledispatch.kernels.conv_common import (
     REDUCE_KINDS,
     REDUCE_WARPS,
@@ -45,6 +50,7 @@ from tiledispatch.kernels.conv_common import (
     fast_divmod_lines,
     reduce_fns,
     reduce_grids,
+    split_index,
     split_sum_lines,
     standard_params,
     tap_coords,
@@ -59,6 +65,12 @@ REDUCE_FN = "conv_wgrad_reduce_kernel"
 MIN_CHUNKS_PER_SPLIT = 8     # auto split: each split reduces at least this many block_k chunks
 MAX_AUTO_SPLITS = 1024
 MAX_GRID_YZ = 65535
+DIAG_KLOOPS = ("diag", "diagrow")   # block-diagonal channel tiles (rows and columns the same channels)
+
+
+def row_taps(cfg: ConvConfig) -> int:
+    """Accumulators (filter taps) of a program: 'diagrow' ROW_TAPS of a filter row, every other kloop one."""
+    return ROW_TAPS if cfg.kloop == "diagrow" else 1
 
 
 # -- parameters ------------------------------------------------------------------------------------------
@@ -91,7 +103,7 @@ def _prologue(cfg: ConvConfig) -> str:
     ds = dims(cfg)
     # align-8 problems have C/G and K/G multiples of 8 (not 'diag': whole tiles of groups are); rounding tells the
     # compiler so (same value)
-    align = cfg.align == 8 and cfg.kloop != "diag"
+    align = cfg.align == 8 and cfg.kloop not in DIAG_KLOOPS
     cgv, kgv = ("CG // 8 * 8", "KG // 8 * 8") if align else ("CG", "KG")
     src = f"""\
     pid_t = tl.program_id(0)
@@ -102,7 +114,7 @@ def _prologue(cfg: ConvConfig) -> str:
     TAPS = {_prod([f"flt_{s}" for s in ds])}
     ROW = TAPS * CGv
 """
-    if cfg.kloop == "diag":
+    if cfg.kloop in DIAG_KLOOPS:
         return src + _diag_columns(cfg)
     src += """\
     tiles_m = (KGv + BLOCK_M - 1) // BLOCK_M
@@ -120,21 +132,48 @@ def _prologue(cfg: ConvConfig) -> str:
 
 
 def _diag_columns(cfg: ConvConfig) -> str:
-    """kloop 'diag': rm = the tile's global channels (rows: k, columns: c), rc = their channel within the group,
-    same_group = the (row, column) pairs of one group; then the tap's columns as _columns makes them."""
+    """kloop 'diag' / 'diagrow': rm = the tile's global channels (rows: k, columns: c), rc = their channel within
+    the group, same_group = the (row, column) pairs of one group; then the columns of the program's tap
+    ('diagrow': of each tap of its filter row) as _columns makes them."""
     # align 8: the tile width and K are multiples of 8 (conv_problem_mismatch); rounding tells the compiler so
     tile_ch, k_total = ("BLOCK_N // CGv * CGv // 8 * 8", "K // 8 * 8") if cfg.align == 8 else (
         "BLOCK_N // CGv * CGv", "K")
-    return (f"    TILE_CH = {tile_ch}\n"
-            "    tap = pid_t % TAPS\n"
+    span = "TAPS"   # programs per channel tile: one per tap ('diagrow': per filter row)
+    src = f"    TILE_CH = {tile_ch}\n"
+    if cfg.kloop == "diagrow":
+        span = "ROWS"
+        src += f"    ROWS = TAPS // flt_{dims(cfg)[-1]}\n"
+    src += (f"    tap = pid_t % {span}\n"
             "    lane = tl.arange(0, BLOCK_N)\n"
-            "    rm = (pid_t // TAPS) * TILE_CH + lane\n"
+            f"    rm = (pid_t // {span}) * TILE_CH + lane\n"
             f"    m_ok = (lane < TILE_CH) & (rm < {k_total})\n"
             "    n_ok = m_ok\n"
             "    rc = rm % CGv\n"
-            "    same_group = (lane // CGv)[:, None] == (lane // CGv)[None, :]\n"
-            "    ws_col = tap * CGv + rc\n"
-            "    ych = 0\n    xch = 0\n" + _tap_columns(cfg, x_channel="rm"))
+            "    same_group = (lane // CGv)[:, None] == (lane // CGv)[None, :]\n")
+    if cfg.kloop == "diagrow":
+        return src + "    ych = 0\n    xch = 0\n" + _row_columns(cfg)
+    return (src + "    ws_col = tap * CGv + rc\n" + "    ych = 0\n    xch = 0\n"
+            + _tap_columns(cfg, x_channel="rm"))
+
+
+def _row_columns(cfg: ConvConfig) -> str:
+    """'diagrow': `tap` is the program's filter row (the taps of the outer dims); f_<s>, dl_<s> of its outer
+    dims, then per unrolled tap j of the innermost dim: dl_<in>j, x_colj, w_colj, ws_colj."""
+    *outer, inner = dims(cfg)
+    src = split_index("t_rest", "tap", [f"flt_{s}" for s in outer], [f"f_{s}" for s in outer], "    ") \
+        if outer else ""
+    src += "".join(f"    dl_{s} = f_{s} * dil_{s}\n" for s in outer)
+    x_row = "".join(f"dl_{s}.to(tl.int64) * sx_{s} + " for s in outer)
+    w_row = "".join(f"f_{s}.to(tl.int64) * sw_{s} + " for s in outer)
+    for j in range(ROW_TAPS):
+        x_col = f"{x_row}dl_{inner}{j}.to(tl.int64) * sx_{inner} + rm"
+        if cfg.align == 8:
+            x_col = f"tl.multiple_of({x_col}, 8)"
+        src += (f"    dl_{inner}{j} = {j} * dil_{inner}\n"
+                f"    x_col{j} = {x_col}\n"
+                f"    w_col{j} = {w_row}{j} * sw_{inner} + rc\n"
+                f"    ws_col{j} = (tap * flt_{inner} + {j}) * CGv + rc\n")
+    return src
 
 
 def _columns(cfg: ConvConfig) -> str:
@@ -189,9 +228,9 @@ def _pixels(cfg: ConvConfig) -> str:
     if cfg.align == 8:
         y_pix, x_pix = f"tl.multiple_of({y_pix}, 8)", f"tl.multiple_of({x_pix}, 8)"
     src += f"{ind}y_pix = {y_pix}\n{ind}x_pix = {x_pix}\n"
-    if cfg.kloop != "flat":
+    if cfg.kloop != "flat":   # 'diagrow': the outer dims here, the innermost one per unrolled tap (_loads)
         src += f"{ind}x_ok = p_ok"
-        for s in ds:
+        for s in ds[:-1] if cfg.kloop == "diagrow" else ds:
             src += f" & (b_{s} + dl_{s} >= 0) & (b_{s} + dl_{s} < in_{s})"
     else:
         src += f"{ind}x_ok = p_ok[:, None] & n_ok[None, :]"
@@ -201,7 +240,8 @@ def _pixels(cfg: ConvConfig) -> str:
 
 
 def _loads(cfg: ConvConfig) -> str:
-    """a: dy [(GPP,) BK, BM]; b: x [(GPP,) BK, BN]; both masked, zero outside."""
+    """a: dy [(GPP,) BK, BM]; b: x [(GPP,) BK, BN]; both masked, zero outside. 'diagrow': dy, then per
+    unrolled tap j its x tile bj and dot (_dot)."""
     ind = "        "
     x_rows = "x_ok" if cfg.kloop == "flat" else "x_ok[:, None]"
     if cfg.groups_per_program == 1:
@@ -214,19 +254,36 @@ def _loads(cfg: ConvConfig) -> str:
         a_mask = "p_ok[None, :, None] & (g_ok[:, None] & m_ok[None, :])[:, None, :]"
         b_ptr = "x_ptr + (x_pix[None, :] + xch[:, None])[:, :, None] + x_col[None, None, :]"
         b_mask = f"{x_rows}[None, :, :] & (g_ok[:, None] & n_ok[None, :])[:, None, :]"
-    return (f"{ind}a = tl.load({a_ptr}, mask={a_mask}, other=0.0)\n"
-            f"{ind}b = tl.load({b_ptr}, mask={b_mask}, other=0.0)\n")
+    src = f"{ind}a = tl.load({a_ptr}, mask={a_mask}, other=0.0)\n"
+    if cfg.kloop != "diagrow":
+        return src + f"{ind}b = tl.load({b_ptr}, mask={b_mask}, other=0.0)\n" + _dot(cfg)
+    inner = dims(cfg)[-1]
+    src += _transpose(cfg)
+    for j in range(ROW_TAPS):
+        src += (f"{ind}x_ok{j} = x_ok & (b_{inner} + dl_{inner}{j} >= 0) & (b_{inner} + dl_{inner}{j} < in_{inner})"
+                f" & ({j} < flt_{inner})\n"
+                f"{ind}b{j} = tl.load({b_ptr.replace('x_col', f'x_col{j}')}, "
+                f"mask=x_ok{j}[:, None] & n_ok[None, :], other=0.0)\n"
+                + _dot_lines(cfg, f"acc{j}", f"b{j}"))
+    return src
+
+
+def _transpose(cfg: ConvConfig) -> str:
+    at = "tl.trans(a)" if cfg.groups_per_program == 1 else "tl.permute(a, (0, 2, 1))"
+    return f"        at = {at}\n"
+
+
+def _dot_lines(cfg: ConvConfig, acc: str, b: str) -> str:
+    ind = "        "
+    precision = ', input_precision="ieee"' if cfg.dtype == "fp32" else ""
+    return (f"{ind}if {DOT_F32}:\n"
+            f"{ind}    {acc} += tl.dot(at.to(tl.float32), {b}.to(tl.float32), input_precision=\"ieee\")\n"
+            f"{ind}else:\n"
+            f"{ind}    {acc} = tl.dot(at, {b}, {acc}{precision})\n")
 
 
 def _dot(cfg: ConvConfig) -> str:
-    ind = "        "
-    at = "tl.trans(a)" if cfg.groups_per_program == 1 else "tl.permute(a, (0, 2, 1))"
-    precision = ', input_precision="ieee"' if cfg.dtype == "fp32" else ""
-    return (f"{ind}at = {at}\n"
-            f"{ind}if {DOT_F32}:\n"
-            f"{ind}    acc += tl.dot(at.to(tl.float32), b.to(tl.float32), input_precision=\"ieee\")\n"
-            f"{ind}else:\n"
-            f"{ind}    acc = tl.dot(at, b, acc{precision})\n")
+    return _transpose(cfg) + _dot_lines(cfg, "acc", "b")
 
 
 def _main_loop(cfg: ConvConfig) -> str:
@@ -236,17 +293,22 @@ def _main_loop(cfg: ConvConfig) -> str:
             "    p_lo = pid_s * CPS * BLOCK_K\n"
             "    p_hi = min(p_lo + CPS * BLOCK_K, P)\n"
             "    rk = tl.arange(0, BLOCK_K)\n"
-            f"    acc = tl.zeros({shape}, dtype=tl.float32)\n"
-            "    for p0 in range(p_lo, p_hi, BLOCK_K):\n"
-            + _pixels(cfg) + _loads(cfg) + _dot(cfg))
+            + "".join(f"    {acc} = tl.zeros({shape}, dtype=tl.float32)\n" for acc in _accumulators(cfg))
+            + "    for p0 in range(p_lo, p_hi, BLOCK_K):\n"
+            + _pixels(cfg) + _loads(cfg))
+
+
+def _accumulators(cfg: ConvConfig) -> list[str]:
+    return [f"acc{j}" for j in range(ROW_TAPS)] if cfg.kloop == "diagrow" else ["acc"]
 
 
 def _store(cfg: ConvConfig) -> str:
-    """SPLITS == 1: dw in out_dtype; else the fp32 partial into ws[pid_s, k, tap*CG + c]."""
+    """SPLITS == 1: dw in out_dtype; else the fp32 partial into ws[pid_s, k, tap*CG + c]. 'diagrow': one store
+    per unrolled tap j (its accumulator and columns), masked past the filter."""
     out_ty = tl_type(cfg.out_dtype)
     if cfg.groups_per_program == 1:
         k_row = "(ych + rm)"
-        mask = "m_ok[:, None] & n_ok[None, :]" + (" & same_group" if cfg.kloop == "diag" else "")
+        mask = "m_ok[:, None] & n_ok[None, :]" + (" & same_group" if cfg.kloop in DIAG_KLOOPS else "")
         w_off = f"{k_row}[:, None] * sw_k + w_col[None, :]"
         ws_off = f"{k_row}[:, None] * ROW + ws_col[None, :]"
     else:
@@ -254,12 +316,22 @@ def _store(cfg: ConvConfig) -> str:
         mask = "(g_ok[:, None] & m_ok[None, :])[:, :, None] & n_ok[None, None, :]"
         w_off = f"{k_row}[:, :, None] * sw_k + w_col[None, None, :]"
         ws_off = f"{k_row}[:, :, None] * ROW + ws_col[None, None, :]"
-    return (f"    mask = {mask}\n"
-            "    if SPLITS == 1:\n"
-            f"        tl.store(w_ptr + {w_off}, acc.to({out_ty}), mask=mask)\n"
+    if cfg.kloop != "diagrow":
+        return f"    mask = {mask}\n" + _store_lines("acc", "mask", w_off, ws_off, out_ty)
+    src, inner = "", dims(cfg)[-1]
+    for j in range(ROW_TAPS):
+        src += (f"    mask{j} = {mask} & ({j} < flt_{inner})\n"
+                + _store_lines(f"acc{j}", f"mask{j}", w_off.replace("w_col", f"w_col{j}"),
+                               ws_off.replace("ws_col", f"ws_col{j}"), out_ty))
+    return src
+
+
+def _store_lines(acc: str, mask: str, w_off: str, ws_off: str, out_ty: str) -> str:
+    return ("    if SPLITS == 1:\n"
+            f"        tl.store(w_ptr + {w_off}, {acc}.to({out_ty}), mask={mask})\n"
             "    else:\n"
             "        ws_split = pid_s.to(tl.int64) * K * ROW\n"
-            f"        tl.store(ws_ptr + ws_split + {ws_off}, acc, mask=mask)\n")
+            f"        tl.store(ws_ptr + ws_split + {ws_off}, {acc}, mask={mask})\n")
 
 
 def _reduce_source(cfg: ConvConfig, entry: EntrySpec, kind: str) -> str:
@@ -288,8 +360,9 @@ def _cdiv(a: int, b: int) -> int:
 def tile_counts(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
     """(tiles_m, tiles_n, group blocks) of the main grid."""
     taps, cg = math.prod(problem.filter), problem.c_per_group
-    if cfg.kloop == "diag":   # one tap x the channels of block_n // C/G whole groups per program
-        return 1, taps * _cdiv(problem.groups, max(1, cfg.block_n // cg)), 1
+    if cfg.kloop in DIAG_KLOOPS:   # one tap ('diagrow': filter row) x block_n // C/G whole groups per program
+        spans = taps // problem.filter[-1] if cfg.kloop == "diagrow" else taps
+        return 1, spans * _cdiv(problem.groups, max(1, cfg.block_n // cg)), 1
     tiles_n = taps * _cdiv(cg, cfg.block_n) if cfg.kloop == "tap" else _cdiv(taps * cg, cfg.block_n)
     return _cdiv(problem.k_per_group, cfg.block_m), tiles_n, _cdiv(problem.groups, cfg.groups_per_program)
 
@@ -338,6 +411,12 @@ _CANDIDATES = (
     (32, 32, 64, 1, 4, 3, "diag", 8),      # ... 32-channel tiles (less masked work for C/G = 4, 8)
     (16, 16, 128, 1, 4, 3, "diag", 8),     # ... 16-channel tiles (C/G = 2, 4, 8, 16; longest pixel chunks)
     (32, 32, 64, 1, 4, 2, "diag", 1),      # ... any C/G <= 32 that tiles do not align to 8 channels
+    (64, 64, 64, 1, 8, 3, "diag", 8),      # ... 64-channel tiles on 8 warps (more loads in flight)
+    (64, 64, 32, 1, 4, 4, "diag", 8),      # ... shorter pixel chunks, one more stage
+    (64, 64, 64, 1, 8, 3, "diagrow", 8),   # a filter row per program: one dy tile serves 3 taps
+    (64, 64, 32, 1, 4, 4, "diagrow", 8),
+    (32, 32, 64, 1, 4, 3, "diagrow", 8),   # ... less masked work for C/G = 4, 8
+    (32, 32, 64, 1, 4, 2, "diagrow", 1),   # ... C/G <= 32 whose tiles do not align to 8 channels
 )
 
 

@@ -257,7 +257,8 @@ def _conv_view(cols: dict[str, Any], c: dict[str, Any], out: dict[str, Any]) -> 
     direct, gemm, igemm = family == "direct", family == "gemm", family == "igemm"
     implicit = igemm | (family == "tma")   # tma: the tap loop of igemm over one group, through TMA boxes
     kloop = np.asarray(cols["c_kloop"], dtype=object)
-    flat, diag = kloop == "flat", igemm & (kloop == "diag")
+    # bwd_weight 'diagrow' runs the block-diagonal tiles of 'diag', a filter row of them per program
+    flat, diag = kloop == "flat", igemm & np.isin(kloop, ("diag", "diagrow"))
     bm, bn, bk, gpp = c["block_m"], c["block_n"], np.maximum(c["block_k"], 1.0), c["groups_per_program"]
     splits = np.maximum(out["splits"], 1.0)
     # igemm fwd / bwd_data: taps (bwd_data: of one stride phase) x channels per tap (diag: one dot per tap);
