@@ -2,7 +2,8 @@
 
 conv_{direction}_{dtype}_{ndim}d_all: every candidate instance of the families for that direction (implicit GEMM
 dense and merged-group tiles, block-diagonal tiles for small equal groups, direct kernels for depthwise / few
-channels per group, 1x1-as-GEMM, and fwd / bwd_weight through an im2col workspace and a TMA GEMM), the set `benchmarks/conv.py` tunes over. _essential:
+channels per group, 1x1-as-GEMM, fwd / bwd_weight through an im2col workspace and a TMA GEMM, and stride-1
+fwd / bwd_data over tensor-copy boxes), the set `benchmarks/conv.py` tunes over. _essential:
 the subset the one-call API builds by default (the instances a greedy cover of the H200 sweeps chose,
 tools/derive_conv_essential.py, the instances that won layers of the H200 suite whose code no sweep measured,
 and the tap-loop fallbacks below align 8). Direct instances of `_all` come with 1, 2 and 3 pipelined load stages. Invalid configs for
@@ -90,6 +91,13 @@ DIRECT_WGRAD = [
     *(row for a in (2, 4) for row in (("direct", 64, 16, 3, 1, 2, 1, "tap", a), ("direct", 32, 32, 3, 1, 2, 1, "tap", a),
                                       ("direct", 64, 32, 3, 1, 4, 1, "tap", a))),
 ]
+# family tma (kernels/conv_tma.py): stride-1 fwd / bwd_data over tensor-copy boxes, one group per tile; the tiles
+# tools/conv_tma_check.py found right on the H200 (block_n <= 128)
+TMA = [
+    ("tma", 128, 128, 64, 1, 8, 3, "tap", 8), ("tma", 128, 128, 64, 1, 4, 3, "tap", 8),
+    ("tma", 128, 64, 64, 1, 4, 4, "tap", 8), ("tma", 64, 128, 64, 1, 4, 4, "tap", 8),
+    ("tma", 256, 128, 64, 1, 8, 3, "tap", 8),
+]
 GEMM_1X1 = [
     ("gemm", 128, 128, 64, 1, 8, 4, "tap", 8), ("gemm", 128, 256, 64, 1, 8, 3, "tap", 8),
     ("gemm", 128, 64, 64, 1, 4, 4, "tap", 8), ("gemm", 64, 128, 64, 1, 4, 4, "tap", 8),
@@ -137,7 +145,7 @@ def _wgrad_igemm() -> list[tuple]:
 # Instances that were the fastest of the `_all` preset on some layer of the H200 conv suite
 # (benchmarks/results/conv_h200.json: the 2026-11-23 run with pipelined direct kernels and the re-runs of its
 # rows listed there) whose code no sweep has measured (im2col; direct at 2 or 3 pipelined stages; 1x1 on the
-# tiled GEMM; bwd_weight 'diagrow'), so the greedy cover cannot choose them (among them the align-1 im2col
+# tiled GEMM; bwd_weight 'diagrow' and 'taprow'; tma), so the greedy cover cannot choose them (among them the align-1 im2col
 # instance of each direction that won the few-channel stems). In the essential presets `tune` times them; the
 # shipped cost models do not rank them.
 SUITE_ESSENTIAL = {
@@ -149,7 +157,9 @@ SUITE_ESSENTIAL = {
                       "gemm-64x128x64-g1-w4-s4-im2col-a8-k4", "gemm-128x64x64-g1-w4-s4-im2col-a1-k1",
                       "gemm-64x128x64-g1-w4-s4-im2col-a8-k2", "gemm-128x128x64-g1-w8-s4-im2col-a8-k2",
                       "gemm-128x64x64-g1-w4-s4-tap-a8-k1", "gemm-128x128x64-g1-w8-s4-tap-a8-k1",
-                      "gemm-64x64x64-g1-w4-s2-tap-a8-k1"}),
+                      "gemm-64x64x64-g1-w4-s2-tap-a8-k1",
+                      # tensor-copy boxes (2026-11-24 dense 2-D / 3-D re-run)
+                      "tma-128x128x64-g1-w4-s3-tap-a8", "tma-128x64x64-g1-w4-s4-tap-a8"}),
     "bwd_data": frozenset({"direct-256x32x1-g1-w8-s3-tap-a8", "direct-32x32x3-g1-w2-s3-roll-a8",
                            "direct-32x64x1-g1-w4-s2-tap-a8", "direct-32x64x3-g1-w4-s2-roll-a2",
                            "direct-32x64x3-g1-w4-s2-roll-a4", "direct-32x64x3-g1-w4-s2-tap-a4",
@@ -157,7 +167,10 @@ SUITE_ESSENTIAL = {
                            "gemm-128x128x64-g1-w8-s4-im2col-a8-k1", "gemm-128x256x64-g1-w8-s3-im2col-a8-k1",
                            "gemm-128x64x64-g1-w4-s4-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k1",
                            "gemm-128x128x64-g1-w8-s4-im2col-a1-k1", "gemm-128x64x64-g1-w4-s4-tap-a8-k1",
-                           "gemm-64x128x64-g1-w4-s4-tap-a8-k1", "gemm-64x64x64-g1-w4-s2-tap-a8-k1"}),
+                           "gemm-64x128x64-g1-w4-s4-tap-a8-k1", "gemm-64x64x64-g1-w4-s2-tap-a8-k1",
+                           # tensor-copy boxes (2026-11-24 dense 2-D / 3-D re-run)
+                           "tma-128x128x64-g1-w4-s3-tap-a8", "tma-128x64x64-g1-w4-s4-tap-a8",
+                           "tma-128x128x64-g1-w8-s3-tap-a8"}),
     "bwd_weight": frozenset({"direct-32x32x3-g1-w2-s3-tap-a8", "direct-32x32x3-g1-w4-s3-roll-a2",
                              "gemm-128x128x64-g1-w8-s3-im2col-a8-k1", "gemm-128x128x64-g1-w8-s3-im2col-a8-k2",
                              "gemm-128x256x64-g1-w8-s3-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k4",
@@ -165,9 +178,10 @@ SUITE_ESSENTIAL = {
                              "gemm-64x128x64-g1-w4-s4-im2col-a8-k2", "gemm-64x128x64-g1-w4-s4-im2col-a8-k8",
                              "gemm-64x128x64-g1-w4-s4-im2col-a8-k16", "gemm-64x128x64-g1-w4-s4-tap-a8-k1",
                              "gemm-64x128x64-g1-w4-s4-tap-a8-k4", "gemm-64x128x64-g1-w4-s4-tap-a8-k16",
-                             # block-diagonal filter rows (2026-11-24 grouped / grouped 3-D re-run)
+                             # filter rows per program (2026-11-24 re-runs of bwd_weight)
                              "igemm-64x64x32-g1-w4-s4-diagrow-a8", "igemm-64x64x64-g1-w8-s3-diagrow-a8",
-                             "igemm-32x32x64-g1-w4-s3-diagrow-a8"}),
+                             "igemm-32x32x64-g1-w4-s3-diagrow-a8", "igemm-64x64x64-g1-w4-s3-taprow-a8",
+                             "igemm-128x64x64-g1-w8-s3-taprow-a8", "igemm-32x32x64-g1-w4-s3-taprow-a8"}),
 }
 
 
@@ -196,7 +210,7 @@ def rows_for(direction: str, stage_variants: bool = False) -> list[tuple]:
     """Every candidate row of a direction, split_k included (0 where the row leaves it out); stage_variants:
     each direct row in every DIRECT_STAGES."""
     rows = (_wgrad_igemm() + DIRECT_WGRAD + ROLL_WGRAD + GEMM_1X1_WGRAD if direction == "bwd_weight"
-            else IGEMM + DIAG + DIRECT_SPATIAL + GEMM_1X1) + _im2col(direction)
+            else IGEMM + DIAG + DIRECT_SPATIAL + GEMM_1X1 + TMA) + _im2col(direction)
     rows = [row if len(row) == 10 else (*row, 0) for row in rows]
     return _with_direct_stages(rows) if stage_variants else rows
 

@@ -13,8 +13,6 @@ ENV_VARS = {
     "TILEDISPATCH_TUNING_DB": "path of the tuning database file (default: under the cache dir)",
     "TILEDISPATCH_PROGRESS": "0 disables progress bars (default: on when stderr is a terminal)",
     "TILEDISPATCH_INTERPRET": "1 forces Triton's interpreter even for CUDA tensors (debugging)",
-    "TILEDISPATCH_EXPERIMENTAL": "comma-separated experimental kernel families to accept (e.g. 'conv_tma'); "
-                                 "refused by the validity predicate otherwise",
 }
 
 
@@ -58,17 +56,3 @@ def progress_enabled() -> bool | None:
 
 def force_interpreter() -> bool:
     return _get("TILEDISPATCH_INTERPRET") in ("1", "true", "yes")
-
-
-EXPERIMENTAL_FAMILIES = ("conv_tma",)
-
-
-def experimental_families() -> frozenset[str]:
-    """The experimental families TILEDISPATCH_EXPERIMENTAL opts into (names checked)."""
-    value = _get("TILEDISPATCH_EXPERIMENTAL")
-    names = frozenset(n.strip() for n in (value or "").split(",") if n.strip())
-    unknown = sorted(names - set(EXPERIMENTAL_FAMILIES))
-    if unknown:
-        raise BadInput(f"TILEDISPATCH_EXPERIMENTAL names unknown families {unknown}; known: "
-                       f"{list(EXPERIMENTAL_FAMILIES)}", field="TILEDISPATCH_EXPERIMENTAL")
-    return names

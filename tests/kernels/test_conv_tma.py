@@ -62,22 +62,6 @@ def _cases():
 CASES = _cases()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _experimental():
-    """The family is experimental (refused unless opted into): these tests opt in."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TILEDISPATCH_EXPERIMENTAL", "conv_tma")
-        yield
-
-
-def test_refused_without_the_opt_in(monkeypatch):
-    monkeypatch.delenv("TILEDISPATCH_EXPERIMENTAL")
-    assert "experimental" in dict(conv_config_errors(_config("fwd", 2), ARCH))["family"]
-    monkeypatch.setenv("TILEDISPATCH_EXPERIMENTAL", "conv_tmaa")
-    with pytest.raises(td.BadInput, match="TILEDISPATCH_EXPERIMENTAL"):
-        conv_config_errors(_config("fwd", 2), ARCH)
-
-
 @pytest.fixture(scope="module")
 def registry(build_registry):
     return build_registry([cfg for _, cfg, _ in CASES])

@@ -89,6 +89,15 @@ CASES = [
      "1-D: one filter row; C/G=8 aligned, the second tile half empty; one-sided padding"),
     ("diagrow-2d-g16-a8", _cfg(2, "diagrow", split=2), _problem(2, 2, 32, 32, 2, (5, 5), (1, 3), padding=(0, 1)),
      "C/G == block_n; filter height 1 (a single row per channel tile)"),
+    # 'tap' over a filter row ('taprow'): 3 unrolled taps per program, one group per program
+    ("taprow-2d-dense-a8", _cfg(2, "taprow", split=2), _problem(2, 2, 24, 16, 1, (5, 7), (3, 3), stride=2,
+                                                                padding=ASYM2),
+     "C=24: a partial channel tile per filter row; stride 2, asymmetric padding; 2 splits"),
+    ("taprow-3d-g4-a1", _cfg(3, "taprow", align=1), _problem(3, 1, 16, 16, 4, (3, 4, 5), (3, 2, 2), padding=1,
+                                                             dilation=(1, 1, 2)),
+     "grouped C/G=4, filter width 2 (the third tap masked), dilation along the unrolled dim"),
+    ("taprow-1d-a1-split", _cfg(1, "taprow", align=1, split=4), _problem(1, 3, 5, 3, 1, (23,), (3,), padding=2),
+     "1-D: one filter row; odd channel counts; 4 splits"),
     # fp32 (ieee dot)
     ("fp32-2d-tap-split", _cfg(2, "tap", split=2, dtype="fp32"),
      _problem(2, 2, 24, 16, 1, (5, 7), (3, 3), dtype="fp32", stride=2, padding=ASYM2), "fp32 with 2 splits"),
@@ -155,7 +164,7 @@ def test_diag_validity_and_mismatch():
     assert conv_problem_mismatch(square, too_wide).startswith("c_per_group")
 
 
-def test_diagrow_validity_and_mismatch():
+def test_row_kloops_validity_and_mismatch():
     arch = td.Registry("sm_90").arch
     row = _cfg(2, "diagrow", align=1)
     assert conv_config_errors(row, arch) == []
@@ -167,13 +176,18 @@ def test_diagrow_validity_and_mismatch():
     wide = _problem(2, 2, 16, 16, 4, (7, 7), (3, 5), padding=1)   # 5 taps per row > 3 unrolled
     assert conv_problem_mismatch(row, wide).startswith("filter")
     assert conv_problem_mismatch(_cfg(2, "diag", align=1), wide) is None
+    assert conv_problem_mismatch(_cfg(2, "taprow", align=1), wide).startswith("filter")
+    merged = dataclasses.replace(_cfg(2, "taprow", align=1), groups_per_program=2)
+    assert "groups_per_program" in [field for field, _ in conv_config_errors(merged, arch)]
 
 
-def test_diagrow_grid_has_a_program_per_filter_row():
+def test_row_kloops_grid_has_a_program_per_filter_row():
     cfg = _cfg(3, "diagrow", align=1, split=1)
     p = _problem(3, 1, 32, 32, 8, (4, 4, 4), (3, 2, 3), padding=1)   # C/G = 4: 4 groups per 16-channel tile
     assert conv_wgrad.tile_counts(cfg, p) == (1, 6 * 2, 1)
     assert conv_wgrad.tile_counts(dataclasses.replace(cfg, kloop="diag"), p) == (1, 18 * 2, 1)
+    # 'taprow': a column tile per filter row and 16-channel chunk of the group's C/G = 4 channels, per group
+    assert conv_wgrad.tile_counts(dataclasses.replace(cfg, kloop="taprow"), p) == (1, 6, 8)
 
 
 def test_sixteen_warps_limit_accumulators():

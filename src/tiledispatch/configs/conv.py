@@ -16,12 +16,13 @@ CONV_FAMILIES = ("igemm", "direct", "gemm", "tma")
 # block_k chunks; "flat" walks (tap, channel) pairs flattened, so one block_k chunk spans several taps
 # (channels per group below block_k); "diag" (C/G == K/G == block_k, many small groups) does one dot per tap
 # against the block-diagonal weight of the block_n / block_k groups of a channel tile ("diagrow", bwd_weight
-# only: the same over the taps of a filter row at once, kernels/conv_wgrad.py). The direct family walks
+# only: the same over the taps of a filter row at once, kernels/conv_wgrad.py; "taprow", bwd_weight only:
+# "tap" over a filter row at once). The direct family walks
 # taps ("tap": one activation tile per tap) or, depthwise, "roll"s down the rows (kernels/conv_roll.py: each
 # source row loaded once per filter column into three rolling accumulators). Family gemm runs 1x1 convolutions
 # ("tap") or any filter through an explicit column workspace, "im2col" (kernels/conv_im2col.py: the copy then
 # the GEMM for fwd / bwd_weight, the GEMM then a col2im gather for bwd_data).
-KLOOPS = ("tap", "flat", "diag", "diagrow", "roll", "im2col")
+KLOOPS = ("tap", "flat", "diag", "diagrow", "taprow", "roll", "im2col")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,6 @@ from tiledispatch.configs.fields import choice, raise_first_error
 from tiledispatch.dtypes import DTYPES
 from tiledispatch.problems.conv import CONV_ALIGNS, CONV_DTYPES, DIRECTIONS, NDIMS, ConvProblem
 from tiledispatch.problems.gemm import ACTIVATIONS
-from tiledispatch.settings import experimental_families
 
 BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 DOT_BLOCKS = (16, 32, 64, 128, 256)
@@ -27,7 +26,8 @@ DIRECT_TAP_CHUNKS = (1, 3, 9)        # direct bwd_weight: filter taps accumulate
 MAX_WGRAD_ACC_PER_THREAD = 96        # direct bwd_weight: tap chunk x tile values per thread (ptxas spills above)
 DIRECT_KLOOPS = ("tap", "roll")      # direct: one tile per tap, or depthwise rows rolled (kernels/conv_roll.py)
 ROLL_SLOTS = 3                       # kloop 'roll': rolling accumulators (filter heights up to 3)
-ROW_TAPS = 3                         # igemm bwd_weight kloop 'diagrow': taps of a filter row unrolled (widths <= 3)
+ROW_TAPS = 3                         # igemm bwd_weight 'diagrow' / 'taprow': taps of a filter row unrolled (widths <= 3)
+ROW_KLOOPS = ("diagrow", "taprow")   # igemm bwd_weight: a filter row of taps per program, an accumulator each
 ROLL_H_STRIDES = {"fwd": (1, 2), "bwd_data": (1,), "bwd_weight": (1, 2)}   # kloop 'roll': strides along H
 SPLIT_K = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
@@ -67,17 +67,20 @@ def _align_errors(cfg: ConvConfig, errors: list[tuple[str, str]]) -> None:
 def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
     if cfg.kloop in ("roll", "im2col"):
         errors.append(("kloop", f"kloop {cfg.kloop!r} belongs to family "
-                                f"{'direct' if cfg.kloop == 'roll' else 'gemm'}; igemm walks 'tap', 'flat', 'diag' or "
-                                "'diagrow'"))
-    if cfg.kloop == "diagrow" and cfg.direction != "bwd_weight":
-        errors.append(("kloop", f"kloop 'diagrow' exists for direction 'bwd_weight' only, not {cfg.direction!r}"))
+                                f"{'direct' if cfg.kloop == 'roll' else 'gemm'}; igemm walks 'tap', 'flat', 'diag', "
+                                "'diagrow' or 'taprow'"))
+    if cfg.kloop in ROW_KLOOPS and cfg.direction != "bwd_weight":
+        errors.append(("kloop", f"kloop {cfg.kloop!r} exists for direction 'bwd_weight' only, not {cfg.direction!r}"))
+    if cfg.kloop == "taprow" and cfg.groups_per_program != 1:
+        errors.append(("groups_per_program", f"kloop 'taprow' takes one group per program; groups_per_program must "
+                                             f"be 1, got {cfg.groups_per_program}"))
     ok = choice(errors, "block_m", cfg.block_m, DOT_BLOCKS) & choice(errors, "block_n", cfg.block_n, DOT_BLOCKS)
     if cfg.kloop != "diag" or cfg.direction == "bwd_weight":   # fwd / bwd_data diag: block_k = C/G (below)
         ok &= choice(errors, "block_k", cfg.block_k, DOT_BLOCKS)
     ok &= choice(errors, "groups_per_program", cfg.groups_per_program, GROUPS_PER_PROGRAM)
     if not ok or cfg.num_warps not in WARPS or cfg.dtype not in DTYPES:
         return
-    tiles = cfg.groups_per_program * (ROW_TAPS if cfg.kloop == "diagrow" else 1)   # accumulator tiles
+    tiles = cfg.groups_per_program * (ROW_TAPS if cfg.kloop in ROW_KLOOPS else 1)   # accumulator tiles
     acc = tiles * cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
     if acc > MAX_ACC_PER_THREAD:
         errors.append(("num_warps", f"{tiles} x {cfg.block_m}x{cfg.block_n} tile with "
@@ -181,7 +184,7 @@ def shared_memory_bytes(cfg: ConvConfig) -> int:
     g = cfg.groups_per_program
     # fwd / bwd_data diag reduce over the channel tile
     red = cfg.block_n if cfg.kloop == "diag" and cfg.direction != "bwd_weight" else cfg.block_k
-    x_tiles = ROW_TAPS if cfg.kloop == "diagrow" else 1   # 'diagrow': an x tile per unrolled tap
+    x_tiles = ROW_TAPS if cfg.kloop in ROW_KLOOPS else 1   # an x tile per unrolled tap of a filter row
     stage = g * (cfg.block_m * red + x_tiles * red * cfg.block_n) * DTYPES[cfg.dtype].bytes
     return max(1, cfg.num_stages) * stage
 
@@ -248,10 +251,6 @@ def _tma_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) 
     """Family 'tma' (kernels/conv_tma.py): 2-D dots of one group over tensor-copy boxes, fwd / bwd_data only."""
     from tiledispatch.kernels.conv_tma import box_unit
 
-    if "conv_tma" not in experimental_families():
-        errors.append(("family", "family 'tma' is experimental (not yet swept or in a preset; its 256-column "
-                                 "tiles gave wrong results on an H200); set TILEDISPATCH_EXPERIMENTAL=conv_tma "
-                                 "to build it anyway"))
     if cfg.block_n > 128:
         errors.append(("block_n", f"family 'tma' tiles of {cfg.block_n} columns gave wrong results on an H200 "
                                   "(fwd and bwd_data, persistent or not); block_n must be <= 128"))
@@ -356,8 +355,17 @@ def _igemm_fwd_dgrad_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | No
 def _igemm_wgrad_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     """igemm bwd_weight (kernels/conv_wgrad.py): channel runs as the alignment promises, then the grid."""
     if cfg.kloop in ("diag", "diagrow"):
-        return _wgrad_diag_mismatch(cfg, problem) or _wgrad_grid_mismatch(cfg, problem)
-    return _align8_group_mismatch(cfg, problem) or _wgrad_grid_mismatch(cfg, problem)
+        reason = _wgrad_diag_mismatch(cfg, problem)
+    else:
+        reason = _align8_group_mismatch(cfg, problem)
+    return reason or _row_mismatch(cfg, problem) or _wgrad_grid_mismatch(cfg, problem)
+
+
+def _row_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    if cfg.kloop in ROW_KLOOPS and problem.filter[-1] > ROW_TAPS:
+        return (f"filter: kloop {cfg.kloop!r} unrolls {ROW_TAPS} taps of the innermost filter dim; the problem's "
+                f"filter is {problem.filter}")
+    return None
 
 
 def _wgrad_diag_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
@@ -365,9 +373,6 @@ def _wgrad_diag_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     if cg != problem.k_per_group or cg > cfg.block_n:
         return (f"c_per_group: bwd_weight kloop {cfg.kloop!r} needs C/G == K/G <= block_n={cfg.block_n}; the "
                 f"problem has C/G={cg}, K/G={problem.k_per_group}")
-    if cfg.kloop == "diagrow" and problem.filter[-1] > ROW_TAPS:
-        return (f"filter: kloop 'diagrow' unrolls {ROW_TAPS} taps of the innermost filter dim; the problem's "
-                f"filter is {problem.filter}")
     if cfg.align == 8 and (cfg.block_n // cg) * cg % 8:
         return (f"align: align-8 'diag' tiles of {cfg.block_n // cg} groups of C/G={cg} channels do not start on "
                 f"multiples of 8 channels")

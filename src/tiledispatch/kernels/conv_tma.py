@@ -22,12 +22,13 @@ TMA needs 16-byte aligned base pointers and strides: align-8 problems with C/G a
 stride of x, dy and w is then a multiple of 8 elements). The output is stored with masks (the box's pixels
 past the edge).
 
-Experimental, in no preset: on the H200 the 128x256x64 instance gave wrong results (relative error 7e-3 to
-5e-2, bwd_data 2-D and 3-D on most problems, fwd 3-D on one), with the persistent walk and with one tile per
-program alike, while 7 other tiles (256x128 and 128x128 among them) were right on the same 40 (problem, dtype)
-cases. The cause (a 256-column tile) is not understood yet, so the validity predicate refuses block_n > 128,
-and the family as a whole unless TILEDISPATCH_EXPERIMENTAL names `conv_tma` (it is not swept, nor in a
-preset). The interpreter cases in tests/kernels/test_conv_tma.py pass.
+On the H200 the 128x256x64 instance gave wrong results (relative error 7e-3 to 5e-2, bwd_data 2-D and 3-D on
+most problems, fwd 3-D on one), with the persistent walk and with one tile per program alike, while 7 other
+tiles (256x128 and 128x128 among them) were right on the same 40 (problem, dtype) cases
+(tools/conv_tma_check.py, twice). The cause (a 256-column tile) is not understood yet, so the validity
+predicate refuses block_n > 128. The tiles up to 128 columns are in the fwd / bwd_data `_all` presets; on the
+dense stride-1 3x3 layers of the suites they beat the pointer-loading implicit GEMM on most (H200, 2026-11-24:
+r3d_18 layer2.conv fwd 134 -> 98 us, bwd_data 175 -> 104 us; ResNet-50 layer3.1.conv2 fwd 27 -> 22 us).
 """
 from __future__ import annotations
 

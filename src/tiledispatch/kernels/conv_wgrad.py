@@ -24,9 +24,11 @@ Per group g the weight gradient is a GEMM reduced over every output pixel p = (n
   to ROW_TAPS, masked past the filter; wider filters do not match) with one accumulator each, so one dy tile
   and one pixel decomposition per chunk serve ROW_TAPS taps (their x tiles are shifted by a pixel and mostly
   meet in L1), where 'diag' loads and decomposes them once per tap.
+- kloop 'taprow': 'tap' over a filter row the same way (one group per program): ROW_TAPS accumulators of
+  [BLOCK_M, BLOCK_N], each column tile a filter row x BLOCK_N input channels.
 
 Grid of the main entry: (tiles_m * tiles_n, SPLITS, ceil(G / GPP)) ('diag': (taps * channel tiles, SPLITS, 1),
-taps fastest; 'diagrow': filter rows instead of taps); tiles_m varies fastest, and the programs of
+taps fastest; 'diagrow', 'taprow': filter rows instead of taps); tiles_m varies fastest, and the programs of
 one split are launched together so that they share their pixel range in L2.
 
 align=8 instances additionally assume (conv_problem_mismatch checks it) C/G and K/G multiples of 8 ('diag':
@@ -39,7 +41,7 @@ import dataclasses
 import math
 
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.configs.conv_validity import ROW_TAPS
+from tiledispatch.configs.conv_validity import ROW_KLOOPS, ROW_TAPS
 from tiledispatch.kernels.conv_common import (
     REDUCE_KINDS,
     REDUCE_WARPS,
@@ -69,8 +71,8 @@ DIAG_KLOOPS = ("diag", "diagrow")   # block-diagonal channel tiles (rows and col
 
 
 def row_taps(cfg: ConvConfig) -> int:
-    """Accumulators (filter taps) of a program: 'diagrow' ROW_TAPS of a filter row, every other kloop one."""
-    return ROW_TAPS if cfg.kloop == "diagrow" else 1
+    """Accumulators (filter taps) of a program: 'diagrow' / 'taprow' ROW_TAPS of a filter row, other kloops one."""
+    return ROW_TAPS if cfg.kloop in ROW_KLOOPS else 1
 
 
 # -- parameters ------------------------------------------------------------------------------------------
@@ -151,14 +153,15 @@ def _diag_columns(cfg: ConvConfig) -> str:
             "    rc = rm % CGv\n"
             "    same_group = (lane // CGv)[:, None] == (lane // CGv)[None, :]\n")
     if cfg.kloop == "diagrow":
-        return src + "    ych = 0\n    xch = 0\n" + _row_columns(cfg)
+        return src + "    ych = 0\n    xch = 0\n" + _row_columns(cfg, x_channel="rm")
     return (src + "    ws_col = tap * CGv + rc\n" + "    ych = 0\n    xch = 0\n"
             + _tap_columns(cfg, x_channel="rm"))
 
 
-def _row_columns(cfg: ConvConfig) -> str:
-    """'diagrow': `tap` is the program's filter row (the taps of the outer dims); f_<s>, dl_<s> of its outer
-    dims, then per unrolled tap j of the innermost dim: dl_<in>j, x_colj, w_colj, ws_colj."""
+def _row_columns(cfg: ConvConfig, x_channel: str) -> str:
+    """'diagrow' / 'taprow': `tap` is the program's filter row (the taps of the outer dims); f_<s>, dl_<s> of its
+    outer dims, then per unrolled tap j of the innermost dim: dl_<in>j, x_colj, w_colj, ws_colj (`x_channel` as
+    in _tap_columns)."""
     *outer, inner = dims(cfg)
     src = split_index("t_rest", "tap", [f"flt_{s}" for s in outer], [f"f_{s}" for s in outer], "    ") \
         if outer else ""
@@ -166,7 +169,7 @@ def _row_columns(cfg: ConvConfig) -> str:
     x_row = "".join(f"dl_{s}.to(tl.int64) * sx_{s} + " for s in outer)
     w_row = "".join(f"f_{s}.to(tl.int64) * sw_{s} + " for s in outer)
     for j in range(ROW_TAPS):
-        x_col = f"{x_row}dl_{inner}{j}.to(tl.int64) * sx_{inner} + rm"
+        x_col = f"{x_row}dl_{inner}{j}.to(tl.int64) * sx_{inner} + {x_channel}"
         if cfg.align == 8:
             x_col = f"tl.multiple_of({x_col}, 8)"
         src += (f"    dl_{inner}{j} = {j} * dil_{inner}\n"
@@ -179,10 +182,12 @@ def _row_columns(cfg: ConvConfig) -> str:
 def _columns(cfg: ConvConfig) -> str:
     """Per column: n_ok, x_col (input offset of the tap and channel), w_col (weight offset), ws_col (tap*CG + c);
     'tap': dl_<s> scalars (tap offsets in input pixels); 'flat': dl_<s> vectors."""
-    if cfg.kloop == "tap":
+    if cfg.kloop in ("tap", "taprow"):   # 'taprow': `tap` is the filter row (_row_columns)
         src = ("    c_tiles = (CGv + BLOCK_N - 1) // BLOCK_N\n    tap = tile_n // c_tiles\n"
-               "    rc = (tile_n % c_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)\n    n_ok = rc < CGv\n"
-               "    ws_col = tap * CGv + rc\n")
+               "    rc = (tile_n % c_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)\n    n_ok = rc < CGv\n")
+        if cfg.kloop == "taprow":
+            return src + _row_columns(cfg, x_channel="rc")
+        src += "    ws_col = tap * CGv + rc\n"
     else:
         src = ("    rj = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)\n    n_ok = rj < ROW\n"
                "    tap = rj // CGv\n    rc = rj % CGv\n    ws_col = rj\n")
@@ -228,9 +233,9 @@ def _pixels(cfg: ConvConfig) -> str:
     if cfg.align == 8:
         y_pix, x_pix = f"tl.multiple_of({y_pix}, 8)", f"tl.multiple_of({x_pix}, 8)"
     src += f"{ind}y_pix = {y_pix}\n{ind}x_pix = {x_pix}\n"
-    if cfg.kloop != "flat":   # 'diagrow': the outer dims here, the innermost one per unrolled tap (_loads)
+    if cfg.kloop != "flat":   # row kloops: the outer dims here, the innermost one per unrolled tap (_loads)
         src += f"{ind}x_ok = p_ok"
-        for s in ds[:-1] if cfg.kloop == "diagrow" else ds:
+        for s in ds[:-1] if cfg.kloop in ROW_KLOOPS else ds:
             src += f" & (b_{s} + dl_{s} >= 0) & (b_{s} + dl_{s} < in_{s})"
     else:
         src += f"{ind}x_ok = p_ok[:, None] & n_ok[None, :]"
@@ -240,8 +245,8 @@ def _pixels(cfg: ConvConfig) -> str:
 
 
 def _loads(cfg: ConvConfig) -> str:
-    """a: dy [(GPP,) BK, BM]; b: x [(GPP,) BK, BN]; both masked, zero outside. 'diagrow': dy, then per
-    unrolled tap j its x tile bj and dot (_dot)."""
+    """a: dy [(GPP,) BK, BM]; b: x [(GPP,) BK, BN]; both masked, zero outside. 'diagrow' / 'taprow': dy, then
+    per unrolled tap j its x tile bj and dot (_dot)."""
     ind = "        "
     x_rows = "x_ok" if cfg.kloop == "flat" else "x_ok[:, None]"
     if cfg.groups_per_program == 1:
@@ -255,7 +260,7 @@ def _loads(cfg: ConvConfig) -> str:
         b_ptr = "x_ptr + (x_pix[None, :] + xch[:, None])[:, :, None] + x_col[None, None, :]"
         b_mask = f"{x_rows}[None, :, :] & (g_ok[:, None] & n_ok[None, :])[:, None, :]"
     src = f"{ind}a = tl.load({a_ptr}, mask={a_mask}, other=0.0)\n"
-    if cfg.kloop != "diagrow":
+    if cfg.kloop not in ROW_KLOOPS:
         return src + f"{ind}b = tl.load({b_ptr}, mask={b_mask}, other=0.0)\n" + _dot(cfg)
     inner = dims(cfg)[-1]
     src += _transpose(cfg)
@@ -299,12 +304,12 @@ def _main_loop(cfg: ConvConfig) -> str:
 
 
 def _accumulators(cfg: ConvConfig) -> list[str]:
-    return [f"acc{j}" for j in range(ROW_TAPS)] if cfg.kloop == "diagrow" else ["acc"]
+    return [f"acc{j}" for j in range(ROW_TAPS)] if cfg.kloop in ROW_KLOOPS else ["acc"]
 
 
 def _store(cfg: ConvConfig) -> str:
-    """SPLITS == 1: dw in out_dtype; else the fp32 partial into ws[pid_s, k, tap*CG + c]. 'diagrow': one store
-    per unrolled tap j (its accumulator and columns), masked past the filter."""
+    """SPLITS == 1: dw in out_dtype; else the fp32 partial into ws[pid_s, k, tap*CG + c]. 'diagrow' / 'taprow':
+    one store per unrolled tap j (its accumulator and columns), masked past the filter."""
     out_ty = tl_type(cfg.out_dtype)
     if cfg.groups_per_program == 1:
         k_row = "(ych + rm)"
@@ -316,7 +321,7 @@ def _store(cfg: ConvConfig) -> str:
         mask = "(g_ok[:, None] & m_ok[None, :])[:, :, None] & n_ok[None, None, :]"
         w_off = f"{k_row}[:, :, None] * sw_k + w_col[None, None, :]"
         ws_off = f"{k_row}[:, :, None] * ROW + ws_col[None, None, :]"
-    if cfg.kloop != "diagrow":
+    if cfg.kloop not in ROW_KLOOPS:
         return f"    mask = {mask}\n" + _store_lines("acc", "mask", w_off, ws_off, out_ty)
     src, inner = "", dims(cfg)[-1]
     for j in range(ROW_TAPS):
@@ -363,7 +368,10 @@ def tile_counts(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
     if cfg.kloop in DIAG_KLOOPS:   # one tap ('diagrow': filter row) x block_n // C/G whole groups per program
         spans = taps // problem.filter[-1] if cfg.kloop == "diagrow" else taps
         return 1, spans * _cdiv(problem.groups, max(1, cfg.block_n // cg)), 1
-    tiles_n = taps * _cdiv(cg, cfg.block_n) if cfg.kloop == "tap" else _cdiv(taps * cg, cfg.block_n)
+    if cfg.kloop in ("tap", "taprow"):   # 'taprow': a column tile per filter row instead of per tap
+        tiles_n = (taps // problem.filter[-1] if cfg.kloop == "taprow" else taps) * _cdiv(cg, cfg.block_n)
+    else:
+        tiles_n = _cdiv(taps * cg, cfg.block_n)
     return _cdiv(problem.k_per_group, cfg.block_m), tiles_n, _cdiv(problem.groups, cfg.groups_per_program)
 
 
@@ -417,6 +425,10 @@ _CANDIDATES = (
     (64, 64, 32, 1, 4, 4, "diagrow", 8),
     (32, 32, 64, 1, 4, 3, "diagrow", 8),   # ... less masked work for C/G = 4, 8
     (32, 32, 64, 1, 4, 2, "diagrow", 1),   # ... C/G <= 32 whose tiles do not align to 8 channels
+    (64, 64, 64, 1, 4, 3, "taprow", 8),    # dense, K/G = C/G = 64: a filter row per program (one dy tile, 3 taps)
+    (128, 64, 64, 1, 8, 3, "taprow", 8),   # ... K/G >= 128
+    (64, 128, 64, 1, 8, 3, "taprow", 8),   # ... C/G >= 128
+    (32, 32, 64, 1, 4, 3, "taprow", 8),    # grouped, C/G = K/G = 32
 )
 
 

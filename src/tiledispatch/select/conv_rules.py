@@ -32,9 +32,9 @@ def _gemm_view(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
     return m, n, k
 
 
-def _diag_wgrad_tiles(cfg: ConvConfig, problem: ConvProblem) -> int:
-    """bwd_weight 'diag' / 'diagrow' programs per split (taps or filter rows x channel tiles of whole groups), as
-    the kernel launches them."""
+def _wgrad_tiles(cfg: ConvConfig, problem: ConvProblem) -> int:
+    """bwd_weight programs per split as the kernel launches them ('diag': taps x channel tiles of whole groups;
+    row kloops: a filter row of taps per program)."""
     tiles_m, tiles_n, group_blocks = conv_wgrad.tile_counts(cfg, problem)
     return tiles_m * tiles_n * group_blocks
 
@@ -44,7 +44,7 @@ def _padded_flops(cfg: ConvConfig, problem: ConvProblem) -> float:
     'diagrow': of every unrolled tap, masked ones included)."""
     m, n, k = _gemm_view(cfg, problem)
     if cfg.kloop in conv_wgrad.DIAG_KLOOPS and problem.direction == "bwd_weight":   # tiles of whole groups, squared
-        return 2.0 * _diag_wgrad_tiles(cfg, problem) * conv_wgrad.row_taps(cfg) * cfg.block_n * cfg.block_n \
+        return 2.0 * _wgrad_tiles(cfg, problem) * conv_wgrad.row_taps(cfg) * cfg.block_n * cfg.block_n \
             * _ceil_to(k, cfg.block_k)
     if cfg.kloop == "diag":
         channels = problem.k if problem.direction == "fwd" else problem.c
@@ -75,8 +75,8 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
             cfg.family, DOT_EFFICIENCY.get(cfg.groups_per_program, BATCHED_DOT_EFFICIENCY))
         compute_us = _padded_flops(cfg, problem) / (arch.peak_tflops_fp16 * 1e6 * eff)
         m, n, _ = _gemm_view(cfg, problem)
-        if cfg.kloop in conv_wgrad.DIAG_KLOOPS and problem.direction == "bwd_weight":
-            column_tiles, m = _diag_wgrad_tiles(cfg, problem), cfg.block_m
+        if problem.direction == "bwd_weight" and cfg.kloop in (*conv_wgrad.DIAG_KLOOPS, "taprow"):
+            column_tiles, m = _wgrad_tiles(cfg, problem), cfg.block_m   # the kernel's own grid
         elif cfg.kloop == "diag":   # channel tiles span whole groups
             column_tiles = math.ceil(problem.groups * n / cfg.block_n)
         else:
