@@ -3,7 +3,7 @@
 conv_{direction}_{dtype}_{ndim}d_all: every candidate instance of the families for that direction (implicit GEMM
 dense and merged-group tiles, block-diagonal tiles for small equal groups, direct kernels for depthwise / few
 channels per group, 1x1-as-GEMM, fwd / bwd_weight through an im2col workspace and a TMA GEMM, and stride-1
-fwd / bwd_data over tensor-copy boxes), the set `benchmarks/conv.py` tunes over. _essential:
+fwd / bwd_data / bwd_weight over tensor-copy boxes), the set `benchmarks/conv.py` tunes over. _essential:
 the subset the one-call API builds by default (the instances a greedy cover of the H200 sweeps chose,
 tools/derive_conv_essential.py, the instances that won layers of the H200 suite whose code no sweep measured,
 and the tap-loop fallbacks below align 8). Direct instances of `_all` come with 1, 2 and 3 pipelined load stages. Invalid configs for
@@ -98,6 +98,12 @@ TMA = [
     ("tma", 128, 64, 64, 1, 4, 4, "tap", 8), ("tma", 64, 128, 64, 1, 4, 4, "tap", 8),
     ("tma", 256, 128, 64, 1, 8, 3, "tap", 8),
 ]
+# ... and stride-1 bwd_weight (kernels/conv_tma_wgrad.py): (k, c) tiles of a filter row, block_k pixels per box
+TMA_WGRAD = [
+    ("tma", 64, 64, 64, 1, 4, 3, "taprow", 8), ("tma", 128, 64, 64, 1, 8, 3, "taprow", 8),
+    ("tma", 64, 128, 64, 1, 8, 3, "taprow", 8), ("tma", 64, 64, 128, 1, 4, 3, "taprow", 8),
+    ("tma", 32, 32, 64, 1, 4, 3, "taprow", 8),
+]
 GEMM_1X1 = [
     ("gemm", 128, 128, 64, 1, 8, 4, "tap", 8), ("gemm", 128, 256, 64, 1, 8, 3, "tap", 8),
     ("gemm", 128, 64, 64, 1, 4, 4, "tap", 8), ("gemm", 64, 128, 64, 1, 4, 4, "tap", 8),
@@ -181,7 +187,9 @@ SUITE_ESSENTIAL = {
                              # filter rows per program (2026-11-24 re-runs of bwd_weight)
                              "igemm-64x64x32-g1-w4-s4-diagrow-a8", "igemm-64x64x64-g1-w8-s3-diagrow-a8",
                              "igemm-32x32x64-g1-w4-s3-diagrow-a8", "igemm-64x64x64-g1-w4-s3-taprow-a8",
-                             "igemm-128x64x64-g1-w8-s3-taprow-a8", "igemm-32x32x64-g1-w4-s3-taprow-a8"}),
+                             "igemm-128x64x64-g1-w8-s3-taprow-a8", "igemm-32x32x64-g1-w4-s3-taprow-a8",
+                             "tma-64x64x64-g1-w4-s3-taprow-a8", "tma-128x64x64-g1-w8-s3-taprow-a8",
+                             "tma-32x32x64-g1-w4-s3-taprow-a8"}),
 }
 
 
@@ -209,7 +217,8 @@ def _with_direct_stages(rows: list[tuple]) -> list[tuple]:
 def rows_for(direction: str, stage_variants: bool = False) -> list[tuple]:
     """Every candidate row of a direction, split_k included (0 where the row leaves it out); stage_variants:
     each direct row in every DIRECT_STAGES."""
-    rows = (_wgrad_igemm() + DIRECT_WGRAD + ROLL_WGRAD + GEMM_1X1_WGRAD if direction == "bwd_weight"
+    wgrad = _wgrad_igemm() + DIRECT_WGRAD + ROLL_WGRAD + GEMM_1X1_WGRAD + TMA_WGRAD
+    rows = (wgrad if direction == "bwd_weight"
             else IGEMM + DIAG + DIRECT_SPATIAL + GEMM_1X1 + TMA) + _im2col(direction)
     rows = [row if len(row) == 10 else (*row, 0) for row in rows]
     return _with_direct_stages(rows) if stage_variants else rows

@@ -38,6 +38,7 @@ GOLDEN = {
                                                "none-b0"),
     "conv_igemm_fwd_diag": td.parse_name("conv-igemm-fwd-2d-bf16-bf16-fp32-128x16x4-g1-w4-s3-k0-diag-a8-none-b0"),
     "conv_wgrad_flat": td.parse_name("conv-igemm-bwd_weight-3d-bf16-bf16-fp32-64x64x64-g1-w4-s3-k0-flat-a8-none-b0"),
+    "conv_tma_wgrad_3d": td.parse_name("conv-tma-bwd_weight-3d-bf16-bf16-fp32-64x64x64-g1-w4-s3-k0-taprow-a8-none-b0"),
     "conv_wgrad_diagrow_3d": td.parse_name("conv-igemm-bwd_weight-3d-bf16-bf16-fp32-64x64x32-g1-w4-s4-k0-diagrow-a8-"
                                            "none-b0"),
     "conv_im2col_split": td.parse_name("conv-gemm-bwd_weight-2d-bf16-bf16-fp32-128x128x64-g1-w8-s3-k2-im2col-a8-"

@@ -1,5 +1,5 @@
-"""Family `tma` (stride-1 fwd / bwd_data over tensor-copy boxes) on the interpreter vs the float64 reference,
-its validity and problem-match rules, and sm_90 compiles."""
+"""Family `tma` (stride-1 fwd / bwd_data / bwd_weight over tensor-copy boxes) on the interpreter vs the float64
+reference, its validity and problem-match rules, and sm_90 compiles."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,7 +9,7 @@ import pytest
 import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
-from tiledispatch.kernels import conv_tma
+from tiledispatch.kernels import conv_tma, conv_tma_wgrad
 from tiledispatch.runtime.conv_reference import run_and_validate
 
 ARCH = td.get_arch("sm_90")
@@ -39,6 +39,12 @@ def _config(direction, ndim, activation="none", bias=False, block_k=16):
                       bias=bias)
 
 
+def _wgrad_config(ndim, split=0):
+    # bwd_weight: block_k pixels per box (the smallest box per ndim), 16x16 (k, c) tiles, a filter row per program
+    return ConvConfig(family="tma", direction="bwd_weight", ndim=ndim, dtype="fp16", block_m=16, block_n=16,
+                      block_k=BLOCK_M[ndim], num_warps=4, num_stages=2, split_k=split, kloop="taprow", align=8)
+
+
 def _problem(direction, ndim, sizes, activation="none", bias=False):
     n, c, k, groups = sizes
     return td.ConvProblem(direction, n, c, k, groups, dtype="fp16", activation=activation, bias=bias,
@@ -56,6 +62,11 @@ def _cases():
     for ndim, activation in ((2, "relu"), (3, "gelu_tanh")):
         out.append((f"fwd-{ndim}d-bias-{activation}", _config("fwd", ndim, activation, True),
                     _problem("fwd", ndim, SIZES["dense"], activation, True)))
+    for ndim in (1, 2, 3):   # filter widths 3, 2, 3: the 2-D filter row masks its third tap
+        for name, sizes in SIZES.items():
+            out.append((f"bwd_weight-{ndim}d-{name}", _wgrad_config(ndim), _problem("bwd_weight", ndim, sizes)))
+    # 4 splits of the boxes (the ordered reduce), 2-D dense: 2 x 3 x 2 boxes of 2x8 output pixels
+    out.append(("bwd_weight-2d-split", _wgrad_config(2, split=4), _problem("bwd_weight", 2, SIZES["dense"])))
     return out
 
 
@@ -86,7 +97,7 @@ def test_problem_match_rules():
 
 
 @pytest.mark.parametrize("changes, field", [
-    ({"direction": "bwd_weight"}, "direction"), ({"dtype": "fp32"}, "dtype"), ({"align": 1}, "align"),
+    ({"direction": "bwd_weight"}, "kloop"), ({"dtype": "fp32"}, "dtype"), ({"align": 1}, "align"),
     ({"kloop": "flat"}, "kloop"), ({"groups_per_program": 2}, "groups_per_program"), ({"split_k": 4}, "split_k"),
     ({"ndim": 3, "block_m": 32}, "block_m"), ({"ndim": 2, "block_m": 16, "block_n": 24}, "block_n"),
     ({"block_n": 256}, "block_n"),
@@ -105,6 +116,18 @@ def test_grid_counts_pixel_boxes_groups_and_column_tiles():
     assert conv_tma.grid(cfg, problem, 4)[0] == 4 * conv_tma.programs_per_sm(cfg)   # persistent walk
 
 
+def test_wgrad_rules_and_grid():
+    cfg = _wgrad_config(2, split=4)
+    problem = _problem("bwd_weight", 2, SIZES["dense"])
+    assert conv_tma_wgrad.boxes(cfg, problem) == 12               # 2 images x 3 x 2 boxes of 2x8 pixels
+    assert conv_tma_wgrad.split_plan(cfg, problem, 132) == (4, 3)
+    plan = conv_tma_wgrad.launch_plan(cfg, problem, 132)
+    assert plan.grids[0] == (2 * 2 * 3, 4, 1)                     # (k tiles x c tiles x filter rows, splits, G)
+    wide = td.ConvProblem("bwd_weight", 1, 16, 16, 1, (8, 8), (3, 5), padding=1, dtype="fp16")
+    assert conv_problem_mismatch(cfg, wide).startswith("filter")
+    assert "block_k" in dict(conv_config_errors(dataclasses.replace(_wgrad_config(3), block_k=32), ARCH))
+
+
 def test_instances_compile_for_sm90():
     reg = td.Registry("sm_90")
     for direction in ("fwd", "bwd_data"):
@@ -113,6 +136,11 @@ def test_instances_compile_for_sm90():
                              block_k=64, num_warps=8, num_stages=3, align=8)
             assert conv_config_errors(cfg, ARCH) == [], cfg.name
             reg.add(cfg)
+    for ndim in (1, 2, 3):
+        cfg = ConvConfig(family="tma", direction="bwd_weight", ndim=ndim, dtype="bf16", block_m=64, block_n=64,
+                         block_k=64, num_warps=4, num_stages=3, kloop="taprow", align=8)
+        assert conv_config_errors(cfg, ARCH) == [], cfg.name
+        reg.add(cfg)
     report = reg.build(max_workers=2)
     assert not report.failed, report.failed
 

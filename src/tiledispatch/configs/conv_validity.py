@@ -248,24 +248,28 @@ def _im2col_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
 
 
 def _tma_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    """Family 'tma' (kernels/conv_tma.py): 2-D dots of one group over tensor-copy boxes, fwd / bwd_data only."""
+    """Family 'tma': 2-D dots of one group over tensor-copy boxes; fwd / bwd_data walk the taps (kloop 'tap',
+    block_m pixels per box: kernels/conv_tma.py), bwd_weight a filter row per program (kloop 'taprow', block_k
+    pixels per box: kernels/conv_tma_wgrad.py)."""
     from tiledispatch.kernels.conv_tma import box_unit
 
     if cfg.block_n > 128:
         errors.append(("block_n", f"family 'tma' tiles of {cfg.block_n} columns gave wrong results on an H200 "
                                   "(fwd and bwd_data, persistent or not); block_n must be <= 128"))
-    if cfg.direction not in ("fwd", "bwd_data"):
-        errors.append(("direction", f"family 'tma' computes fwd and bwd_data, not {cfg.direction!r}"))
     if cfg.dtype not in ("bf16", "fp16"):
         errors.append(("dtype", f"family 'tma' runs 16-bit tensor-core dots; dtype {cfg.dtype!r} is not one"))
-    for field, value, want in (("groups_per_program", cfg.groups_per_program, 1), ("kloop", cfg.kloop, "tap"),
-                               ("split_k", cfg.split_k, 0), ("align", cfg.align, 8)):
+    wgrad = cfg.direction == "bwd_weight"
+    for field, value, want in (("groups_per_program", cfg.groups_per_program, 1),
+                               ("kloop", cfg.kloop, "taprow" if wgrad else "tap"), ("align", cfg.align, 8)):
         if value != want:
-            errors.append((field, f"family 'tma' needs {field}={want!r}, got {value!r}"))
-    box = box_unit(cfg.ndim)
-    if cfg.block_m % box or cfg.block_m < box:
-        errors.append(("block_m", f"family 'tma' tiles {cfg.ndim}-D pixels in boxes of {box}-pixel rows; block_m "
-                                  f"must be a multiple of {box}, got {cfg.block_m}"))
+            errors.append((field, f"family 'tma' {cfg.direction} needs {field}={want!r}, got {value!r}"))
+    if cfg.split_k != 0 and not wgrad:
+        errors.append(("split_k", f"family 'tma' {cfg.direction} does not split its reduction; split_k must be 0"))
+    box, field = box_unit(cfg.ndim), "block_k" if wgrad else "block_m"   # the pixels of one box
+    pixels = getattr(cfg, field)
+    if pixels % box or pixels < box:
+        errors.append((field, f"family 'tma' tiles {cfg.ndim}-D pixels in boxes of {box}-pixel rows; {field} "
+                              f"must be a multiple of {box}, got {pixels}"))
     _igemm_errors(cfg, arch, errors)
 
 
@@ -507,8 +511,10 @@ def _im2col_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
 
 
 def _tma_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
-    """Family 'tma': stride 1, 16-byte channel runs per group, whole reduction chunks for grouped bwd_data."""
+    """Family 'tma': stride 1, 16-byte channel runs per group, whole reduction chunks for grouped bwd_data;
+    bwd_weight: filter rows of at most ROW_TAPS taps, boxes on grid axis 1."""
     from tiledispatch.kernels.conv_tma import tiles
+    from tiledispatch.kernels.conv_tma_wgrad import boxes
 
     if any(s != 1 for s in problem.stride):
         return f"stride: family 'tma' shifts whole pixel boxes per tap and needs stride 1, got {problem.stride}"
@@ -518,7 +524,15 @@ def _tma_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     if problem.direction == "bwd_data" and problem.groups > 1 and problem.k_per_group % cfg.block_k:
         return (f"k_per_group: grouped bwd_data on family 'tma' reduces whole chunks of block_k={cfg.block_k} "
                 f"output channels per group; the problem has K/G={problem.k_per_group}")
-    if tiles(cfg, problem) > INT32_LIMIT or max(problem.spatial + problem.output) + 2 * max(
+    if problem.direction == "bwd_weight":
+        if reason := _row_mismatch(cfg, problem):
+            return reason
+        if problem.groups > MAX_GRID_YZ:
+            return f"groups: family 'tma' bwd_weight puts the {problem.groups} groups on a grid axis of {MAX_GRID_YZ}"
+        count = boxes(cfg, problem)
+    else:
+        count = tiles(cfg, problem)
+    if count > INT32_LIMIT or max(problem.spatial + problem.output) + 2 * max(
             max(p) for p in problem.padding) >= INT32_LIMIT:
         return f"spatial: {problem.n} x {problem.spatial} pixels exceed the kernel's int32 grid and coordinates"
     return None

@@ -11,7 +11,7 @@ _GEMM = {"tiled": "gemm_tiled", "splitk": "gemm_splitk", "tma_persistent": "gemm
 # conv: by family, then direction (None: every direction)
 _CONV = {"igemm": {"fwd": "conv_igemm", "bwd_data": "conv_igemm", "bwd_weight": "conv_wgrad"},
          "direct": {None: "conv_direct"}, "gemm": {None: "conv_gemm"},
-         "tma": {"fwd": "conv_tma", "bwd_data": "conv_tma"}}
+         "tma": {"fwd": "conv_tma", "bwd_data": "conv_tma", "bwd_weight": "conv_tma_wgrad"}}
 _CONV_KLOOPS = {("direct", "roll"): "conv_roll", ("gemm", "im2col"): "conv_im2col"}   # a family's k-loop with a module of its own
 
 

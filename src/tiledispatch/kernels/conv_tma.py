@@ -54,11 +54,16 @@ def box_unit(ndim: int) -> int:
 
 def pixel_box(cfg: ConvConfig) -> tuple[int, ...]:
     """The output-pixel box of one program, outermost dim first (its volume is block_m)."""
-    if cfg.ndim == 1:
-        return (cfg.block_m,)
-    if cfg.ndim == 2:
-        return (cfg.block_m // BOX_W, BOX_W)
-    return (cfg.block_m // (BOX_H_3D * BOX_W), BOX_H_3D, BOX_W)
+    return box_of(cfg.ndim, cfg.block_m)
+
+
+def box_of(ndim: int, pixels: int) -> tuple[int, ...]:
+    """A box of `pixels` (a multiple of box_unit(ndim)) pixels, outermost dim first."""
+    if ndim == 1:
+        return (pixels,)
+    if ndim == 2:
+        return (pixels // BOX_W, BOX_W)
+    return (pixels // (BOX_H_3D * BOX_W), BOX_H_3D, BOX_W)
 
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:

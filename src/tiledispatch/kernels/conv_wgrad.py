@@ -91,9 +91,14 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
             Param("BLOCK_N", "constexpr", cfg.block_n), Param("BLOCK_K", "constexpr", cfg.block_k),
             Param("GPP", "constexpr", cfg.groups_per_program),
             Param(DOT_F32, "constexpr", False)]
-    reduce = [*standard_params(cfg), ws, Param("SPLITS", "i32")]
-    return [EntrySpec(FN, tuple(main), cfg.num_warps, cfg.num_stages),
-            *(EntrySpec(fn, tuple(reduce), REDUCE_WARPS, 1) for fn in reduce_fns(REDUCE_FN))]
+    return [EntrySpec(FN, tuple(main), cfg.num_warps, cfg.num_stages), *reduce_entries(cfg)]
+
+
+def reduce_entries(cfg: ConvConfig) -> list[EntrySpec]:
+    """The (wide, tall) entries that sum the split partials ws[split, k, tap*CG + c] into dw (also the tma
+    weight gradient's, kernels/conv_tma_wgrad.py)."""
+    reduce = (*standard_params(cfg), Param("ws_ptr", "*fp32", divisibility=ALIGN_BYTES), Param("SPLITS", "i32"))
+    return [EntrySpec(fn, reduce, REDUCE_WARPS, 1) for fn in reduce_fns(REDUCE_FN)]
 
 
 # -- source pieces ---------------------------------------------------------------------------------------
@@ -339,6 +344,11 @@ def _store_lines(acc: str, mask: str, w_off: str, ws_off: str, out_ty: str) -> s
             f"        tl.store(ws_ptr + ws_split + {ws_off}, {acc}, mask={mask})\n")
 
 
+def reduce_sources(cfg: ConvConfig) -> list[str]:
+    """The source of reduce_entries(cfg), in their order."""
+    return [_reduce_source(cfg, e, kind) for e, kind in zip(reduce_entries(cfg), REDUCE_KINDS)]
+
+
 def _reduce_source(cfg: ConvConfig, entry: EntrySpec, kind: str) -> str:
     ds = dims(cfg)
     w_off = "k * sw_k + " + " + ".join(f"f_{s} * sw_{s}" for s in ds) + " + c"
@@ -351,10 +361,10 @@ def _reduce_source(cfg: ConvConfig, entry: EntrySpec, kind: str) -> str:
 
 
 def render(cfg: ConvConfig) -> str:
-    main, *reduces = entries(cfg)
+    main = entries(cfg)[0]
     main_src = (f"@triton.jit\ndef {FN}(\n    {signature_text(list(main.params))},\n):\n"
                 + _prologue(cfg) + _main_loop(cfg) + _store(cfg))
-    return "\n\n".join([main_src, *(_reduce_source(cfg, e, kind) for e, kind in zip(reduces, REDUCE_KINDS))])
+    return "\n\n".join([main_src, *reduce_sources(cfg)])
 
 
 # -- launch ----------------------------------------------------------------------------------------------

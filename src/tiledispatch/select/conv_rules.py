@@ -6,7 +6,7 @@ import math
 
 from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.kernels import conv_igemm, conv_im2col, conv_roll, conv_tma, conv_wgrad
+from tiledispatch.kernels import conv_igemm, conv_im2col, conv_roll, conv_tma, conv_tma_wgrad, conv_wgrad
 from tiledispatch.problems.conv import ConvProblem
 
 LAUNCH_US = 3.0
@@ -35,6 +35,8 @@ def _gemm_view(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
 def _wgrad_tiles(cfg: ConvConfig, problem: ConvProblem) -> int:
     """bwd_weight programs per split as the kernel launches them ('diag': taps x channel tiles of whole groups;
     row kloops: a filter row of taps per program)."""
+    if cfg.family == "tma":
+        return math.prod(conv_tma_wgrad.tile_counts(cfg, problem)) * problem.groups
     tiles_m, tiles_n, group_blocks = conv_wgrad.tile_counts(cfg, problem)
     return tiles_m * tiles_n * group_blocks
 
@@ -75,14 +77,14 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
             cfg.family, DOT_EFFICIENCY.get(cfg.groups_per_program, BATCHED_DOT_EFFICIENCY))
         compute_us = _padded_flops(cfg, problem) / (arch.peak_tflops_fp16 * 1e6 * eff)
         m, n, _ = _gemm_view(cfg, problem)
-        if problem.direction == "bwd_weight" and cfg.kloop in (*conv_wgrad.DIAG_KLOOPS, "taprow"):
+        if problem.direction == "bwd_weight" and cfg.kloop in (*conv_wgrad.DIAG_KLOOPS, "taprow"):   # igemm, tma
             column_tiles, m = _wgrad_tiles(cfg, problem), cfg.block_m   # the kernel's own grid
         elif cfg.kloop == "diag":   # channel tiles span whole groups
             column_tiles = math.ceil(problem.groups * n / cfg.block_n)
         else:
             column_tiles = math.ceil(problem.groups / cfg.groups_per_program) * math.ceil(n / cfg.block_n)
         programs = math.ceil(m / cfg.block_m) * column_tiles
-        if cfg.family == "tma":   # whole pixel boxes per image
+        if cfg.family == "tma" and problem.direction != "bwd_weight":   # whole pixel boxes per image
             programs = conv_tma.pixel_tiles(cfg, problem) * column_tiles
     splits = 1
     if cfg.family == "igemm" and problem.direction != "bwd_weight":
@@ -93,7 +95,7 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
     waves = programs / arch.sm_count
     quantization = math.ceil(waves) / waves if waves >= 1 else 1.0 / waves
     body = max(mem_us, compute_us) * min(quantization, 4.0)
-    if problem.direction == "bwd_weight" and cfg.family == "igemm":
+    if problem.direction == "bwd_weight" and cfg.family in ("igemm", "tma"):
         body += WORKSPACE_PASSES * 4 * problem.tensor_elements()["weight"] * max(cfg.split_k, 1) / (
             arch.hbm_gbps * 1e3)
     if splits > 1:   # the fp32 partials of every split, written and read back, and the reduce launch
