@@ -100,6 +100,9 @@ TMA = [
     # split reductions (at most split_k ranges): few tiles with a long reduction (7x7 / 14x14 3x3 layers)
     ("tma", 128, 128, 64, 1, 4, 3, "tap", 8, 4), ("tma", 64, 128, 64, 1, 4, 4, "tap", 8, 4),
     ("tma", 128, 64, 64, 1, 4, 4, "tap", 8, 4), ("tma", 64, 64, 64, 1, 4, 4, "tap", 8, 8),
+    # grouped, 16 or 32 channels per group (fwd also 8: chunks past the group meet zero-filled weights)
+    ("tma", 128, 32, 32, 1, 4, 4, "tap", 8), ("tma", 64, 32, 32, 1, 4, 4, "tap", 8),
+    ("tma", 128, 16, 16, 1, 4, 4, "tap", 8), ("tma", 128, 32, 32, 1, 4, 4, "tap", 8, 4),
 ]
 # ... and stride-1 bwd_weight (kernels/conv_tma_wgrad.py): (k, c) tiles of a filter row, block_k pixels per box
 TMA_WGRAD = [
