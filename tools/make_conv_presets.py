@@ -119,6 +119,9 @@ GEMM_1X1 = [
     ("gemm", 128, 64, 64, 1, 4, 4, "tap", 8, 1),
     # 2 stages: less shared memory, more programs per SM, for a reduction of one or two K blocks (64 channels)
     ("gemm", 128, 64, 64, 1, 4, 2, "tap", 8, 1), ("gemm", 64, 64, 64, 1, 4, 2, "tap", 8, 1),
+    # align 2: channel totals multiples of 2 (x3d's 24 / 54), rows of 4-byte vectors on the tiled GEMM
+    ("gemm", 128, 32, 64, 1, 4, 3, "tap", 2), ("gemm", 128, 64, 32, 1, 4, 3, "tap", 2),
+    ("gemm", 64, 64, 32, 1, 4, 3, "tap", 2), ("gemm", 256, 32, 64, 1, 8, 3, "tap", 2),
 ]
 
 # bwd_weight of 1x1 convolutions (stride 1, no padding): dw = dy^T x, a K x C GEMM reduced over every pixel on the
@@ -132,6 +135,7 @@ GEMM_1X1_WGRAD = [
     ("gemm", 128, 64, 64, 1, 4, 3, "tap", 8, 32), ("gemm", 64, 64, 64, 1, 4, 3, "tap", 8, 32),
     ("gemm", 64, 64, 64, 1, 4, 3, "tap", 8, 64), ("gemm", 64, 64, 64, 1, 4, 3, "tap", 1, 64),
     ("gemm", 64, 32, 64, 1, 4, 3, "tap", 1, 64),
+    ("gemm", 64, 32, 64, 1, 4, 3, "tap", 2, 64), ("gemm", 64, 64, 64, 1, 4, 3, "tap", 2, 64),
 ]
 
 

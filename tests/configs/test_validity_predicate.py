@@ -37,7 +37,7 @@ def test_base_config_is_valid():
     ({"block_m": 48}, "block_m"), ({"block_n": 512}, "block_n"), ({"block_n": 0}, "block_n"),
     ({"block_k": 8}, "block_k"), ({"block_k": 24}, "block_k"), ({"num_warps": 3}, "num_warps"),
     ({"num_stages": 0}, "num_stages"), ({"num_stages": 7}, "num_stages"), ({"group_m": 3}, "group_m"),
-    ({"align": 8}, "align"), ({"layout": "rcc"}, "layout"), ({"activation": "swish"}, "activation"),
+    ({"align": 2}, "align"), ({"layout": "rcc"}, "layout"), ({"activation": "swish"}, "activation"),
     ({"bias": "both"}, "bias"), ({"num_d": 3}, "num_d"), ({"with_c": 2}, "with_c"),
     ({"out_dtype": "int32"}, "out_dtype"), ({"acc_dtype": "fp16"}, "acc_dtype"), ({"dtype": "fp64"}, "dtype"),
 ])

@@ -63,9 +63,29 @@ def test_bias_and_activation_are_fused(registry):
 
 def test_unaligned_channels_need_the_align1_instance(registry):
     problem = td.ConvProblem("fwd", 1, 12, 20, 1, (4, 4), (1, 1), dtype="fp16")   # C=12: not a multiple of 8
-    assert problem.align == 4   # below the align-8 instance; the gemm family takes align 1 or 8
+    assert problem.align == 4   # below the align-8 instance
     assert not registry.get(CONFIGS[("fwd", 8)].name).is_supported(problem)
     assert run_and_validate(registry.get(CONFIGS[("fwd", 1)].name), problem)[2]["passed"]
+
+
+# align 2: the tiled GEMM with rows of 2 elements (4-byte vectors), every direction; 54 -> 24 and 24 -> 54 channels
+# (x3d-like pointwise layers: multiples of 2, not of 8) over 5 x 7 pixels (partial row tiles), and 6 -> 10 in 3-D
+A2_SHAPES = [(2, 54, 24, (5, 7)), (2, 24, 54, (5, 7)), (1, 6, 10, (2, 3, 5))]
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+@pytest.mark.parametrize("n, c, k, spatial", A2_SHAPES)
+def test_align2_gemm_matches_reference(build_registry, direction, n, c, k, spatial):
+    ndim = len(spatial)
+    cfg = ConvConfig(family="gemm", direction=direction, ndim=ndim, dtype="fp16", block_m=32, block_n=32,
+                     block_k=32, num_stages=2, split_k=4 if direction == "bwd_weight" else 0, align=2)
+    assert gemm_config(cfg).align == 4 and gemm_config(cfg).family in ("tiled", "splitk")
+    problem = td.ConvProblem(direction, n, c, k, 1, spatial, (1,) * ndim, dtype="fp16")
+    assert problem.align == 2
+    _, _, result = run_and_validate(build_registry([cfg]).get(cfg.name), problem)
+    assert result["passed"], result
+    odd = td.ConvProblem(direction, n, c + 1, k, 1, spatial, (1,) * ndim, dtype="fp16")   # odd C: align 1
+    assert conv_problem_mismatch(cfg, odd).startswith("align")
 
 
 def test_pixels_with_gaps_raise_bad_input(registry):

@@ -58,10 +58,11 @@ def _common_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
 
 
 def _align_errors(cfg: ConvConfig, errors: list[tuple[str, str]]) -> None:
-    """align 2 and 4 (4- and 8-byte channel vectors) exist for the direct family only."""
-    if cfg.align in (2, 4) and cfg.family != "direct":
-        errors.append(("align", f"align {cfg.align} exists for family 'direct' only; family {cfg.family!r} "
-                                "takes 1 or 8"))
+    """align 2 and 4 (4- and 8-byte channel vectors) exist for the direct family and the 1x1 GEMM (family
+    'gemm', kloop 'tap': the GEMM's rows of 2 or 4 elements, kernels/conv_gemm.gemm_align)."""
+    if cfg.align in (2, 4) and cfg.family != "direct" and (cfg.family, cfg.kloop) != ("gemm", "tap"):
+        errors.append(("align", f"align {cfg.align} exists for family 'direct' and the 1x1 GEMM (family 'gemm', "
+                                f"kloop 'tap') only; family {cfg.family!r} kloop {cfg.kloop!r} takes 1 or 8"))
 
 
 def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:

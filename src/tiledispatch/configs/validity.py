@@ -19,7 +19,7 @@ WARPS = (1, 2, 4, 8, 16)
 STAGES = (1, 2, 3, 4, 5, 6)
 GROUP_M = (1, 2, 4, 8, 16)
 SPLIT_K = (2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
-ALIGNS = (1, 16)
+ALIGNS = (1, 4, 8, 16)   # bytes of alignment (pointers, leading dimensions, unit-stride sizes) a kernel assumes
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
 MAX_GRID_Y = 65535           # CUDA limit on grid dims 1 and 2 (batch, split)
 SUBTILES = (1, 2)
@@ -161,13 +161,13 @@ def gemm_problem_mismatch(cfg: GemmConfig, problem: GemmProblem) -> str | None:
     for field, have, want in checks:
         if have != want:
             return f"{field}: kernel has {have!r}, problem needs {want!r}"
-    need = max(1, 16 // DTYPES[cfg.dtype].bytes) if cfg.align == 16 else 1   # 16-byte rows of the input type
+    need = max(1, cfg.align // DTYPES[cfg.dtype].bytes)   # elements of the input type in cfg.align bytes
     if problem.align < need:
         how = ("reads through tensor descriptors, which need" if cfg.family in TMA_FAMILIES
-               else "loads 16-byte vectors, which need")
-        return (f"align: {cfg.family} {how} 16-byte aligned pointers, and leading dimensions and sizes along unit "
-                f"strides of 16 bytes (align >= {need} for {cfg.dtype}); the problem guarantees "
-                f"align={problem.align}")
+               else f"loads {cfg.align}-byte vectors, which need")
+        return (f"align: {cfg.family} {how} {cfg.align}-byte aligned pointers, and leading dimensions and sizes "
+                f"along unit strides of {cfg.align} bytes (align >= {need} for {cfg.dtype}); the problem "
+                f"guarantees align={problem.align}")
     if cfg.family == "tma_ws" and problem.batch > 1:
         return (f"batch: tma_ws computes one matrix (batch={problem.batch}); Triton 3.6 hangs warp-specializing "
                 f"the rank-3 descriptors that batches need")

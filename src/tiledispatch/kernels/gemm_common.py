@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tiledispatch.configs.gemm import TMA_FAMILIES, GemmConfig
 from tiledispatch.dtypes import DTYPES, SCALED_DTYPES
-from tiledispatch.kernels.spec import ALIGN_BYTES, Param, aligned16
+from tiledispatch.kernels.spec import ALIGN_BYTES, Param
 from tiledispatch.problems.gemm import contiguous_dims
 
 TL_TYPES = {"fp16": "tl.float16", "bf16": "tl.bfloat16", "fp32": "tl.float32", "int32": "tl.int32",
@@ -13,8 +13,9 @@ TL_TYPES = {"fp16": "tl.float16", "bf16": "tl.bfloat16", "fp32": "tl.float32", "
 DOT_F32 = "DOT_F32"
 
 
-def ptr(name: str, dtype: str, aligned: bool = False) -> Param:
-    return Param(name, "*" + DTYPES[dtype].triton, divisibility=aligned16(aligned))
+def ptr(name: str, dtype: str, align: int = 1) -> Param:
+    """A pointer known to be `align`-byte aligned (1: nothing known)."""
+    return Param(name, "*" + DTYPES[dtype].triton, divisibility=align)
 
 
 def row_multiple(dtype: str) -> int:
@@ -25,10 +26,12 @@ def row_multiple(dtype: str) -> int:
 
 def hint(cfg: GemmConfig) -> int:
     """The factor aligned pointer-loading kernels are compiled to know of sizes along unit strides and of
-    strides: 16 bytes of the input type (8 elements of fp16 / bf16, 16 of fp8 / int8, 4 of fp32), which the
-    output's leading dimension also has (its type is at least as wide). 1: nothing known (align-1 kernels, and
-    the TMA families, which take strides as descriptor fields)."""
-    return row_multiple(cfg.dtype) if cfg.align == 16 and cfg.family not in TMA_FAMILIES else 1
+    strides: `align` bytes of the input type (a16: 8 elements of fp16 / bf16, 16 of fp8 / int8, 4 of fp32; a4:
+    2 of fp16 / bf16), which the output's leading dimension also has (its type is at least as wide). 1: nothing
+    known (align-1 kernels, and the TMA families, which take strides as descriptor fields)."""
+    if cfg.align == 1 or cfg.family in TMA_FAMILIES:
+        return 1
+    return max(1, cfg.align // DTYPES[cfg.dtype].bytes)
 
 
 def size_params(cfg: GemmConfig, names: str) -> list[Param]:
@@ -55,12 +58,12 @@ def operand_params(cfg: GemmConfig) -> list[Param]:
 
 
 def epilogue_pointer_params(cfg: GemmConfig) -> list[Param]:
-    aligned, out = cfg.align == 16, []
+    align, out = ALIGN_BYTES if cfg.align == 16 else 1, []   # only a16 kernels know their epilogue operands
     if cfg.with_c:
-        out.append(ptr("c_ptr", cfg.out_dtype, aligned))
+        out.append(ptr("c_ptr", cfg.out_dtype, align))
     if cfg.bias != "none":
-        out.append(ptr("bias_ptr", cfg.out_dtype, aligned))
-    out.extend(ptr(f"d{i}_ptr", cfg.out_dtype, aligned) for i in range(cfg.num_d))
+        out.append(ptr("bias_ptr", cfg.out_dtype, align))
+    out.extend(ptr(f"d{i}_ptr", cfg.out_dtype, align) for i in range(cfg.num_d))
     if cfg.dtype in SCALED_DTYPES:
         out += [Param("scale_a_ptr", "*fp32"), Param("scale_b_ptr", "*fp32")]
     return out

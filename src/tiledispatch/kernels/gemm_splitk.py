@@ -6,7 +6,7 @@ import dataclasses
 
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.kernels import gemm_common as common
-from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
 
 PARTIAL_FN = "gemm_splitk_partial_kernel"
 REDUCE_FN = "gemm_splitk_reduce_kernel"
@@ -44,10 +44,9 @@ def ws_ld(n: int) -> int:
 
 
 def entries(cfg: GemmConfig) -> list[EntrySpec]:
-    aligned = cfg.align == 16
     partial = [
-        common.ptr("a_ptr", cfg.dtype, aligned), common.ptr("b_ptr", cfg.dtype, aligned),
-        common.ptr("ws_ptr", cfg.acc_dtype, True),
+        common.ptr("a_ptr", cfg.dtype, cfg.align), common.ptr("b_ptr", cfg.dtype, cfg.align),
+        common.ptr("ws_ptr", cfg.acc_dtype, ALIGN_BYTES),
         *common.size_params(cfg, "MNK"), WS_LD,
         *common.operand_params(cfg), *common.tile_constexprs(cfg), split_param(cfg),
     ]
@@ -58,7 +57,7 @@ def reduce_entry(cfg: GemmConfig) -> EntrySpec:
     """The entry that sums the SPLIT_K partial tiles of ws[batch, split, M, WS_LD] in split order and runs the
     epilogue (shared with the split tma_persistent kernels)."""
     reduce = [
-        common.ptr("ws_ptr", cfg.acc_dtype, True), common.ptr("out_ptr", cfg.out_dtype, cfg.align == 16),
+        common.ptr("ws_ptr", cfg.acc_dtype, ALIGN_BYTES), common.ptr("out_ptr", cfg.out_dtype, cfg.align),
         *common.epilogue_pointer_params(cfg), *common.size_params(cfg, "MN"), WS_LD,
         *common.epilogue_scalar_params(cfg), *common.tile_constexprs(reduce_config(cfg)), split_param(cfg),
     ]

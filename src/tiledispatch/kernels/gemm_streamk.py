@@ -11,7 +11,7 @@ from __future__ import annotations
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.kernels import gemm_common as common
 from tiledispatch.kernels import tma_common as tma
-from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
 
 MAIN_FN = "gemm_streamk_kernel"
 FIXUP_FN = "gemm_streamk_fixup_kernel"
@@ -24,10 +24,10 @@ def _sk_params() -> list[Param]:
 
 
 def entries(cfg: GemmConfig) -> list[EntrySpec]:
-    ws = common.ptr("ws_ptr", cfg.acc_dtype, True)
+    ws = common.ptr("ws_ptr", cfg.acc_dtype, ALIGN_BYTES)
     main = [*tma.persistent_params(cfg), ws, *_sk_params(), Param("SK_SEGS", "i32"), *common.operand_params(cfg),
             *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg)]
-    fixup = [common.ptr("out_ptr", cfg.out_dtype, cfg.align == 16), *common.epilogue_pointer_params(cfg),
+    fixup = [common.ptr("out_ptr", cfg.out_dtype, cfg.align), *common.epilogue_pointer_params(cfg),
              *common.size_params(cfg, "MN"), Param("K", "i32"), Param("BATCH", "i32"), ws, *_sk_params(),
              *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg)]
     return [EntrySpec(MAIN_FN, tuple(main), cfg.num_warps, cfg.num_stages),

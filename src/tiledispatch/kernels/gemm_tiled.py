@@ -9,10 +9,9 @@ FN = "gemm_tiled_kernel"
 
 
 def entries(cfg: GemmConfig) -> list[EntrySpec]:
-    aligned = cfg.align == 16
     params = [
-        common.ptr("a_ptr", cfg.dtype, aligned), common.ptr("b_ptr", cfg.dtype, aligned),
-        common.ptr("out_ptr", cfg.out_dtype, aligned), *common.epilogue_pointer_params(cfg),
+        common.ptr("a_ptr", cfg.dtype, cfg.align), common.ptr("b_ptr", cfg.dtype, cfg.align),
+        common.ptr("out_ptr", cfg.out_dtype, cfg.align), *common.epilogue_pointer_params(cfg),
         *common.size_params(cfg, "MNK"),
         *common.operand_params(cfg), *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg),
     ]

@@ -18,7 +18,7 @@ from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.kernels import gemm_common as common
 from tiledispatch.kernels import gemm_splitk
 from tiledispatch.kernels import tma_common as tma
-from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
 
 FN = "gemm_tma_kernel"
 
@@ -104,9 +104,8 @@ def _finish(cfg: GemmConfig, acc: str, col: str, width: str, out_box: str, out_s
 # family's reduce then sums the slots in split order and runs the epilogue (deterministic, no atomics). For
 # few output tiles with a long K (M <= 256, say), where one unit per tile would leave most SMs idle.
 def _split_entries(cfg: GemmConfig) -> list[EntrySpec]:
-    aligned = cfg.align == 16
-    params = [common.ptr("a_ptr", cfg.dtype, aligned), common.ptr("b_ptr", cfg.dtype, aligned),
-              common.ptr("ws_ptr", cfg.acc_dtype, True), *common.size_params(cfg, "MNK"), gemm_splitk.WS_LD,
+    params = [common.ptr("a_ptr", cfg.dtype, cfg.align), common.ptr("b_ptr", cfg.dtype, cfg.align),
+              common.ptr("ws_ptr", cfg.acc_dtype, ALIGN_BYTES), *common.size_params(cfg, "MNK"), gemm_splitk.WS_LD,
               Param("BATCH", "i32"), Param("NUM_PROGRAMS", "i32"), *common.operand_params(cfg),
               *common.tile_constexprs(cfg), gemm_splitk.split_param(cfg)]
     return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages), gemm_splitk.reduce_entry(cfg)]

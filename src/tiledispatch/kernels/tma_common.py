@@ -19,9 +19,8 @@ REG_OVERHEAD = 64             # registers per thread besides the accumulator (ad
 
 def persistent_params(cfg: GemmConfig) -> list[Param]:
     """Pointers and sizes shared by the persistent families (batch count and program count at run time)."""
-    aligned = cfg.align == 16
-    return [common.ptr("a_ptr", cfg.dtype, aligned), common.ptr("b_ptr", cfg.dtype, aligned),
-            common.ptr("out_ptr", cfg.out_dtype, aligned), *common.epilogue_pointer_params(cfg),
+    return [common.ptr("a_ptr", cfg.dtype, cfg.align), common.ptr("b_ptr", cfg.dtype, cfg.align),
+            common.ptr("out_ptr", cfg.out_dtype, cfg.align), *common.epilogue_pointer_params(cfg),
             *common.size_params(cfg, "MNK"), Param("BATCH", "i32"), Param("NUM_PROGRAMS", "i32")]
 
 
