@@ -29,6 +29,10 @@ tiles (256x128 and 128x128 among them) were right on the same 40 (problem, dtype
 predicate refuses block_n > 128. The tiles up to 128 columns are in the fwd / bwd_data `_all` presets; on the
 dense stride-1 3x3 layers of the suites they beat the pointer-loading implicit GEMM on most (H200, 2026-11-24:
 r3d_18 layer2.conv fwd 134 -> 98 us, bwd_data 175 -> 104 us; ResNet-50 layer3.1.conv2 fwd 27 -> 22 us).
+A split of the reduction over (tile, split) units on the persistent walk was tried and withdrawn: on the H200
+one instance gave a wrong result (ResNet-50 layer4.1.conv2 fwd, 128x128x64 in 4 splits: relative error 1.1e-2)
+while the interpreter and ~90 other split plans were right; the cause is not known (benchmarks/results/
+conv_h200.json, re-runs of 2026-11-24).
 """
 from __future__ import annotations
 
