@@ -1,7 +1,6 @@
-"""GPU check of the experimental conv `tma` family: every valid tile of the former preset rows, fwd and
-bwd_data, 2-D and 3-D, fp16 and bf16, on 5 problems each, run with the persistent walk (the device's SM count)
-and with one tile per program (a device of 100,000 SMs); prints and writes ($OUT/conv_tma_check.json) every
-result outside the conv tolerances.
+"""GPU check of the conv `tma` family: every valid tile of ROWS, fwd and bwd_data, 2-D and 3-D, fp16 and bf16,
+on 5 problems each, run with the persistent walk (the device's SM count) and with one tile per program (a device
+of 100,000 SMs); prints and writes ($OUT/conv_tma_check.json) every result outside the conv tolerances.
 
     OUT=/tmp/out python tools/conv_tma_check.py          (needs a CUDA GPU)
 

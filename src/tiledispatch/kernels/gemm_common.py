@@ -18,12 +18,6 @@ def ptr(name: str, dtype: str, align: int = 1) -> Param:
     return Param(name, "*" + DTYPES[dtype].triton, divisibility=align)
 
 
-def row_multiple(dtype: str) -> int:
-    """Elements of `dtype` in 16 bytes: the multiple that aligned kernels need of leading dimensions and of sizes
-    along unit strides (16-byte rows: vector loads for pointer kernels, tensor descriptors for TMA ones)."""
-    return max(1, ALIGN_BYTES // DTYPES[dtype].bytes)
-
-
 def hint(cfg: GemmConfig) -> int:
     """The factor aligned pointer-loading kernels are compiled to know of sizes along unit strides and of
     strides: `align` bytes of the input type (a16: 8 elements of fp16 / bf16, 16 of fp8 / int8, 4 of fp32; a4:
