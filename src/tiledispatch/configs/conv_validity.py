@@ -28,6 +28,7 @@ DIRECT_KLOOPS = ("tap", "roll")      # direct: one tile per tap, or depthwise ro
 ROLL_SLOTS = 3                       # kloop 'roll': rolling accumulators (filter heights up to 3)
 ROW_TAPS = 3                         # igemm bwd_weight 'diagrow' / 'taprow': taps of a filter row unrolled (widths <= 3)
 ROW_KLOOPS = ("diagrow", "taprow")   # igemm bwd_weight: a filter row of taps per program, an accumulator each
+DIAG_KLOOPS = ("diag", "diagrow")    # igemm block-diagonal channel tiles (bwd_weight: rows and columns alike)
 ROLL_H_STRIDES = {"fwd": (1, 2), "bwd_data": (1,), "bwd_weight": (1, 2)}   # kloop 'roll': strides along H
 SPLIT_K = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
@@ -91,7 +92,7 @@ def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]
     if smem > arch.smem_per_block:
         errors.append(("num_stages", f"{cfg.num_stages} stages of {cfg.name} need {smem} B of shared memory; "
                                      f"{arch.name} has {arch.smem_per_block} B per block"))
-    if cfg.kloop in ("diag", "diagrow"):
+    if cfg.kloop in DIAG_KLOOPS:
         _igemm_diag_errors(cfg, errors)
     if cfg.direction == "bwd_weight":
         _igemm_wgrad_errors(cfg, arch, errors)
@@ -359,7 +360,7 @@ def _igemm_fwd_dgrad_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | No
 # ---- igemm bwd_weight conditions (kernels/conv_wgrad.py) live here ----------------------------------------
 def _igemm_wgrad_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     """igemm bwd_weight (kernels/conv_wgrad.py): channel runs as the alignment promises, then the grid."""
-    if cfg.kloop in ("diag", "diagrow"):
+    if cfg.kloop in DIAG_KLOOPS:
         reason = _wgrad_diag_mismatch(cfg, problem)
     else:
         reason = _align8_group_mismatch(cfg, problem)

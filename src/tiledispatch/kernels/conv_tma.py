@@ -85,7 +85,7 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
 def render(cfg: ConvConfig) -> str:
     (entry,) = entries(cfg)
     tile = _program(cfg) + _loop(cfg) + _epilogue(cfg)
-    body = (_hints(cfg) + _descriptors(cfg) + _tile_count(cfg)
+    body = (hints(cfg) + _descriptors(cfg) + _tile_count(cfg)
             + "    for tile in range(tl.program_id(0), n_tiles_total, NUM_PROGRAMS):\n"
             + "".join("    " + line if line.strip() else line for line in tile.splitlines(keepends=True)))
     return f"@triton.jit\ndef {FN}(\n    {signature_text(list(entry.params))},\n):\n" + body
@@ -125,7 +125,7 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
 
 
 # -- source pieces -----------------------------------------------------------------------------------------
-def _hints(cfg: ConvConfig) -> str:
+def hints(cfg: ConvConfig) -> str:
     """C/G, K/G and every non-unit stride are multiples of 8 (the problem match guarantees it)."""
     names = ["C", "K", "CG", "KG", "sx_n", "sy_n", "sw_k"] + [f"s{t}_{s}" for t in "xyw" for s in common.dims(cfg)]
     return "".join(f"    {line}\n" for line in common.multiple_hints(names, 8))

@@ -27,7 +27,7 @@ from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.conv_validity import ROW_TAPS
 from tiledispatch.kernels import conv_common as common
 from tiledispatch.kernels import conv_wgrad
-from tiledispatch.kernels.conv_tma import box_of
+from tiledispatch.kernels.conv_tma import box_of, hints
 from tiledispatch.kernels.gemm_common import DOT_F32, signature_text
 from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
 from tiledispatch.problems.conv import ConvProblem
@@ -65,7 +65,7 @@ def boxes(cfg: ConvConfig, problem: ConvProblem) -> int:
 
 def tile_counts(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
     """(tiles_m, tiles_n, filter rows) of grid axis 0."""
-    rows = math.prod(problem.filter[:-1])
+    rows = conv_wgrad.filter_spans(cfg, problem)
     return -(-problem.k_per_group // cfg.block_m), -(-problem.c_per_group // cfg.block_n), rows
 
 
@@ -93,14 +93,13 @@ def _prologue(cfg: ConvConfig) -> str:
     """Hints (C/G, K/G and every non-unit stride are multiples of 8), the program's tile, group and filter row
     (`tap`; f_<s> of the outer dims)."""
     *outer, inner = common.dims(cfg)
-    names = ["C", "K", "CG", "KG", "sx_n", "sy_n", "sw_k"] + [f"s{t}_{s}" for t in "xyw" for s in common.dims(cfg)]
-    lines = common.multiple_hints(names, 8) + [
+    lines = [
         "pid_t = tl.program_id(0)", "pid_s = tl.program_id(1)", "pid_g = tl.program_id(2)",
         "ROW = " + " * ".join(f"flt_{s}" for s in common.dims(cfg)) + " * CG",
         "tiles_m = (KG + BLOCK_M - 1) // BLOCK_M", "tiles_n = (CG + BLOCK_N - 1) // BLOCK_N",
         "tile_m = pid_t % tiles_m", "rest = pid_t // tiles_m", "tile_n = rest % tiles_n", "tap = rest // tiles_n",
         "k0 = pid_g * KG + tile_m * BLOCK_M", "c0 = pid_g * CG + tile_n * BLOCK_N"]
-    src = "".join(f"{I}{line}\n" for line in lines)
+    src = hints(cfg) + "".join(f"{I}{line}\n" for line in lines)
     if outer:
         src += common.split_index("t_rest", "tap", [f"flt_{s}" for s in outer], [f"f_{s}" for s in outer], I)
     return src
@@ -139,10 +138,7 @@ def _loop(cfg: ConvConfig) -> str:
     for j in range(ROW_TAPS):
         at = ", ".join(["q", *shifted, f"o0_{inner} - pad_{inner} + {j} * dil_{inner}", "c0"])
         src += (f"{ind}b{j} = x_desc.load([{at}]).reshape(BLOCK_K, BLOCK_N)\n"
-                f"{ind}if {DOT_F32}:\n"
-                f"{ind}    acc{j} += tl.dot(at.to(tl.float32), b{j}.to(tl.float32), input_precision=\"ieee\")\n"
-                f"{ind}else:\n"
-                f"{ind}    acc{j} = tl.dot(at, b{j}, acc{j})\n")
+                + conv_wgrad.dot_lines(cfg, f"acc{j}", f"b{j}"))
     return src
 
 
@@ -156,12 +152,8 @@ def _store(cfg: ConvConfig) -> str:
     src = "".join(f"{I}{line}\n" for line in lines)
     out_ty = common.tl_type(cfg.out_dtype)
     for j in range(ROW_TAPS):
+        w_off = f"(k_row[:, None] * sw_k + (w_row + {j} * sw_{inner})[None, :])"
+        ws_off = f"k_row[:, None] * ROW + ((tap * flt_{inner} + {j}) * CG + rc)[None, :]"
         src += (f"{I}mask{j} = tile_ok & ({j} < flt_{inner})\n"
-                f"{I}if SPLITS == 1:\n"
-                f"{I * 2}tl.store(w_ptr + (k_row[:, None] * sw_k + (w_row + {j} * sw_{inner})[None, :]), "
-                f"acc{j}.to({out_ty}), mask=mask{j})\n"
-                f"{I}else:\n"
-                f"{I * 2}ws_split = pid_s.to(tl.int64) * K * ROW\n"
-                f"{I * 2}tl.store(ws_ptr + ws_split + k_row[:, None] * ROW + ((tap * flt_{inner} + {j}) * CG + rc)"
-                f"[None, :], acc{j}, mask=mask{j})\n")
+                + conv_wgrad.store_lines(f"acc{j}", f"mask{j}", w_off, ws_off, out_ty))
     return src

@@ -41,7 +41,7 @@ import dataclasses
 import math
 
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.configs.conv_validity import ROW_KLOOPS, ROW_TAPS
+from tiledispatch.configs.conv_validity import DIAG_KLOOPS, ROW_KLOOPS, ROW_TAPS
 from tiledispatch.kernels.conv_common import (
     REDUCE_KINDS,
     REDUCE_WARPS,
@@ -67,7 +67,6 @@ REDUCE_FN = "conv_wgrad_reduce_kernel"
 MIN_CHUNKS_PER_SPLIT = 8     # auto split: each split reduces at least this many block_k chunks
 MAX_AUTO_SPLITS = 1024
 MAX_GRID_YZ = 65535
-DIAG_KLOOPS = ("diag", "diagrow")   # block-diagonal channel tiles (rows and columns the same channels)
 
 
 def row_taps(cfg: ConvConfig) -> int:
@@ -274,7 +273,7 @@ def _loads(cfg: ConvConfig) -> str:
                 f" & ({j} < flt_{inner})\n"
                 f"{ind}b{j} = tl.load({b_ptr.replace('x_col', f'x_col{j}')}, "
                 f"mask=x_ok{j}[:, None] & n_ok[None, :], other=0.0)\n"
-                + _dot_lines(cfg, f"acc{j}", f"b{j}"))
+                + dot_lines(cfg, f"acc{j}", f"b{j}"))
     return src
 
 
@@ -283,7 +282,9 @@ def _transpose(cfg: ConvConfig) -> str:
     return f"        at = {at}\n"
 
 
-def _dot_lines(cfg: ConvConfig, acc: str, b: str) -> str:
+def dot_lines(cfg: ConvConfig, acc: str, b: str) -> str:
+    """`acc` += at @ `b` in the loop body (fp32 operands on the interpreter's DOT_F32 path); also the tma weight
+    gradient's (kernels/conv_tma_wgrad.py)."""
     ind = "        "
     precision = ', input_precision="ieee"' if cfg.dtype == "fp32" else ""
     return (f"{ind}if {DOT_F32}:\n"
@@ -293,7 +294,7 @@ def _dot_lines(cfg: ConvConfig, acc: str, b: str) -> str:
 
 
 def _dot(cfg: ConvConfig) -> str:
-    return _transpose(cfg) + _dot_lines(cfg, "acc", "b")
+    return _transpose(cfg) + dot_lines(cfg, "acc", "b")
 
 
 def _main_loop(cfg: ConvConfig) -> str:
@@ -327,16 +328,18 @@ def _store(cfg: ConvConfig) -> str:
         w_off = f"{k_row}[:, :, None] * sw_k + w_col[None, None, :]"
         ws_off = f"{k_row}[:, :, None] * ROW + ws_col[None, None, :]"
     if cfg.kloop not in ROW_KLOOPS:
-        return f"    mask = {mask}\n" + _store_lines("acc", "mask", w_off, ws_off, out_ty)
+        return f"    mask = {mask}\n" + store_lines("acc", "mask", w_off, ws_off, out_ty)
     src, inner = "", dims(cfg)[-1]
     for j in range(ROW_TAPS):
         src += (f"    mask{j} = {mask} & ({j} < flt_{inner})\n"
-                + _store_lines(f"acc{j}", f"mask{j}", w_off.replace("w_col", f"w_col{j}"),
+                + store_lines(f"acc{j}", f"mask{j}", w_off.replace("w_col", f"w_col{j}"),
                                ws_off.replace("ws_col", f"ws_col{j}"), out_ty))
     return src
 
 
-def _store_lines(acc: str, mask: str, w_off: str, ws_off: str, out_ty: str) -> str:
+def store_lines(acc: str, mask: str, w_off: str, ws_off: str, out_ty: str) -> str:
+    """`acc` into dw at `w_off` (SPLITS == 1, in out_dtype) or into its split's fp32 workspace rows at `ws_off`;
+    also the tma weight gradient's."""
     return ("    if SPLITS == 1:\n"
             f"        tl.store(w_ptr + {w_off}, {acc}.to({out_ty}), mask={mask})\n"
             "    else:\n"
@@ -372,14 +375,20 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def filter_spans(cfg: ConvConfig, problem: ConvProblem) -> int:
+    """The filter's share of the column tiles: its taps, or for the row kloops its rows (taps of the outer dims;
+    also the tma weight gradient's)."""
+    taps = math.prod(problem.filter)
+    return taps // problem.filter[-1] if cfg.kloop in ROW_KLOOPS else taps
+
+
 def tile_counts(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
     """(tiles_m, tiles_n, group blocks) of the main grid."""
     taps, cg = math.prod(problem.filter), problem.c_per_group
     if cfg.kloop in DIAG_KLOOPS:   # one tap ('diagrow': filter row) x block_n // C/G whole groups per program
-        spans = taps // problem.filter[-1] if cfg.kloop == "diagrow" else taps
-        return 1, spans * _cdiv(problem.groups, max(1, cfg.block_n // cg)), 1
+        return 1, filter_spans(cfg, problem) * _cdiv(problem.groups, max(1, cfg.block_n // cg)), 1
     if cfg.kloop in ("tap", "taprow"):   # 'taprow': a column tile per filter row instead of per tap
-        tiles_n = (taps // problem.filter[-1] if cfg.kloop == "taprow" else taps) * _cdiv(cg, cfg.block_n)
+        tiles_n = filter_spans(cfg, problem) * _cdiv(cg, cfg.block_n)
     else:
         tiles_n = _cdiv(taps * cg, cfg.block_n)
     return _cdiv(problem.k_per_group, cfg.block_m), tiles_n, _cdiv(problem.groups, cfg.groups_per_program)
