@@ -133,6 +133,12 @@ GEMM_1X1_WGRAD = [
     ("gemm", 64, 64, 64, 1, 4, 3, "tap", 8, 64), ("gemm", 64, 64, 64, 1, 4, 3, "tap", 1, 64),
     ("gemm", 64, 32, 64, 1, 4, 3, "tap", 1, 64),
     ("gemm", 64, 32, 64, 1, 4, 3, "tap", 2, 64), ("gemm", 64, 64, 64, 1, 4, 3, "tap", 2, 64),
+    # 128 / 256 splits (folded reduce): a weight gradient of one or two tiles over millions of pixels (x3d's
+    # 24 <-> 54-channel pointwise layers) is memory-bound, and 64 programs leave half the SMs idle
+    ("gemm", 64, 32, 64, 1, 4, 4, "tap", 2, 128), ("gemm", 64, 32, 64, 1, 4, 3, "tap", 2, 256),
+    ("gemm", 32, 64, 64, 1, 4, 3, "tap", 2, 128), ("gemm", 32, 64, 64, 1, 4, 3, "tap", 2, 256),
+    ("gemm", 64, 32, 64, 1, 4, 4, "tap", 1, 128), ("gemm", 64, 64, 64, 1, 4, 4, "tap", 8, 128),
+    ("gemm", 64, 32, 64, 1, 4, 4, "tap", 8, 256),
 ]
 
 

@@ -1,6 +1,7 @@
 """Where the time of convolution instances goes, on the GPU: for named layers of the conv suites and one
 direction, cuDNN and each named instance (event time per call, no L2 flush: a comparison between instances,
-not the benchmark protocol), with the CUDA kernels of one call and their mean device time.
+not the benchmark protocol), with the CUDA kernels of one call and their mean device time, and each instance's
+relative error against the benchmark's fp32 reference (checked before timing).
 
     python tools/profile_conv.py --direction fwd --layers resnet50/layer4.1.conv2 --only NAME[,NAME] [--json PATH]
 """
@@ -28,6 +29,7 @@ def profile(case, direction: str, names: list[str]) -> dict:
     args = bench_conv.make_args(problem, torch.device("cuda"), seed=0)
     problem = prepare(problem, args)
     vendor = bench_conv.torch_call(problem, args.x, args.w, args.y)
+    ref = bench_conv.reference(problem, args)
     row = {"layer": f"{case.model}/{case.layer}", "direction": direction, "cudnn_us": event_us(vendor),
            "instances": {}}
     reg = td.Registry(td.detect())
@@ -39,7 +41,8 @@ def profile(case, direction: str, names: list[str]) -> dict:
             row["instances"][kernel.name] = {"error": kernel.is_supported(problem).reason}
             continue
         call = lambda k=kernel: k.launch(args, problem)
-        row["instances"][kernel.name] = {"us": event_us(call), "kernels": kernels_of(call)}
+        err = bench_conv.rel_err(call(), ref)
+        row["instances"][kernel.name] = {"us": event_us(call), "kernels": kernels_of(call), "rel_err": err}
     return row
 
 
@@ -60,7 +63,7 @@ def main() -> None:
             if "error" in info:
                 print(f"   {label}: {info['error']}")
                 continue
-            print(f"   {info['us']:8.1f} us  {label}")
+            print(f"   {info['us']:8.1f} us  {label}  (rel err {info['rel_err']:.2g})")
             for kname, us in info["kernels"]:
                 print(f"        {us:8.1f} us  {kname}")
     if opts.json:

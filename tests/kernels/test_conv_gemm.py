@@ -117,6 +117,17 @@ def test_one_by_one_bwd_weight_matches_reference(build_registry, n, c, k, spatia
     assert result["passed"], result
 
 
+# split_k=128: more splits than the reduce unrolls; runs of 16 partial slots are folded first (kernels/
+# gemm_splitk.FOLD). 5 -> 7 channels over 2 x 40 x 41 pixels (3,280: 26 pixels per split rounded up to one
+# 32-pixel block, so splits 0..102 hold pixels, the last one partly, and 103..127 hold zeros that are summed too)
+def test_one_by_one_bwd_weight_folded_splits_match_reference(build_registry):
+    cfg = dataclasses.replace(WGRAD[1], split_k=128)
+    assert len(entries(cfg)) == 3
+    problem = td.ConvProblem("bwd_weight", 2, 5, 7, 1, (40, 41), (1, 1), dtype="fp16")
+    _, _, result = run_and_validate(build_registry([cfg]).get(cfg.name), problem)
+    assert result["passed"], result
+
+
 # split_k=1: the unsplit tiled GEMM (no workspace, one program per dw tile); 48 x 32 channels over 2 x 5 x 7
 # pixels (a partial 32-row tile, a reduction that is no multiple of block_k); odd channels at align 1
 @pytest.mark.parametrize("n, c, k, spatial, align", [(2, 32, 48, (5, 7), 8), (3, 5, 7, (5, 7), 1)])
@@ -131,7 +142,7 @@ def test_one_by_one_bwd_weight_unsplit_matches_reference(build_registry, n, c, k
 def test_bwd_weight_gemm_refusals(build_registry):
     arch = td.get_arch("sm_90")
     assert "split_k" in dict(conv_config_errors(dataclasses.replace(WGRAD[8], split_k=0), arch))
-    assert "split_k" in dict(conv_config_errors(dataclasses.replace(WGRAD[8], split_k=128), arch))
+    assert "split_k" in dict(conv_config_errors(dataclasses.replace(WGRAD[8], split_k=5), arch))
     # 24 channels: align 8, but the aligned GEMM wants multiples of 16
     reason = conv_problem_mismatch(WGRAD[8], td.ConvProblem("bwd_weight", 1, 24, 32, 1, (4, 4), (1, 1),
                                                             dtype="fp16"))

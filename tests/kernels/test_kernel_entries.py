@@ -99,6 +99,20 @@ def test_grids_and_workspace():
     assert (params(reduce)["BLOCK_M"].value, params(reduce)["BLOCK_N"].value, reduce.num_warps) == (32, 128, 4)
 
 
+def test_splitk_past_64_splits_folds_runs_of_16_slots_before_the_reduce():
+    cfg = small_config("splitk", "crr", "bf16", block=(64, 32, 64), split_k=128)
+    partial, fold, reduce = gemm_splitk.entries(cfg)
+    assert (partial.fn, fold.fn, reduce.fn) == (gemm_splitk.PARTIAL_FN, gemm_splitk.FOLD_FN, gemm_splitk.REDUCE_FN)
+    assert params(fold)["SPLIT_K"].value == 128 and "out_ptr" not in params(fold)
+    plan = gemm_splitk.launch_plan(cfg, 54, 24, 10**6, 2, 132)
+    # partial: 1 tile x 128 splits x 2 batches; fold: 2 reduce tiles (32 rows) x 8 runs x 2; reduce: 2 x 2
+    assert plan.grids == ((1, 128, 2), (2, 8, 2), (2, 2, 1))
+    source = gemm_splitk.render(cfg)
+    assert "tl.static_range(0, SPLIT_K, 16)" in source and gemm_splitk.FOLD_FN in source
+    unfolded = gemm_splitk.render(small_config("splitk", "crr", "bf16", block=(64, 32, 64), split_k=64))
+    assert gemm_splitk.FOLD_FN not in unfolded and "tl.static_range(SPLIT_K)" in unfolded
+
+
 def test_family_module_and_unknown_family():
     assert family_module(small_config("tiled")) is gemm_tiled
     assert family_module(small_config("splitk")) is gemm_splitk

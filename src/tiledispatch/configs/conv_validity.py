@@ -30,7 +30,7 @@ ROW_TAPS = 3                         # igemm bwd_weight 'diagrow' / 'taprow': ta
 ROW_KLOOPS = ("diagrow", "taprow")   # igemm bwd_weight: a filter row of taps per program, an accumulator each
 DIAG_KLOOPS = ("diag", "diagrow")    # igemm block-diagonal channel tiles (bwd_weight: rows and columns alike)
 ROLL_H_STRIDES = {"fwd": (1, 2), "bwd_data": (1,), "bwd_weight": (1, 2)}   # kloop 'roll': strides along H
-SPLIT_K = (0, 1, 2, 4, 8, 16, 32, 64, 128)
+SPLIT_K = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256)
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
 MAX_GRID_YZ = 65535
 

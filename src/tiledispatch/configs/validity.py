@@ -18,7 +18,8 @@ BLOCK_K = (16, 32, 64, 128, 256)
 WARPS = (1, 2, 4, 8, 16)
 STAGES = (1, 2, 3, 4, 5, 6)
 GROUP_M = (1, 2, 4, 8, 16)
-SPLIT_K = (2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
+SPLIT_K = (2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256)   # > 64: family splitk only (its folded reduce)
+MAX_TMA_SPLIT_K = 64
 ALIGNS = (1, 4, 8, 16)   # bytes of alignment (pointers, leading dimensions, unit-stride sizes) a kernel assumes
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
 MAX_GRID_Y = 65535           # CUDA limit on grid dims 1 and 2 (batch, split)
@@ -91,6 +92,9 @@ def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]
         errors.append(("split_k", f"family {cfg.family!r} needs split_k=1, got {cfg.split_k}"))
     if cfg.family == "splitk" or (cfg.family == "tma_persistent" and cfg.split_k != 1):
         choice(errors, "split_k", cfg.split_k, SPLIT_K)
+    if cfg.family == "tma_persistent" and cfg.split_k > MAX_TMA_SPLIT_K:
+        errors.append(("split_k", f"a split tma_persistent kernel sums its partials in one unrolled reduce: split_k "
+                                  f"at most {MAX_TMA_SPLIT_K}, got {cfg.split_k}"))
     if cfg.family == "tma_persistent" and cfg.split_k != 1 and cfg.subtile != 1:
         errors.append(("subtile", "a split tma_persistent kernel runs its epilogue in the reduce (pointer "
                                   f"stores); subtile must be 1, got {cfg.subtile}"))
