@@ -100,7 +100,7 @@ def test_problem_match_rules():
     ({"direction": "bwd_weight"}, "kloop"), ({"dtype": "fp32"}, "dtype"), ({"align": 1}, "align"),
     ({"kloop": "flat"}, "kloop"), ({"groups_per_program": 2}, "groups_per_program"), ({"split_k": 4}, "split_k"),
     ({"ndim": 3, "block_m": 32}, "block_m"), ({"ndim": 2, "block_m": 16, "block_n": 24}, "block_n"),
-    ({"block_n": 256}, "block_n"),
+    ({"block_n": 256}, "block_n"), ({"block_m": 128, "block_n": 128, "num_warps": 4}, "num_warps"),
 ])
 def test_validity_names_the_field(changes, field):
     cfg = dataclasses.replace(_config("fwd", 2), **changes)

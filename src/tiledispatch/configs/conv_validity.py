@@ -31,6 +31,7 @@ ROW_KLOOPS = ("diagrow", "taprow")   # igemm bwd_weight: a filter row of taps pe
 DIAG_KLOOPS = ("diag", "diagrow")    # igemm block-diagonal channel tiles (bwd_weight: rows and columns alike)
 ROLL_H_STRIDES = {"fwd": (1, 2), "bwd_data": (1,), "bwd_weight": (1, 2)}   # kloop 'roll': strides along H
 SPLIT_K = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256)
+TMA_WRONG_4WARP_TILE = 128 * 128    # family tma: result tiles this large on 4 warps are refused (_tma_errors)
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
 MAX_GRID_YZ = 65535
 
@@ -258,6 +259,11 @@ def _tma_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) 
     if cfg.block_n > 128:
         errors.append(("block_n", f"family 'tma' tiles of {cfg.block_n} columns gave wrong results on an H200 "
                                   "(fwd and bwd_data, persistent or not); block_n must be <= 128"))
+    if cfg.num_warps == 4 and cfg.block_m * cfg.block_n >= TMA_WRONG_4WARP_TILE:
+        errors.append(("num_warps", f"family 'tma' {cfg.block_m}x{cfg.block_n} tiles on 4 warps (128 fp32 "
+                                    "accumulators per thread) gave wrong results on an H200 (2-D fwd / bwd_data "
+                                    "1x1 layers, relative error up to 2.4e-2; a split 128x128 tile 1.1e-2); "
+                                    "use 8 warps"))
     if cfg.dtype not in ("bf16", "fp16"):
         errors.append(("dtype", f"family 'tma' runs 16-bit tensor-core dots; dtype {cfg.dtype!r} is not one"))
     wgrad = cfg.direction == "bwd_weight"

@@ -32,7 +32,11 @@ r3d_18 layer2.conv fwd 134 -> 98 us, bwd_data 175 -> 104 us; ResNet-50 layer3.1.
 A split of the reduction over (tile, split) units on the persistent walk was tried and withdrawn: on the H200
 one instance gave a wrong result (ResNet-50 layer4.1.conv2 fwd, 128x128x64 in 4 splits: relative error 1.1e-2)
 while the interpreter and ~90 other split plans were right; the cause is not known (benchmarks/results/
-conv_h200.json, re-runs of 2026-11-24).
+conv_h200.json, re-runs of 2026-11-24). The sweep of 2026-11-24 (data/h200) then found the unsplit 2-D
+128x128x64 tile on 4 warps off on 4 fwd and 8 bwd_data 1x1 problems of ~330 each (relative error 5e-3 to
+2.4e-2, above bf16's 1e-2 on 2 of each; 7x7 to 28x28 pixels), while every other tile, the same tile on 8 warps
+and its 3-D box stayed below 1.7e-3 on all: 128x128 tiles on 4 warps (128 fp32 accumulators per thread, like the refused
+128x256 on 8) are refused as well, their cause not known either.
 """
 from __future__ import annotations
 
