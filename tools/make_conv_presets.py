@@ -96,6 +96,9 @@ DIRECT_WGRAD = [
 TMA = [
     ("tma", 128, 128, 64, 1, 8, 3, "tap", 8), ("tma", 128, 64, 64, 1, 4, 4, "tap", 8), ("tma", 64, 128, 64, 1, 4, 4, "tap", 8),
     ("tma", 256, 128, 64, 1, 8, 3, "tap", 8),
+    # split reductions (at most split_k ranges): few tiles with a long reduction (7x7 / 14x14 3x3 layers)
+    ("tma", 128, 128, 64, 1, 8, 3, "tap", 8, 4), ("tma", 64, 128, 64, 1, 4, 4, "tap", 8, 4),
+    ("tma", 128, 64, 64, 1, 4, 4, "tap", 8, 4), ("tma", 64, 64, 64, 1, 4, 4, "tap", 8, 8),
     # grouped, 16 or 32 channels per group (fwd also 8: chunks past the group meet zero-filled weights)
     ("tma", 128, 32, 32, 1, 4, 4, "tap", 8), ("tma", 64, 32, 32, 1, 4, 4, "tap", 8),
     ("tma", 128, 16, 16, 1, 4, 4, "tap", 8),
@@ -177,7 +180,8 @@ SUITE_ESSENTIAL = {
                       "gemm-128x64x64-g1-w4-s4-tap-a8-k1", "gemm-128x128x64-g1-w8-s4-tap-a8-k1",
                       "gemm-64x64x64-g1-w4-s2-tap-a8-k1",
                       # tensor-copy boxes (2026-11-24 dense 2-D / 3-D re-run)
-                      "tma-128x128x64-g1-w8-s3-tap-a8", "tma-128x64x64-g1-w4-s4-tap-a8"}),
+                      "tma-128x128x64-g1-w8-s3-tap-a8", "tma-128x64x64-g1-w4-s4-tap-a8",
+                      "tma-128x64x64-g1-w4-s4-tap-a8-k4", "tma-64x64x64-g1-w4-s4-tap-a8-k8"}),
     "bwd_data": frozenset({"direct-256x32x1-g1-w8-s3-tap-a8", "direct-32x32x3-g1-w2-s3-roll-a8",
                            "direct-32x64x1-g1-w4-s2-tap-a8", "direct-32x64x3-g1-w4-s2-roll-a2",
                            "direct-32x64x3-g1-w4-s2-roll-a4", "direct-32x64x3-g1-w4-s2-tap-a4",
@@ -188,7 +192,8 @@ SUITE_ESSENTIAL = {
                            "gemm-64x128x64-g1-w4-s4-tap-a8-k1", "gemm-64x64x64-g1-w4-s2-tap-a8-k1",
                            # tensor-copy boxes (2026-11-24 dense 2-D / 3-D re-run)
                            "tma-128x64x64-g1-w4-s4-tap-a8", "tma-128x128x64-g1-w8-s3-tap-a8",
-                           "tma-256x128x64-g1-w8-s3-tap-a8"}),
+                           "tma-256x128x64-g1-w8-s3-tap-a8", "tma-128x64x64-g1-w4-s4-tap-a8-k4",
+                           "tma-64x64x64-g1-w4-s4-tap-a8-k8"}),
     "bwd_weight": frozenset({"direct-32x32x3-g1-w2-s3-tap-a8", "direct-32x32x3-g1-w4-s3-roll-a2",
                              "gemm-128x128x64-g1-w8-s3-im2col-a8-k1", "gemm-128x128x64-g1-w8-s3-im2col-a8-k2",
                              "gemm-128x256x64-g1-w8-s3-im2col-a8-k1", "gemm-64x128x64-g1-w4-s4-im2col-a8-k4",

@@ -65,6 +65,12 @@ def _cases():
     for ndim in (1, 2, 3):   # filter widths 3, 2, 3: the 2-D filter row masks its third tap
         for name, sizes in SIZES.items():
             out.append((f"bwd_weight-{ndim}d-{name}", _wgrad_config(ndim), _problem("bwd_weight", ndim, sizes)))
+    # split reductions (at most 4 ranges of the taps x chunks loop, the ordered reduce runs the epilogue)
+    for direction, ndim in (("fwd", 2), ("bwd_data", 3), ("fwd", 1)):
+        cfg = dataclasses.replace(_config(direction, ndim, *(("silu", True) if direction == "fwd" else ())),
+                                  split_k=4)
+        out.append((f"{direction}-{ndim}d-split", cfg, _problem(direction, ndim, SIZES["dense"], cfg.activation,
+                                                                 cfg.bias)))
     # 4 splits of the boxes (the ordered reduce), 2-D dense: 2 x 3 x 2 boxes of 2x8 output pixels
     out.append(("bwd_weight-2d-split", _wgrad_config(2, split=4), _problem("bwd_weight", 2, SIZES["dense"])))
     return out
@@ -98,7 +104,7 @@ def test_problem_match_rules():
 
 @pytest.mark.parametrize("changes, field", [
     ({"direction": "bwd_weight"}, "kloop"), ({"dtype": "fp32"}, "dtype"), ({"align": 1}, "align"),
-    ({"kloop": "flat"}, "kloop"), ({"groups_per_program": 2}, "groups_per_program"), ({"split_k": 4}, "split_k"),
+    ({"kloop": "flat"}, "kloop"), ({"groups_per_program": 2}, "groups_per_program"), ({"split_k": 1}, "split_k"),
     ({"ndim": 3, "block_m": 32}, "block_m"), ({"ndim": 2, "block_m": 16, "block_n": 24}, "block_n"),
     ({"block_n": 256}, "block_n"), ({"block_m": 128, "block_n": 128, "num_warps": 4}, "num_warps"),
 ])
@@ -114,6 +120,18 @@ def test_grid_counts_pixel_boxes_groups_and_column_tiles():
     assert conv_tma.tiles(cfg, problem) == 3 * 2 * 3 * 2 * 3   # n x boxes(h) x boxes(w) x G x column tiles
     assert conv_tma.grid(cfg, problem, 132) == (108, 1, 1)      # fewer tiles than program slots: one each
     assert conv_tma.grid(cfg, problem, 4)[0] == 4 * conv_tma.programs_per_sm(cfg)   # persistent walk
+
+
+def test_split_plan_fills_the_program_slots():
+    cfg = dataclasses.replace(_config("fwd", 2), split_k=4)
+    problem = _problem("fwd", 2, SIZES["dense"])
+    assert conv_tma.loop_iterations(cfg, problem) == 6 * 2        # 3x2 taps x 2 chunks of 16 of 24 channels
+    assert conv_tma.split_count(cfg, problem, 132) == 4           # split_k (<= loop iterations / 2)
+    plan = conv_tma.launch_plan(cfg, problem, 132)
+    assert plan.scalars == (("NUM_PROGRAMS", conv_tma.tiles(cfg, problem) * 4), ("SPLITS", 4))
+    assert plan.workspaces[0][1] == 4 * 2 * 6 * 10 * 24           # splits x N x output pixels x K
+    assert conv_tma.split_count(dataclasses.replace(cfg, split_k=8), problem, 1) == 1   # 1 SM: tiles fill it
+    assert conv_tma.split_count(_config("fwd", 2), problem, 132) == 1
 
 
 def test_wgrad_rules_and_grid():

@@ -35,13 +35,15 @@ class ConvConfig:
     acc_dtype: str = ""
     block_m: int = 128       # rows of the implicit GEMM (pixels; bwd_weight: output channels per group)
     block_n: int = 64        # columns (output channels per group; bwd_weight: taps x input channels)
-    block_k: int = 32        # reduction chunk (direct: unused, 1)
+    block_k: int = 32        # reduction chunk (tma bwd_weight: output pixels per box; direct: taps unrolled or
+                             # accumulated per program, configs/conv_validity)
     groups_per_program: int = 1
     num_warps: int = 4
     num_stages: int = 2      # igemm / gemm: pipeline stages of the dot operands; direct: stages of the pipelined
                              # loads of the main loop (1: a plain loop, kernels/conv_common.loop_range)
     split_k: int = 0         # igemm bwd_weight: reduction splits over pixels (0: chosen per problem at launch);
-                             # igemm fwd / bwd_data: >= 2 splits the reduction into at most split_k ranges;
+                             # igemm and tma fwd / bwd_data: >= 2 splits the reduction into at most split_k
+                             # ranges;
                              # gemm im2col: the GEMM's fixed split count; gemm 1x1: the GEMM (0 tma_persistent,
                              # 1 tiled, >= 2 split-K with that split count; kernels/conv_gemm.gemm_config)
     kloop: str = "tap"

@@ -53,9 +53,9 @@ def _common_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
     if cfg.direction != "fwd" and (cfg.bias or cfg.activation != "none"):
         errors.append(("bias" if cfg.bias else "activation",
                        f"the fused epilogue exists for direction 'fwd' only, not {cfg.direction!r}"))
-    splits_gemm = cfg.family == "igemm" or cfg.kloop == "im2col"
+    splits_gemm = cfg.family in ("igemm", "tma") or cfg.kloop == "im2col"
     if cfg.direction != "bwd_weight" and not splits_gemm and cfg.split_k not in (0, 1):
-        errors.append(("split_k", f"split_k splits the reduction of igemm, im2col and of bwd_weight; family "
+        errors.append(("split_k", f"split_k splits the reduction of igemm, tma, im2col and of bwd_weight; family "
                                   f"{cfg.family!r} in direction {cfg.direction!r} needs 0"))
 
 
@@ -271,8 +271,9 @@ def _tma_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) 
                                ("kloop", cfg.kloop, "taprow" if wgrad else "tap"), ("align", cfg.align, 8)):
         if value != want:
             errors.append((field, f"family 'tma' {cfg.direction} needs {field}={want!r}, got {value!r}"))
-    if cfg.split_k != 0 and not wgrad:
-        errors.append(("split_k", f"family 'tma' {cfg.direction} does not split its reduction; split_k must be 0"))
+    if cfg.split_k == 1 and not wgrad:
+        errors.append(("split_k", f"family 'tma' {cfg.direction} takes split_k 0 (one range) or >= 2 (at most that "
+                                  "many reduction ranges), not 1"))
     box, field = box_unit(cfg.ndim), "block_k" if wgrad else "block_m"   # the pixels of one box
     pixels = getattr(cfg, field)
     if pixels % box or pixels < box:

@@ -75,19 +75,28 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
                Param("BLOCK_K", "constexpr", cfg.block_k), Param("GPP", "constexpr", cfg.groups_per_program),
                Param(DOT_F32, "constexpr", False)]
     out = [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages)]
-    if is_split(cfg):
-        reduce = [*common.standard_params(cfg), Param("ws_ptr", "*fp32", divisibility=ALIGN_BYTES), Param("SPLITS", "i32")]
-        out += [EntrySpec(fn, tuple(reduce), common.REDUCE_WARPS, 1) for fn in common.reduce_fns(REDUCE_FN)]
-    return out
+    return out + reduce_entries(cfg) if is_split(cfg) else out
+
+
+def reduce_entries(cfg: ConvConfig) -> list[EntrySpec]:
+    """The (wide, tall) entries that sum the split partials ws[split, written pixel, channel] and run the
+    epilogue (also the split instances' of family tma, kernels/conv_tma.py)."""
+    reduce = (*common.standard_params(cfg), Param("ws_ptr", "*fp32", divisibility=ALIGN_BYTES), Param("SPLITS", "i32"))
+    return [EntrySpec(fn, reduce, common.REDUCE_WARPS, 1) for fn in common.reduce_fns(REDUCE_FN)]
+
+
+def reduce_sources(cfg: ConvConfig) -> list[str]:
+    """The source of reduce_entries(cfg), in their order."""
+    return [_reduce_source(cfg, e, kind) for e, kind in zip(reduce_entries(cfg), common.REDUCE_KINDS)]
 
 
 def render(cfg: ConvConfig) -> str:
-    main, *reduces = entries(cfg)
+    main = entries(cfg)[0]
     loop = {"tap": _tap_loop, "flat": _flat_loop, "diag": _diag_loop}[cfg.kloop]
     body = (_program_ids(cfg) + _hints(cfg) + _phases(cfg) + _rows(cfg) + _columns(cfg) + loop(cfg)
             + _store(cfg))
     src = f"@triton.jit\ndef {FN}(\n    {signature_text(list(main.params))},\n):\n" + body
-    return "\n\n".join([src, *(_reduce_source(cfg, e, kind) for e, kind in zip(reduces, common.REDUCE_KINDS))])
+    return "\n\n".join([src, *(reduce_sources(cfg) if is_split(cfg) else [])])
 
 
 # -- launch ------------------------------------------------------------------------------------------------

@@ -13,6 +13,12 @@ engine fills those elements with zeros, which is exactly the convolution's zero 
   B = w[g*KG + cols, tap, chunk] transposed; result channels of the group are KG.
 - bwd_data (stride 1): A = dy at i + pad - tap*dil (reduction over the group's K/G output channels),
   B = w[g*KG + chunk, tap, cols]; result channels are CG.
+split_k >= 2 ("split" instances, for tiles that leave most SMs idle, each with a long reduction: ResNet-50's
+7x7 and 14x14 3x3 layers, late 3-D layers) cut the reduction loop (taps x channel chunks) into SPLITS contiguous
+ranges, at most split_k, chosen per problem at launch: the persistent walk runs over (tile, split) units, and
+with SPLITS > 1 a unit stores its fp32 partial into ws[split, written pixel, channel], which conv_igemm's reduce
+entries sum in split order before the epilogue (deterministic).
+
 A chunk that runs past the group's reduction channels reads the next group's activations; fwd multiplies them
 with weight channels past C/G, which the weight box zero-fills (the weight tensor is C/G wide), while bwd_data
 would meet the next group's weights, so grouped bwd_data needs K/G to be a multiple of BLOCK_K (problem match).
@@ -29,14 +35,14 @@ tiles (256x128 and 128x128 among them) were right on the same 40 (problem, dtype
 predicate refuses block_n > 128. The tiles up to 128 columns are in the fwd / bwd_data `_all` presets; on the
 dense stride-1 3x3 layers of the suites they beat the pointer-loading implicit GEMM on most (H200, 2026-11-24:
 r3d_18 layer2.conv fwd 134 -> 98 us, bwd_data 175 -> 104 us; ResNet-50 layer3.1.conv2 fwd 27 -> 22 us).
-A split of the reduction over (tile, split) units on the persistent walk was tried and withdrawn: on the H200
-one instance gave a wrong result (ResNet-50 layer4.1.conv2 fwd, 128x128x64 in 4 splits: relative error 1.1e-2)
-while the interpreter and ~90 other split plans were right; the cause is not known (benchmarks/results/
-conv_h200.json, re-runs of 2026-11-24). The sweep of 2026-11-24 (data/h200) then found the unsplit 2-D
-128x128x64 tile on 4 warps off on 4 fwd and 8 bwd_data 1x1 problems of ~330 each (relative error 5e-3 to
-2.4e-2, above bf16's 1e-2 on 2 of each; 7x7 to 28x28 pixels), while every other tile, the same tile on 8 warps
-and its 3-D box stayed below 1.7e-3 on all: 128x128 tiles on 4 warps (128 fp32 accumulators per thread, like the refused
-128x256 on 8) are refused as well, their cause not known either.
+The split instances were first withdrawn after one of them gave a wrong result on the H200 (ResNet-50
+layer4.1.conv2 fwd, 128x128x64 on 4 warps in 4 splits: relative error 1.1e-2) while the interpreter and ~90
+other split plans were right. The sweep of 2026-11-24 (data/h200) then found the unsplit 2-D 128x128x64 tile on
+4 warps off too, on 4 fwd and 8 bwd_data 1x1 problems of ~330 each (relative error 5e-3 to 2.4e-2, above bf16's
+1e-2 on 2 of each; 7x7 to 28x28 pixels), while every other tile, the same tile on 8 warps and its 3-D box stayed
+below 1.7e-3 on all. So the tile, not the split, is the common factor: 128x128 tiles on 4 warps (128 fp32
+accumulators per thread, like the refused 128x256 on 8) are refused, their cause not known, and the split
+instances of the other tiles are back.
 """
 from __future__ import annotations
 
@@ -44,6 +50,7 @@ import math
 
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.kernels import conv_common as common
+from tiledispatch.kernels import conv_igemm
 from tiledispatch.kernels.gemm_common import DOT_F32, signature_text
 from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
 from tiledispatch.kernels.tma_common import REG_OVERHEAD, REGS_PER_SM, SMEM_PER_SM
@@ -78,21 +85,33 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
     box = pixel_box(cfg)
     params = [p if p.name not in ("x_ptr", "y_ptr", "w_ptr") else Param(p.name, p.ty, divisibility=ALIGN_BYTES)
               for p in common.standard_params(cfg)]
-    params += [Param("NUM_PROGRAMS", "i32"), Param("BLOCK_M", "constexpr", cfg.block_m),
+    params.append(Param("NUM_PROGRAMS", "i32"))
+    if is_split(cfg):
+        params += [Param("ws_ptr", "*fp32", divisibility=ALIGN_BYTES), Param("SPLITS", "i32")]
+    params += [Param("BLOCK_M", "constexpr", cfg.block_m),
                Param("BLOCK_N", "constexpr", cfg.block_n),
                Param("BLOCK_K", "constexpr", cfg.block_k)]
     params += [Param(f"T_{s}", "constexpr", size) for s, size in zip(common.dims(cfg), box)]
     params.append(Param(DOT_F32, "constexpr", False))
-    return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages)]
+    main = EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages)
+    return [main, *conv_igemm.reduce_entries(cfg)] if is_split(cfg) else [main]
+
+
+def is_split(cfg: ConvConfig) -> bool:
+    """Instances that may split the reduction loop (split_k >= 2: at most split_k ranges)."""
+    return cfg.split_k >= 2
 
 
 def render(cfg: ConvConfig) -> str:
-    (entry,) = entries(cfg)
-    tile = _program(cfg) + _loop(cfg) + _epilogue(cfg)
-    body = (hints(cfg) + _descriptors(cfg) + _tile_count(cfg)
-            + "    for tile in range(tl.program_id(0), n_tiles_total, NUM_PROGRAMS):\n"
+    entry = entries(cfg)[0]
+    tile = _program(cfg) + _loop(cfg) + _store(cfg)
+    walk = ("    for tile in range(tl.program_id(0), n_tiles_total, NUM_PROGRAMS):\n" if not is_split(cfg) else
+            "    for unit in range(tl.program_id(0), n_tiles_total * SPLITS, NUM_PROGRAMS):\n"
+            "        tile = unit % n_tiles_total\n        split = unit // n_tiles_total\n")
+    body = (hints(cfg) + _descriptors(cfg) + _tile_count(cfg) + walk
             + "".join("    " + line if line.strip() else line for line in tile.splitlines(keepends=True)))
-    return f"@triton.jit\ndef {FN}(\n    {signature_text(list(entry.params))},\n):\n" + body
+    src = f"@triton.jit\ndef {FN}(\n    {signature_text(list(entry.params))},\n):\n" + body
+    return "\n\n".join([src, *conv_igemm.reduce_sources(cfg)]) if is_split(cfg) else src
 
 
 # -- launch ------------------------------------------------------------------------------------------------
@@ -117,15 +136,36 @@ def programs_per_sm(cfg: ConvConfig) -> int:
     return max(1, min(by_smem, by_regs))
 
 
-def grid(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int, int]:
-    """Persistent: at most as many programs as fit on the SMs at once, each walking tiles with that stride (the
-    tensor descriptors are made once per program)."""
-    return (min(tiles(cfg, problem), max(1, sms) * programs_per_sm(cfg)), 1, 1)
+def grid(cfg: ConvConfig, problem: ConvProblem, sms: int, splits: int = 1) -> tuple[int, int, int]:
+    """Persistent: at most as many programs as fit on the SMs at once, each walking tiles (split instances:
+    (tile, split) units) with that stride (the tensor descriptors are made once per program)."""
+    return (min(tiles(cfg, problem) * splits, max(1, sms) * programs_per_sm(cfg)), 1, 1)
+
+
+def loop_iterations(cfg: ConvConfig, problem: ConvProblem) -> int:
+    """Trips of the reduction loop of one tile: taps x channel chunks."""
+    red = problem.c_per_group if problem.direction == "fwd" else problem.k_per_group
+    return math.prod(problem.filter) * -(-red // cfg.block_k)
+
+
+def split_count(cfg: ConvConfig, problem: ConvProblem, sms: int) -> int:
+    """SPLITS of a split instance (1 for the others): enough units for every program slot, at most split_k."""
+    if not is_split(cfg):
+        return 1
+    most = min(cfg.split_k, max(1, loop_iterations(cfg, problem) // conv_igemm.MIN_ITERS_PER_SPLIT))
+    return common.auto_splits(tiles(cfg, problem), most, max(1, sms) * programs_per_sm(cfg))
 
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
-    programs = grid(cfg, problem, sms)
-    return LaunchPlan((programs,), (("NUM_PROGRAMS", programs[0]),))
+    if not is_split(cfg):
+        programs = grid(cfg, problem, sms)
+        return LaunchPlan((programs,), (("NUM_PROGRAMS", programs[0]),))
+    splits = split_count(cfg, problem, sms)
+    programs = grid(cfg, problem, sms, splits)
+    elements = conv_igemm.written_elements(problem)
+    return LaunchPlan((programs, *common.reduce_grids(elements, sms, splits > 1)),
+                      (("NUM_PROGRAMS", programs[0]), ("SPLITS", splits)),
+                      workspaces=(("ws_ptr", elements * splits if splits > 1 else 0, "fp32"),))
 
 
 # -- source pieces -----------------------------------------------------------------------------------------
@@ -172,9 +212,15 @@ def _loop(cfg: ConvConfig) -> str:
     r = common.ROLES[cfg.direction]
     ds, ind = common.dims(cfg), "        "
     out = [f"    n_chunks = ({r.red} + BLOCK_K - 1) // BLOCK_K",
-           "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-           "    for it in range(0, " + " * ".join(f"flt_{s}" for s in ds) + " * n_chunks):",
-           f"{ind}tap = it // n_chunks", f"{ind}kc = (it - tap * n_chunks) * BLOCK_K"]
+           "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"]
+    n_iters = " * ".join(f"flt_{s}" for s in ds) + " * n_chunks"
+    if is_split(cfg):   # the split's contiguous range of the iterations
+        out += [f"    n_iters = {n_iters}", "    per_split = (n_iters + SPLITS - 1) // SPLITS",
+                "    it_lo = split * per_split", "    it_hi = tl.minimum(it_lo + per_split, n_iters)",
+                "    for it in range(it_lo, it_hi):"]
+    else:
+        out.append(f"    for it in range(0, {n_iters}):")
+    out += [f"{ind}tap = it // n_chunks", f"{ind}kc = (it - tap * n_chunks) * BLOCK_K"]
     for i, s in enumerate(reversed(ds)):   # innermost filter dim first
         last = i == len(ds) - 1
         out.append(f"{ind}f_{s} = tap" if last else f"{ind}f_{s} = tap % flt_{s}")
@@ -195,7 +241,28 @@ def _loop(cfg: ConvConfig) -> str:
     return "\n".join(out) + "\n"
 
 
-def _epilogue(cfg: ConvConfig) -> str:
+def _store(cfg: ConvConfig) -> str:
+    """The output tile; split instances with SPLITS > 1 store the fp32 partial into ws[split, written pixel,
+    channel] (dense N x spatial pixels, every channel) instead."""
+    if not is_split(cfg):
+        return _epilogue(cfg)
+    r = common.ROLES[cfg.direction]
+    pixel = "n.to(tl.int64)"
+    for s in common.dims(cfg):
+        pixel = f"({pixel} * {r.o_ext}_{s} + p_{s})"
+    extent = " * ".join(["N", *(f"{r.o_ext}_{s}" for s in common.dims(cfg))])
+    prefix, _ = _epilogue_lines(cfg)
+    tail = _epilogue(cfg)[len(prefix):]   # bias, activation and the store (the rows and columns come first)
+    return (prefix + "    if SPLITS == 1:\n" + "".join("    " + line for line in tail.splitlines(keepends=True))
+            + "    else:\n"
+            + f"        ws_split = split.to(tl.int64) * ({extent}).to(tl.int64) * {r.cols_total}\n"
+            f"        ws_row = {pixel} * {r.cols_total}\n"
+            "        tl.store(ws_ptr + ws_split + (ws_row[:, None] + ch[None, :]), acc, "
+            "mask=m_ok[:, None] & cn_ok[None, :])\n")
+
+
+def _epilogue_lines(cfg: ConvConfig) -> tuple[str, list[str]]:
+    """(the tile's rows, pixel coordinates p_<s>, columns and channels, as source; the output offset terms)."""
     r = common.ROLES[cfg.direction]
     ds = common.dims(cfg)
     out = ["    rm = tl.arange(0, BLOCK_M)", "    m_ok = rm < BLOCK_M", "    rest = rm"]
@@ -206,9 +273,15 @@ def _epilogue(cfg: ConvConfig) -> str:
         o_terms.append(f"p_{s}.to(tl.int64) * {r.o_stride}_{s}")
     out += ["    cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)", f"    cn_ok = cn < {r.cols}",
             f"    ch = pid_g * {r.cols} + cn"]
+    return "\n".join(out) + "\n", o_terms
+
+
+def _epilogue(cfg: ConvConfig) -> str:
+    r = common.ROLES[cfg.direction]
+    text, o_terms = _epilogue_lines(cfg)
     if cfg.bias:
-        out.append("    acc += tl.load(bias_ptr + ch, mask=cn_ok, other=0.0).to(tl.float32)[None, :]")
-    text = "\n".join(out) + "\n" + common.activation_line(cfg)
+        text += "    acc += tl.load(bias_ptr + ch, mask=cn_ok, other=0.0).to(tl.float32)[None, :]\n"
+    text += common.activation_line(cfg)
     return (text + f"    o_row = {' + '.join(o_terms)}\n"
             f"    tl.store({r.o_ptr} + (o_row[:, None] + ch[None, :]), acc.to({common.tl_type(cfg.out_dtype)}), "
             "mask=m_ok[:, None] & cn_ok[None, :])\n")

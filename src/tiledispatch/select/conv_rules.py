@@ -89,6 +89,8 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
     splits = 1
     if cfg.family == "igemm" and problem.direction != "bwd_weight":
         splits = conv_igemm.split_count(cfg, problem, arch.sm_count)
+    elif cfg.family == "tma" and problem.direction != "bwd_weight":
+        splits = conv_tma.split_count(cfg, problem, arch.sm_count)
     elif cfg.family == "gemm" and (problem.direction == "bwd_weight" or cfg.kloop == "im2col"):
         splits = max(cfg.split_k, 1)   # the split-K GEMM of a 1x1 wgrad or of an im2col convolution
     programs *= splits
