@@ -9,7 +9,7 @@ import pytest
 import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
-from tiledispatch.kernels import conv_tma, conv_tma_wgrad
+from tiledispatch.kernels import conv_igemm, conv_tma, conv_tma_wgrad
 from tiledispatch.runtime.conv_reference import run_and_validate
 
 ARCH = td.get_arch("sm_90")
@@ -125,7 +125,7 @@ def test_grid_counts_pixel_boxes_groups_and_column_tiles():
 def test_split_plan_fills_the_program_slots():
     cfg = dataclasses.replace(_config("fwd", 2), split_k=4)
     problem = _problem("fwd", 2, SIZES["dense"])
-    assert conv_tma.loop_iterations(cfg, problem) == 6 * 2        # 3x2 taps x 2 chunks of 16 of 24 channels
+    assert conv_igemm.loop_iterations(cfg, problem) == 6 * 2        # 3x2 taps x 2 chunks of 16 of 24 channels
     assert conv_tma.split_count(cfg, problem, 132) == 4           # split_k (<= loop iterations / 2)
     plan = conv_tma.launch_plan(cfg, problem, 132)
     assert plan.scalars == (("NUM_PROGRAMS", conv_tma.tiles(cfg, problem) * 4), ("SPLITS", 4))

@@ -396,7 +396,7 @@ def _epilogue(cfg: ConvConfig, indent: str = "    ") -> str:
             f"{indent}tl.store(o_ptrs, acc.to({common.tl_type(cfg.out_dtype)}), mask={mask})\n")
 
 
-def _written_extent(cfg: ConvConfig) -> str:
+def written_extent(cfg: ConvConfig) -> str:
     """Pixels of the written tensor (y: N x out, dx: N x in)."""
     return "N * " + " * ".join(f"{_ROLES[cfg.direction].o_ext}_{s}" for s in _dims(cfg))
 
@@ -417,7 +417,7 @@ def _store(cfg: ConvConfig) -> str:
         return _epilogue(cfg)
     r = _ROLES[cfg.direction]
     mask = _group_mask(cfg, "m_ok[:, None] & cn_ok[None, :]")
-    extent = _written_extent(cfg)
+    extent = written_extent(cfg)
     return ("    if SPLITS == 1:\n" + _epilogue(cfg, "        ") + "    else:\n"
             f"        ws_split = tl.program_id(2).to(tl.int64) * ({extent}).to(tl.int64) * {r.cols_total}\n"
             f"        ws_row = {_written_pixel(cfg)} * {r.cols_total}\n"
@@ -428,7 +428,7 @@ def _store(cfg: ConvConfig) -> str:
 def _reduce_source(cfg: ConvConfig, entry: EntrySpec, kind: str) -> str:
     """Sum the SPLITS fp32 partials of every written element (in a fixed order), then bias, activation, store."""
     r = _ROLES[cfg.direction]
-    lines = [common.split_sum_lines(kind, f"({_written_extent(cfg)}).to(tl.int64) * {r.cols_total}").rstrip("\n"),
+    lines = [common.split_sum_lines(kind, f"({written_extent(cfg)}).to(tl.int64) * {r.cols_total}").rstrip("\n"),
              f"    ch = e % {r.cols_total}", f"    pix = e // {r.cols_total}"]
     offset = ["ch"]
     for s in reversed(_dims(cfg)):

@@ -51,6 +51,7 @@ import math
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.kernels import conv_common as common
 from tiledispatch.kernels import conv_igemm
+from tiledispatch.kernels.conv_igemm import is_split
 from tiledispatch.kernels.gemm_common import DOT_F32, signature_text
 from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
 from tiledispatch.kernels.tma_common import REG_OVERHEAD, REGS_PER_SM, SMEM_PER_SM
@@ -97,11 +98,6 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
     return [main, *conv_igemm.reduce_entries(cfg)] if is_split(cfg) else [main]
 
 
-def is_split(cfg: ConvConfig) -> bool:
-    """Instances that may split the reduction loop (split_k >= 2: at most split_k ranges)."""
-    return cfg.split_k >= 2
-
-
 def render(cfg: ConvConfig) -> str:
     entry = entries(cfg)[0]
     tile = _program(cfg) + _loop(cfg) + _store(cfg)
@@ -142,17 +138,11 @@ def grid(cfg: ConvConfig, problem: ConvProblem, sms: int, splits: int = 1) -> tu
     return (min(tiles(cfg, problem) * splits, max(1, sms) * programs_per_sm(cfg)), 1, 1)
 
 
-def loop_iterations(cfg: ConvConfig, problem: ConvProblem) -> int:
-    """Trips of the reduction loop of one tile: taps x channel chunks."""
-    red = problem.c_per_group if problem.direction == "fwd" else problem.k_per_group
-    return math.prod(problem.filter) * -(-red // cfg.block_k)
-
-
 def split_count(cfg: ConvConfig, problem: ConvProblem, sms: int) -> int:
     """SPLITS of a split instance (1 for the others): enough units for every program slot, at most split_k."""
     if not is_split(cfg):
         return 1
-    most = min(cfg.split_k, max(1, loop_iterations(cfg, problem) // conv_igemm.MIN_ITERS_PER_SPLIT))
+    most = min(cfg.split_k, max(1, conv_igemm.loop_iterations(cfg, problem) // conv_igemm.MIN_ITERS_PER_SPLIT))
     return common.auto_splits(tiles(cfg, problem), most, max(1, sms) * programs_per_sm(cfg))
 
 
@@ -250,7 +240,7 @@ def _store(cfg: ConvConfig) -> str:
     pixel = "n.to(tl.int64)"
     for s in common.dims(cfg):
         pixel = f"({pixel} * {r.o_ext}_{s} + p_{s})"
-    extent = " * ".join(["N", *(f"{r.o_ext}_{s}" for s in common.dims(cfg))])
+    extent = conv_igemm.written_extent(cfg)
     prefix, _ = _epilogue_lines(cfg)
     tail = _epilogue(cfg)[len(prefix):]   # bias, activation and the store (the rows and columns come first)
     return (prefix + "    if SPLITS == 1:\n" + "".join("    " + line for line in tail.splitlines(keepends=True))
