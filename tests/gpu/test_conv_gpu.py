@@ -23,7 +23,8 @@ FUZZ_COUNT = int(os.environ.get("TILEDISPATCH_CONV_FUZZ", "1000"))
 def _problems(direction: str, ndim: int, dtype: str) -> list[td.ConvProblem]:
     """Real-size shapes of each kind: dense (C=K=64), grouped with 4, 8, 16 and 32 channels per group,
     depthwise (and with multiplier 2), stride 2, dilation 2, asymmetric padding, odd sizes (13, 27); depthwise
-    54 and 108 channels (align 2 and 4), and stride 3 with dilation 2 (bwd_data phases of their own taps)."""
+    54 and 108 channels (align 2 and 4), and stride 3 with dilation 2 (bwd_data phases of their own taps); even
+    sizes at stride 2."""
     sp = {1: (301,), 2: (27, 29), 3: (7, 13, 11)}[ndim]
     f3 = (3,) * ndim
     cases = [(4, 64, 64, 1, f3, 1, 1, 1), (4, 128, 128, 32, f3, 1, 1, 1), (2, 256, 256, 32, f3, 2, 1, 1),
@@ -34,6 +35,11 @@ def _problems(direction: str, ndim: int, dtype: str) -> list[td.ConvProblem]:
     out = []
     for n, c, k, g, filt, stride, pad, dil in cases:
         out.append(td.ConvProblem(direction, n, c, k, g, sp, filt, stride, pad, dil, dtype))
+    # even sizes at stride 2 (fwd kloop 'phase' needs extents that are multiples of the stride): a 3x3 and a
+    # strided 1x1 (a ResNet downsample)
+    even = {1: (300,), 2: (28, 30), 3: (8, 14, 12)}[ndim]
+    for n, c, k, filt, pad in ((2, 64, 128, f3, 1), (2, 128, 256, (1,) * ndim, 0)):
+        out.append(td.ConvProblem(direction, n, c, k, 1, even, filt, 2, pad, 1, dtype))
     return out
 
 

@@ -3,6 +3,7 @@ reference, its validity and problem-match rules, and sm_90 compiles."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -73,7 +74,33 @@ def _cases():
                                                                  cfg.bias)))
     # 4 splits of the boxes (the ordered reduce), 2-D dense: 2 x 3 x 2 boxes of 2x8 output pixels
     out.append(("bwd_weight-2d-split", _wgrad_config(2, split=4), _problem("bwd_weight", 2, SIZES["dense"])))
-    return out
+    return out + _phase_cases()
+
+
+def _phase_cases():
+    """kloop 'phase' (strided fwd through a stride-phase view of x)."""
+    def cfg(ndim, **changes):
+        return dataclasses.replace(_config("fwd", ndim), kloop="phase", **changes)
+
+    def problem(sizes, activation="none", bias=False, **geometry):
+        n, c, k, groups = sizes
+        return td.ConvProblem("fwd", n, c, k, groups, dtype="fp16", activation=activation, bias=bias, **geometry)
+
+    return [
+        # stride 2 both dims, asymmetric padding (negative view coordinates at the top / left), dilation 2 in w
+        ("phase-2d-dense", cfg(2), problem(SIZES["dense"], spatial=(6, 10), filter=(3, 3), stride=2,
+                                           padding=((1, 2), (1, 0)), dilation=(1, 2))),
+        # strides 1 and 3 (a phase dim of 1), groups of 8 input channels: chunks read the next group or phase
+        ("phase-2d-grouped8", cfg(2), problem(SIZES["grouped8"], spatial=(5, 9), filter=(2, 3), stride=(1, 3),
+                                              padding=((0, 1), (2, 1)))),
+        # a strided 1x1 (ResNet downsample shape): one tap, phase 0
+        ("phase-2d-1x1", cfg(2), problem(SIZES["dense"], spatial=(8, 6), filter=(1, 1), stride=2)),
+        ("phase-1d", cfg(1), problem(SIZES["dense"], spatial=(20,), filter=(3,), stride=2, padding=((2, 1),),
+                                     dilation=2)),
+        # 4 split ranges with the bias + silu epilogue in the ordered reduce
+        ("phase-2d-split-bias-silu", cfg(2, split_k=4, activation="silu", bias=True),
+         problem(SIZES["dense"], "silu", True, spatial=(6, 10), filter=(3, 3), stride=2, padding=1)),
+    ]
 
 
 CASES = _cases()
@@ -97,6 +124,13 @@ def test_problem_match_rules():
                                                      dtype="fp16")).startswith("stride")
     assert conv_problem_mismatch(cfg, td.ConvProblem("fwd", 1, 16, 16, 4, (6, 6), (3, 3),
                                                      dtype="fp16")).startswith("c_per_group")
+    phase = dataclasses.replace(cfg, kloop="phase")
+    assert conv_problem_mismatch(phase, td.ConvProblem("fwd", 1, 16, 16, 1, (6, 6), (3, 3), stride=2,
+                                                       dtype="fp16")) is None
+    assert conv_problem_mismatch(phase, td.ConvProblem("fwd", 1, 16, 16, 1, (6, 6), (3, 3),
+                                                       dtype="fp16")).startswith("stride")
+    assert conv_problem_mismatch(phase, td.ConvProblem("fwd", 1, 16, 16, 1, (7, 6), (3, 3), stride=2,
+                                                       dtype="fp16")).startswith("spatial")   # 7 rows, stride 2
     grouped = _problem("bwd_data", 2, SIZES["grouped"])   # K/G = 8 < block_k = 16
     assert conv_problem_mismatch(_config("bwd_data", 2), grouped).startswith("k_per_group")
     assert conv_problem_mismatch(_config("bwd_data", 2, block_k=16), _problem("bwd_data", 2, (1, 24, 48, 3))) is None
@@ -106,7 +140,7 @@ def test_problem_match_rules():
     ({"direction": "bwd_weight"}, "kloop"), ({"dtype": "fp32"}, "dtype"), ({"align": 1}, "align"),
     ({"kloop": "flat"}, "kloop"), ({"groups_per_program": 2}, "groups_per_program"), ({"split_k": 1}, "split_k"),
     ({"ndim": 3, "block_m": 32}, "block_m"), ({"ndim": 2, "block_m": 16, "block_n": 24}, "block_n"),
-    ({"block_n": 256}, "block_n"), ({"block_m": 128, "block_n": 128, "num_warps": 4}, "num_warps"),
+    ({"kloop": "phase", "direction": "bwd_data"}, "kloop"), ({"kloop": "phase", "ndim": 3, "block_m": 64}, "ndim"),
 ])
 def test_validity_names_the_field(changes, field):
     cfg = dataclasses.replace(_config("fwd", 2), **changes)
@@ -172,3 +206,77 @@ def test_persistent_walk_matches_reference(name):
     assert not reg.build(max_workers=1).failed
     assert conv_tma.tiles(cfg, problem) > conv_tma.grid(cfg, problem, 1)[0]
     assert run_and_validate(reg.get(cfg.name), problem)[2]["passed"]
+
+
+def test_phase_needs_pixels_channel_count_apart():
+    import torch
+
+    cfg = dataclasses.replace(_config("fwd", 2), kloop="phase")
+    problem = td.ConvProblem("fwd", 1, 16, 16, 1, (6, 6), (3, 3), stride=2, dtype="fp16")
+    wide = torch.zeros(1, 24, 6, 6).to(memory_format=torch.channels_last)[:, :16]   # pixels 24 elements apart
+    with pytest.raises(td.BadInput) as info:
+        conv_tma.extra_values(cfg, problem, {"x": wide})
+    assert info.value.field == "input"
+    dense = torch.zeros(1, 16, 6, 6).to(memory_format=torch.channels_last)
+    assert conv_tma.extra_values(cfg, problem, {"x": dense}) == {}
+
+
+def _register_operand_in_flight(ttgir: str) -> bool:
+    """A Hopper dot whose first operand comes from registers while the IR lets dots stay pending: the
+    read-after-write hazard of Triton 3.6 (issue 9433) that kernels/conv_tma.py avoids."""
+    register_operand = re.search(r"ttng\.warp_group_dot %\S+, %\S+, %\S+[^\n]*: tensor<", ttgir)
+    return bool(register_operand) and any(int(p) for p in re.findall(r"pendings = (\d+)", ttgir))
+
+
+HAZARD_CASES = [
+    "conv-tma-fwd-2d-bf16-bf16-fp32-128x128x64-g1-w4-s3-k0-tap-a8-none-b0",
+    "conv-tma-fwd-3d-bf16-bf16-fp32-128x128x64-g1-w8-s3-k4-tap-a8-relu-b1",
+    "conv-tma-bwd_data-2d-bf16-bf16-fp32-64x128x64-g1-w4-s4-k0-tap-a8-none-b0",
+    "conv-tma-fwd-2d-bf16-bf16-fp32-128x128x64-g1-w8-s3-k0-phase-a8-none-b0",
+    "conv-tma-bwd_weight-2d-bf16-bf16-fp32-64x64x64-g1-w4-s3-k0-taprow-a8-none-b0",
+    "conv-tma-bwd_weight-3d-bf16-bf16-fp32-128x64x64-g1-w8-s3-k4-taprow-a8-none-b0",
+]
+# compiles each name's main entry for sm_90 in a fresh process (this one may have run the interpreter, which
+# leaves Triton unable to compile) and prints {name: ttgir} as JSON
+_TTGIR_SCRIPT = """
+import json, sys, tempfile
+from pathlib import Path
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from tiledispatch.build.loader import import_source
+from tiledispatch.codegen.render import render_source
+from tiledispatch.configs.naming import parse_name
+from tiledispatch.kernels.spec import EntrySpec
+out = {}
+with tempfile.TemporaryDirectory() as tmp:
+    for i, name in enumerate(sys.argv[1:]):
+        path = Path(tmp) / f"k{i}.py"
+        path.write_text(render_source(parse_name(name)))
+        module = import_source(path, interpret=False)
+        spec = EntrySpec.from_json(module.ENTRIES[0])
+        src = ASTSource(getattr(module, spec.fn), spec.signature(), spec.constexprs(), spec.attrs())
+        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                                  options={"num_warps": spec.num_warps, "num_stages": spec.num_stages})
+        out[name] = compiled.asm["ttgir"]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def ttgirs():
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _TTGIR_SCRIPT, *HAZARD_CASES], capture_output=True, text=True,
+                          check=True, timeout=600)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", HAZARD_CASES)
+def test_no_register_operand_dot_in_flight(name, ttgirs):
+    """Compiled for sm_90: fwd / bwd_data keep both dot operands in shared memory; bwd_weight, whose first
+    operand is in registers, waits for its dots before the next box."""
+    assert "warp_group_dot" in ttgirs[name]
+    assert not _register_operand_in_flight(ttgirs[name])

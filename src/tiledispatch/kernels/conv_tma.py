@@ -1,23 +1,32 @@
-"""Family `tma`, directions fwd and bwd_data at stride 1: implicit GEMM whose operand tiles are tensor-copy
-(TMA) boxes, so the loads need no per-pixel index math, no masks and no im2col.
+"""Family `tma`, directions fwd and bwd_data at stride 1 (and strided 1-D / 2-D fwd, kloop 'phase', below):
+implicit GEMM whose operand tiles are tensor-copy (TMA) boxes, so the loads need no per-pixel index math, no
+masks and no im2col.
 
-Programs are persistent (at most as many as fit on the SMs at once, walking tiles with that stride), so the
-two descriptors are made once per program. A tile is BLOCK_M output pixels that form a box of one image
-(1-D: BLOCK_M along w; 2-D: TH x 8; 3-D: TD x 8 x 8, see `pixel_box`) times BLOCK_N result channels of one group. For each tap the activation
-operand is the same pixel box shifted by the tap, read through a descriptor over the whole channels-last tensor
-[N, *spatial, channels]: the box may start at negative coordinates or run past the end, and the tensor-copy
-engine fills those elements with zeros, which is exactly the convolution's zero padding. The weight operand is a
-[BLOCK_N, 1.., BLOCK_K] box of the weight tensor [K, *filter, C/G].
+Programs are persistent (at most as many as fit on the SMs at once, walking tiles with that stride), so the two
+descriptors are made once per program. A tile is BLOCK_M output pixels that form a box of one image (1-D: BLOCK_M
+along w; 2-D: TH x 8; 3-D: TD x 8 x 8, see `pixel_box`) times BLOCK_N result channels of one group. For each tap the
+activation operand is the same pixel box shifted by the tap, read through a descriptor over the whole channels-last
+tensor [N, *spatial, channels]: the box may start at negative coordinates or run past the end, and the tensor-copy
+engine fills those elements with zeros, which is exactly the convolution's zero padding. The weight operand is a box
+of one tap of the weight tensor [K, *filter, C/G] (the dot, below, says why its descriptor puts the taps first).
 
 - fwd: A = x at o - pad + tap*dil (reduction over the group's C/G input channels in BLOCK_K chunks),
-  B = w[g*KG + cols, tap, chunk] transposed; result channels of the group are KG.
+  W = w[g*KG + cols, tap, chunk]; result channels of the group are KG.
 - bwd_data (stride 1): A = dy at i + pad - tap*dil (reduction over the group's K/G output channels),
-  B = w[g*KG + chunk, tap, cols]; result channels are CG.
+  W = w[g*KG + chunk, tap, cols] transposed; result channels are CG.
 split_k >= 2 ("split" instances, for tiles that leave most SMs idle, each with a long reduction: ResNet-50's
 7x7 and 14x14 3x3 layers, late 3-D layers) cut the reduction loop (taps x channel chunks) into SPLITS contiguous
 ranges, at most split_k, chosen per problem at launch: the persistent walk runs over (tile, split) units, and
 with SPLITS > 1 a unit stores its fp32 partial into ws[split, written pixel, channel], which conv_igemm's reduce
 entries sum in split order before the epilogue (deterministic).
+
+kloop 'phase' (fwd, 1-D / 2-D, stride > 1): the tensor-copy engine steps through whole boxes, not every
+s-th pixel, so x is read through a view that splits each input dim i = q * stride + r into two dims (q, r):
+[N, H / sh, sh, W / sw, sw * C] (the innermost phase merged with the channels, which needs x's pixels C
+elements apart). A tap at offset f * dil - pad = q * stride + r from output pixel o reads input q + o in phase
+r, so the output box's A tile is the view's box at (o0 + q, r): one box load per tap and chunk, zero-filled
+at the borders like the stride-1 walk (each extent is a multiple of its stride, so the view ends where the
+input does). 2-D needs rank 5, the engine's most; 3-D (rank 7) is refused.
 
 A chunk that runs past the group's reduction channels reads the next group's activations; fwd multiplies them
 with weight channels past C/G, which the weight box zero-fills (the weight tensor is C/G wide), while bwd_data
@@ -28,27 +37,26 @@ TMA needs 16-byte aligned base pointers and strides: align-8 problems with C/G a
 stride of x, dy and w is then a multiple of 8 elements). The output is stored with masks (the box's pixels
 past the edge).
 
-On the H200 the 128x256x64 instance gave wrong results (relative error 7e-3 to 5e-2, bwd_data 2-D and 3-D on
-most problems, fwd 3-D on one), with the persistent walk and with one tile per program alike, while 7 other
-tiles (256x128 and 128x128 among them) were right on the same 40 (problem, dtype) cases
-(tools/conv_tma_check.py, twice). The cause (a 256-column tile) is not understood yet, so the validity
-predicate refuses block_n > 128. The tiles up to 128 columns are in the fwd / bwd_data `_all` presets; on the
-dense stride-1 3x3 layers of the suites they beat the pointer-loading implicit GEMM on most (H200, 2026-11-24:
-r3d_18 layer2.conv fwd 134 -> 98 us, bwd_data 175 -> 104 us; ResNet-50 layer3.1.conv2 fwd 27 -> 22 us).
-The split instances were first withdrawn after one of them gave a wrong result on the H200 (ResNet-50
-layer4.1.conv2 fwd, 128x128x64 on 4 warps in 4 splits: relative error 1.1e-2) while the interpreter and ~90
-other split plans were right. The sweep of 2026-11-24 (data/h200) then found the unsplit 2-D 128x128x64 tile on
-4 warps off too, on 4 fwd and 8 bwd_data 1x1 problems of ~330 each (relative error 5e-3 to 2.4e-2, above bf16's
-1e-2 on 2 of each; 7x7 to 28x28 pixels), while every other tile, the same tile on 8 warps and its 3-D box stayed
-below 1.7e-3 on all. So the tile, not the split, is the common factor: 128x128 tiles on 4 warps (128 fp32
-accumulators per thread, like the refused 128x256 on 8) are refused, their cause not known, and the split
-instances of the other tiles are back.
+The dot is acc^T = W @ A^T: the weight tile is the tensor cores' first operand, read from a descriptor
+over w ordered [*filter, K, C/G] (taps outermost, so its box [1.., BLOCK_N, BLOCK_K] drops unit dims only), and
+the pixel box, merged into BLOCK_M rows and transposed, the second. The first operand of an asynchronous
+Hopper dot must stay in shared memory: Triton 3.6 moves it into registers when the box needs a merging reshape
+(2-D / 3-D pixel boxes) and then keeps up to three dots in flight while the next tap's operand is loaded into
+the same registers (its issue 9433, a read-after-write hazard). The earlier form (A = the pixel box as first
+operand) did that: on the H200 its outputs changed from run to run on some problems (4-warp 128x128 and
+8-warp 128x256 tiles most often, relative errors 3e-3 to 5e-2), which had those tiles refused as "wrong". With
+the weight first both operands stay in shared memory; 124 (instance, layer) cases, each run 8 times, gave
+identical outputs (2026-11-24), and the refusals are gone. The same swap made the stride-1 3x3 layers faster
+(ResNet-50 layer3.1.conv2 fwd: 27.0 us igemm, 20.9 us the 4-warp 128x128 tile, no-flush device times).
+The epilogue stores acc^T (rows are channels).
 """
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.errors import BadInput
 from tiledispatch.kernels import conv_common as common
 from tiledispatch.kernels import conv_igemm
 from tiledispatch.kernels.conv_igemm import is_split
@@ -158,6 +166,16 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
                       workspaces=(("ws_ptr", elements * splits if splits > 1 else 0, "fp32"),))
 
 
+def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any]) -> dict[str, Any]:
+    """No values of its own; kloop 'phase' reads x's innermost stride phase and channels as one run, so x's
+    pixels must lie C elements apart (a channels-last tensor without gaps between pixels)."""
+    x = tensors["x"]
+    if cfg.kloop == "phase" and x.stride(-1) != problem.c:
+        raise BadInput(f"input has strides {tuple(x.stride())}: kloop 'phase' needs its pixels {problem.c} "
+                       "elements (the channel count) apart", field="input")
+    return {}
+
+
 # -- source pieces -----------------------------------------------------------------------------------------
 def hints(cfg: ConvConfig) -> str:
     """C/G, K/G and every non-unit stride are multiples of 8 (the problem match guarantees it)."""
@@ -185,24 +203,60 @@ def _program(cfg: ConvConfig) -> str:
 def _descriptors(cfg: ConvConfig) -> str:
     r = common.ROLES[cfg.direction]
     ds = common.dims(cfg)
-    a_shape = ", ".join(["N", *(f"{r.a_ext}_{s}" for s in ds), r.red_total])
-    a_strides = ", ".join([f"{r.a_stride}_n", *(f"{r.a_stride}_{s}" for s in ds), "1"])
-    a_box = ", ".join(["1", *(f"T_{s}" for s in ds), "BLOCK_K"])
-    w_shape = ", ".join(["K", *(f"flt_{s}" for s in ds), "CG"])
-    w_strides = ", ".join(["sw_k", *(f"sw_{s}" for s in ds), "1"])
+    if cfg.kloop == "phase":
+        a_shape, a_strides, a_box = _phase_view(ds)
+    else:
+        a_shape = ", ".join(["N", *(f"{r.a_ext}_{s}" for s in ds), r.red_total])
+        a_strides = ", ".join([f"{r.a_stride}_n", *(f"{r.a_stride}_{s}" for s in ds), "1"])
+        a_box = ", ".join(["1", *(f"T_{s}" for s in ds), "BLOCK_K"])
+    w_shape = ", ".join([*(f"flt_{s}" for s in ds), "K", "CG"])   # taps outermost: see `_loop`
+    w_strides = ", ".join([*(f"sw_{s}" for s in ds), "sw_k", "1"])
     ones = ", ".join("1" for _ in ds)
-    w_box = f"BLOCK_N, {ones}, BLOCK_K" if cfg.direction == "fwd" else f"BLOCK_K, {ones}, BLOCK_N"
+    w_box = f"{ones}, BLOCK_N, BLOCK_K" if cfg.direction == "fwd" else f"{ones}, BLOCK_K, BLOCK_N"
     return (f"    a_desc = tl.make_tensor_descriptor({r.a_ptr}, shape=[{a_shape}], strides=[{a_strides}], "
             f"block_shape=[{a_box}])\n"
             f"    w_desc = tl.make_tensor_descriptor(w_ptr, shape=[{w_shape}], strides=[{w_strides}], "
             f"block_shape=[{w_box}])\n")
 
 
+def _phase_view(ds: tuple[str, ...]) -> tuple[str, str, str]:
+    """kloop 'phase' (fwd): x seen as [N, in_<s> / str_<s>, str_<s> .., in_w / str_w, str_w * C] (shape, strides,
+    box as source): input row i = q * stride + r is element (q, r), so a tap at offset t = q * stride + r from
+    the output pixel box o0 reads the box at (o0 + q, r) of that view; the innermost dim's phase and the channels
+    form one run (x's pixels are C elements apart, checked at launch: `extra_values`). Each extent is a multiple
+    of its stride (problem match), so q past the view's end is past the input's: zero-filled like the padding."""
+    shape, strides, box = ["N"], ["sx_n"], ["1"]
+    for s in ds[:-1]:
+        shape += [f"in_{s} // str_{s}", f"str_{s}"]
+        strides += [f"sx_{s} * str_{s}", f"sx_{s}"]
+        box += [f"T_{s}", "1"]
+    w = ds[-1]
+    shape += [f"in_{w} // str_{w}", f"str_{w} * C"]
+    strides += [f"sx_{w} * str_{w}", "1"]
+    box += [f"T_{w}", "BLOCK_K"]
+    return ", ".join(shape), ", ".join(strides), ", ".join(box)
+
+
+def _phase_coords(ds: tuple[str, ...], ind: str) -> tuple[list[str], str]:
+    """(source lines splitting each tap offset f * dil - pad into q_<s> * str + r_<s>, 0 <= r < str; the
+    phase view's box coordinates)."""
+    lines = []
+    for s in ds:   # u = t + str * pad >= 0, so its floor division needs no sign care
+        lines += [f"{ind}u_{s} = f_{s} * dil_{s} + (str_{s} - 1) * pad_{s}",
+                  f"{ind}q_{s} = u_{s} // str_{s} - pad_{s}", f"{ind}r_{s} = u_{s} % str_{s}"]
+    coords = ["n"]
+    for s in ds[:-1]:
+        coords += [f"o0_{s} + q_{s}", f"r_{s}"]
+    w = ds[-1]
+    coords += [f"o0_{w} + q_{w}", f"r_{w} * C + pid_g * CG + kc"]
+    return lines, ", ".join(coords)
+
+
 def _loop(cfg: ConvConfig) -> str:
     r = common.ROLES[cfg.direction]
     ds, ind = common.dims(cfg), "        "
     out = [f"    n_chunks = ({r.red} + BLOCK_K - 1) // BLOCK_K",
-           "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"]
+           "    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)"]
     n_iters = " * ".join(f"flt_{s}" for s in ds) + " * n_chunks"
     if is_split(cfg):   # the split's contiguous range of the iterations
         out += [f"    n_iters = {n_iters}", "    per_split = (n_iters + SPLITS - 1) // SPLITS",
@@ -219,15 +273,18 @@ def _loop(cfg: ConvConfig) -> str:
     sign, flip = ("-", "+") if cfg.direction == "fwd" else ("+", "-")   # fwd: o - pad + tap; bwd_data: i + pad - tap
     a_at = ", ".join(["n", *(f"o0_{s} {sign} pad_{s} {flip} f_{s} * dil_{s}" for s in ds),
                       f"pid_g * {r.red} + kc"])
+    if cfg.kloop == "phase":
+        lines, a_at = _phase_coords(ds, ind)
+        out += lines
     taps = ", ".join(f"f_{s}" for s in ds)
-    out.append(f"{ind}a = a_desc.load([{a_at}]).reshape(BLOCK_M, BLOCK_K)")
+    out.append(f"{ind}act = a_desc.load([{a_at}]).reshape(BLOCK_M, BLOCK_K).T")
     if cfg.direction == "fwd":
-        out.append(f"{ind}b = w_desc.load([pid_g * KG + pid_n * BLOCK_N, {taps}, kc]).reshape(BLOCK_N, BLOCK_K).T")
+        out.append(f"{ind}wt = w_desc.load([{taps}, pid_g * KG + pid_n * BLOCK_N, kc]).reshape(BLOCK_N, BLOCK_K)")
     else:
-        out.append(f"{ind}b = w_desc.load([pid_g * KG + kc, {taps}, pid_n * BLOCK_N]).reshape(BLOCK_K, BLOCK_N)")
+        out.append(f"{ind}wt = w_desc.load([{taps}, pid_g * KG + kc, pid_n * BLOCK_N]).reshape(BLOCK_K, BLOCK_N).T")
     out += [f"{ind}if {DOT_F32}:",
-            f"{ind}    acc += tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=\"ieee\")",
-            f"{ind}else:", f"{ind}    acc = tl.dot(a, b, acc)"]
+            f"{ind}    acc += tl.dot(wt.to(tl.float32), act.to(tl.float32), input_precision=\"ieee\")",
+            f"{ind}else:", f"{ind}    acc = tl.dot(wt, act, acc)"]
     return "\n".join(out) + "\n"
 
 
@@ -247,8 +304,8 @@ def _store(cfg: ConvConfig) -> str:
             + "    else:\n"
             + f"        ws_split = split.to(tl.int64) * ({extent}).to(tl.int64) * {r.cols_total}\n"
             f"        ws_row = {pixel} * {r.cols_total}\n"
-            "        tl.store(ws_ptr + ws_split + (ws_row[:, None] + ch[None, :]), acc, "
-            "mask=m_ok[:, None] & cn_ok[None, :])\n")
+            "        tl.store(ws_ptr + ws_split + (ws_row[None, :] + ch[:, None]), acc, "
+            "mask=m_ok[None, :] & cn_ok[:, None])\n")
 
 
 def _epilogue_lines(cfg: ConvConfig) -> tuple[str, list[str]]:
@@ -270,8 +327,8 @@ def _epilogue(cfg: ConvConfig) -> str:
     r = common.ROLES[cfg.direction]
     text, o_terms = _epilogue_lines(cfg)
     if cfg.bias:
-        text += "    acc += tl.load(bias_ptr + ch, mask=cn_ok, other=0.0).to(tl.float32)[None, :]\n"
+        text += "    acc += tl.load(bias_ptr + ch, mask=cn_ok, other=0.0).to(tl.float32)[:, None]\n"
     text += common.activation_line(cfg)
     return (text + f"    o_row = {' + '.join(o_terms)}\n"
-            f"    tl.store({r.o_ptr} + (o_row[:, None] + ch[None, :]), acc.to({common.tl_type(cfg.out_dtype)}), "
-            "mask=m_ok[:, None] & cn_ok[None, :])\n")
+            f"    tl.store({r.o_ptr} + (o_row[None, :] + ch[:, None]), acc.to({common.tl_type(cfg.out_dtype)}), "
+            "mask=m_ok[None, :] & cn_ok[:, None])\n")

@@ -17,6 +17,13 @@ them in split order (deterministic); with SPLITS == 1 the main entry writes dw. 
 filter rows, SPLITS, G), the row tile fastest.
 
 TMA needs 16-byte aligned bases and strides: align-8 problems with C/G and K/G multiples of 8 (problem match).
+
+DOTS_DRAINED: the dot's A (the dy box transposed; 2-D / 3-D: a box merged into rows) reaches the tensor cores
+from registers, and Triton 3.6 keeps such dots in flight while the next box's A is loaded into the same
+registers (its issue 9433, a read-after-write hazard; on the H200 the fwd / bwd_data kernels of
+kernels/conv_tma.py, which had the same pattern, gave outputs that changed from run to run). So each box ends
+with a use of the last accumulator outside a dot, an identity (b >= 0), which makes Triton wait for every dot of
+the box before the next box's loads are read; the tensor copies stay pipelined.
 """
 from __future__ import annotations
 
@@ -139,7 +146,10 @@ def _loop(cfg: ConvConfig) -> str:
         at = ", ".join(["q", *shifted, f"o0_{inner} - pad_{inner} + {j} * dil_{inner}", "c0"])
         src += (f"{ind}b{j} = x_desc.load([{at}]).reshape(BLOCK_K, BLOCK_N)\n"
                 + conv_wgrad.dot_lines(cfg, f"acc{j}", f"b{j}"))
-    return src
+    if cfg.ndim == 1:   # a 1-D box is a plain [BLOCK_K, channels] tile: A stays in shared memory
+        return src
+    last = f"acc{ROW_TAPS - 1}"   # an identity (b >= 0): see DOTS_DRAINED
+    return src + f"{ind}{last} = tl.where(b >= 0, {last}, 0.0)\n"
 
 
 def _store(cfg: ConvConfig) -> str:

@@ -286,6 +286,7 @@ def conv_tma_wgrad_kernel(
             acc2 += tl.dot(at.to(tl.float32), b2.to(tl.float32), input_precision="ieee")
         else:
             acc2 = tl.dot(at, b2, acc2)
+        acc2 = tl.where(b >= 0, acc2, 0.0)
     rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rc = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     k_row = (pid_g * KG + rm).to(tl.int64)
