@@ -91,12 +91,10 @@ DIRECT_WGRAD = [
     *(row for a in (2, 4) for row in (("direct", 64, 16, 3, 1, 2, 1, "tap", a), ("direct", 32, 32, 3, 1, 2, 1, "tap", a),
                                       ("direct", 64, 32, 3, 1, 4, 1, "tap", a))),
 ]
-# family tma (kernels/conv_tma.py): stride-1 fwd / bwd_data over tensor-copy boxes, one group per tile (the 4-warp
-# 128x128 tile fastest on ResNet-50's 14x14 3x3 layers), and strided 1-D / 2-D fwd through stride-phase boxes
+# family tma (kernels/conv_tma.py): stride-1 fwd / bwd_data over tensor-copy boxes, one group per tile
 TMA = [
     ("tma", 128, 128, 64, 1, 8, 3, "tap", 8), ("tma", 128, 64, 64, 1, 4, 4, "tap", 8), ("tma", 64, 128, 64, 1, 4, 4, "tap", 8),
     ("tma", 256, 128, 64, 1, 8, 3, "tap", 8), ("tma", 128, 128, 64, 1, 4, 3, "tap", 8),
-    ("tma", 128, 128, 64, 1, 4, 3, "phase", 8), ("tma", 128, 128, 64, 1, 8, 3, "phase", 8),
     # split reductions (at most split_k ranges): few tiles with a long reduction (7x7 / 14x14 3x3 layers)
     ("tma", 128, 128, 64, 1, 8, 3, "tap", 8, 4), ("tma", 64, 128, 64, 1, 4, 4, "tap", 8, 4),
     ("tma", 128, 128, 64, 1, 4, 3, "tap", 8, 4),

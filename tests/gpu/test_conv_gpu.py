@@ -35,8 +35,8 @@ def _problems(direction: str, ndim: int, dtype: str) -> list[td.ConvProblem]:
     out = []
     for n, c, k, g, filt, stride, pad, dil in cases:
         out.append(td.ConvProblem(direction, n, c, k, g, sp, filt, stride, pad, dil, dtype))
-    # even sizes at stride 2 (fwd kloop 'phase' needs extents that are multiples of the stride): a 3x3 and a
-    # strided 1x1 (a ResNet downsample)
+    # even sizes at stride 2 (every output pixel's window inside the input at the far edge): a 3x3 and a strided
+    # 1x1 (a ResNet downsample)
     even = {1: (300,), 2: (28, 30), 3: (8, 14, 12)}[ndim]
     for n, c, k, filt, pad in ((2, 64, 128, f3, 1), (2, 128, 256, (1,) * ndim, 0)):
         out.append(td.ConvProblem(direction, n, c, k, 1, even, filt, 2, pad, 1, dtype))

@@ -74,33 +74,7 @@ def _cases():
                                                                  cfg.bias)))
     # 4 splits of the boxes (the ordered reduce), 2-D dense: 2 x 3 x 2 boxes of 2x8 output pixels
     out.append(("bwd_weight-2d-split", _wgrad_config(2, split=4), _problem("bwd_weight", 2, SIZES["dense"])))
-    return out + _phase_cases()
-
-
-def _phase_cases():
-    """kloop 'phase' (strided fwd through a stride-phase view of x)."""
-    def cfg(ndim, **changes):
-        return dataclasses.replace(_config("fwd", ndim), kloop="phase", **changes)
-
-    def problem(sizes, activation="none", bias=False, **geometry):
-        n, c, k, groups = sizes
-        return td.ConvProblem("fwd", n, c, k, groups, dtype="fp16", activation=activation, bias=bias, **geometry)
-
-    return [
-        # stride 2 both dims, asymmetric padding (negative view coordinates at the top / left), dilation 2 in w
-        ("phase-2d-dense", cfg(2), problem(SIZES["dense"], spatial=(6, 10), filter=(3, 3), stride=2,
-                                           padding=((1, 2), (1, 0)), dilation=(1, 2))),
-        # strides 1 and 3 (a phase dim of 1), groups of 8 input channels: chunks read the next group or phase
-        ("phase-2d-grouped8", cfg(2), problem(SIZES["grouped8"], spatial=(5, 9), filter=(2, 3), stride=(1, 3),
-                                              padding=((0, 1), (2, 1)))),
-        # a strided 1x1 (ResNet downsample shape): one tap, phase 0
-        ("phase-2d-1x1", cfg(2), problem(SIZES["dense"], spatial=(8, 6), filter=(1, 1), stride=2)),
-        ("phase-1d", cfg(1), problem(SIZES["dense"], spatial=(20,), filter=(3,), stride=2, padding=((2, 1),),
-                                     dilation=2)),
-        # 4 split ranges with the bias + silu epilogue in the ordered reduce
-        ("phase-2d-split-bias-silu", cfg(2, split_k=4, activation="silu", bias=True),
-         problem(SIZES["dense"], "silu", True, spatial=(6, 10), filter=(3, 3), stride=2, padding=1)),
-    ]
+    return out
 
 
 CASES = _cases()
@@ -124,13 +98,6 @@ def test_problem_match_rules():
                                                      dtype="fp16")).startswith("stride")
     assert conv_problem_mismatch(cfg, td.ConvProblem("fwd", 1, 16, 16, 4, (6, 6), (3, 3),
                                                      dtype="fp16")).startswith("c_per_group")
-    phase = dataclasses.replace(cfg, kloop="phase")
-    assert conv_problem_mismatch(phase, td.ConvProblem("fwd", 1, 16, 16, 1, (6, 6), (3, 3), stride=2,
-                                                       dtype="fp16")) is None
-    assert conv_problem_mismatch(phase, td.ConvProblem("fwd", 1, 16, 16, 1, (6, 6), (3, 3),
-                                                       dtype="fp16")).startswith("stride")
-    assert conv_problem_mismatch(phase, td.ConvProblem("fwd", 1, 16, 16, 1, (7, 6), (3, 3), stride=2,
-                                                       dtype="fp16")).startswith("spatial")   # 7 rows, stride 2
     grouped = _problem("bwd_data", 2, SIZES["grouped"])   # K/G = 8 < block_k = 16
     assert conv_problem_mismatch(_config("bwd_data", 2), grouped).startswith("k_per_group")
     assert conv_problem_mismatch(_config("bwd_data", 2, block_k=16), _problem("bwd_data", 2, (1, 24, 48, 3))) is None
@@ -140,7 +107,6 @@ def test_problem_match_rules():
     ({"direction": "bwd_weight"}, "kloop"), ({"dtype": "fp32"}, "dtype"), ({"align": 1}, "align"),
     ({"kloop": "flat"}, "kloop"), ({"groups_per_program": 2}, "groups_per_program"), ({"split_k": 1}, "split_k"),
     ({"ndim": 3, "block_m": 32}, "block_m"), ({"ndim": 2, "block_m": 16, "block_n": 24}, "block_n"),
-    ({"kloop": "phase", "direction": "bwd_data"}, "kloop"), ({"kloop": "phase", "ndim": 3, "block_m": 64}, "ndim"),
 ])
 def test_validity_names_the_field(changes, field):
     cfg = dataclasses.replace(_config("fwd", 2), **changes)
@@ -208,19 +174,6 @@ def test_persistent_walk_matches_reference(name):
     assert run_and_validate(reg.get(cfg.name), problem)[2]["passed"]
 
 
-def test_phase_needs_pixels_channel_count_apart():
-    import torch
-
-    cfg = dataclasses.replace(_config("fwd", 2), kloop="phase")
-    problem = td.ConvProblem("fwd", 1, 16, 16, 1, (6, 6), (3, 3), stride=2, dtype="fp16")
-    wide = torch.zeros(1, 24, 6, 6).to(memory_format=torch.channels_last)[:, :16]   # pixels 24 elements apart
-    with pytest.raises(td.BadInput) as info:
-        conv_tma.extra_values(cfg, problem, {"x": wide})
-    assert info.value.field == "input"
-    dense = torch.zeros(1, 16, 6, 6).to(memory_format=torch.channels_last)
-    assert conv_tma.extra_values(cfg, problem, {"x": dense}) == {}
-
-
 def _register_operand_in_flight(ttgir: str) -> bool:
     """A Hopper dot whose first operand comes from registers while the IR lets dots stay pending: the
     read-after-write hazard of Triton 3.6 (issue 9433) that kernels/conv_tma.py avoids."""
@@ -232,7 +185,7 @@ HAZARD_CASES = [
     "conv-tma-fwd-2d-bf16-bf16-fp32-128x128x64-g1-w4-s3-k0-tap-a8-none-b0",
     "conv-tma-fwd-3d-bf16-bf16-fp32-128x128x64-g1-w8-s3-k4-tap-a8-relu-b1",
     "conv-tma-bwd_data-2d-bf16-bf16-fp32-64x128x64-g1-w4-s4-k0-tap-a8-none-b0",
-    "conv-tma-fwd-2d-bf16-bf16-fp32-128x128x64-g1-w8-s3-k0-phase-a8-none-b0",
+    "conv-tma-bwd_data-3d-bf16-bf16-fp32-128x128x64-g1-w4-s3-k4-tap-a8-none-b0",
     "conv-tma-bwd_weight-2d-bf16-bf16-fp32-64x64x64-g1-w4-s3-k0-taprow-a8-none-b0",
     "conv-tma-bwd_weight-3d-bf16-bf16-fp32-128x64x64-g1-w8-s3-k4-taprow-a8-none-b0",
 ]

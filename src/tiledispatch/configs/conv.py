@@ -10,8 +10,7 @@ from tiledispatch.configs.fields import config_from_dict, fill_dtype_defaults
 # direct: CUDA-core FMAs vectorized over channels (depthwise, very few channels per group);
 # gemm: 1x1 convolutions (stride 1, no padding, one group) as a GEMM over the pixels (every direction), and
 #       any convolution of one group through a column workspace and a GEMM (kloop "im2col");
-# tma: implicit GEMM of fwd / bwd_data whose operand tiles are tensor-copy boxes (zero-filled padding): stride 1,
-#      and strided 1-D / 2-D fwd (kloop "phase").
+# tma: implicit GEMM of stride-1 fwd / bwd_data whose operand tiles are tensor-copy boxes (zero-filled padding).
 CONV_FAMILIES = ("igemm", "direct", "gemm", "tma")
 # How the implicit GEMM walks its reduction: "tap" loops over filter taps, then channels of one tap in
 # block_k chunks; "flat" walks (tap, channel) pairs flattened, so one block_k chunk spans several taps
@@ -22,10 +21,8 @@ CONV_FAMILIES = ("igemm", "direct", "gemm", "tma")
 # taps ("tap": one activation tile per tap) or, depthwise, "roll"s down the rows (kernels/conv_roll.py: each
 # source row loaded once per filter column into three rolling accumulators). Family gemm runs 1x1 convolutions
 # ("tap") or any filter through an explicit column workspace, "im2col" (kernels/conv_im2col.py: the copy then
-# the GEMM for fwd / bwd_weight, the GEMM then a col2im gather for bwd_data). Family tma walks taps ("tap",
-# stride 1) or, for strided forward convolutions, taps read through stride-phase boxes ("phase",
-# kernels/conv_tma.py).
-KLOOPS = ("tap", "flat", "diag", "diagrow", "taprow", "roll", "im2col", "phase")
+# the GEMM for fwd / bwd_weight, the GEMM then a col2im gather for bwd_data).
+KLOOPS = ("tap", "flat", "diag", "diagrow", "taprow", "roll", "im2col")
 
 
 @dataclasses.dataclass(frozen=True)

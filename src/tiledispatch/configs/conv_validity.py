@@ -27,7 +27,6 @@ MAX_WGRAD_ACC_PER_THREAD = 96        # direct bwd_weight: tap chunk x tile value
 DIRECT_KLOOPS = ("tap", "roll")      # direct: one tile per tap, or depthwise rows rolled (kernels/conv_roll.py)
 ROLL_SLOTS = 3                       # kloop 'roll': rolling accumulators (filter heights up to 3)
 ROW_TAPS = 3                         # igemm bwd_weight 'diagrow' / 'taprow': taps of a filter row unrolled (widths <= 3)
-KLOOP_OWNERS = {"roll": "direct", "im2col": "gemm", "phase": "tma"}   # kloops of one family only
 ROW_KLOOPS = ("diagrow", "taprow")   # igemm bwd_weight: a filter row of taps per program, an accumulator each
 DIAG_KLOOPS = ("diag", "diagrow")    # igemm block-diagonal channel tiles (bwd_weight: rows and columns alike)
 ROLL_H_STRIDES = {"fwd": (1, 2), "bwd_data": (1,), "bwd_weight": (1, 2)}   # kloop 'roll': strides along H
@@ -68,10 +67,10 @@ def _align_errors(cfg: ConvConfig, errors: list[tuple[str, str]]) -> None:
 
 
 def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    owner = KLOOP_OWNERS.get(cfg.kloop, cfg.family)
-    if owner != cfg.family:
-        errors.append(("kloop", f"kloop {cfg.kloop!r} belongs to family {owner!r}; igemm walks 'tap', 'flat', "
-                                "'diag', 'diagrow' or 'taprow'"))
+    if cfg.kloop in ("roll", "im2col"):
+        errors.append(("kloop", f"kloop {cfg.kloop!r} belongs to family "
+                                f"{'direct' if cfg.kloop == 'roll' else 'gemm'}; igemm walks 'tap', 'flat', 'diag', "
+                                "'diagrow' or 'taprow'"))
     if cfg.kloop in ROW_KLOOPS and cfg.direction != "bwd_weight":
         errors.append(("kloop", f"kloop {cfg.kloop!r} exists for direction 'bwd_weight' only, not {cfg.direction!r}"))
     if cfg.kloop == "taprow" and cfg.groups_per_program != 1:
@@ -250,11 +249,6 @@ def _im2col_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
         errors.extend((field, f"as GEMM: {reason}") for field, reason in gemm_config_errors(gemm_config(cfg), arch))
 
 
-# family tma's kloops per direction: stride-1 taps; fwd also strided taps through stride-phase boxes
-TMA_KLOOPS = {"fwd": ("tap", "phase"), "bwd_data": ("tap",), "bwd_weight": ("taprow",)}
-MAX_PHASE_NDIM = 2
-
-
 def _tma_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
     """Family 'tma': 2-D dots of one group over tensor-copy boxes; fwd / bwd_data walk the taps (kloop 'tap',
     block_m pixels per box: kernels/conv_tma.py), bwd_weight a filter row per program (kloop 'taprow', block_k
@@ -264,17 +258,10 @@ def _tma_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) 
     if cfg.dtype not in ("bf16", "fp16"):
         errors.append(("dtype", f"family 'tma' runs 16-bit tensor-core dots; dtype {cfg.dtype!r} is not one"))
     wgrad = cfg.direction == "bwd_weight"
-    for field, value, want in (("groups_per_program", cfg.groups_per_program, 1), ("align", cfg.align, 8)):
+    for field, value, want in (("groups_per_program", cfg.groups_per_program, 1),
+                               ("kloop", cfg.kloop, "taprow" if wgrad else "tap"), ("align", cfg.align, 8)):
         if value != want:
             errors.append((field, f"family 'tma' {cfg.direction} needs {field}={want!r}, got {value!r}"))
-    kloops = TMA_KLOOPS[cfg.direction] if cfg.direction in TMA_KLOOPS else ("tap",)
-    if cfg.kloop not in kloops:
-        errors.append(("kloop", f"family 'tma' {cfg.direction} walks kloop {' or '.join(map(repr, kloops))}, got "
-                                f"{cfg.kloop!r}"))
-    if cfg.kloop == "phase" and cfg.ndim > MAX_PHASE_NDIM:
-        errors.append(("ndim", f"kloop 'phase' reads x through a descriptor with a stride-phase dim per spatial dim "
-                               f"(rank 2 x ndim + 1, at most 5 for the tensor-copy engine): ndim <= {MAX_PHASE_NDIM}, "
-                               f"got {cfg.ndim}"))
     if cfg.split_k == 1 and not wgrad:
         errors.append(("split_k", f"family 'tma' {cfg.direction} takes split_k 0 (one range) or >= 2 (at most that "
                                   "many reduction ranges), not 1"))
@@ -524,18 +511,13 @@ def _im2col_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
 
 
 def _tma_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
-    """Family 'tma': stride 1 (kloop 'phase': strided, _phase_mismatch), 16-byte channel runs per group, whole
-    reduction chunks for grouped bwd_data; bwd_weight: filter rows of at most ROW_TAPS taps, boxes on grid
-    axis 1."""
+    """Family 'tma': stride 1, 16-byte channel runs per group, whole reduction chunks for grouped bwd_data;
+    bwd_weight: filter rows of at most ROW_TAPS taps, boxes on grid axis 1."""
     from tiledispatch.kernels.conv_tma import tiles
     from tiledispatch.kernels.conv_tma_wgrad import boxes
 
-    if cfg.kloop == "phase":
-        if reason := _phase_mismatch(problem):
-            return reason
-    elif any(s != 1 for s in problem.stride):
-        return (f"stride: family 'tma' kloop {cfg.kloop!r} shifts whole pixel boxes per tap and needs stride 1, got "
-                f"{problem.stride}")
+    if any(s != 1 for s in problem.stride):
+        return f"stride: family 'tma' shifts whole pixel boxes per tap and needs stride 1, got {problem.stride}"
     if problem.c_per_group % 8 or problem.k_per_group % 8:
         return (f"c_per_group: family 'tma' reads 16-byte channel runs per group; the problem has "
                 f"C/G={problem.c_per_group}, K/G={problem.k_per_group}")
@@ -553,18 +535,6 @@ def _tma_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     if count > INT32_LIMIT or max(problem.spatial + problem.output) + 2 * max(
             max(p) for p in problem.padding) >= INT32_LIMIT:
         return f"spatial: {problem.n} x {problem.spatial} pixels exceed the kernel's int32 grid and coordinates"
-    return None
-
-
-def _phase_mismatch(problem: ConvProblem) -> str | None:
-    """kloop 'phase' (kernels/conv_tma.py): strided, every strided dim's input extent a multiple of its stride
-    (the phase view's rows then end exactly at the input's end, so the copy engine zero-fills past it)."""
-    if all(s == 1 for s in problem.stride):
-        return "stride: kloop 'phase' is for strided convolutions; stride 1 runs kloop 'tap'"
-    for size, s in zip(problem.spatial, problem.stride):
-        if size % s:
-            return (f"spatial: kloop 'phase' views each input dim as (size / stride) x stride; the problem has "
-                    f"spatial {problem.spatial}, stride {problem.stride}")
     return None
 
 

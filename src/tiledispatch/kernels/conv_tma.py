@@ -1,6 +1,5 @@
-"""Family `tma`, directions fwd and bwd_data at stride 1 (and strided 1-D / 2-D fwd, kloop 'phase', below):
-implicit GEMM whose operand tiles are tensor-copy (TMA) boxes, so the loads need no per-pixel index math, no
-masks and no im2col.
+"""Family `tma`, directions fwd and bwd_data at stride 1: implicit GEMM whose operand tiles are tensor-copy
+(TMA) boxes, so the loads need no per-pixel index math, no masks and no im2col.
 
 Programs are persistent (at most as many as fit on the SMs at once, walking tiles with that stride), so the two
 descriptors are made once per program. A tile is BLOCK_M output pixels that form a box of one image (1-D: BLOCK_M
@@ -19,14 +18,6 @@ split_k >= 2 ("split" instances, for tiles that leave most SMs idle, each with a
 ranges, at most split_k, chosen per problem at launch: the persistent walk runs over (tile, split) units, and
 with SPLITS > 1 a unit stores its fp32 partial into ws[split, written pixel, channel], which conv_igemm's reduce
 entries sum in split order before the epilogue (deterministic).
-
-kloop 'phase' (fwd, 1-D / 2-D, stride > 1): the tensor-copy engine steps through whole boxes, not every
-s-th pixel, so x is read through a view that splits each input dim i = q * stride + r into two dims (q, r):
-[N, H / sh, sh, W / sw, sw * C] (the innermost phase merged with the channels, which needs x's pixels C
-elements apart). A tap at offset f * dil - pad = q * stride + r from output pixel o reads input q + o in phase
-r, so the output box's A tile is the view's box at (o0 + q, r): one box load per tap and chunk, zero-filled
-at the borders like the stride-1 walk (each extent is a multiple of its stride, so the view ends where the
-input does). 2-D needs rank 5, the engine's most; 3-D (rank 7) is refused.
 
 A chunk that runs past the group's reduction channels reads the next group's activations; fwd multiplies them
 with weight channels past C/G, which the weight box zero-fills (the weight tensor is C/G wide), while bwd_data
@@ -49,14 +40,17 @@ the weight first both operands stay in shared memory; 124 (instance, layer) case
 identical outputs (2026-11-24), and the refusals are gone. The same swap made the stride-1 3x3 layers faster
 (ResNet-50 layer3.1.conv2 fwd: 27.0 us igemm, 20.9 us the 4-warp 128x128 tile, no-flush device times).
 The epilogue stores acc^T (rows are channels).
+
+Strided problems are left to the pointer-loading implicit GEMM and the im2col GEMM: a strided variant of this
+kernel (x read through a stride-phase view [N, H / sh, sh, W / sw, sw * C], one box per tap) was measured on the
+H200 (2026-11-24) and won none of the 1,100 fwd sweep problems (its best at a median 0.43x the best instance)
+and no ResNet-50 stride-2 layer (within 3% of igemm at best).
 """
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.errors import BadInput
 from tiledispatch.kernels import conv_common as common
 from tiledispatch.kernels import conv_igemm
 from tiledispatch.kernels.conv_igemm import is_split
@@ -166,16 +160,6 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
                       workspaces=(("ws_ptr", elements * splits if splits > 1 else 0, "fp32"),))
 
 
-def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any]) -> dict[str, Any]:
-    """No values of its own; kloop 'phase' reads x's innermost stride phase and channels as one run, so x's
-    pixels must lie C elements apart (a channels-last tensor without gaps between pixels)."""
-    x = tensors["x"]
-    if cfg.kloop == "phase" and x.stride(-1) != problem.c:
-        raise BadInput(f"input has strides {tuple(x.stride())}: kloop 'phase' needs its pixels {problem.c} "
-                       "elements (the channel count) apart", field="input")
-    return {}
-
-
 # -- source pieces -----------------------------------------------------------------------------------------
 def hints(cfg: ConvConfig) -> str:
     """C/G, K/G and every non-unit stride are multiples of 8 (the problem match guarantees it)."""
@@ -203,12 +187,9 @@ def _program(cfg: ConvConfig) -> str:
 def _descriptors(cfg: ConvConfig) -> str:
     r = common.ROLES[cfg.direction]
     ds = common.dims(cfg)
-    if cfg.kloop == "phase":
-        a_shape, a_strides, a_box = _phase_view(ds)
-    else:
-        a_shape = ", ".join(["N", *(f"{r.a_ext}_{s}" for s in ds), r.red_total])
-        a_strides = ", ".join([f"{r.a_stride}_n", *(f"{r.a_stride}_{s}" for s in ds), "1"])
-        a_box = ", ".join(["1", *(f"T_{s}" for s in ds), "BLOCK_K"])
+    a_shape = ", ".join(["N", *(f"{r.a_ext}_{s}" for s in ds), r.red_total])
+    a_strides = ", ".join([f"{r.a_stride}_n", *(f"{r.a_stride}_{s}" for s in ds), "1"])
+    a_box = ", ".join(["1", *(f"T_{s}" for s in ds), "BLOCK_K"])
     w_shape = ", ".join([*(f"flt_{s}" for s in ds), "K", "CG"])   # taps outermost: see `_loop`
     w_strides = ", ".join([*(f"sw_{s}" for s in ds), "sw_k", "1"])
     ones = ", ".join("1" for _ in ds)
@@ -217,39 +198,6 @@ def _descriptors(cfg: ConvConfig) -> str:
             f"block_shape=[{a_box}])\n"
             f"    w_desc = tl.make_tensor_descriptor(w_ptr, shape=[{w_shape}], strides=[{w_strides}], "
             f"block_shape=[{w_box}])\n")
-
-
-def _phase_view(ds: tuple[str, ...]) -> tuple[str, str, str]:
-    """kloop 'phase' (fwd): x seen as [N, in_<s> / str_<s>, str_<s> .., in_w / str_w, str_w * C] (shape, strides,
-    box as source): input row i = q * stride + r is element (q, r), so a tap at offset t = q * stride + r from
-    the output pixel box o0 reads the box at (o0 + q, r) of that view; the innermost dim's phase and the channels
-    form one run (x's pixels are C elements apart, checked at launch: `extra_values`). Each extent is a multiple
-    of its stride (problem match), so q past the view's end is past the input's: zero-filled like the padding."""
-    shape, strides, box = ["N"], ["sx_n"], ["1"]
-    for s in ds[:-1]:
-        shape += [f"in_{s} // str_{s}", f"str_{s}"]
-        strides += [f"sx_{s} * str_{s}", f"sx_{s}"]
-        box += [f"T_{s}", "1"]
-    w = ds[-1]
-    shape += [f"in_{w} // str_{w}", f"str_{w} * C"]
-    strides += [f"sx_{w} * str_{w}", "1"]
-    box += [f"T_{w}", "BLOCK_K"]
-    return ", ".join(shape), ", ".join(strides), ", ".join(box)
-
-
-def _phase_coords(ds: tuple[str, ...], ind: str) -> tuple[list[str], str]:
-    """(source lines splitting each tap offset f * dil - pad into q_<s> * str + r_<s>, 0 <= r < str; the
-    phase view's box coordinates)."""
-    lines = []
-    for s in ds:   # u = t + str * pad >= 0, so its floor division needs no sign care
-        lines += [f"{ind}u_{s} = f_{s} * dil_{s} + (str_{s} - 1) * pad_{s}",
-                  f"{ind}q_{s} = u_{s} // str_{s} - pad_{s}", f"{ind}r_{s} = u_{s} % str_{s}"]
-    coords = ["n"]
-    for s in ds[:-1]:
-        coords += [f"o0_{s} + q_{s}", f"r_{s}"]
-    w = ds[-1]
-    coords += [f"o0_{w} + q_{w}", f"r_{w} * C + pid_g * CG + kc"]
-    return lines, ", ".join(coords)
 
 
 def _loop(cfg: ConvConfig) -> str:
@@ -273,9 +221,6 @@ def _loop(cfg: ConvConfig) -> str:
     sign, flip = ("-", "+") if cfg.direction == "fwd" else ("+", "-")   # fwd: o - pad + tap; bwd_data: i + pad - tap
     a_at = ", ".join(["n", *(f"o0_{s} {sign} pad_{s} {flip} f_{s} * dil_{s}" for s in ds),
                       f"pid_g * {r.red} + kc"])
-    if cfg.kloop == "phase":
-        lines, a_at = _phase_coords(ds, ind)
-        out += lines
     taps = ", ".join(f"f_{s}" for s in ds)
     out.append(f"{ind}act = a_desc.load([{a_at}]).reshape(BLOCK_M, BLOCK_K).T")
     if cfg.direction == "fwd":
