@@ -71,3 +71,38 @@ def test_bad_input_names_the_field(call, field):
     with pytest.raises(td.TileDispatchError) as info:
         call(x, w)
     assert info.value.field == field, info.value
+
+
+def test_repeated_calls_derive_the_problem_once(monkeypatch):
+    """td.conv* remember the problem and registry of an argument signature; any changed argument derives anew,
+    and a bad argument still raises its typed error."""
+    from tiledispatch import api
+
+    derived, ran = [], []
+
+    class FakeRegistry:
+        def run_conv(self, problem, first, second, **kwargs):
+            ran.append(problem)
+            return problem
+
+    real = api._conv_problem
+
+    def counting(*args):
+        derived.append(args)
+        return real(*args)
+
+    fake = FakeRegistry()
+    monkeypatch.setattr(api, "_conv_problem", counting)
+    monkeypatch.setattr(api, "default_conv_registry", lambda problem: fake)
+    monkeypatch.setattr(api, "_CONV_DEFAULTS", {})
+    monkeypatch.setattr(api, "_conv_defaults_key", lambda problem: "key")
+    api._CONV_DEFAULTS["key"] = fake
+    monkeypatch.setattr(api, "_CONV_CALLS", {})
+    x = torch.zeros(1, 8, 6, 6).to(memory_format=torch.channels_last)
+    w = torch.zeros(8, 4, 3, 3).to(memory_format=torch.channels_last)
+    first = td.conv(x, w, padding=[1, 1], groups=2)      # a list padding: kept as a tuple in the key
+    assert td.conv(x, w, padding=[1, 1], groups=2) is first and len(derived) == 1
+    assert td.conv(x, w, padding=[1, 1], groups=2, stride=2).stride == (2, 2) and len(derived) == 2
+    with pytest.raises(td.BadInput) as info:
+        td.conv(x, w, padding=[1, 1], groups=3)
+    assert info.value.field == "groups"

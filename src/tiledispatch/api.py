@@ -128,20 +128,32 @@ def _dispatch(key: tuple | None, hit: tuple | None, a: Any, b: Any, strategy: st
 _CONV_DEFAULTS: dict[tuple, Registry] = {}
 
 
+def _conv_defaults_key(problem: Any) -> tuple:
+    return (problem.direction, problem.dtype, problem.ndim, problem.activation, problem.bias)
+
+
 def default_conv_registry(problem: Any) -> Registry:
     """The registry td.conv* use for problems like this one: the essential preset of its direction, dtype and
     ndim, specialised to its epilogue, built (or loaded from the cache) on first use."""
-    key = (problem.direction, problem.dtype, problem.ndim, problem.activation, problem.bias)
+    key = _conv_defaults_key(problem)
     return _built_default(_CONV_DEFAULTS, key, f"conv_{problem.direction}_{problem.dtype}_{problem.ndim}d_essential",
                           (problem.activation, problem.bias))
+
+
+# (direction, shapes, geometry, groups, torch dtype, bias?, activation) -> (ConvProblem, its default registry):
+# a repeated call skips deriving and checking the problem (the registry's own memo then skips the selection)
+_CONV_CALLS: dict[tuple, tuple] = {}
+
+
+def _frozen(value: Any) -> Any:
+    """A stride / padding / dilation argument as nested tuples (lists are not hashable)."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
 def _run_conv(direction: str, first: Any, second: Any, x_shape: Any, w_shape: Any, stride: Any, padding: Any,
               dilation: Any, groups: int, *, bias: Any = None, activation: str | None = None, out: Any = None,
               strategy: str = "auto") -> Any:
-    from tiledispatch.dtypes import from_torch
     from tiledispatch.errors import BadInput
-    from tiledispatch.runtime.conv_args import conv_problem
 
     for field, t in (("first", first), ("second", second)):
         if not hasattr(t, "dtype"):
@@ -150,10 +162,30 @@ def _run_conv(direction: str, first: Any, second: Any, x_shape: Any, w_shape: An
         raise BadInput(f"the tensors have different dtypes ({first.dtype}, {second.dtype})", field="dtype")
     if first.device != second.device:
         raise BadInput(f"the tensors are on different devices ({first.device}, {second.device})", field="device")
-    problem = conv_problem(direction, tuple(x_shape), tuple(w_shape), stride=stride, padding=padding,
-                           dilation=dilation, groups=groups, dtype=from_torch(first.dtype, "dtype"),
-                           bias=bias is not None, activation=activation or "none")
-    return default_conv_registry(problem).run_conv(problem, first, second, strategy=strategy, out=out, bias=bias)
+    try:
+        key = (direction, tuple(x_shape), tuple(w_shape), _frozen(stride), _frozen(padding), _frozen(dilation),
+               groups, first.dtype, bias is not None, activation)
+        hit = _CONV_CALLS.get(key)
+    except TypeError:   # an argument that cannot be a dict key: derive the problem (it names the bad field)
+        key, hit = None, None
+    if hit is None or _CONV_DEFAULTS.get(_conv_defaults_key(hit[0])) is not hit[1]:
+        problem = _conv_problem(direction, x_shape, w_shape, stride, padding, dilation, groups, first.dtype, bias,
+                                activation)
+        hit = (problem, default_conv_registry(problem))
+        if key is not None:
+            remember(_CONV_CALLS, key, hit)
+    problem, registry = hit
+    return registry.run_conv(problem, first, second, strategy=strategy, out=out, bias=bias)
+
+
+def _conv_problem(direction: str, x_shape: Any, w_shape: Any, stride: Any, padding: Any, dilation: Any,
+                  groups: int, dtype: Any, bias: Any, activation: str | None) -> Any:
+    from tiledispatch.dtypes import from_torch
+    from tiledispatch.runtime.conv_args import conv_problem
+
+    return conv_problem(direction, tuple(x_shape), tuple(w_shape), stride=stride, padding=padding,
+                        dilation=dilation, groups=groups, dtype=from_torch(dtype, "dtype"), bias=bias is not None,
+                        activation=activation or "none")
 
 
 def conv(x: Any, w: Any, bias: Any = None, stride: Any = 1, padding: Any = 0, dilation: Any = 1, groups: int = 1,
