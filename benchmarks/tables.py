@@ -121,6 +121,29 @@ def dispatch_overhead_section(path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def conv_overhead_section(path: Path) -> str:
+    """`conv_overhead_<gpu>.json` from benchmarks/conv_overhead.py: host µs per call of the conv call paths."""
+    data = json.loads(path.read_text())
+    names = ("bound", "kernel_launch", "td_api", "torch")
+    lines = [f"## Convolution dispatch overhead ({path.name})", "",
+             (f"{data['gpu']} (host {data['host_cpu']}), tiledispatch {data['tiledispatch']}, triton "
+              f"{data['triton']}, torch {data['torch']}, CUDA {data['cuda']}, {data['date']}."),
+             f"Protocol: {data['protocol']}", "",
+             ("µs per call: `bound` = the selected instance's bound launch (ConvBound), `kernel_launch` = "
+              "Kernel.launch, `td_api` = td.conv / conv_bwd_data / conv_bwd_weight (out=), `torch` = the cuDNN "
+              "call of benchmarks/conv.py; issue = the loop alone (host time)."), "",
+             "| layer | direction | launches | " + " | ".join(names)
+             + " | overhead µs (launch / td) | issue µs (bound / td) | kernel |",
+             "|---|---|---|" + "---|" * len(names) + "---|---|---|"]
+    for r in data["rows"]:
+        us, issue = r["per_call_us"], r["issue_us"]
+        over = " / ".join(f"{r['overhead_us'][v]:+.1f}" for v in ("kernel_launch", "td_api"))
+        lines.append(f"| {r['layer']} | {r['direction']} | {r['launches']} | "
+                     + " | ".join(_x(us.get(v), 1) for v in names)
+                     + f" | {over} | {issue['bound']:.1f} / {issue['td_api']:.1f} | `{r['kernel']}` |")
+    return "\n".join(lines) + "\n"
+
+
 def _problem(r: dict) -> str:
     join = lambda v: "×".join(map(str, v))
     groups = f" g{r['groups']}" if r["groups"] > 1 else ""
@@ -240,6 +263,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "gemm": gemm_section,
     "gemm_baseline": gemm_baseline_section,
     "dispatch_overhead": dispatch_overhead_section,
+    "conv_overhead": conv_overhead_section,
     "conv": conv_section,
     "sweep_throughput": sweep_throughput_section,
     "multi_gpu_speedup": multi_gpu_section,
