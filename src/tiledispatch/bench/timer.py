@@ -79,11 +79,19 @@ def flushed_event_samples(fn: Callable[[], object], count: int, flush, device) -
     return [start.elapsed_time(end) for start, end in events]
 
 
+# The flush also keeps the GPU busy while the host enqueues the call: the start event runs when the flush ends,
+# so a launch path whose host time exceeds the flush leaves the GPU idle inside the events. A 64 MB flush (about
+# 20 us on an H200) let the host's 10-35 us per call of the conv launch paths leak in: small problems measured
+# 29-60 us against 3-20 us of device time (2026-11-24), which made the cost models shun the cheaper-to-run but
+# costlier-to-launch instances. 256 MB (about 70 us), as benchmarks/conv.py flushes, hides it.
+FLUSH_MB = 256
+
+
 class SweepTimer:
     """Times one callable after another on one device: CUDA events around each call with the L2 flushed
     (a `flush_mb` buffer zeroed, outside the events) before it; perf_counter on the CPU interpreter."""
 
-    def __init__(self, device, rule: StopRule = StopRule(), flush_mb: int = 64) -> None:
+    def __init__(self, device, rule: StopRule = StopRule(), flush_mb: int = FLUSH_MB) -> None:
         self.device, self.rule = device, rule
         self._flush = None
         if device.type == "cuda":
