@@ -4,8 +4,9 @@ of 100,000 SMs); prints and writes ($OUT/conv_tma_check.json) every result outsi
 
     OUT=/tmp/out python tools/conv_tma_check.py          (needs a CUDA GPU)
 
-On the H200 (session 8) every failure came from the 128x256x64 tile, in both modes, which the validity
-predicate refuses since (block_n > 128); the other 7 tiles passed every case.
+On the H200 (session 8) every failure came from the 128x256x64 tile, in both modes. Session 11 found the
+cause: a race in the kernel's earlier dot form (kernels/conv_tma.py), which run-to-run comparisons expose
+better than a single check; the tile is valid again.
 """
 from __future__ import annotations
 
