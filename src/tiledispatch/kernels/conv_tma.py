@@ -236,17 +236,15 @@ def _loop(cfg: ConvConfig) -> str:
 def _store(cfg: ConvConfig) -> str:
     """The output tile; split instances with SPLITS > 1 store the fp32 partial into ws[split, written pixel,
     channel] (dense N x spatial pixels, every channel) instead."""
+    rows, o_terms = _epilogue_lines(cfg)
     if not is_split(cfg):
-        return _epilogue(cfg)
+        return rows + _epilogue(cfg, o_terms)
     r = common.ROLES[cfg.direction]
     pixel = "n.to(tl.int64)"
     for s in common.dims(cfg):
         pixel = f"({pixel} * {r.o_ext}_{s} + p_{s})"
     extent = conv_igemm.written_extent(cfg)
-    prefix, _ = _epilogue_lines(cfg)
-    tail = _epilogue(cfg)[len(prefix):]   # bias, activation and the store (the rows and columns come first)
-    return (prefix + "    if SPLITS == 1:\n" + "".join("    " + line for line in tail.splitlines(keepends=True))
-            + "    else:\n"
+    return (rows + "    if SPLITS == 1:\n" + _epilogue(cfg, o_terms, "        ") + "    else:\n"
             + f"        ws_split = split.to(tl.int64) * ({extent}).to(tl.int64) * {r.cols_total}\n"
             f"        ws_row = {pixel} * {r.cols_total}\n"
             "        tl.store(ws_ptr + ws_split + (ws_row[None, :] + ch[:, None]), acc, "
@@ -268,12 +266,13 @@ def _epilogue_lines(cfg: ConvConfig) -> tuple[str, list[str]]:
     return "\n".join(out) + "\n", o_terms
 
 
-def _epilogue(cfg: ConvConfig) -> str:
+def _epilogue(cfg: ConvConfig, o_terms: list[str], indent: str = "    ") -> str:
+    """Bias, activation and the store of the tile (after `_epilogue_lines`), at `indent`."""
     r = common.ROLES[cfg.direction]
-    text, o_terms = _epilogue_lines(cfg)
+    text = ""
     if cfg.bias:
-        text += "    acc += tl.load(bias_ptr + ch, mask=cn_ok, other=0.0).to(tl.float32)[:, None]\n"
-    text += common.activation_line(cfg)
-    return (text + f"    o_row = {' + '.join(o_terms)}\n"
-            f"    tl.store({r.o_ptr} + (o_row[None, :] + ch[:, None]), acc.to({common.tl_type(cfg.out_dtype)}), "
-            "mask=m_ok[None, :] & cn_ok[:, None])\n")
+        text += f"{indent}acc += tl.load(bias_ptr + ch, mask=cn_ok, other=0.0).to(tl.float32)[:, None]\n"
+    text += common.activation_line(cfg, indent=indent)
+    return (text + f"{indent}o_row = {' + '.join(o_terms)}\n"
+            f"{indent}tl.store({r.o_ptr} + (o_row[None, :] + ch[:, None]), "
+            f"acc.to({common.tl_type(cfg.out_dtype)}), mask=m_ok[None, :] & cn_ok[:, None])\n")
