@@ -24,6 +24,14 @@ registers (its issue 9433, a read-after-write hazard; on the H200 the fwd / bwd_
 kernels/conv_tma.py, which had the same pattern, gave outputs that changed from run to run). So each box ends
 with a use of the last accumulator outside a dot, an identity (b >= 0), which makes Triton wait for every dot of
 the box before the next box's loads are read; the tensor copies stay pipelined.
+
+Tried and not adopted (2026-11-24, a prototype outside the package, H200): both operands in shared memory by
+making every box 2-D. x is copied zero-padded and dy copied into the padded row pitch (zero past the output), so
+each tap is a plain row offset in the flattened [N, pixels, channels] views and no box needs a merging reshape.
+The main kernel alone (best of 9 tiles and 3 split counts) took 100.8 us on r3d_18 layer2.conv (this kernel's
+best: 167 us; cuDNN 75.2 us), 56.7 us on layer3.conv (86; cuDNN 37.2), 226.5 us on layer1.conv (227; 201.3) and
+49.5 us on layer4.conv (41; 26.0). The two padded copies (torch pad) took 15-178 us more, so the whole reached
+0.41-0.49x cuDNN; with copies at the memory floor it would still be near 0.6x on layer2 / layer3 (estimated).
 """
 from __future__ import annotations
 
