@@ -99,6 +99,25 @@ class CudaTimer:
             samples += self._samples(fn, max(1, min(want, p.max_samples - len(samples))))
         return _timing(samples)
 
+    def paired_ms(self, fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, Timing]:
+        """Median times of several callables measured together in `rounds` alternating rounds (each round takes
+        every callable's next share of samples, starting one further along each time), so each sees the same
+        clocks and temperature: a reference timed seconds before the other (under another thermal state) would
+        bias their ratio. Each callable gets at least min_samples and about min_total_ms of samples in all."""
+        p = self.protocol
+        names = list(fns)
+        per_round: dict[str, int] = {}
+        for name in names:
+            estimate = statistics.median(self._samples(fns[name], 3))
+            self._samples(fns[name], max(1, min(25, math.ceil(p.warmup_ms / max(estimate, 1e-3)))))
+            want = max(p.min_samples, math.ceil(p.min_total_ms / max(estimate, 1e-3)))
+            per_round[name] = max(1, min(-(-want // rounds), p.max_samples // rounds))
+        samples: dict[str, list[float]] = {name: [] for name in names}
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[: r % len(names)]:
+                samples[name] += self._samples(fns[name], per_round[name])
+        return {name: _timing(values) for name, values in samples.items()}
+
 
 class CpuTimer:
     """Wall-clock timer for the interpreter smoke run: 1 warm-up, median of 3."""
@@ -110,6 +129,9 @@ class CpuTimer:
         from tiledispatch.bench.timer import wall_samples_ms
 
         return _timing(wall_samples_ms(fn))
+
+    def paired_ms(self, fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, Timing]:
+        return {name: self.time_ms(fn) for name, fn in fns.items()}
 
 
 def hbm_copy_gbps(timer: CudaTimer, gib: int = 2) -> float:
