@@ -83,13 +83,17 @@ class CudaTimer:
             self._flush = torch.empty(self.protocol.flush_mb * 2**20, dtype=torch.int8, device=self.device)
         return flushed_event_samples(fn, count, self._flush, self.device)
 
+    def _warm(self, fn: Callable[[], object]) -> float:
+        """A 3-sample estimate of fn's time in ms, then warm-up calls for about warmup_ms."""
+        estimate = statistics.median(self._samples(fn, 3))
+        self._samples(fn, max(1, min(25, math.ceil(self.protocol.warmup_ms / max(estimate, 1e-3)))))
+        return estimate
+
     def time_ms(self, fn: Callable[[], object], screen_ms: float | None = None) -> Timing:
         """Median time of fn() in ms. With `screen_ms` (the best time so far), a plan estimated slower than
         screen_ratio x screen_ms gets only `screen_samples` samples."""
         p = self.protocol
-        estimate = statistics.median(self._samples(fn, 3))
-        warm = max(1, min(25, math.ceil(p.warmup_ms / max(estimate, 1e-3))))
-        self._samples(fn, warm)
+        estimate = self._warm(fn)
         if screen_ms is not None and estimate > p.screen_ratio * screen_ms:
             return _timing(self._samples(fn, p.screen_samples), screened=True)
         samples: list[float] = []
@@ -108,8 +112,7 @@ class CudaTimer:
         names = list(fns)
         per_round: dict[str, int] = {}
         for name in names:
-            estimate = statistics.median(self._samples(fns[name], 3))
-            self._samples(fns[name], max(1, min(25, math.ceil(p.warmup_ms / max(estimate, 1e-3)))))
+            estimate = self._warm(fns[name])
             want = max(p.min_samples, math.ceil(p.min_total_ms / max(estimate, 1e-3)))
             per_round[name] = max(1, min(-(-want // rounds), p.max_samples // rounds))
         samples: dict[str, list[float]] = {name: [] for name in names}
