@@ -40,9 +40,13 @@ def shapes(problem: ConvProblem) -> dict[str, tuple[int, ...]]:
 
 
 def empty_channels_last(shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
-    """An uninitialized tensor of logical shape (B, C, *S) with channel stride 1."""
+    """An uninitialized tensor of logical shape (B, C, *S) with channel stride 1 (4-D / 5-D: torch's own
+    channels-last formats, one call; 3-D: a permuted (B, S, C) tensor)."""
     import torch
 
+    if len(shape) in (4, 5):
+        fmt = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
+        return torch.empty(shape, dtype=dtype, device=device, memory_format=fmt)
     order = (0, *range(2, len(shape)), 1)
     storage = torch.empty(tuple(shape[i] for i in order), dtype=dtype, device=device)
     return storage.permute(0, len(shape) - 1, *range(1, len(shape) - 1))
