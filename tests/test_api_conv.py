@@ -81,9 +81,9 @@ def test_repeated_calls_derive_the_problem_once(monkeypatch):
     derived, ran = [], []
 
     class FakeRegistry:
-        def run_conv(self, problem, first, second, **kwargs):
+        def dispatch_conv(self, problem, first, second, **kwargs):
             ran.append(problem)
-            return problem
+            return problem, None, False   # not remembered: every call takes the checked path
 
     real = api._conv_problem
 
@@ -106,3 +106,35 @@ def test_repeated_calls_derive_the_problem_once(monkeypatch):
     with pytest.raises(td.BadInput) as info:
         td.conv(x, w, padding=[1, 1], groups=3)
     assert info.value.field == "groups"
+
+
+def test_repeated_calls_go_straight_to_the_bound_launch(monkeypatch):
+    """A repeated argument signature reuses the remembered decision (no checks, no selection) on the new
+    tensors' data; a changed layout takes the checked path again (and fails there when it is bad), as does a
+    call after the default registries changed; `tune` is never remembered."""
+    from tiledispatch import api
+
+    checked = []
+    real = api._checked_conv
+    monkeypatch.setattr(api, "_checked_conv", lambda *args, **kwargs: checked.append(1) or real(*args, **kwargs))
+    monkeypatch.setattr(api, "_CONV_MEMO", {})
+    cl = torch.channels_last
+    x = torch.randn(1, 8, 5, 5, dtype=torch.float16).contiguous(memory_format=cl)
+    w = torch.randn(8, 1, 3, 3, dtype=torch.float16).contiguous(memory_format=cl)
+    td.conv(x, w, padding=1, groups=8)
+    x2 = torch.randn(1, 8, 5, 5, dtype=torch.float16).contiguous(memory_format=cl)
+    out = torch.full((1, 8, 5, 5), float("nan"), dtype=torch.float16).contiguous(memory_format=cl)
+    y = td.conv(x2, w, padding=1, groups=8)                       # remembered: new data, same layout
+    assert len(checked) == 1
+    ref = torch.nn.functional.conv2d(x2.double(), w.double(), padding=1, groups=8)
+    assert float((y.double() - ref).norm() / ref.norm()) < 2e-3
+    assert td.conv(x2, w, padding=1, groups=8, out=out) is out and len(checked) == 2   # out= is another signature
+    assert torch.equal(td.conv(x2, w, padding=1, groups=8, out=out), y) and len(checked) == 2
+    with pytest.raises(td.BadInput) as info:                     # not channels-last: checked, and refused
+        td.conv(x2.contiguous(), w, padding=1, groups=8)
+    assert info.value.field == "input" and len(checked) == 3
+    registry = next(iter(api._CONV_DEFAULTS.values()))
+    api._CONV_DEFAULTS.update({})                                # any change of the defaults: checked again
+    td.conv(x2, w, padding=1, groups=8)
+    assert len(checked) == 4 and registry in api._CONV_DEFAULTS.values()
+    assert api._conv_signature("fwd", x2, w, x2.shape, w.shape, 1, 1, 1, 8, None, None, None, "tune") is None

@@ -6,7 +6,8 @@ from typing import Any
 
 from tiledispatch.problems.gemm import Epilogue, GemmProblem
 from tiledispatch.registry.registry import Registry
-from tiledispatch.runtime.launcher import call_key, device_token, remember
+from tiledispatch.runtime.conv_execute import role_tuple
+from tiledispatch.runtime.launcher import call_key, device_token, interpret_switch, remember, tensor_key
 
 _LOCK = threading.Lock()
 
@@ -125,7 +126,7 @@ def _dispatch(key: tuple | None, hit: tuple | None, a: Any, b: Any, strategy: st
 
 
 # -- convolutions ------------------------------------------------------------------------------------------
-_CONV_DEFAULTS: dict[tuple, Registry] = {}
+_CONV_DEFAULTS: dict[tuple, Registry] = _Versioned()
 
 
 def _conv_defaults_key(problem: Any) -> tuple:
@@ -141,8 +142,12 @@ def default_conv_registry(problem: Any) -> Registry:
 
 
 # (direction, shapes, geometry, groups, torch dtype, bias?, activation) -> (ConvProblem, its default registry):
-# a repeated call skips deriving and checking the problem (the registry's own memo then skips the selection)
+# a call of a known geometry skips deriving and checking the problem (the registry's own memo then skips the
+# selection)
 _CONV_CALLS: dict[tuple, tuple] = {}
+# the whole argument signature (_conv_signature) -> (_CONV_DEFAULTS, its version, registry, Dispatch): a
+# repeated call goes straight to its bound launch
+_CONV_MEMO: dict[tuple, tuple] = {}
 
 
 def _frozen(value: Any) -> Any:
@@ -150,9 +155,43 @@ def _frozen(value: Any) -> Any:
     return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
+def _conv_signature(direction: str, first: Any, second: Any, x_shape: Any, w_shape: Any, stride: Any,
+                    padding: Any, dilation: Any, groups: int, bias: Any, activation: str | None, out: Any,
+                    strategy: str) -> tuple | None:
+    """td.conv*'s memo key: every argument a decision reads (tensors by shape, strides, dtype, device and
+    alignment), or None for `tune` and for arguments that cannot be keys (the checked path names the bad one)."""
+    if strategy == "tune":
+        return None
+    try:
+        key = (direction, tuple(x_shape), tuple(w_shape), _frozen(stride), _frozen(padding), _frozen(dilation),
+               groups, activation, strategy, tensor_key(first), tensor_key(second),
+               None if out is None else tensor_key(out), None if bias is None else tensor_key(bias),
+               interpret_switch(), device_token() if strategy == "auto" else None)
+        hash(key)
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        return None
+    return key
+
+
 def _run_conv(direction: str, first: Any, second: Any, x_shape: Any, w_shape: Any, stride: Any, padding: Any,
               dilation: Any, groups: int, *, bias: Any = None, activation: str | None = None, out: Any = None,
               strategy: str = "auto") -> Any:
+    signature = _conv_signature(direction, first, second, x_shape, w_shape, stride, padding, dilation, groups,
+                                bias, activation, out, strategy)
+    hit = _CONV_MEMO.get(signature) if signature is not None else None
+    if hit is not None:
+        defaults, version, registry, entry = hit
+        if defaults is _CONV_DEFAULTS and version == defaults.version and entry.valid(registry):
+            return entry.bound(*role_tuple(direction, first, second, out, bias))
+    return _checked_conv(signature, direction, first, second, x_shape, w_shape, stride, padding, dilation, groups,
+                         bias=bias, activation=activation, out=out, strategy=strategy)
+
+
+def _checked_conv(signature: tuple | None, direction: str, first: Any, second: Any, x_shape: Any, w_shape: Any,
+                  stride: Any, padding: Any, dilation: Any, groups: int, *, bias: Any, activation: str | None,
+                  out: Any, strategy: str) -> Any:
+    """td.conv* past a remembered decision: check the tensors, derive the problem (or find it by geometry),
+    dispatch on the default registry and remember the decision under `signature`."""
     from tiledispatch.errors import BadInput
 
     for field, t in (("first", first), ("second", second)):
@@ -175,7 +214,13 @@ def _run_conv(direction: str, first: Any, second: Any, x_shape: Any, w_shape: An
         if key is not None:
             remember(_CONV_CALLS, key, hit)
     problem, registry = hit
-    return registry.run_conv(problem, first, second, strategy=strategy, out=out, bias=bias)
+    defaults = _CONV_DEFAULTS
+    version = getattr(defaults, "version", None)
+    result, entry, remembered = registry.dispatch_conv(problem, first, second, strategy=strategy, out=out,
+                                                       bias=bias)
+    if signature is not None and remembered and version is not None:
+        remember(_CONV_MEMO, signature, (defaults, version, registry, entry))
+    return result
 
 
 def _conv_problem(direction: str, x_shape: Any, w_shape: Any, stride: Any, padding: Any, dilation: Any,

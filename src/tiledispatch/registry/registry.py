@@ -258,6 +258,13 @@ class Registry:
         return execute_conv(self, problem, first, second, strategy=strategy, out=out, bias=bias,
                             return_selection=return_selection)
 
+    def dispatch_conv(self, problem: ConvProblem, first: Any, second: Any, *, strategy: str, out: Any,
+                      bias: Any) -> tuple[Any, Dispatch, bool]:
+        """run_conv for td.conv*: (the written tensor, the decision, whether this registry remembered it)."""
+        from tiledispatch.runtime.conv_execute import dispatch_conv
+
+        return dispatch_conv(self, problem, first, second, strategy=strategy, out=out, bias=bias)
+
     def dispatch(self, key: tuple | None, entry: Dispatch | None, problem: GemmProblem | None, a: Any, b: Any,
                  strategy: str, fields: dict[str, Any]) -> tuple[Any, Dispatch]:
         """The paths of `run` other than a bound launch: a remembered padded selection runs on padded copies,
