@@ -155,6 +155,14 @@ def _frozen(value: Any) -> Any:
     return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
+def _geometry(direction: str, x_shape: Any, w_shape: Any, stride: Any, padding: Any, dilation: Any,
+              groups: int) -> tuple:
+    """The hashable part of a td.conv* call that fixes its problem's shape (TypeError: an unhashable argument)."""
+    key = (direction, tuple(x_shape), tuple(w_shape), _frozen(stride), _frozen(padding), _frozen(dilation), groups)
+    hash(key)
+    return key
+
+
 def _conv_signature(direction: str, first: Any, second: Any, x_shape: Any, w_shape: Any, stride: Any,
                     padding: Any, dilation: Any, groups: int, bias: Any, activation: str | None, out: Any,
                     strategy: str) -> tuple | None:
@@ -163,11 +171,10 @@ def _conv_signature(direction: str, first: Any, second: Any, x_shape: Any, w_sha
     if strategy == "tune":
         return None
     try:
-        key = (direction, tuple(x_shape), tuple(w_shape), _frozen(stride), _frozen(padding), _frozen(dilation),
-               groups, activation, strategy, tensor_key(first), tensor_key(second),
-               None if out is None else tensor_key(out), None if bias is None else tensor_key(bias),
-               interpret_switch(), device_token() if strategy == "auto" else None)
-        hash(key)
+        key = (_geometry(direction, x_shape, w_shape, stride, padding, dilation, groups), activation, strategy,
+               tensor_key(first), tensor_key(second), None if out is None else tensor_key(out),
+               None if bias is None else tensor_key(bias), interpret_switch(),
+               device_token() if strategy == "auto" else None)
     except (AttributeError, TypeError, ValueError, RuntimeError):
         return None
     return key
@@ -202,8 +209,8 @@ def _checked_conv(signature: tuple | None, direction: str, first: Any, second: A
     if first.device != second.device:
         raise BadInput(f"the tensors are on different devices ({first.device}, {second.device})", field="device")
     try:
-        key = (direction, tuple(x_shape), tuple(w_shape), _frozen(stride), _frozen(padding), _frozen(dilation),
-               groups, first.dtype, bias is not None, activation)
+        key = (_geometry(direction, x_shape, w_shape, stride, padding, dilation, groups), first.dtype,
+               bias is not None, activation)
         hit = _CONV_CALLS.get(key)
     except TypeError:   # an argument that cannot be a dict key: derive the problem (it names the bad field)
         key, hit = None, None
