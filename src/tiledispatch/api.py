@@ -244,7 +244,9 @@ def conv(x: Any, w: Any, bias: Any = None, stride: Any = 1, padding: Any = 0, di
          *, activation: str | None = None, out: Any = None, strategy: str = "auto") -> Any:
     """y = activation(conv(x, w) + bias): x (N, C, *spatial) and w (K, C/groups, *filter) channels-last
     (torch.channels_last / channels_last_3d; for 1-D a (N, L, C) tensor transposed to (N, C, L)); padding is
-    an int, one per dim, or a (left, right) pair per dim. Returns y (N, K, *out) channels-last."""
+    an int, one per dim, or a (left, right) pair per dim. Returns y (N, K, *out) channels-last. The first call
+    of an argument signature (as td.conv_bwd_data / td.conv_bwd_weight) checks, selects and binds; later calls
+    of the same signature reuse that decision."""
     return _run_conv("fwd", x, w, tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups, bias=bias,
                      activation=activation, out=out, strategy=strategy)
 
