@@ -27,6 +27,7 @@ MAX_WGRAD_ACC_PER_THREAD = 96        # direct bwd_weight: tap chunk x tile value
 DIRECT_KLOOPS = ("tap", "roll")      # direct: one tile per tap, or depthwise rows rolled (kernels/conv_roll.py)
 ROLL_SLOTS = 3                       # kloop 'roll': rolling accumulators (filter heights up to 3)
 ROW_TAPS = 3                         # igemm bwd_weight 'diagrow' / 'taprow': taps of a filter row unrolled (widths <= 3)
+KLOOP_OWNERS = {"roll": "direct", "im2col": "gemm"}   # kloops of one other family only
 ROW_KLOOPS = ("diagrow", "taprow")   # igemm bwd_weight: a filter row of taps per program, an accumulator each
 DIAG_KLOOPS = ("diag", "diagrow")    # igemm block-diagonal channel tiles (bwd_weight: rows and columns alike)
 ROLL_H_STRIDES = {"fwd": (1, 2), "bwd_data": (1,), "bwd_weight": (1, 2)}   # kloop 'roll': strides along H
@@ -67,10 +68,9 @@ def _align_errors(cfg: ConvConfig, errors: list[tuple[str, str]]) -> None:
 
 
 def _igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    if cfg.kloop in ("roll", "im2col"):
-        errors.append(("kloop", f"kloop {cfg.kloop!r} belongs to family "
-                                f"{'direct' if cfg.kloop == 'roll' else 'gemm'}; igemm walks 'tap', 'flat', 'diag', "
-                                "'diagrow' or 'taprow'"))
+    if cfg.kloop in KLOOP_OWNERS:
+        errors.append(("kloop", f"kloop {cfg.kloop!r} belongs to family {KLOOP_OWNERS[cfg.kloop]!r}; igemm walks "
+                                "'tap', 'flat', 'diag', 'diagrow' or 'taprow'"))
     if cfg.kloop in ROW_KLOOPS and cfg.direction != "bwd_weight":
         errors.append(("kloop", f"kloop {cfg.kloop!r} exists for direction 'bwd_weight' only, not {cfg.direction!r}"))
     if cfg.kloop == "taprow" and cfg.groups_per_program != 1:
