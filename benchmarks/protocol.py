@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from tiledispatch.bench.timer import quantile
+from tiledispatch.bench.timer import FLUSH_MB, quantile
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,7 +22,7 @@ class Protocol:
     min_samples: int = 10
     min_total_ms: float = 20.0    # keep sampling until this much summed sample time ...
     max_samples: int = 200        # ... or this many samples
-    flush_mb: int = 256           # L2 flush: zero_() a buffer this large before every timed call
+    flush_mb: int = FLUSH_MB      # L2 flush: zero_() a buffer this large before every timed call
     screen_ratio: float = 1.3     # a plan whose warm-up estimate is this much slower than the best so far ...
     screen_samples: int = 3       # ... only gets this many samples (it cannot win; marked `screened`)
 
