@@ -29,6 +29,8 @@ GOLDEN = {
                                       activation="relu", bias="col"),
     "tma_persistent_split": td.parse_name("gemm-tma_persistent-rcr-bf16-bf16-fp32-256x128x64-w8-s3-g8-k4-e1-a16-"
                                           "gelu-bcol-d0-c0"),
+    # fp8: each K block's dot is promoted into the fp32 accumulator by an FMA outside the dot (scales at the end)
+    "fp8_tiled": td.parse_name("gemm-tiled-rcr-fp8e4m3-bf16-fp32-64x128x128-w4-s4-g8-k1-e1-a16-none-bnone-d0-c0"),
     "int8_tiled": td.GemmConfig(family="tiled", layout="ccr", dtype="int8", block_m=64, block_n=128, block_k=64,
                                 num_warps=4, num_stages=3, align=1, activation="relu", bias="col", num_d=1),
     # convolution: one instance per family and direction (preset rows), including the entries a launch picks

@@ -25,7 +25,7 @@ MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas sp
 MAX_GRID_Y = 65535           # CUDA limit on grid dims 1 and 2 (batch, split)
 SUBTILES = (1, 2)
 WS_WARPS = 4                 # Triton 3.6 on sm_90 warp-specializes only kernels compiled with 4 warps
-FP8_MAX_BLOCK_K = 128        # fp8 dots promote to fp32 once per K block (max_num_imprecise_acc = block_k)
+FP8_MAX_BLOCK_K = 128        # fp8 dots promote to fp32 once per K block (kernels/gemm_common.dot_line)
 SPLIT_FAMILIES = ("splitk", "tma_persistent")   # split_k > 1: K split over programs, a reduce runs the epilogue
 
 
