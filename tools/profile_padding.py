@@ -32,8 +32,9 @@ def event_us(fn, reps: int = 50) -> float:
     return start.elapsed_time(end) * 1e3 / reps
 
 
-def kernels_of(fn, reps: int = 20) -> list[tuple[str, float]]:
-    """(kernel name, mean device µs per call) of the CUDA kernels that one call of fn launches."""
+def kernels_of(fn, reps: int = 20, width: int | None = 70) -> list[tuple[str, float]]:
+    """(kernel name, cut to `width` characters, mean device µs per call) of the CUDA kernels that one call of fn
+    launches."""
     fn()
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -43,7 +44,7 @@ def kernels_of(fn, reps: int = 20) -> list[tuple[str, float]]:
     totals: dict[str, float] = collections.defaultdict(float)
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
-            totals[event.name[:70]] += event.device_time / reps
+            totals[event.name[:width]] += event.device_time / reps
     return sorted(totals.items(), key=lambda kv: -kv[1])
 
 

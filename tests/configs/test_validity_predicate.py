@@ -36,7 +36,7 @@ def test_base_config_is_valid():
 @pytest.mark.parametrize("change, field", [
     ({"block_m": 48}, "block_m"), ({"block_n": 512}, "block_n"), ({"block_n": 0}, "block_n"),
     ({"block_k": 8}, "block_k"), ({"block_k": 24}, "block_k"), ({"num_warps": 3}, "num_warps"),
-    ({"num_stages": 0}, "num_stages"), ({"num_stages": 7}, "num_stages"), ({"group_m": 3}, "group_m"),
+    ({"num_stages": 0}, "num_stages"), ({"num_stages": 9}, "num_stages"), ({"group_m": 3}, "group_m"),
     ({"align": 2}, "align"), ({"layout": "rcc"}, "layout"), ({"activation": "swish"}, "activation"),
     ({"bias": "both"}, "bias"), ({"num_d": 3}, "num_d"), ({"with_c": 2}, "with_c"),
     ({"out_dtype": "int32"}, "out_dtype"), ({"acc_dtype": "fp16"}, "acc_dtype"), ({"dtype": "fp64"}, "dtype"),
@@ -179,10 +179,19 @@ def test_grid_limit_on_batch_times_split():
     assert gemm_problem_mismatch(cfg, td.GemmProblem(16, 16, 16, batch=1024, dtype="fp16")).startswith("batch:")
 
 
+def test_deep_pipelines_are_valid_while_their_stages_fit_in_shared_memory():
+    """Up to 16 stages (small tiles of the memory-bound shapes); shared memory bounds the depth of larger ones."""
+    small = dataclasses.replace(BASE, block_m=64, block_n=32, block_k=128, num_stages=8)
+    assert not gemm_config_errors(small, H100)
+    assert fields_of(dataclasses.replace(small, block_n=128, num_stages=16)) == {"num_stages"}
+    assert fields_of(dataclasses.replace(small, num_stages=9)) == {"num_stages"}   # not among the depths offered
+
+
 def test_tma_family_rules_name_their_field():
     """What Triton 3.6 on sm_90 can and cannot do with the TMA families, each refused by field."""
     ws = td.GemmConfig("tma_ws", "rcr", "bf16", block_m=128, block_n=128, block_k=64, num_warps=4)
     assert not gemm_config_errors(ws, H100)
+    assert not gemm_config_errors(dataclasses.replace(ws, num_stages=4), H100)
     cases = [
         (dataclasses.replace(ws, num_warps=8), "num_warps"),           # warp specialization needs 4 warps
         (dataclasses.replace(ws, with_c=True), "with_c"),               # wrong results reading C
@@ -191,6 +200,7 @@ def test_tma_family_rules_name_their_field():
         (dataclasses.replace(ws, block_m=64, block_n=256), "block_n"),  # the compile fails
         (dataclasses.replace(ws, align=1), "align"),                    # descriptors need 16-byte strides
         (dataclasses.replace(ws, subtile=2), "subtile"),                # subtiling is tma_persistent's
+        (dataclasses.replace(ws, block_n=64, num_stages=8), "num_stages"),  # wrong results past 4 stages
         (dataclasses.replace(ws, family="tma_persistent", num_warps=8, dtype="fp8e4m3", layout="rrr"), "layout"),
     ]
     for cfg, field in cases:

@@ -16,10 +16,11 @@ from tiledispatch.problems.gemm import ACTIVATIONS, BIAS_MODES, LAYOUTS, MAX_D, 
 BLOCK_MN = (16, 32, 64, 128, 256)
 BLOCK_K = (16, 32, 64, 128, 256)
 WARPS = (1, 2, 4, 8, 16)
-STAGES = (1, 2, 3, 4, 5, 6)
+STAGES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16)   # deep pipelines suit small tiles (shared memory permitting)
 GROUP_M = (1, 2, 4, 8, 16)
 SPLIT_K = (2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256)   # > 64: family splitk only (its folded reduce)
 MAX_TMA_SPLIT_K = 64
+MAX_WS_STAGES = 4              # the deepest tma_ws pipeline measured correct (benchmarks/results/profiles)
 ALIGNS = (1, 4, 8, 16)   # bytes of alignment (pointers, leading dimensions, unit-stride sizes) a kernel assumes
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
 MAX_GRID_Y = 65535           # CUDA limit on grid dims 1 and 2 (batch, split)
@@ -118,6 +119,10 @@ def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]
         field = "with_c" if cfg.with_c else ("num_d" if cfg.num_d else "bias")
         errors.append((field, "tma_ws epilogues read nothing indexed by output rows (C, D, a row bias): Triton "
                               "3.6's warp-specialized code computed wrong results for them on H200"))
+    if cfg.family == "tma_ws" and cfg.num_stages > MAX_WS_STAGES:
+        errors.append(("num_stages", f"Triton 3.6's warp-specialized pipeline computed wrong results on H200 with "
+                                     f"6 and 8 stages (128x64 and 128x128 tiles, every shape tried); tma_ws needs "
+                                     f"num_stages <= {MAX_WS_STAGES}, got {cfg.num_stages}"))
     if cfg.family == "tma_ws" and cfg.block_m < 128 and cfg.block_n > 128:
         errors.append(("block_n", f"Triton 3.6 cannot split a {cfg.block_m}x{cfg.block_n} tile between the two "
                                   f"consumer warp groups of tma_ws (compile fails); use block_n <= 128 or "
