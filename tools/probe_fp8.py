@@ -19,6 +19,8 @@ import argparse
 import json
 import re
 import sys
+import tempfile
+from pathlib import Path
 
 import triton
 import triton.language as tl
@@ -66,6 +68,9 @@ def fp8_probe_kernel(a_ptr, b_ptr, c_ptr, M, N, K, one,
         c_desc.store([off_m, off_n], acc.to(tl.bfloat16))
 
 
+# what a form that Triton 3.6 cannot build raises: a failed MLIR pass (RuntimeError), a front-end error, too
+# little shared memory or too many registers
+FORM_FAILURES = (RuntimeError, triton.CompilationError, triton.OutOfResources)
 MODES = {"fast": 0, "block": 1, "fma": 2, "lagged": 3}
 TILES = [(128, 128, 128, 8, 4, False), (128, 256, 128, 8, 3, False), (128, 128, 128, 4, 4, True),
          (128, 256, 128, 4, 3, True), (64, 256, 128, 4, 4, False), (128, 128, 128, 8, 5, False)]
@@ -77,6 +82,7 @@ def signature() -> dict:
 
 
 def inspect() -> None:
+    from inspect_kernel import sass   # tools/ is the script's directory
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -88,9 +94,13 @@ def inspect() -> None:
             src = ASTSource(fp8_probe_kernel, signature(), consts)
             try:
                 kern = triton.compile(src, target=target, options={"num_warps": warps, "num_stages": stages})
-            except Exception as err:  # noqa: BLE001 - a probe reports every form's failure and goes on
+            except FORM_FAILURES as err:   # a form Triton cannot compile is reported; the probe goes on
                 print(f"{mode:7s} {bm}x{bn}x{bk} w{warps} s{stages} ws={ws}: compile failed: {str(err)[:200]}")
                 continue
+            with tempfile.TemporaryDirectory() as tmp:   # ptxas's own waits show in the SASS only
+                cubin = Path(tmp) / "k.cubin"
+                cubin.write_bytes(kern.asm["cubin"])
+                sass_waits = len(re.findall(r"WARPGROUP\.DEPBAR", sass(cubin)))
             ttgir = kern.asm["ttgir"]
             ptx = kern.asm["ptx"]
             waits = re.findall(r"wgmma.wait_group.sync.aligned (\d+)", ptx)
@@ -98,7 +108,7 @@ def inspect() -> None:
             dot_waits = re.findall(r"warp_group_dot_wait .*?pendings = (\d+)", ttgir)
             print(f"{mode:7s} {bm}x{bn}x{bk} w{warps} s{stages} ws={ws}: smem {kern.metadata.shared} "
                   f"wgmma {len(re.findall('wgmma.mma_async', ptx))} ptx waits {waits} "
-                  f"ttgir async dots {asyncs} dot_wait pendings {dot_waits}")
+                  f"ttgir async dots {asyncs} dot_wait pendings {dot_waits}, SASS warpgroup waits {sass_waits}")
 
 
 def main() -> None:
@@ -153,7 +163,7 @@ def run(shapes: list[str], out: str | None) -> None:
                 try:
                     err = ((fn().double() - ref).norm() / ref.norm()).item()
                     t = timer.time_ms(fn).ms
-                except Exception as exc:  # noqa: BLE001 - a probe records every form's failure and goes on
+                except FORM_FAILURES as exc:   # a form Triton cannot compile or fit is recorded; the probe goes on
                     row[label] = {"error": str(exc)[:200]}
                     print(f"{shape} {label}: failed {str(exc)[:200]}", flush=True)
                     continue
