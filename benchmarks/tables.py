@@ -106,7 +106,7 @@ def dispatch_overhead_section(path: Path) -> str:
     lines = [f"## Dispatch overhead ({path.name})", "",
              (f"{data['gpu']} (host {data['host_cpu']}), tiledispatch {data['tiledispatch']}, triton "
               f"{data['triton']}, torch {data['torch']}, CUDA {data['cuda']}, {data['date']}."),
-             f"Protocol: {data['protocol']}", "",
+             f"Protocol: {data['protocol']}", *_notes(data), "",
              ("µs per call: `direct` = CompiledKernel.run with prebuilt arguments, `kernel_run` = Kernel.run(out=), "
               "`registry_run` = Registry.run (rules), `td_gemm` = td.gemm(out=), `graph_replay` = Kernel.run in a "
               f"CUDA graph, `kernel_run_alloc` = Kernel.run allocating out. Limit: {data['limit_us']:g} µs over "
