@@ -217,7 +217,7 @@ def smoke_environment() -> SimpleNamespace:
     from tiledispatch.runtime import launcher
 
     runtime = SimpleNamespace(get_device=lambda: 0, raw_stream=lambda index: 0, is_initialized=lambda: True,
-                              device=lambda index: contextlib.nullcontext())
+                              device=lambda index: contextlib.nullcontext(), is_capturing=lambda: False)
     noop = SimpleNamespace(run=lambda *args: None, function=0, packed_metadata=(),
                            metadata=SimpleNamespace(global_scratch_size=0))
     launcher._RUNTIME = runtime

@@ -1,6 +1,6 @@
 """The compiled-kernel branch of the launcher, on CPU: CPU tensors are routed through the CUDA code path with
 fake compiled kernels (recording CompiledKernel.run calls) and a fake CUDA runtime (current device, raw
-stream, device switch). Checks the argument order per call, fresh outputs and workspaces per call, the device
+stream, device switch). Checks the argument order per call, fresh outputs per call, kept small workspaces, the device
 switch, the global-scratch allocator and the per-device SM count cache."""
 from __future__ import annotations
 
@@ -44,6 +44,11 @@ class FakeRuntime:
 
     def is_initialized(self) -> bool:
         return True
+
+    capturing = False
+
+    def is_capturing(self) -> bool:
+        return self.capturing
 
 
 class FakeCompiled:
@@ -102,8 +107,8 @@ def test_each_call_passes_its_own_tensors_in_spec_order(build_registry, fake_cud
     assert len(launches) == 3 and len(kernel._run_memo) == 1
 
 
-def test_outputs_and_workspaces_are_fresh_per_call(build_registry, fake_cuda):
-    _, launches, _ = fake_cuda
+def test_outputs_are_fresh_per_call_and_small_workspaces_kept_per_stream_and_thread(build_registry, fake_cuda):
+    runtime, launches, _ = fake_cuda
     kernel = build_registry([SPLITK_A16]).get(SPLITK_A16.name)
     a, b = matrix(32, 64, dtype="fp16"), matrix(64, 32, letter="c", dtype="fp16")
     outs = [kernel.run(a, b) for _ in range(2)]
@@ -112,11 +117,32 @@ def test_outputs_and_workspaces_are_fresh_per_call(build_registry, fake_cuda):
     spec = kernel._launchers_or_raise()[0].spec
     ws = spec.arg_names().index("ws_ptr")
     assert partial1.args[ws] is reduce1.args[0] and partial2.args[ws] is reduce2.args[0]
-    assert partial1.args[ws] is not partial2.args[ws]
+    assert partial1.args[ws] is partial2.args[ws]          # 8 KB: kept for this stream and thread
     assert partial1.args[ws].numel() == 2 * 32 * 32 and partial1.args[ws].dtype == torch.float32
+    other = threading.Thread(target=kernel.run, args=(a, b))
+    other.start()
+    other.join()
+    assert launches[-2].args[ws] is not partial1.args[ws]  # another thread: its own (launch pairs may interleave)
+    runtime.capturing = True
+    kernel.run(a, b)
+    assert launches[-2].args[ws] is not partial1.args[ws]  # under graph capture: the graph's own
+    runtime.capturing = False
+    kernel.run(a, b)
+    assert launches[-2].args[ws] is partial1.args[ws]
     for call, out in ((partial2, outs[1]), (reduce2, outs[1])):
         entry = 0 if call is partial2 else 1
         assert same(call.args, expected_args(kernel, GemmArgs(a, b, out), entry, call.args[ws if entry == 0 else 0]))
+
+
+def test_workspaces_above_the_kept_size_are_fresh_per_call(build_registry, fake_cuda, monkeypatch):
+    _, launches, _ = fake_cuda
+    monkeypatch.setattr(launcher, "KEPT_WORKSPACE_BYTES", 1024)   # the 8 KB workspace below is larger
+    kernel = build_registry([SPLITK_A16]).get(SPLITK_A16.name)
+    a, b = matrix(32, 64, dtype="fp16"), matrix(64, 32, letter="c", dtype="fp16")
+    kernel.run(a, b)
+    kernel.run(a, b)
+    ws = kernel._launchers_or_raise()[0].spec.arg_names().index("ws_ptr")
+    assert launches[0].args[ws] is not launches[2].args[ws] and launches[2].args[ws] is launches[3].args[0]
 
 
 def test_a_device_switch_only_when_the_current_device_differs(build_registry, fake_cuda):
@@ -221,3 +247,4 @@ def test_scratch_honours_a_larger_alignment(cpu_scratch):
     _, alloc = cpu_scratch
     alloc(256, 16, 5)
     assert alloc(256, 4096, 5).data_ptr() % 4096 == 0
+

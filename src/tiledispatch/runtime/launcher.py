@@ -96,6 +96,8 @@ class CudaRuntime:
         self.raw_stream = raw or (lambda index: torch.cuda.current_stream(index).cuda_stream)
         self.device = torch.cuda.device
         self.is_initialized = torch.cuda.is_initialized
+        self.is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing",
+                                    torch.cuda.is_current_stream_capturing)
 
 
 _RUNTIME: CudaRuntime | None = None
@@ -324,9 +326,21 @@ class _InterpretedEntry:
 
 
 # -- bound launches ------------------------------------------------------------------------------------
+# Workspaces of at most this many bytes (all of a launch's together) are allocated once per (CUDA stream, host
+# thread) and kept by the bound launch: allocating them cost a few us of host time per call on the H200's host,
+# as much as a split-K GEMV's kernels take. One thread's calls on one stream run in order, so they share them
+# safely (a buffer per thread: two threads' launch pairs may interleave on a stream); a call under CUDA-graph
+# capture allocates its own (in the graph's private pool), so a replay never shares a buffer with eager calls.
+# Larger workspaces are allocated per call (cheap beside their kernels, and nothing large stays held).
+KEPT_WORKSPACE_BYTES = 4 << 20
+KEPT_WORKSPACE_KEYS = 16      # (stream, thread) pairs kept per bound launch; beyond that the oldest go
+_KEPT_LOCK = threading.Lock()
+
+
 class BoundLaunch:
     """Every launch of an instance for one argument signature. Call it with the tensors and scalars of a
-    call of that signature; it allocates the output (when out is None) and workspaces, and launches."""
+    call of that signature; it allocates the output (when out is None) and workspaces (small ones are kept per
+    stream, see KEPT_WORKSPACE_BYTES), and launches."""
 
     def __init__(self, entries: list, device: Any, device_index: int | None, out_shape: tuple[int, ...],
                  out_dtype: Any, workspaces: tuple[tuple[int, Any], ...], integral: bool, reusable: bool) -> None:
@@ -338,6 +352,10 @@ class BoundLaunch:
         self.rt = rt
         self.get_device = rt.get_device if rt is not None else (lambda: None)
         self.raw_stream = rt.raw_stream if rt is not None else (lambda index: 0)
+        self.capturing = rt.is_capturing if rt is not None else (lambda: False)
+        size = sum(n * _import_torch().empty((), dtype=dtype).element_size() for n, dtype in workspaces)
+        self.keep = bool(workspaces) and size <= KEPT_WORKSPACE_BYTES
+        self.kept: dict[tuple[int, int], tuple[Any, ...]] = {}   # (raw stream, thread) -> its workspaces
 
     def __call__(self, a: Any, b: Any, out: Any, c: Any, bias: Any, d: Any, alpha: Any, beta: Any,
                  scale_a: Any = None, scale_b: Any = None) -> Any:
@@ -347,18 +365,33 @@ class BoundLaunch:
             out = self.empty(self.out_shape, dtype=self.out_dtype, device=self.device)
         dyn = (a, b, out, c, bias, alpha, beta, scale_a, scale_b, *d) if d else (a, b, out, c, bias, alpha, beta,
                                                                                 scale_a, scale_b)
-        if self.workspaces:
-            dyn += tuple(self.empty(n, dtype=dtype, device=self.device) for n, dtype in self.workspaces)
         if self.get_device() == self.index:   # the device is current (always on the interpreter)
-            stream = self.raw_stream(self.index)
-            for entry in self.entries:
-                entry.fire(dyn, stream)
+            self._fire(dyn, self.raw_stream(self.index))
         else:
             with self.rt.device(self.index):
-                stream = self.raw_stream(self.index)
-                for entry in self.entries:
-                    entry.fire(dyn, stream)
+                self._fire(dyn, self.raw_stream(self.index))
         return out
+
+    def _fire(self, dyn: tuple, stream: int) -> None:
+        if self.workspaces:
+            dyn += self._workspaces(stream)
+        for entry in self.entries:
+            entry.fire(dyn, stream)
+
+    def _workspaces(self, stream: int) -> tuple[Any, ...]:
+        if not self.keep or self.capturing():
+            return self._allocate()
+        key = (stream, threading.get_ident())
+        kept = self.kept.get(key)
+        if kept is None:
+            with _KEPT_LOCK:
+                while len(self.kept) >= KEPT_WORKSPACE_KEYS:
+                    self.kept.pop(next(iter(self.kept)))
+                kept = self.kept[key] = self._allocate()
+        return kept
+
+    def _allocate(self) -> tuple[Any, ...]:
+        return tuple(self.empty(n, dtype=dtype, device=self.device) for n, dtype in self.workspaces)
 
 
 def bind(launchers: list[EntryLauncher], plan: LaunchPlan, args: Any, sizes: tuple[int, int, int],
