@@ -14,8 +14,8 @@ from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.registry.kernel import Kernel, Support, _check_device_arch, _sm_count
 from tiledispatch.runtime.conv_args import (ConvArgs, check_args, conv_values, empty_channels_last, shapes,
                                             tensor_align)
-from tiledispatch.runtime.launcher import (WorkspaceSlot, cuda_runtime, interpret_switch, remember, tensor_key,
-                                           uses_interpreter)
+from tiledispatch.runtime.launcher import (Workspaces, WorkspaceSlot, cuda_runtime, interpret_switch, remember,
+                                           tensor_key, uses_interpreter)
 
 _ROLES = ("x", "w", "y")
 
@@ -91,28 +91,30 @@ class ConvBound:
 
     def __init__(self, entries: list, device: Any, index: int | None, out_slot: int, out_shape: tuple[int, ...],
                  out_dtype: Any, workspaces: tuple[tuple[int, Any], ...], reusable: bool) -> None:
-        import torch
-
         self.entries, self.device, self.index, self.out_slot = tuple(entries), device, index, out_slot
         self.out_shape, self.out_dtype, self.workspaces, self.reusable = out_shape, out_dtype, workspaces, reusable
-        self.empty = torch.empty
         self.rt = cuda_runtime() if index is not None else None
+        self.take_workspaces = Workspaces(workspaces, device, self.rt)
 
     def __call__(self, x: Any, w: Any, y: Any, bias: Any) -> Any:
         dyn = [x, w, y, bias]
         if dyn[self.out_slot] is None:
             dyn[self.out_slot] = empty_channels_last(self.out_shape, self.out_dtype, self.device)
-        dyn += [self.empty(n, dtype=dtype, device=self.device) for n, dtype in self.workspaces]
         packed = tuple(dyn)
         if self.rt is None:
-            for entry in self.entries:
-                entry.fire(packed, 0)
+            self._fire(packed, 0)
+        elif self.rt.get_device() == self.index:   # no device switch when the device is current
+            self._fire(packed, self.rt.raw_stream(self.index))
         else:
             with self.rt.device(self.index):
-                stream = self.rt.raw_stream(self.index)
-                for entry in self.entries:
-                    entry.fire(packed, stream)
+                self._fire(packed, self.rt.raw_stream(self.index))
         return packed[self.out_slot]
+
+    def _fire(self, packed: tuple, stream: int) -> None:
+        if self.workspaces:
+            packed += self.take_workspaces(stream)
+        for entry in self.entries:
+            entry.fire(packed, stream)
 
 
 def prepare(problem: ConvProblem, args: ConvArgs) -> ConvProblem:

@@ -337,10 +337,38 @@ KEPT_WORKSPACE_KEYS = 16      # (stream, thread) pairs kept per bound launch; be
 _KEPT_LOCK = threading.Lock()
 
 
+class Workspaces:
+    """The workspace tensors of a bound launch, (elements, torch dtype) each: called with the raw stream of a
+    launch, returns them (kept per stream and thread when small, see KEPT_WORKSPACE_BYTES; else fresh)."""
+
+    def __init__(self, shapes: tuple[tuple[int, Any], ...], device: Any, rt: Any) -> None:
+        torch = _import_torch()
+        self.shapes, self.device, self.empty = shapes, device, torch.empty
+        self.capturing = rt.is_capturing if rt is not None else (lambda: False)
+        size = sum(n * torch.empty((), dtype=dtype).element_size() for n, dtype in shapes)
+        self.keep = bool(shapes) and size <= KEPT_WORKSPACE_BYTES
+        self.kept: dict[tuple[int, int], tuple[Any, ...]] = {}   # (raw stream, thread) -> its workspaces
+
+    def __call__(self, stream: int) -> tuple[Any, ...]:
+        if not self.keep or self.capturing():
+            return self._allocate()
+        key = (stream, threading.get_ident())
+        kept = self.kept.get(key)
+        if kept is None:
+            with _KEPT_LOCK:
+                while len(self.kept) >= KEPT_WORKSPACE_KEYS:
+                    self.kept.pop(next(iter(self.kept)))
+                kept = self.kept[key] = self._allocate()
+        return kept
+
+    def _allocate(self) -> tuple[Any, ...]:
+        return tuple(self.empty(n, dtype=dtype, device=self.device) for n, dtype in self.shapes)
+
+
 class BoundLaunch:
     """Every launch of an instance for one argument signature. Call it with the tensors and scalars of a
-    call of that signature; it allocates the output (when out is None) and workspaces (small ones are kept per
-    stream, see KEPT_WORKSPACE_BYTES), and launches."""
+    call of that signature; it allocates the output (when out is None) and takes its workspaces (Workspaces),
+    and launches."""
 
     def __init__(self, entries: list, device: Any, device_index: int | None, out_shape: tuple[int, ...],
                  out_dtype: Any, workspaces: tuple[tuple[int, Any], ...], integral: bool, reusable: bool) -> None:
@@ -352,10 +380,7 @@ class BoundLaunch:
         self.rt = rt
         self.get_device = rt.get_device if rt is not None else (lambda: None)
         self.raw_stream = rt.raw_stream if rt is not None else (lambda index: 0)
-        self.capturing = rt.is_capturing if rt is not None else (lambda: False)
-        size = sum(n * _import_torch().empty((), dtype=dtype).element_size() for n, dtype in workspaces)
-        self.keep = bool(workspaces) and size <= KEPT_WORKSPACE_BYTES
-        self.kept: dict[tuple[int, int], tuple[Any, ...]] = {}   # (raw stream, thread) -> its workspaces
+        self.take_workspaces = Workspaces(workspaces, device, rt)
 
     def __call__(self, a: Any, b: Any, out: Any, c: Any, bias: Any, d: Any, alpha: Any, beta: Any,
                  scale_a: Any = None, scale_b: Any = None) -> Any:
@@ -374,24 +399,9 @@ class BoundLaunch:
 
     def _fire(self, dyn: tuple, stream: int) -> None:
         if self.workspaces:
-            dyn += self._workspaces(stream)
+            dyn += self.take_workspaces(stream)
         for entry in self.entries:
             entry.fire(dyn, stream)
-
-    def _workspaces(self, stream: int) -> tuple[Any, ...]:
-        if not self.keep or self.capturing():
-            return self._allocate()
-        key = (stream, threading.get_ident())
-        kept = self.kept.get(key)
-        if kept is None:
-            with _KEPT_LOCK:
-                while len(self.kept) >= KEPT_WORKSPACE_KEYS:
-                    self.kept.pop(next(iter(self.kept)))
-                kept = self.kept[key] = self._allocate()
-        return kept
-
-    def _allocate(self) -> tuple[Any, ...]:
-        return tuple(self.empty(n, dtype=dtype, device=self.device) for n, dtype in self.workspaces)
 
 
 def bind(launchers: list[EntryLauncher], plan: LaunchPlan, args: Any, sizes: tuple[int, int, int],
