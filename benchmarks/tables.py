@@ -128,7 +128,7 @@ def conv_overhead_section(path: Path) -> str:
     lines = [f"## Convolution dispatch overhead ({path.name})", "",
              (f"{data['gpu']} (host {data['host_cpu']}), tiledispatch {data['tiledispatch']}, triton "
               f"{data['triton']}, torch {data['torch']}, CUDA {data['cuda']}, {data['date']}."),
-             f"Protocol: {data['protocol']}", "",
+             f"Protocol: {data['protocol']}", *_notes(data), "",
              ("µs per call: `bound` = the selected instance's bound launch (ConvBound), `kernel_launch` = "
               "Kernel.launch, `td_api` = td.conv / conv_bwd_data / conv_bwd_weight (out=), `torch` = the cuDNN "
               "call of benchmarks/conv.py; issue = the loop alone (host time)."), "",
