@@ -11,8 +11,9 @@ from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
 from tiledispatch.kernels import conv_igemm
 from tiledispatch.kernels.conv_common import phase_rows
-from tiledispatch.registry.conv_kernel import ConvBound, prepare
+from tiledispatch.registry.conv_kernel import prepare
 from tiledispatch.runtime.conv_reference import make_conv_args, validate_conv
+from tiledispatch.runtime.launcher import Workspaces
 
 DIRECTIONS = ("fwd", "bwd_data")
 SMALL = {"family": "igemm", "block_m": 32, "block_n": 16, "block_k": 16, "num_warps": 4, "num_stages": 2}
@@ -164,20 +165,14 @@ def bounds_checked(monkeypatch):
         assert inside.all(), f"{int((~inside).sum())} unmasked accesses outside every tensor"
 
     load, store = builder.create_masked_load, builder.create_masked_store
-    call = ConvBound.__call__
+    take = Workspaces.__call__
 
-    def allocate(*args, **kwargs):   # workspaces the launch allocates are legal targets too
-        import torch
+    def recording_take(self, stream):   # the launch's workspaces (fresh or kept from a call before) are legal too
+        tensors = take(self, stream)
+        ranges.extend((t.data_ptr(), t.data_ptr() + t.untyped_storage().nbytes()) for t in tensors)
+        return tensors
 
-        out = torch.empty(*args, **kwargs)
-        ranges.append((out.data_ptr(), out.data_ptr() + out.untyped_storage().nbytes()))
-        return out
-
-    def recording_call(self, *args):
-        self.empty = allocate
-        return call(self, *args)
-
-    monkeypatch.setattr(ConvBound, "__call__", recording_call)
+    monkeypatch.setattr(Workspaces, "__call__", recording_take)
     monkeypatch.setattr(builder, "create_masked_load",
                         lambda self, ptrs, mask, *rest: (check(ptrs, mask), load(self, ptrs, mask, *rest))[1])
     monkeypatch.setattr(builder, "create_masked_store",
