@@ -11,6 +11,7 @@ import json
 import torch
 import triton
 import triton.language as tl
+from profile_padding import event_us   # tools/ is the script's directory
 
 
 @triton.jit
@@ -21,18 +22,6 @@ def pad_copy_kernel(src, dst, rows, cols, src_ld, dst_ld, BR: tl.constexpr, BC: 
     r64 = r.to(tl.int64)
     vals = tl.load(src + r64[:, None] * src_ld + c[None, :], mask=mask)
     tl.store(dst + r64[:, None] * dst_ld + c[None, :], vals, mask=mask)
-
-
-def event_us(fn, reps: int = 200) -> float:
-    for _ in range(10):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1e3 / reps
 
 
 def main() -> None:
@@ -64,7 +53,7 @@ def main() -> None:
         for name, fn in variants.items():
             fn()
             torch.cuda.synchronize()
-            us = event_us(fn)
+            us = event_us(fn, reps=200, warmup=10)
             ok = bool(torch.equal(buf[:, :cols].view(torch.uint8), s8)) if name not in ("cat_u8", "copy_back_bf16") else True
             row[name] = {"us": us, "gbps": 2 * rows * cols / us / 1e3, "ok": ok}
             print(f"{shape:10s} {name:16s} {us:7.1f} us {2 * rows * cols / us / 1e3:7.0f} GB/s ok={ok}", flush=True)

@@ -14,7 +14,7 @@ from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.registry.kernel import Kernel, Support, _check_device_arch, _sm_count
 from tiledispatch.runtime.conv_args import (ConvArgs, check_args, conv_values, empty_channels_last, shapes,
                                             tensor_align)
-from tiledispatch.runtime.launcher import (Workspaces, WorkspaceSlot, cuda_runtime, interpret_switch, remember,
+from tiledispatch.runtime.launcher import (EntryLaunches, WorkspaceSlot, cuda_runtime, interpret_switch, remember,
                                            tensor_key, uses_interpreter)
 
 _ROLES = ("x", "w", "y")
@@ -86,35 +86,21 @@ class ConvKernel(Kernel):
                          workspaces, all(ok for _, ok in bound))
 
 
-class ConvBound:
+class ConvBound(EntryLaunches):
     """Every launch of a conv instance for one argument signature: call it with (x, w, y, bias)."""
 
     def __init__(self, entries: list, device: Any, index: int | None, out_slot: int, out_shape: tuple[int, ...],
                  out_dtype: Any, workspaces: tuple[tuple[int, Any], ...], reusable: bool) -> None:
-        self.entries, self.device, self.index, self.out_slot = tuple(entries), device, index, out_slot
-        self.out_shape, self.out_dtype, self.workspaces, self.reusable = out_shape, out_dtype, workspaces, reusable
-        self.rt = cuda_runtime() if index is not None else None
-        self.take_workspaces = Workspaces(workspaces, device, self.rt)
+        super().__init__(entries, device, index, workspaces)
+        self.out_slot, self.out_shape, self.out_dtype, self.reusable = out_slot, out_shape, out_dtype, reusable
 
     def __call__(self, x: Any, w: Any, y: Any, bias: Any) -> Any:
         dyn = [x, w, y, bias]
         if dyn[self.out_slot] is None:
             dyn[self.out_slot] = empty_channels_last(self.out_shape, self.out_dtype, self.device)
         packed = tuple(dyn)
-        if self.rt is None:
-            self._fire(packed, 0)
-        elif self.rt.get_device() == self.index:   # no device switch when the device is current
-            self._fire(packed, self.rt.raw_stream(self.index))
-        else:
-            with self.rt.device(self.index):
-                self._fire(packed, self.rt.raw_stream(self.index))
+        self.launch(packed)
         return packed[self.out_slot]
-
-    def _fire(self, packed: tuple, stream: int) -> None:
-        if self.workspaces:
-            packed += self.take_workspaces(stream)
-        for entry in self.entries:
-            entry.fire(packed, stream)
 
 
 def prepare(problem: ConvProblem, args: ConvArgs) -> ConvProblem:

@@ -365,22 +365,44 @@ class Workspaces:
         return tuple(self.empty(n, dtype=dtype, device=self.device) for n, dtype in self.shapes)
 
 
-class BoundLaunch:
-    """Every launch of an instance for one argument signature. Call it with the tensors and scalars of a
-    call of that signature; it allocates the output (when out is None) and takes its workspaces (Workspaces),
-    and launches."""
+class EntryLaunches:
+    """The launch step shared by the bound launches (GEMM's BoundLaunch, conv's ConvBound): fire every entry on
+    the current stream of the instance's device with the call's arguments and its workspaces (Workspaces),
+    switching the CUDA device only when another one is current."""
 
-    def __init__(self, entries: list, device: Any, device_index: int | None, out_shape: tuple[int, ...],
-                 out_dtype: Any, workspaces: tuple[tuple[int, Any], ...], integral: bool, reusable: bool) -> None:
-        self.entries, self.device, self.index = tuple(entries), device, device_index
-        self.out_shape, self.out_dtype, self.workspaces = out_shape, out_dtype, workspaces
-        self.integral, self.reusable = integral, reusable
-        self.empty = _import_torch().empty
+    def __init__(self, entries: list, device: Any, device_index: int | None,
+                 workspaces: tuple[tuple[int, Any], ...]) -> None:
+        self.entries, self.device, self.index, self.workspaces = tuple(entries), device, device_index, workspaces
         rt = cuda_runtime() if device_index is not None else None
         self.rt = rt
         self.get_device = rt.get_device if rt is not None else (lambda: None)
         self.raw_stream = rt.raw_stream if rt is not None else (lambda index: 0)
         self.take_workspaces = Workspaces(workspaces, device, rt)
+
+    def launch(self, dyn: tuple) -> None:
+        if self.get_device() == self.index:   # the device is current (always on the interpreter)
+            self._fire(dyn, self.raw_stream(self.index))
+        else:
+            with self.rt.device(self.index):
+                self._fire(dyn, self.raw_stream(self.index))
+
+    def _fire(self, dyn: tuple, stream: int) -> None:
+        if self.workspaces:
+            dyn += self.take_workspaces(stream)
+        for entry in self.entries:
+            entry.fire(dyn, stream)
+
+
+class BoundLaunch(EntryLaunches):
+    """Every launch of an instance for one argument signature. Call it with the tensors and scalars of a
+    call of that signature; it allocates the output (when out is None) and launches (EntryLaunches)."""
+
+    def __init__(self, entries: list, device: Any, device_index: int | None, out_shape: tuple[int, ...],
+                 out_dtype: Any, workspaces: tuple[tuple[int, Any], ...], integral: bool, reusable: bool) -> None:
+        super().__init__(entries, device, device_index, workspaces)
+        self.out_shape, self.out_dtype = out_shape, out_dtype
+        self.integral, self.reusable = integral, reusable
+        self.empty = _import_torch().empty
 
     def __call__(self, a: Any, b: Any, out: Any, c: Any, bias: Any, d: Any, alpha: Any, beta: Any,
                  scale_a: Any = None, scale_b: Any = None) -> Any:
@@ -390,18 +412,8 @@ class BoundLaunch:
             out = self.empty(self.out_shape, dtype=self.out_dtype, device=self.device)
         dyn = (a, b, out, c, bias, alpha, beta, scale_a, scale_b, *d) if d else (a, b, out, c, bias, alpha, beta,
                                                                                 scale_a, scale_b)
-        if self.get_device() == self.index:   # the device is current (always on the interpreter)
-            self._fire(dyn, self.raw_stream(self.index))
-        else:
-            with self.rt.device(self.index):
-                self._fire(dyn, self.raw_stream(self.index))
+        self.launch(dyn)
         return out
-
-    def _fire(self, dyn: tuple, stream: int) -> None:
-        if self.workspaces:
-            dyn += self.take_workspaces(stream)
-        for entry in self.entries:
-            entry.fire(dyn, stream)
 
 
 def bind(launchers: list[EntryLauncher], plan: LaunchPlan, args: Any, sizes: tuple[int, int, int],
