@@ -258,6 +258,31 @@ def auto_pick(ctx: Context, reg: Any, problem: Any, args: Any, ref: Any, tol: fl
     return info
 
 
+def copy_timing(ctx: Context, min_bytes: int) -> Timing | None:
+    """A device copy moving the row's minimal bytes (half read, half written), timed like the kernels: what a
+    kernel that only streams its tensors once would take at this size under this protocol (launch, the flush's
+    dirty lines written back, ramp-up and tail included). None on the CPU."""
+    import torch
+
+    if ctx.device.type != "cuda":
+        return None
+    src = torch.randn(max(1, min_bytes // 4), dtype=torch.bfloat16, device=ctx.device)
+    dst = torch.empty_like(src)
+    return ctx.timer.time_ms(lambda: dst.copy_(src))
+
+
+def copy_metrics(ctx: Context, copy: Timing | None, cudnn_ms: float, min_bytes: int) -> dict[str, Any]:
+    """copy_ms; ceiling_ratio = cuDNN time / copy time, the ratio a kernel running at copy speed would get (no
+    kernel that reads its inputs and writes its output once from HBM can beat it by much); copy_floor_pct = the
+    copy's own bandwidth on min_bytes over the HBM copy bandwidth (what % floor a copy reaches at this size)."""
+    if copy is None:
+        return {"copy_ms": None}
+    out = {"copy_ms": copy.ms, "ceiling_ratio": cudnn_ms / copy.ms}
+    if ctx.copy_gbps:
+        out["copy_floor_pct"] = 100.0 * min_bytes / copy.ms / 1e6 / ctx.copy_gbps
+    return out
+
+
 def describe_case(case: Any, problem: Any) -> dict[str, Any]:
     return {"case": case.name, "model": case.model, "layer": case.layer, "category": case.category,
             "memory_bound": memory_bound(case), "n": problem.n, "c": problem.c, "k": problem.k,
@@ -283,11 +308,13 @@ def run_row(ctx: Context, case: Any, direction: str) -> dict[str, Any]:
         row["cudnn_rel_err"] = rel_err(vendor(), ref)
         row["cudnn_valid"] = row["cudnn_rel_err"] <= tol     # reported, never a reason to skip the row
         cudnn = ctx.timer.time_ms(vendor)
+        copy = copy_timing(ctx, problem.min_bytes)
     except Exception as exc:  # noqa: BLE001 - a failing kernel or call is a result, recorded; the run goes on
         fatal_check(exc)
         row["error"] = f"setup/cuDNN: {type(exc).__name__}: {exc}"[:400]
         return row
     row.update(metrics(ctx, "cudnn", cudnn, problem, None))
+    row.update(copy_metrics(ctx, copy, cudnn.ms, problem.min_bytes))
     groups = {kind: registry(ctx, direction, problem.dtype, problem.ndim, kind) for kind in ("all", "essential")}
     if groups["all"] is None:
         row["error"] = f"preset {preset_name(direction, problem.dtype, problem.ndim, 'all')} missing"
@@ -334,11 +361,13 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
                            "tune_min_case": worst["case"] if worst else None,
                            "tune_floor_pct_geomean": geomean([r.get("tune_floor_pct") for r in sub]),
                            "cudnn_floor_pct_geomean": geomean([r.get("cudnn_floor_pct") for r in sub]),
+                           "ceiling_geomean": geomean([r.get("ceiling_ratio") for r in sub]),
                            "without_result": len(sub) - len(tuned),
                            "wrong_plans": sum(len(r.get("wrong", {})) for r in sub)})
             goal = target(category, direction)
             acceptance.append({"check": f"{category} ratio", "direction": direction, "target": goal,
-                               "value": tune_gm, "rows": len(tuned), "of": len(sub),
+                               "value": tune_gm, "ceiling": groups[-1]["ceiling_geomean"], "rows": len(tuned),
+                               "of": len(sub),
                                "pass": bool(tune_gm is not None and tune_gm >= goal and len(tuned) == len(sub))})
         acceptance += memory_checks(rows, direction)
     return {"groups": groups, "acceptance": acceptance}
@@ -356,8 +385,10 @@ def memory_checks(rows: list[dict[str, Any]], direction: str) -> list[dict[str, 
         value = geomean(pct)
         meeting = sum(1 for p in pct if p is not None and p >= FLOOR_TARGET_PCT)
         worst = min((r for r in sub if r.get("tune_floor_pct")), key=lambda r: r["tune_floor_pct"], default=None)
+        copy_pct = geomean([100.0 * r["copy_ms"] / r["tune_ms"] for r in sub if r.get("copy_ms") and r.get("tune_ms")])
         out.append({"check": f"memory-bound {suffix} % of HBM", "direction": direction, "target": FLOOR_TARGET_PCT,
                     "value": value, "rows": sum(p is not None for p in pct), "of": len(sub),
+                    "copy_floor_pct": geomean([r.get("copy_floor_pct") for r in sub]), "copy_speed_pct": copy_pct,
                     "cases_meeting": meeting, "worst_case": worst["case"] if worst else None,
                     "worst_pct": worst["tune_floor_pct"] if worst else None,
                     "pass": bool(value is not None and value >= FLOOR_TARGET_PCT)})
@@ -370,6 +401,10 @@ def print_acceptance(summary: dict[str, Any]) -> None:
     for a in summary["acceptance"]:
         unit = "%" if a["check"].startswith("memory") else "x"
         extra = f", {a['cases_meeting']}/{a['of']} cases >= {FLOOR_TARGET_PCT:g}%" if "cases_meeting" in a else ""
+        if a.get("ceiling"):
+            extra += f", at copy speed {a['ceiling']:.2f}x"
+        if a.get("copy_floor_pct"):
+            extra += f", a copy of the same bytes {a['copy_floor_pct']:.0f}%"
         print(f"  {a['direction']:<10} {a['check']:<26} {fmt(a['value'], unit):>8}  target {fmt(a['target'], unit):>7}"
               f"  {'PASS' if a['pass'] else 'FAIL'}  ({a['rows']}/{a['of']} rows{extra})")
 

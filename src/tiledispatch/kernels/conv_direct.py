@@ -15,9 +15,11 @@ vectorized over the contiguous channel axis, for every direction and ndim 1, 2, 
   [SPLIT, taps, C/G, K] (each element written by exactly one program). A last entry sums the partials in
   split order (deterministic) and writes dw.
 
-fwd and bwd_data first repack the weight tap-major, ws[(tap * C/G + c) * K + k] (entry `wpack`, an fp32
-workspace), so the weight vector of a tap is one contiguous (vector) load, already converted, instead of a
-gather with stride taps that would cost more L1 wavefronts than the activation tile itself.
+fwd and bwd_data of the `grouped` entries first repack the weight tap-major, ws[(tap * C/G + c) * K + k] (entry
+`wpack`, an fp32 workspace), so the weight vector of a tap is one contiguous (vector) load, already converted,
+instead of a per-channel gather. The `dw` entries gather the weight vector of a tap from w itself (stride
+taps): on the small depthwise layers the repack launch took 1.3-1.4 us of device time and a launch gap per
+call (H200), more than the few L1 lines the gather touches per tile; the pack entry gets an empty grid.
 
 block_k > 1 in fwd and bwd_data unrolls the innermost filter dim of the `dw` entries by block_k taps (masked past
 its filter size; problems with a wider filter do not match): the loads of a filter row are issued back to back
@@ -211,16 +213,26 @@ def tap_loop_nest(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str
 
 
 def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]], tensor: str, chan: str,
-               w_off: str, level: int, unroll: int = 1) -> str:
+               w_off: str | None, level: int, unroll: int = 1) -> str:
     """The filter taps' loops (tap_loop_nest over the tile's pixels m_ok at r_base), then acc += activation
-    tile x weight vector; w_off (a format of {tap}) is the offset of the weight vector in the packed weight."""
+    tile x weight vector; w_off (a format of {tap}) is the offset of the weight vector in the packed weight,
+    None for a depthwise weight read straight from w (dw_weight)."""
     ds = dims(cfg)
     out, ok, row, tap, level = tap_loop_nest(cfg, tap_lines, "m_ok", "r_base", level, unroll)
     w_ok = f"n_ok & (f_{ds[-1]} < flt_{ds[-1]})" if unroll > 1 else "n_ok"
+    weight = (dw_weight(cfg, w_ok) if w_off is None
+              else f"tl.load(ws_ptr + ({w_off.format(tap=tap)}), mask={w_ok}, other=0.0)")
     return out + indented(f"av = tl.load({tensor}_ptr + ({vec(cfg, row)}[:, None] + {chan}[None, :]), "
                           f"mask={ok}[:, None] & n_ok[None, :], other=0.0)",
-                          f"wv = tl.load(ws_ptr + ({w_off.format(tap=tap)}), mask={w_ok}, other=0.0)",
-                          "acc += av.to(tl.float32) * wv[None, :]", level=level)
+                          f"wv = {weight}", "acc += av.to(tl.float32) * wv[None, :]", level=level)
+
+
+def dw_weight(cfg: ConvConfig, mask: str) -> str:
+    """The fp32 weight vector of tap (f_<s>...) for channels rn of a depthwise problem (C/G = K/G = 1, so
+    channel rn's filter is w[rn, 0, ...]), gathered from w itself: a tile's few weight lines stay in L1, and
+    no repack launch precedes the kernel."""
+    offset = " + ".join(["rn.to(tl.int64) * sw_k"] + [f"f_{s} * sw_{s}" for s in dims(cfg)])
+    return f"tl.load(w_ptr + ({offset}), mask={mask}, other=0.0).to(tl.float32)"
 
 
 def _packed_row(cfg: ConvConfig, expr: str) -> str:
@@ -257,7 +269,7 @@ def _store(cfg: ConvConfig, tensor: str, coord: str = "p") -> str:
 def _fwd_body(cfg: ConvConfig, kind: str) -> str:
     ds = dims(cfg)
     if kind == "dw":
-        loops = _tap_loops(cfg, _fwd_tap, "x", "rn", _packed_row(cfg, "{tap} * K") + " + rn", 1, cfg.block_k)
+        loops = _tap_loops(cfg, _fwd_tap, "x", "rn", None, 1, cfg.block_k)
     else:
         loops = (indented("xg = (rn // KG) * CG", "for cc in range(0, CG):")
                  + _tap_loops(cfg, _fwd_tap, "x", "(xg + cc)", _packed_row(cfg, "({tap} * CG + cc) * K") + " + rn", 2))
@@ -277,7 +289,7 @@ def _fwd_body(cfg: ConvConfig, kind: str) -> str:
 def _dgrad_body(cfg: ConvConfig, kind: str) -> str:
     ds = dims(cfg)
     if kind == "dw":
-        loops = _tap_loops(cfg, _dgrad_tap, "y", "rn", _packed_row(cfg, "{tap} * K") + " + rn", 1, cfg.block_k)
+        loops = _tap_loops(cfg, _dgrad_tap, "y", "rn", None, 1, cfg.block_k)
     else:
         loops = (indented("kg = (rn // CG) * KG", "cw = rn % CG", "for kk in range(0, KG):")
                  + _tap_loops(cfg, _dgrad_tap, "y", "(kg + kk)", "({tap} * CG + cw) * K + kg + kk", 2))
@@ -413,7 +425,7 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     if cfg.direction != "bwd_weight":
         packed = math.prod(problem.filter) * problem.c_per_group * problem.k
         channels, phases = (problem.k, 1) if cfg.direction == "fwd" else (problem.c, math.prod(problem.stride))
-        grids = ((_cdiv(packed, PACK_BLOCK), 1, 1),
+        grids = ((0 if depthwise else _cdiv(packed, PACK_BLOCK), 1, 1),   # dw reads w itself (dw_weight)
                  *_pick((_cdiv(phase_rows(problem), cfg.block_m), _cdiv(channels, cfg.block_n), phases), depthwise))
         return LaunchPlan(grids, workspaces=(("ws_ptr", packed, WORKSPACE_DTYPE),))
     split, span = split_plan(cfg, problem, sms)
