@@ -155,9 +155,35 @@ def test_one_compute_entry_launches(direction, groups, k):
     cfg = ConvConfig(family="direct", direction=direction, ndim=2, block_m=32, block_n=16, block_k=1)
     problem = td.ConvProblem(direction, 2, 16, k, groups, (6, 6), (3, 3))
     grids = conv_direct.launch_plan(cfg, problem, 132).grids
-    compute = grids[1:3] if direction != "bwd_weight" else grids[:2]
-    launched = [min(g) > 0 for g in compute]
-    assert launched == ([True, False] if groups == 16 and k == 16 else [False, True])
+    launched = [min(g) > 0 for g in grids]
+    depthwise = groups == 16 and k == 16
+    if direction == "bwd_weight":   # dw, grouped, then the reduce entries
+        assert launched[:2] == ([True, False] if depthwise else [False, True])
+    else:                           # pack, dw, dwg, grouped: a small depthwise problem gathers, no repack
+        assert launched == ([False, False, True, False] if depthwise else [True, False, False, True])
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data"])
+@pytest.mark.parametrize("n, spatial, filt, gathers", [
+    (2, (6, 6), (3, 3), True),            # 9 taps, a few KB: dwg, no repack launch
+    (2, (6, 6), (5, 5), False),           # 25 taps: the gathers would cost more than the repack
+    (2, (4, 4, 4), (3, 3, 3), False),     # 3-D 3x3x3: 27 taps
+    (64, (64, 64), (3, 3), False),        # 9 taps on 64 MB (> GATHER_MAX_BYTES)
+])
+def test_depthwise_repacks_only_when_the_gathers_cost_more(direction, n, spatial, filt, gathers):
+    cfg = ConvConfig(family="direct", direction=direction, ndim=len(spatial), block_m=32, block_n=16, block_k=1)
+    problem = td.ConvProblem(direction, n, 16, 16, 16, spatial, filt, padding=1)
+    launched = [min(g) > 0 for g in conv_direct.launch_plan(cfg, problem, 132).grids]
+    assert conv_direct.gathers_weight(problem) is gathers
+    assert launched == ([False, False, True, False] if gathers else [True, True, False, False])
+
+
+def test_reference_cases_cover_both_depthwise_weight_paths():
+    """The interpreter checks above run the repacking `dw` entry (3-D, 18 taps) and the gathering `dwg` one
+    (1-D and 2-D, few taps on a few KB)."""
+    paths = {conv_direct.gathers_weight(td.ConvProblem(d, 2, 24, 24, 24, g["spatial"], g["filter"]))
+             for d in ("fwd", "bwd_data") for g in GEOMETRY.values()}
+    assert paths == {True, False}
 
 
 @pytest.mark.parametrize("split_k, sms", [(0, 132), (0, 1), (4, 132), (128, 132)])
@@ -208,9 +234,9 @@ def test_unrolled_filter_width_bounds_the_problems():
 def test_bwd_data_grid_has_one_layer_per_phase():
     cfg = ConvConfig(family="direct", direction="bwd_data", ndim=2, block_m=32, block_n=16, block_k=1)
     problem = td.ConvProblem("bwd_data", 2, 16, 16, 16, (9, 10), (3, 3), stride=(3, 2), padding=1)
-    _, dw, grouped = conv_direct.launch_plan(cfg, problem, 132).grids
-    assert dw == (-(-2 * 3 * 5 // 32), 1, 6)   # the largest phase: 3 x 5 input pixels per image
-    assert grouped[0] == 0
+    _, dw, dwg, grouped = conv_direct.launch_plan(cfg, problem, 132).grids
+    assert dwg == (-(-2 * 3 * 5 // 32), 1, 6)   # the largest phase: 3 x 5 input pixels per image
+    assert dw[0] == grouped[0] == 0
     many = td.ConvProblem("bwd_data", 1, 8, 8, 8, (600, 600), (1, 1), stride=300)   # 90,000 phases
     assert conv_problem_mismatch(cfg, many).startswith("stride")
 

@@ -15,11 +15,12 @@ vectorized over the contiguous channel axis, for every direction and ndim 1, 2, 
   [SPLIT, taps, C/G, K] (each element written by exactly one program). A last entry sums the partials in
   split order (deterministic) and writes dw.
 
-fwd and bwd_data of the `grouped` entries first repack the weight tap-major, ws[(tap * C/G + c) * K + k] (entry
-`wpack`, an fp32 workspace), so the weight vector of a tap is one contiguous (vector) load, already converted,
-instead of a per-channel gather. The `dw` entries gather the weight vector of a tap from w itself (stride
-taps): on the small depthwise layers the repack launch took 1.3-1.4 us of device time and a launch gap per
-call (H200), more than the few L1 lines the gather touches per tile; the pack entry gets an empty grid.
+fwd and bwd_data first repack the weight tap-major, ws[(tap * C/G + c) * K + k] (entry `wpack`, an fp32
+workspace), so the weight vector of a tap is one contiguous (vector) load, already converted, instead of a
+per-channel gather (stride taps: a scalar load per channel a thread holds). On small depthwise problems the
+repack costs more than it saves: its launch took 1.3-1.4 us of device time plus a launch gap per call on the
+MobileNetV2 14x14 / 7x7 layers (H200), so those run the `dwg` entry, which gathers each tap's weights from w
+and needs no repack (see gathers_weight).
 
 block_k > 1 in fwd and bwd_data unrolls the innermost filter dim of the `dw` entries by block_k taps (masked past
 its filter size; problems with a wider filter do not match): the loads of a filter row are issued back to back
@@ -63,7 +64,13 @@ from tiledispatch.kernels.gemm_common import signature_text
 from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
 from tiledispatch.problems.conv import ConvProblem
 
-KINDS = ("dw", "grouped")    # compute entries of every direction, in entry order
+KINDS = ("dw", "grouped")    # compute entries of every direction, in entry order (fwd / bwd_data: DATA_KINDS)
+DATA_KINDS = ("dw", "dwg", "grouped")   # fwd / bwd_data: dwg = dw gathering its weights from w (no repack)
+# depthwise fwd / bwd_data problems of at most this many filter taps and minimal bytes run `dwg`: the repack
+# launch weighs more than the gathers there (H200, tune winners with and without the repack: 2-D 3x3 layers of
+# 6-15 MB 5-15% faster gathering, 2-D ones of 36-96 MB and 3-D 3x3x3 ones 6-18% slower)
+GATHER_MAX_TAPS = 9
+GATHER_MAX_BYTES = 16 << 20
 FN = {"fwd": "conv_direct_fwd_{}_kernel", "bwd_data": "conv_direct_dgrad_{}_kernel",
       "bwd_weight": "conv_direct_wgrad_{}_kernel"}
 REDUCE_FN = "conv_direct_wgrad_reduce_kernel"
@@ -87,6 +94,11 @@ def base_params(cfg: ConvConfig) -> list[Param]:
             for p in standard_params(cfg)]
 
 
+def kinds(direction: str) -> tuple[str, ...]:
+    """The compute entries of a direction, in entry order."""
+    return KINDS if direction == "bwd_weight" else DATA_KINDS
+
+
 def tap_chunk(cfg: ConvConfig) -> int:
     """bwd_weight: filter taps accumulated at once (block_k), one [BLOCK_M, BLOCK_N] fp32 tile each; the dy
     tile is loaded once per chunk. 3 (a filter row of a 3x3 or 3x3x3 filter) measured best on most depthwise
@@ -104,7 +116,7 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
     else:
         params += tiles
     out = [EntrySpec(FN[cfg.direction].format(kind), tuple(params), cfg.num_warps, cfg.num_stages)
-           for kind in KINDS]
+           for kind in kinds(cfg.direction)]
     if cfg.direction == "bwd_weight":
         return out + reduce_entries(cfg)
     return [pack_entry(cfg)] + out
@@ -268,8 +280,9 @@ def _store(cfg: ConvConfig, tensor: str, coord: str = "p") -> str:
 # -- forward and backward data ------------------------------------------------------------------------------
 def _fwd_body(cfg: ConvConfig, kind: str) -> str:
     ds = dims(cfg)
-    if kind == "dw":
-        loops = _tap_loops(cfg, _fwd_tap, "x", "rn", None, 1, cfg.block_k)
+    if kind in ("dw", "dwg"):
+        w_off = None if kind == "dwg" else _packed_row(cfg, "{tap} * K") + " + rn"
+        loops = _tap_loops(cfg, _fwd_tap, "x", "rn", w_off, 1, cfg.block_k)
     else:
         loops = (indented("xg = (rn // KG) * CG", "for cc in range(0, CG):")
                  + _tap_loops(cfg, _fwd_tap, "x", "(xg + cc)", _packed_row(cfg, "({tap} * CG + cc) * K") + " + rn", 2))
@@ -288,8 +301,9 @@ def _fwd_body(cfg: ConvConfig, kind: str) -> str:
 
 def _dgrad_body(cfg: ConvConfig, kind: str) -> str:
     ds = dims(cfg)
-    if kind == "dw":
-        loops = _tap_loops(cfg, _dgrad_tap, "y", "rn", None, 1, cfg.block_k)
+    if kind in ("dw", "dwg"):
+        w_off = None if kind == "dwg" else _packed_row(cfg, "{tap} * K") + " + rn"
+        loops = _tap_loops(cfg, _dgrad_tap, "y", "rn", w_off, 1, cfg.block_k)
     else:
         loops = (indented("kg = (rn // CG) * KG", "cw = rn % CG", "for kk in range(0, KG):")
                  + _tap_loops(cfg, _dgrad_tap, "y", "(kg + kk)", "({tap} * CG + cw) * K + kg + kk", 2))
@@ -383,7 +397,7 @@ _BODIES = {"fwd": _fwd_body, "bwd_data": _dgrad_body, "bwd_weight": _wgrad_body}
 # -- module interface ------------------------------------------------------------------------------------
 def render(cfg: ConvConfig) -> str:
     specs = entries(cfg)
-    bodies = [_BODIES[cfg.direction](cfg, kind) for kind in KINDS]
+    bodies = [_BODIES[cfg.direction](cfg, kind) for kind in kinds(cfg.direction)]
     if cfg.direction == "bwd_weight":
         bodies += [reduce_body(cfg, kind) for kind in REDUCE_KINDS]
     else:
@@ -414,24 +428,32 @@ def split_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, in
     return split, span_blocks * cfg.block_m
 
 
-def _pick(grid: tuple[int, int, int], depthwise: bool) -> tuple[tuple[int, int, int], ...]:
-    """The grids of the (dw, grouped) entries: the one that does not apply launches no program."""
-    empty = (0, 1, 1)
-    return (grid, empty) if depthwise else (empty, grid)
+def gathers_weight(problem: ConvProblem) -> bool:
+    """Whether a depthwise fwd / bwd_data problem runs the `dwg` entry (weights gathered from w, no repack):
+    few taps on few bytes, where the repack launch costs more than the gathers (GATHER_MAX_TAPS / _BYTES)."""
+    return (is_depthwise(problem) and problem.direction != "bwd_weight"
+            and math.prod(problem.filter) <= GATHER_MAX_TAPS and problem.min_bytes <= GATHER_MAX_BYTES)
+
+
+def _pick(grid: tuple[int, int, int], kind: str, direction: str) -> tuple[tuple[int, int, int], ...]:
+    """The grids of the compute entries: the one of `kind` gets `grid`, the others launch no program."""
+    return tuple(grid if k == kind else (0, 1, 1) for k in kinds(direction))
 
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
-    depthwise = is_depthwise(problem)
+    kind = "dw" if is_depthwise(problem) else "grouped"
     if cfg.direction != "bwd_weight":
         packed = math.prod(problem.filter) * problem.c_per_group * problem.k
         channels, phases = (problem.k, 1) if cfg.direction == "fwd" else (problem.c, math.prod(problem.stride))
-        grids = ((0 if depthwise else _cdiv(packed, PACK_BLOCK), 1, 1),   # dw reads w itself (dw_weight)
-                 *_pick((_cdiv(phase_rows(problem), cfg.block_m), _cdiv(channels, cfg.block_n), phases), depthwise))
+        kind = "dwg" if gathers_weight(problem) else kind
+        grids = ((0 if kind == "dwg" else _cdiv(packed, PACK_BLOCK), 1, 1),
+                 *_pick((_cdiv(phase_rows(problem), cfg.block_m), _cdiv(channels, cfg.block_n), phases), kind,
+                        cfg.direction))
         return LaunchPlan(grids, workspaces=(("ws_ptr", packed, WORKSPACE_DTYPE),))
     split, span = split_plan(cfg, problem, sms)
     cg, taps = problem.c_per_group, math.prod(problem.filter)
     per_split = taps * cg * problem.k
     grid = (_cdiv(taps, tap_chunk(cfg)) * cg, _cdiv(problem.k, cfg.block_n), split)
-    return LaunchPlan((*_pick(grid, depthwise), *reduce_grids(per_split, sms)),
+    return LaunchPlan((*_pick(grid, kind, cfg.direction), *reduce_grids(per_split, sms)),
                       scalars=(("SPAN", span), ("SPLIT", split)),
                       workspaces=(("ws_ptr", split * per_split, WORKSPACE_DTYPE),))

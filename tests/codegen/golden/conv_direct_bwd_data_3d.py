@@ -111,6 +111,51 @@ ENTRIES = [{'fn': 'conv_direct_wpack_kernel',
              {'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisibility': 16},
              {'name': 'BLOCK_M', 'ty': 'constexpr', 'value': 32, 'divisibility': 1},
              {'name': 'BLOCK_N', 'ty': 'constexpr', 'value': 64, 'divisibility': 1}]},
+ {'fn': 'conv_direct_dgrad_dwg_kernel',
+  'num_warps': 4,
+  'num_stages': 2,
+  'params': [{'name': 'x_ptr', 'ty': '*fp16', 'value': None, 'divisibility': 16},
+             {'name': 'w_ptr', 'ty': '*fp16', 'value': None, 'divisibility': 1},
+             {'name': 'y_ptr', 'ty': '*fp16', 'value': None, 'divisibility': 16},
+             {'name': 'N', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'C', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'K', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'G', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'CG', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'KG', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'in_d', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'in_h', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'in_w', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'out_d', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'out_h', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'out_w', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'flt_d', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'flt_h', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'flt_w', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'str_d', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'str_h', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'str_w', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'pad_d', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'pad_h', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'pad_w', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'dil_d', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'dil_h', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'dil_w', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'sx_n', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sx_d', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sx_h', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sx_w', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sy_n', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sy_d', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sy_h', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sy_w', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sw_k', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sw_d', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sw_h', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sw_w', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisibility': 16},
+             {'name': 'BLOCK_M', 'ty': 'constexpr', 'value': 32, 'divisibility': 1},
+             {'name': 'BLOCK_N', 'ty': 'constexpr', 'value': 64, 'divisibility': 1}]},
  {'fn': 'conv_direct_dgrad_grouped_kernel',
   'num_warps': 4,
   'num_stages': 2,
@@ -324,6 +369,118 @@ def conv_direct_dgrad_dw_kernel(
                             tap_w = tap_h * flt_w + f_w
                             av = tl.load(y_ptr + (tl.multiple_of(ro_w, [4])[:, None] + rn[None, :]), mask=ok_w[:, None] & n_ok[None, :], other=0.0)
                             wv = tl.load(ws_ptr + (tl.multiple_of(tap_w * K, 4) + rn), mask=n_ok, other=0.0)
+                            acc += av.to(tl.float32) * wv[None, :]
+    o_off = tl.multiple_of(nb.to(tl.int64) * sx_n + i_d.to(tl.int64) * sx_d + i_h.to(tl.int64) * sx_h + i_w.to(tl.int64) * sx_w, [4])
+    tl.store(x_ptr + (o_off[:, None] + rn[None, :]), acc.to(tl.float16), mask=m_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def conv_direct_dgrad_dwg_kernel(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    N,
+    C,
+    K,
+    G,
+    CG,
+    KG,
+    in_d,
+    in_h,
+    in_w,
+    out_d,
+    out_h,
+    out_w,
+    flt_d,
+    flt_h,
+    flt_w,
+    str_d,
+    str_h,
+    str_w,
+    pad_d,
+    pad_h,
+    pad_w,
+    dil_d,
+    dil_h,
+    dil_w,
+    sx_n,
+    sx_d,
+    sx_h,
+    sx_w,
+    sy_n,
+    sy_d,
+    sy_h,
+    sy_w,
+    sw_k,
+    sw_d,
+    sw_h,
+    sw_w,
+    ws_ptr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    sx_n = (sx_n // 4) * 4
+    sx_d = (sx_d // 4) * 4
+    sx_h = (sx_h // 4) * 4
+    sx_w = (sx_w // 4) * 4
+    sy_n = (sy_n // 4) * 4
+    sy_d = (sy_d // 4) * 4
+    sy_h = (sy_h // 4) * 4
+    sy_w = (sy_w // 4) * 4
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = rn < C
+    n_ok = tl.max_constancy(n_ok, [4])
+    q = tl.program_id(2)
+    r_w = q % str_w
+    q = q // str_w
+    r_h = q % str_h
+    q = q // str_h
+    r_d = q
+    sub_d = (in_d - r_d + str_d - 1) // str_d
+    sub_h = (in_h - r_h + str_h - 1) // str_h
+    sub_w = (in_w - r_w + str_w - 1) // str_w
+    m_ok = rm < N * sub_d * sub_h * sub_w
+    sub_d = tl.maximum(sub_d, 1)
+    sub_h = tl.maximum(sub_h, 1)
+    sub_w = tl.maximum(sub_w, 1)
+    q = rm
+    p_w = q % sub_w
+    q = q // sub_w
+    p_h = q % sub_h
+    q = q // sub_h
+    p_d = q % sub_d
+    nb = q // sub_d
+    i_d = p_d * str_d + r_d
+    i_h = p_h * str_h + r_h
+    i_w = p_w * str_w + r_w
+    r_base = nb.to(tl.int64) * sy_n
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for f_d in range(0, flt_d):
+        e_d = r_d + pad_d - f_d * dil_d
+        if e_d % str_d == 0:
+            o_d = p_d + e_d // str_d
+            ok_d = m_ok & (o_d >= 0) & (o_d < out_d)
+            ro_d = r_base + o_d.to(tl.int64) * sy_d
+            tap_d = f_d
+            for f_h in range(0, flt_h):
+                e_h = r_h + pad_h - f_h * dil_h
+                if e_h % str_h == 0:
+                    o_h = p_h + e_h // str_h
+                    ok_h = ok_d & (o_h >= 0) & (o_h < out_h)
+                    ro_h = ro_d + o_h.to(tl.int64) * sy_h
+                    tap_h = tap_d * flt_h + f_h
+                    for f_w in tl.range(0, flt_w, num_stages=2):
+                        e_w = r_w + pad_w - f_w * dil_w
+                        if e_w % str_w == 0:
+                            o_w = p_w + e_w // str_w
+                            ok_w = ok_h & (o_w >= 0) & (o_w < out_w)
+                            ro_w = ro_h + o_w.to(tl.int64) * sy_w
+                            tap_w = tap_h * flt_w + f_w
+                            av = tl.load(y_ptr + (tl.multiple_of(ro_w, [4])[:, None] + rn[None, :]), mask=ok_w[:, None] & n_ok[None, :], other=0.0)
+                            wv = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + f_d * sw_d + f_h * sw_h + f_w * sw_w), mask=n_ok, other=0.0).to(tl.float32)
                             acc += av.to(tl.float32) * wv[None, :]
     o_off = tl.multiple_of(nb.to(tl.int64) * sx_n + i_d.to(tl.int64) * sx_d + i_h.to(tl.int64) * sx_h + i_w.to(tl.int64) * sx_w, [4])
     tl.store(x_ptr + (o_off[:, None] + rn[None, :]), acc.to(tl.float16), mask=m_ok[:, None] & n_ok[None, :])

@@ -93,6 +93,42 @@ ENTRIES = [{'fn': 'conv_direct_wpack_kernel',
              {'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisibility': 16},
              {'name': 'BLOCK_M', 'ty': 'constexpr', 'value': 64, 'divisibility': 1},
              {'name': 'BLOCK_N', 'ty': 'constexpr', 'value': 32, 'divisibility': 1}]},
+ {'fn': 'conv_direct_fwd_dwg_kernel',
+  'num_warps': 4,
+  'num_stages': 2,
+  'params': [{'name': 'x_ptr', 'ty': '*bf16', 'value': None, 'divisibility': 16},
+             {'name': 'w_ptr', 'ty': '*bf16', 'value': None, 'divisibility': 1},
+             {'name': 'y_ptr', 'ty': '*bf16', 'value': None, 'divisibility': 16},
+             {'name': 'N', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'C', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'K', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'G', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'CG', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'KG', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'in_h', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'in_w', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'out_h', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'out_w', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'flt_h', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'flt_w', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'str_h', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'str_w', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'pad_h', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'pad_w', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'dil_h', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'dil_w', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'sx_n', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sx_h', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sx_w', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sy_n', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sy_h', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sy_w', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sw_k', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sw_h', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'sw_w', 'ty': 'i64', 'value': None, 'divisibility': 1},
+             {'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisibility': 16},
+             {'name': 'BLOCK_M', 'ty': 'constexpr', 'value': 64, 'divisibility': 1},
+             {'name': 'BLOCK_N', 'ty': 'constexpr', 'value': 32, 'divisibility': 1}]},
  {'fn': 'conv_direct_fwd_grouped_kernel',
   'num_warps': 4,
   'num_stages': 2,
@@ -250,6 +286,82 @@ def conv_direct_fwd_dw_kernel(
             ok_w = ok_w & (f_w < flt_w)
             av = tl.load(x_ptr + (tl.multiple_of(ro_w, [8])[:, None] + rn[None, :]), mask=ok_w[:, None] & n_ok[None, :], other=0.0)
             wv = tl.load(ws_ptr + (tl.multiple_of(tap_w * K, 8) + rn), mask=n_ok & (f_w < flt_w), other=0.0)
+            acc += av.to(tl.float32) * wv[None, :]
+    o_off = tl.multiple_of(nb.to(tl.int64) * sy_n + p_h.to(tl.int64) * sy_h + p_w.to(tl.int64) * sy_w, [8])
+    tl.store(y_ptr + (o_off[:, None] + rn[None, :]), acc.to(tl.bfloat16), mask=m_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def conv_direct_fwd_dwg_kernel(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    N,
+    C,
+    K,
+    G,
+    CG,
+    KG,
+    in_h,
+    in_w,
+    out_h,
+    out_w,
+    flt_h,
+    flt_w,
+    str_h,
+    str_w,
+    pad_h,
+    pad_w,
+    dil_h,
+    dil_w,
+    sx_n,
+    sx_h,
+    sx_w,
+    sy_n,
+    sy_h,
+    sy_w,
+    sw_k,
+    sw_h,
+    sw_w,
+    ws_ptr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    sx_n = (sx_n // 8) * 8
+    sx_h = (sx_h // 8) * 8
+    sx_w = (sx_w // 8) * 8
+    sy_n = (sy_n // 8) * 8
+    sy_h = (sy_h // 8) * 8
+    sy_w = (sy_w // 8) * 8
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = rn < K
+    n_ok = tl.max_constancy(n_ok, [8])
+    m_ok = rm < N * out_h * out_w
+    q = rm
+    p_w = q % out_w
+    q = q // out_w
+    p_h = q % out_h
+    nb = q // out_h
+    c_h = p_h * str_h - pad_h
+    c_w = p_w * str_w - pad_w
+    r_base = nb.to(tl.int64) * sx_n + c_h.to(tl.int64) * sx_h + c_w.to(tl.int64) * sx_w
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for f_h in tl.range(0, flt_h, num_stages=2):
+        i_h = c_h + f_h * dil_h
+        ok_h = m_ok & (i_h >= 0) & (i_h < in_h)
+        ro_h = r_base + (f_h * dil_h).to(tl.int64) * sx_h
+        tap_h = f_h
+        for f_w in tl.static_range(0, 3):
+            i_w = c_w + f_w * dil_w
+            ok_w = ok_h & (i_w >= 0) & (i_w < in_w)
+            ro_w = ro_h + (f_w * dil_w).to(tl.int64) * sx_w
+            tap_w = tap_h * flt_w + f_w
+            ok_w = ok_w & (f_w < flt_w)
+            av = tl.load(x_ptr + (tl.multiple_of(ro_w, [8])[:, None] + rn[None, :]), mask=ok_w[:, None] & n_ok[None, :], other=0.0)
+            wv = tl.load(w_ptr + (rn.to(tl.int64) * sw_k + f_h * sw_h + f_w * sw_w), mask=n_ok & (f_w < flt_w), other=0.0).to(tl.float32)
             acc += av.to(tl.float32) * wv[None, :]
     o_off = tl.multiple_of(nb.to(tl.int64) * sy_n + p_h.to(tl.int64) * sy_h + p_w.to(tl.int64) * sy_w, [8])
     tl.store(y_ptr + (o_off[:, None] + rn[None, :]), acc.to(tl.bfloat16), mask=m_ok[:, None] & n_ok[None, :])
