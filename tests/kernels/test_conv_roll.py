@@ -89,7 +89,7 @@ def test_row_chunks_cover_every_written_row_once(sms, height):
     assert programs == 4 * chunks * -(-40 // cfg.block_m)
     plan = conv_roll.launch_plan(cfg, problem, sms)
     assert dict(plan.scalars) == {"ROWS": rows}
-    assert plan.grids[0] == (programs, -(-32 // cfg.block_n), 1)   # 2-D: no weight repack, no workspace
+    assert plan.grids[0] == (programs * -(-32 // cfg.block_n), 1, 1)   # 2-D: no weight repack, no workspace
     assert plan.workspaces == ()
 
 
@@ -171,7 +171,7 @@ def test_wgrad_splits_are_the_row_strips(sms):
     plan = conv_roll.launch_plan(cfg, problem, sms)
     rows, strips = conv_roll.rows_plan(cfg, problem, sms)
     assert dict(plan.scalars) == {"ROWS": rows, "SPLIT": strips}
-    assert plan.grids[0] == (strips, -(-40 // cfg.block_n), 3)
+    assert plan.grids[0] == (strips * -(-40 // cfg.block_n), 1, 3)   # channel tiles and strips on axis 0
     assert plan.workspaces == (("ws_ptr", strips * 27 * 40, "fp32"),)
 
 

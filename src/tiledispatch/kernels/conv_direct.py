@@ -188,10 +188,19 @@ def stride_hints(cfg: ConvConfig) -> str:
     return indented(*multiple_hints([f"s{t}_{s}" for t in "xy" for s in ("n", *dims(cfg))], cfg.align))
 
 
+def channel_major_pids(channels: str) -> list[str]:
+    """pid_m (pixel block) and pid_n (channel tile) of a flat grid axis 0 whose channel tiles vary fastest: the
+    programs of every channel tile of a pixel block run side by side, so a pixel's line of channels is read from
+    DRAM once and shared in L2 (with pixel blocks fastest, each tile of a 128-byte line came for it again once
+    the line had left L2, as on layers larger than L2)."""
+    return ["pid = tl.program_id(0)", f"n_tiles = ({channels} + BLOCK_N - 1) // BLOCK_N", "pid_n = pid % n_tiles",
+            "pid_m = pid // n_tiles"]
+
+
 def _tile_start(cfg: ConvConfig, channels: str) -> str:
     return (stride_hints(cfg)
-            + indented("pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)",
-                     "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)", "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
+            + indented(*channel_major_pids(channels), "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+                       "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
             + channel_mask(cfg, channels))
 
 
@@ -447,8 +456,8 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
         channels, phases = (problem.k, 1) if cfg.direction == "fwd" else (problem.c, math.prod(problem.stride))
         kind = "dwg" if gathers_weight(problem) else kind
         grids = ((0 if kind == "dwg" else _cdiv(packed, PACK_BLOCK), 1, 1),
-                 *_pick((_cdiv(phase_rows(problem), cfg.block_m), _cdiv(channels, cfg.block_n), phases), kind,
-                        cfg.direction))
+                 *_pick((_cdiv(phase_rows(problem), cfg.block_m) * _cdiv(channels, cfg.block_n), 1, phases),
+                        kind, cfg.direction))
         return LaunchPlan(grids, workspaces=(("ws_ptr", packed, WORKSPACE_DTYPE),))
     split, span = split_plan(cfg, problem, sms)
     cg, taps = problem.c_per_group, math.prod(problem.filter)

@@ -49,6 +49,7 @@ from tiledispatch.kernels.conv_direct import (
     WORKSPACE_DTYPE,
     WS_PARAM,
     base_params,
+    channel_major_pids,
     channel_mask,
     header,
     indented,
@@ -106,8 +107,7 @@ def _program(cfg: ConvConfig, side: Side) -> str:
     if cfg.ndim == 3:
         split += [f"od = q % {ext}_d", f"q = q // {ext}_d"]
     return (stride_hints(cfg)
-            + indented("pid_m = tl.program_id(0)", "pid_n = tl.program_id(1)",
-                       "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
+            + indented(*channel_major_pids(side.channels), "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
             + channel_mask(cfg, side.channels)
             + indented(f"tiles_w = ({ext}_w + BLOCK_M - 1) // BLOCK_M", f"chunks = ({ext}_h + ROWS - 1) // ROWS",
                        *split, "nb = q", "j0 = ch * ROWS", "dc = tw * BLOCK_M + tl.arange(0, BLOCK_M)",
@@ -325,7 +325,7 @@ def _written_channels(problem: ConvProblem) -> int:
 
 
 def rows_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int]:
-    """(ROWS, programs along grid axis 0): the written rows are cut into equal chunks of at most MAX_ROWS,
+    """(ROWS, row strips): the written rows are cut into equal chunks of at most MAX_ROWS,
     as long as the grid keeps ROLL_PROGRAMS_PER_SM programs per SM."""
     written = problem.spatial if problem.direction == "bwd_data" else problem.output
     height, width = written[-2], written[-1]
@@ -338,20 +338,21 @@ def rows_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int
 
 
 def grid(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int, int]:
-    """The grid of the compute entry that runs: row strips x channel tiles (bwd_weight: x filter depths)."""
-    _, programs = rows_plan(cfg, problem, sms)
+    """The grid of the compute entry that runs: row strips x channel tiles on axis 0, channel tiles fastest
+    (conv_direct.channel_major_pids); bwd_weight's filter depths on axis 2."""
+    _, strips = rows_plan(cfg, problem, sms)
     depths = problem.filter[0] if problem.direction == "bwd_weight" and problem.ndim == 3 else 1
-    return programs, _cdiv(_written_channels(problem), cfg.block_n), depths
+    return strips * _cdiv(_written_channels(problem), cfg.block_n), 1, depths
 
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
-    rows, _ = rows_plan(cfg, problem, sms)
+    rows, strips = rows_plan(cfg, problem, sms)
     main = grid(cfg, problem, sms)
     computes = tuple(main if s == problem.stride[-2] else (0, 1, 1) for s in ROLL_H_STRIDES[cfg.direction])
     taps_k = math.prod(problem.filter) * problem.k
     if cfg.direction == "bwd_weight":   # every row strip is a split of the reduction
-        return LaunchPlan((*computes, *reduce_grids(taps_k, sms)), scalars=(("ROWS", rows), ("SPLIT", main[0])),
-                          workspaces=(("ws_ptr", main[0] * taps_k, WORKSPACE_DTYPE),))
+        return LaunchPlan((*computes, *reduce_grids(taps_k, sms)), scalars=(("ROWS", rows), ("SPLIT", strips)),
+                          workspaces=(("ws_ptr", strips * taps_k, WORKSPACE_DTYPE),))
     if not packs_weight(cfg):
         return LaunchPlan(computes, scalars=(("ROWS", rows),))
     return LaunchPlan(((_cdiv(taps_k, PACK_BLOCK), 1, 1), *computes), scalars=(("ROWS", rows),),

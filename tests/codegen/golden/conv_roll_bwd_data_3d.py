@@ -227,8 +227,10 @@ def conv_roll_dgrad_kernel(
     sy_d = (sy_d // 2) * 2
     sy_h = (sy_h // 2) * 2
     sy_w = (sy_w // 2) * 2
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
+    pid = tl.program_id(0)
+    n_tiles = (C + BLOCK_N - 1) // BLOCK_N
+    pid_n = pid % n_tiles
+    pid_m = pid // n_tiles
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = rn < C
     n_ok = tl.max_constancy(n_ok, [2])

@@ -141,8 +141,10 @@ def conv_roll_fwd_s1_kernel(
     sy_n = (sy_n // 8) * 8
     sy_h = (sy_h // 8) * 8
     sy_w = (sy_w // 8) * 8
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
+    pid = tl.program_id(0)
+    n_tiles = (K + BLOCK_N - 1) // BLOCK_N
+    pid_n = pid % n_tiles
+    pid_m = pid // n_tiles
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = rn < K
     n_ok = tl.max_constancy(n_ok, [8])
@@ -252,8 +254,10 @@ def conv_roll_fwd_s2_kernel(
     sy_n = (sy_n // 8) * 8
     sy_h = (sy_h // 8) * 8
     sy_w = (sy_w // 8) * 8
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
+    pid = tl.program_id(0)
+    n_tiles = (K + BLOCK_N - 1) // BLOCK_N
+    pid_n = pid % n_tiles
+    pid_m = pid // n_tiles
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = rn < K
     n_ok = tl.max_constancy(n_ok, [8])
