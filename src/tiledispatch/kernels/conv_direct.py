@@ -165,6 +165,27 @@ def _decompose(cfg: ConvConfig, flat: str, size: str, level: int = 1) -> str:
     return indented(*lines, level=level)
 
 
+def _block_steps(cfg: ConvConfig, size: str, step: str) -> str:
+    """Scalars st_<s> / st_n: the flat index step `step` written in the mixed radix of the {size}_<s> grid
+    (innermost dim fastest), for _advance."""
+    lines = [f"stp = {step}"]
+    for s in reversed(dims(cfg)):
+        lines += [f"st_{s} = stp % {size}_{s}", f"stp = stp // {size}_{s}"]
+    return indented(*lines, "st_n = stp")
+
+
+def _advance(cfg: ConvConfig, size: str, level: int) -> str:
+    """Move the coordinates p_<s>, nb of _decompose on by the step of _block_steps: a digit-wise add with one
+    carry per dim (each digit stays below twice its size, so one subtraction fixes it), instead of dividing the
+    flat index again (four integer divisions per pixel in 2-D, most of the wgrad loop's instructions)."""
+    lines, carry = [], ""
+    for s in reversed(dims(cfg)):
+        lines += [f"p_{s} = p_{s} + st_{s}{carry}", f"cy = (p_{s} >= {size}_{s}).to(tl.int32)",
+                  f"p_{s} = p_{s} - cy * {size}_{s}"]
+        carry = " + cy"
+    return indented(*lines, f"nb = nb + st_n{carry}", level=level)
+
+
 def _row_offset(cfg: ConvConfig, tensor: str, coord: str) -> str:
     """int64 element offset of pixel (nb, {coord}_<s>...) of x or y."""
     return " + ".join([f"nb.to(tl.int64) * s{tensor}_n"]
@@ -343,9 +364,9 @@ def _wgrad_tap_setup(cfg: ConvConfig, j: int) -> str:
 def _wgrad_pixel_loop(cfg: ConvConfig, chan: str) -> str:
     """Walk the program's pixel span in BLOCK_M blocks: one dy tile, then every tap of the chunk."""
     ds = dims(cfg)
-    out = indented(f"for m0 in {loop_range(cfg, 'm_lo', 'm_hi', 'BLOCK_M')}:")
+    out = _decompose(cfg, "m_lo + tl.arange(0, BLOCK_M)", "out") + _block_steps(cfg, "out", "BLOCK_M")
+    out += indented(f"for m0 in {loop_range(cfg, 'm_lo', 'm_hi', 'BLOCK_M')}:")
     out += indented("rm = m0 + tl.arange(0, BLOCK_M)", "m_ok = rm < m_hi", level=2)
-    out += _decompose(cfg, "rm", "out", 2)
     out += indented(f"y_off = {vec(cfg, _row_offset(cfg, 'y', 'p'))}",
                   "dv = tl.load(y_ptr + (y_off[:, None] + rn[None, :]), mask=m_ok[:, None] & n_ok[None, :], "
                   "other=0.0).to(tl.float32)",
@@ -357,7 +378,7 @@ def _wgrad_pixel_loop(cfg: ConvConfig, chan: str) -> str:
                       f"xv = tl.load(x_ptr + ({vec(cfg, f'x_off + xs_{j}')}[:, None] + {chan}[None, :]), "
                       "mask=ok[:, None] & n_ok[None, :], other=0.0)",
                       f"acc_{j} += dv * xv.to(tl.float32)", level=2)
-    return out
+    return out + _advance(cfg, "out", 2)
 
 
 def _wgrad_body(cfg: ConvConfig, kind: str) -> str:
