@@ -56,6 +56,9 @@ GOLDEN = {
                                              "none-b0"),
     "conv_direct_bwd_weight_chunk3": td.parse_name("conv-direct-bwd_weight-2d-bf16-bf16-fp32-32x32x3-g1-w2-s1-k0-"
                                                    "tap-a8-none-b0"),
+    # pipelined: the pixel coordinates carried from trip to trip
+    "conv_direct_bwd_weight_carried": td.parse_name("conv-direct-bwd_weight-3d-bf16-bf16-fp32-32x32x3-g1-w2-s3-k0-"
+                                                    "tap-a8-none-b0"),
     "conv_roll_fwd_bias_gelu": td.parse_name("conv-direct-fwd-2d-bf16-bf16-fp32-64x32x3-g1-w4-s1-k0-roll-a8-gelu-b1"),
     "conv_roll_bwd_data_3d": td.parse_name("conv-direct-bwd_data-3d-bf16-bf16-fp32-32x32x3-g1-w4-s1-k0-roll-a2-none-"
                                            "b0"),

@@ -247,20 +247,14 @@ def conv_direct_wgrad_dw_kernel(
     d_w_2 = f_w_2 * dil_w
     xs_2 = d_h_2.to(tl.int64) * sx_h + d_w_2.to(tl.int64) * sx_w
     acc_2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    q = m_lo + tl.arange(0, BLOCK_M)
-    p_w = q % out_w
-    q = q // out_w
-    p_h = q % out_h
-    nb = q // out_h
-    stp = BLOCK_M
-    st_w = stp % out_w
-    stp = stp // out_w
-    st_h = stp % out_h
-    stp = stp // out_h
-    st_n = stp
     for m0 in range(m_lo, m_hi, BLOCK_M):
         rm = m0 + tl.arange(0, BLOCK_M)
         m_ok = rm < m_hi
+        q = rm
+        p_w = q % out_w
+        q = q // out_w
+        p_h = q % out_h
+        nb = q // out_h
         y_off = tl.multiple_of(nb.to(tl.int64) * sy_n + p_h.to(tl.int64) * sy_h + p_w.to(tl.int64) * sy_w, [8])
         dv = tl.load(y_ptr + (y_off[:, None] + rn[None, :]), mask=m_ok[:, None] & n_ok[None, :], other=0.0).to(tl.float32)
         c_h = p_h * str_h - pad_h
@@ -275,13 +269,6 @@ def conv_direct_wgrad_dw_kernel(
         ok = m_ok & tok_2 & (c_h + d_h_2 >= 0) & (c_h + d_h_2 < in_h) & (c_w + d_w_2 >= 0) & (c_w + d_w_2 < in_w)
         xv = tl.load(x_ptr + (tl.multiple_of(x_off + xs_2, [8])[:, None] + rn[None, :]), mask=ok[:, None] & n_ok[None, :], other=0.0)
         acc_2 += dv * xv.to(tl.float32)
-        p_w = p_w + st_w
-        cy = (p_w >= out_w).to(tl.int32)
-        p_w = p_w - cy * out_w
-        p_h = p_h + st_h + cy
-        cy = (p_h >= out_h).to(tl.int32)
-        p_h = p_h - cy * out_h
-        nb = nb + st_n + cy
     ws_off = ((pid_s.to(tl.int64) * taps + t_0) * CG + cc) * K
     tl.store(ws_ptr + (ws_off + rn), tl.sum(acc_0, axis=0), mask=n_ok & tok_0)
     ws_off = ((pid_s.to(tl.int64) * taps + t_1) * CG + cc) * K
@@ -367,20 +354,14 @@ def conv_direct_wgrad_grouped_kernel(
     d_w_2 = f_w_2 * dil_w
     xs_2 = d_h_2.to(tl.int64) * sx_h + d_w_2.to(tl.int64) * sx_w
     acc_2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    q = m_lo + tl.arange(0, BLOCK_M)
-    p_w = q % out_w
-    q = q // out_w
-    p_h = q % out_h
-    nb = q // out_h
-    stp = BLOCK_M
-    st_w = stp % out_w
-    stp = stp // out_w
-    st_h = stp % out_h
-    stp = stp // out_h
-    st_n = stp
     for m0 in range(m_lo, m_hi, BLOCK_M):
         rm = m0 + tl.arange(0, BLOCK_M)
         m_ok = rm < m_hi
+        q = rm
+        p_w = q % out_w
+        q = q // out_w
+        p_h = q % out_h
+        nb = q // out_h
         y_off = tl.multiple_of(nb.to(tl.int64) * sy_n + p_h.to(tl.int64) * sy_h + p_w.to(tl.int64) * sy_w, [8])
         dv = tl.load(y_ptr + (y_off[:, None] + rn[None, :]), mask=m_ok[:, None] & n_ok[None, :], other=0.0).to(tl.float32)
         c_h = p_h * str_h - pad_h
@@ -395,13 +376,6 @@ def conv_direct_wgrad_grouped_kernel(
         ok = m_ok & tok_2 & (c_h + d_h_2 >= 0) & (c_h + d_h_2 < in_h) & (c_w + d_w_2 >= 0) & (c_w + d_w_2 < in_w)
         xv = tl.load(x_ptr + (tl.multiple_of(x_off + xs_2, [8])[:, None] + xc[None, :]), mask=ok[:, None] & n_ok[None, :], other=0.0)
         acc_2 += dv * xv.to(tl.float32)
-        p_w = p_w + st_w
-        cy = (p_w >= out_w).to(tl.int32)
-        p_w = p_w - cy * out_w
-        p_h = p_h + st_h + cy
-        cy = (p_h >= out_h).to(tl.int32)
-        p_h = p_h - cy * out_h
-        nb = nb + st_n + cy
     ws_off = ((pid_s.to(tl.int64) * taps + t_0) * CG + cc) * K
     tl.store(ws_ptr + (ws_off + rn), tl.sum(acc_0, axis=0), mask=n_ok & tok_0)
     ws_off = ((pid_s.to(tl.int64) * taps + t_1) * CG + cc) * K
