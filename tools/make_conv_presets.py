@@ -71,13 +71,19 @@ DIRECT_SPATIAL = [
     ("direct", 32, 32, 3, 1, 2, 2, "roll", 8), ("direct", 64, 32, 3, 1, 4, 1, "roll", 8),   # (s1: no pipelining)
     *(row for a in (2, 4) for row in (("direct", 64, 32, 3, 1, 4, 2, "roll", a),
                                       ("direct", 32, 64, 3, 1, 4, 2, "roll", a))),
+    # narrow strips for 14- and 7-pixel-wide images (MobileNetV2 stages 3-5, X3D res4-5): a 32-column strip of
+    # a 14-wide row computes 18 masked columns
+    ("direct", 16, 64, 3, 1, 2, 2, "roll", 8), ("direct", 16, 128, 3, 1, 4, 2, "roll", 8),
+    ("direct", 8, 128, 3, 1, 2, 2, "roll", 8),
 ]
 # kloop 'roll' (kernels/conv_roll.py): depthwise rows rolled, 3 filter columns unrolled: 9 accumulator tiles of
 # 8 values per thread; not yet measured, so in no essential preset
 ROLL_WGRAD = [("direct", 32, 32, 3, 1, 4, 2, "roll", 8), ("direct", 64, 16, 3, 1, 4, 2, "roll", 8),
               ("direct", 32, 16, 3, 1, 2, 2, "roll", 8), ("direct", 64, 32, 3, 1, 8, 2, "roll", 8),
               ("direct", 32, 32, 3, 1, 4, 1, "roll", 8),
-              *(("direct", 32, 32, 3, 1, 4, 2, "roll", a) for a in (2, 4))]
+              *(("direct", 32, 32, 3, 1, 4, 2, "roll", a) for a in (2, 4)),
+              # narrow strips (14- and 7-pixel-wide images)
+              ("direct", 16, 64, 3, 1, 4, 2, "roll", 8), ("direct", 8, 128, 3, 1, 4, 2, "roll", 8)]
 # block_k: filter taps per program (one accumulator tile each). 3 measured best on most depthwise problems of
 # the H200 (session 9, 2-D and 3-D); the 9-tap rows reuse one dy tile for a whole 3x3 filter
 DIRECT_WGRAD = [
