@@ -466,6 +466,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-markdown", action="store_true", help="do not update BENCHMARKS.md")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--smoke", action="store_true", help="quick GPU run: 1 problem per category")
+    parser.add_argument("--merge", nargs="+", metavar="JSON",
+                        help="write one result (--out) from runs over disjoint rows (a run split over calls), no GPU")
     parser.add_argument("--cpu", action="store_true",
                         help="CPU control-flow check: interpreter, shrunk problems, torch CPU conv as the vendor")
     opts = parser.parse_args(argv)
@@ -524,6 +526,27 @@ def write_result(result: dict[str, Any], rows: list, builds: dict, out: Path, st
     out.write_text(json.dumps(result, indent=1, default=str))
 
 
+def merge_results(paths: list[Path]) -> dict[str, Any]:
+    """One result from runs of the same GPU and versions over disjoint (direction, layer) rows (a benchmark split
+    over several calls): the first run's header, every row, the summary recomputed, the seconds summed."""
+    import json
+
+    runs = [json.loads(p.read_text()) for p in paths]
+    keys = ("gpu", "tiledispatch", "triton", "torch", "cuda", "dtype", "protocol")
+    for path, run in zip(paths[1:], runs[1:]):
+        bad = [k for k in keys if run.get(k) != runs[0].get(k)]
+        if bad:
+            raise SystemExit(f"{path}: {', '.join(bad)} differ from {paths[0]}; only runs alike merge")
+    rows = [row for run in runs for row in run["rows"]]
+    seen = [(r["direction"], r["case"]) for r in rows]
+    if len(set(seen)) != len(seen):
+        raise SystemExit("the runs share (direction, layer) rows; merge disjoint runs")
+    merged = {**runs[0], "rows": rows, "summary": summarize(rows), "seconds": sum(r["seconds"] for r in runs),
+              "argv": [run.get("argv") for run in runs], "builds": {k: v for r in runs for k, v in r["builds"].items()}}
+    merged["suites"] = sorted({s for run in runs for s in run["suites"]})
+    return merged
+
+
 def update_markdown(json_path: Path, md_path: Path = ROOT / "BENCHMARKS.md") -> None:
     """Replace (or append) the conv section of BENCHMARKS.md, between the conv markers."""
     import tables
@@ -553,6 +576,16 @@ def progress_line(i: int, total: int, row: dict[str, Any], elapsed: float) -> st
 
 def main(argv: list[str] | None = None) -> int:
     opts = parse_args(argv)
+    if opts.merge:
+        import json
+
+        if not opts.out:
+            raise SystemExit("--merge needs --out")
+        Path(opts.out).write_text(json.dumps(merge_results([Path(p) for p in opts.merge]), indent=1, default=str))
+        if not opts.no_markdown:
+            update_markdown(Path(opts.out))
+        print(f"wrote {opts.out}")
+        return 0
     cases = select_cases(opts)
     directions = opts.directions.split(",")
     start = time.perf_counter()

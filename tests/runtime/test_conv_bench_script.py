@@ -87,3 +87,40 @@ def test_markdown_section_between_markers(conv, tmp_path: Path) -> None:
     md.write_text(first + "\n## after\n")
     conv.update_markdown(path, md)
     assert md.read_text().endswith("## after\n") and md.read_text().count(conv.MARK_END) == 1
+
+
+def test_ceiling_is_reported_beside_each_check(conv) -> None:
+    """cuDNN / copy time: the ratio a kernel at copy speed would get, per row, category and check."""
+    rows = [{**_row(conv, "fwd", "depthwise", 1.0, 20.0), "ceiling_ratio": 1.2, "copy_floor_pct": 30.0,
+             "copy_ms": 0.01, "tune_ms": 0.02},
+            {**_row(conv, "fwd", "depthwise", 1.1, 30.0), "ceiling_ratio": 1.8, "copy_floor_pct": 30.0,
+             "copy_ms": 0.01, "tune_ms": 0.01}]
+    rows[1]["case"] += "b"
+    summary = conv.summarize(rows)
+    checks = {a["check"]: a for a in summary["acceptance"]}
+    assert checks["depthwise ratio"]["ceiling"] == pytest.approx((1.2 * 1.8) ** 0.5)
+    assert checks["memory-bound 2D % of HBM"]["copy_floor_pct"] == pytest.approx(30.0)
+    assert checks["memory-bound 2D % of HBM"]["copy_speed_pct"] == pytest.approx((50.0 * 100.0) ** 0.5)
+    assert summary["groups"][0]["ceiling_geomean"] == pytest.approx((1.2 * 1.8) ** 0.5)
+
+
+def _result(conv, rows: list[dict], gpu: str = "NVIDIA H200") -> dict:
+    return {"benchmark": "conv", "gpu": gpu, "tiledispatch": "0", "triton": "3", "torch": "2", "cuda": "13",
+            "dtype": "bf16", "protocol": "p", "suites": ["s"], "seconds": 2.0, "argv": [], "builds": {},
+            "rows": rows, "summary": conv.summarize(rows)}
+
+
+def test_merge_joins_disjoint_runs_and_refuses_others(conv, tmp_path: Path) -> None:
+    fwd, bwd = _row(conv, "fwd", "dense2d", 0.9, None), _row(conv, "bwd_data", "dense2d", 0.6, None)
+    paths = [tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json", tmp_path / "d.json"]
+    for path, result in zip(paths, [_result(conv, [fwd]), _result(conv, [bwd]), _result(conv, [fwd]),
+                                    _result(conv, [bwd], gpu="NVIDIA H100")]):
+        path.write_text(json.dumps(result))
+    merged = conv.merge_results(paths[:2])
+    assert [r["direction"] for r in merged["rows"]] == ["fwd", "bwd_data"] and merged["seconds"] == 4.0
+    checks = {(a["direction"], a["check"]): a["pass"] for a in merged["summary"]["acceptance"]}
+    assert checks == {("fwd", "dense2d ratio"): True, ("bwd_data", "dense2d ratio"): False}
+    with pytest.raises(SystemExit, match="share"):
+        conv.merge_results(paths[:1] + paths[2:3])
+    with pytest.raises(SystemExit, match="gpu"):
+        conv.merge_results(paths[:1] + paths[3:])
