@@ -177,7 +177,8 @@ def _block_steps(cfg: ConvConfig, size: str, step: str) -> str:
 def _advance(cfg: ConvConfig, size: str, level: int) -> str:
     """Move the coordinates p_<s>, nb of _decompose on by the step of _block_steps: a digit-wise add with one
     carry per dim (each digit stays below twice its size, so one subtraction fixes it), instead of dividing the
-    flat index again (four integer divisions per pixel in 2-D, most of the wgrad loop's instructions)."""
+    flat index again (four integer divisions per pixel in 2-D: the sm_90 loop of a 3-tap chunk shrinks from 445
+    to 378 instructions)."""
     lines, carry = [], ""
     for s in reversed(dims(cfg)):
         lines += [f"p_{s} = p_{s} + st_{s}{carry}", f"cy = (p_{s} >= {size}_{s}).to(tl.int32)",
@@ -211,9 +212,10 @@ def stride_hints(cfg: ConvConfig) -> str:
 
 def channel_major_pids(channels: str) -> list[str]:
     """pid_m (pixel block) and pid_n (channel tile) of a flat grid axis 0 whose channel tiles vary fastest: the
-    programs of every channel tile of a pixel block run side by side, so a pixel's line of channels is read from
-    DRAM once and shared in L2 (with pixel blocks fastest, each tile of a 128-byte line came for it again once
-    the line had left L2, as on layers larger than L2)."""
+    programs of every channel tile of a pixel block run side by side and share each pixel's lines of channels
+    while they are in L2; with pixel blocks fastest, the tiles of a line ran a whole layer apart. H200: the
+    larger depthwise layers ran 5-30% faster this way (MobileNetV2 stage1.1 fwd 37.1 -> 33.2 us, X3D res3.0 fwd
+    161.5 -> 112.4 us, bwd_data stage1.0 96.6 -> 83.6 us), the small ones within noise."""
     return ["pid = tl.program_id(0)", f"n_tiles = ({channels} + BLOCK_N - 1) // BLOCK_N", "pid_n = pid % n_tiles",
             "pid_m = pid // n_tiles"]
 
