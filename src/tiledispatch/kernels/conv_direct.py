@@ -214,8 +214,9 @@ def channel_major_pids(channels: str) -> list[str]:
     """pid_m (pixel block) and pid_n (channel tile) of a flat grid axis 0 whose channel tiles vary fastest: the
     programs of every channel tile of a pixel block run side by side and share each pixel's lines of channels
     while they are in L2; with pixel blocks fastest, the tiles of a line ran a whole layer apart. H200: the
-    larger depthwise layers ran 5-30% faster this way (MobileNetV2 stage1.1 fwd 37.1 -> 33.2 us, X3D res3.0 fwd
-    161.5 -> 112.4 us, bwd_data stage1.0 96.6 -> 83.6 us), the small ones within noise."""
+    larger depthwise layers ran up to 17% faster this way (roll: MobileNetV2 stage1.0 / stage2.0 fwd 44.7 ->
+    39.5 / 25.8 -> 22.5 us, X3D res3.0 bwd_weight 225 -> 187 us; tap: X3D res3.0 fwd 127.6 -> 112.4 us), the
+    small ones within noise."""
     return ["pid = tl.program_id(0)", f"n_tiles = ({channels} + BLOCK_N - 1) // BLOCK_N", "pid_n = pid % n_tiles",
             "pid_m = pid // n_tiles"]
 
