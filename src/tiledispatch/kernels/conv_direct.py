@@ -68,7 +68,7 @@ KINDS = ("dw", "grouped")    # compute entries of every direction, in entry orde
 DATA_KINDS = ("dw", "dwg", "grouped")   # fwd / bwd_data: dwg = dw gathering its weights from w (no repack)
 # depthwise fwd / bwd_data problems of at most this many filter taps and minimal bytes run `dwg`: the repack
 # launch weighs more than the gathers there (H200, tune winners with and without the repack: 2-D 3x3 layers of
-# 6-15 MB 5-15% faster gathering, 2-D ones of 36-96 MB and 3-D 3x3x3 ones 6-18% slower)
+# 6-15 MB 5-15% faster gathering, 2-D ones of 36-96 MB and 3-D 3x3x3 ones 6-27% slower)
 GATHER_MAX_TAPS = 9
 GATHER_MAX_BYTES = 16 << 20
 FN = {"fwd": "conv_direct_fwd_{}_kernel", "bwd_data": "conv_direct_dgrad_{}_kernel",
