@@ -468,6 +468,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--smoke", action="store_true", help="quick GPU run: 1 problem per category")
     parser.add_argument("--merge", nargs="+", metavar="JSON",
                         help="write one result (--out) from runs over disjoint rows (a run split over calls), no GPU")
+    parser.add_argument("--replace", metavar="WHY",
+                        help="with --merge: later runs' rows replace the same rows of earlier ones (recorded with WHY)")
     parser.add_argument("--cpu", action="store_true",
                         help="CPU control-flow check: interpreter, shrunk problems, torch CPU conv as the vendor")
     opts = parser.parse_args(argv)
@@ -526,12 +528,16 @@ def write_result(result: dict[str, Any], rows: list, builds: dict, out: Path, st
     out.write_text(json.dumps(result, indent=1, default=str))
 
 
-def merge_results(paths: list[Path]) -> dict[str, Any]:
+def merge_results(paths: list[Path], replace_why: str | None = None) -> dict[str, Any]:
     """One result from runs of the same GPU and versions over disjoint (direction, layer) rows (a benchmark split
-    over several calls): the first run's header, every row, the summary recomputed, the seconds summed."""
+    over several calls): the first run's header, every row, the summary recomputed, the seconds summed. With
+    `replace_why`, the rows of each later run replace the same rows of the earlier ones instead (rows measured
+    again after a change), and each such run is recorded in `reruns` with that reason."""
     import json
 
     runs = [json.loads(p.read_text()) for p in paths]
+    if replace_why is not None:
+        return _replace_rows(runs, paths, replace_why)
     keys = ("gpu", "tiledispatch", "triton", "torch", "cuda", "dtype", "protocol")
     for path, run in zip(paths[1:], runs[1:]):
         bad = [k for k in keys if run.get(k) != runs[0].get(k)]
@@ -545,6 +551,19 @@ def merge_results(paths: list[Path]) -> dict[str, Any]:
               "argv": [run.get("argv") for run in runs], "builds": {k: v for r in runs for k, v in r["builds"].items()}}
     merged["suites"] = sorted({s for run in runs for s in run["suites"]})
     return merged
+
+
+def _replace_rows(runs: list[dict[str, Any]], paths: list[Path], why: str) -> dict[str, Any]:
+    base = dict(runs[0])
+    rows = {(r["direction"], r["case"]): r for r in base["rows"]}
+    reruns = list(base.get("reruns", []))
+    for path, run in zip(paths[1:], runs[1:]):
+        if run.get("gpu") != base.get("gpu"):
+            raise SystemExit(f"{path}: measured on {run.get('gpu')}, not {base.get('gpu')}")
+        rows.update({(r["direction"], r["case"]): r for r in run["rows"]})
+        reruns.append({"date": run.get("date"), "rows": len(run["rows"]), "argv": run.get("argv") or [], "why": why})
+    merged = list(rows.values())
+    return {**base, "rows": merged, "summary": summarize(merged), "reruns": reruns}
 
 
 def update_markdown(json_path: Path, md_path: Path = ROOT / "BENCHMARKS.md") -> None:
@@ -581,7 +600,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if not opts.out:
             raise SystemExit("--merge needs --out")
-        Path(opts.out).write_text(json.dumps(merge_results([Path(p) for p in opts.merge]), indent=1, default=str))
+        merged = merge_results([Path(p) for p in opts.merge], opts.replace)
+        Path(opts.out).write_text(json.dumps(merged, indent=1, default=str))
         if not opts.no_markdown:
             update_markdown(Path(opts.out))
         print(f"wrote {opts.out}")

@@ -5,7 +5,10 @@ written: the practical floor at that size, flush write-back and launch included)
 winner (from the result JSON) and any extra instances, each with the CUDA kernels of one call.
 
     python tools/probe_depthwise.py --direction fwd [--category depthwise] [--layers A,B] [--only NAME,...]
-        [--result benchmarks/results/conv_h200.json] [--json PATH]
+        [--result benchmarks/results/conv_h200.json] [--roll-programs-per-sm N] [--json PATH]
+
+--roll-programs-per-sm sets kernels/conv_roll.ROLL_PROGRAMS_PER_SM (the programs per SM its row chunks aim
+for) in this process, to compare chunkings of the roll kernels without changing the package.
 """
 from __future__ import annotations
 
@@ -73,8 +76,13 @@ def main() -> None:
     ap.add_argument("--layers", help="comma list of model/layer names of the conv suites")
     ap.add_argument("--only", default="", help="comma list of extra instance names (for the layers' ndim)")
     ap.add_argument("--result", default=str(ROOT / "benchmarks/results/conv_h200.json"))
+    ap.add_argument("--roll-programs-per-sm", type=int, help="override conv_roll.ROLL_PROGRAMS_PER_SM")
     ap.add_argument("--json", help="write the rows here")
     opts = ap.parse_args()
+    if opts.roll_programs_per_sm:
+        from tiledispatch.kernels import conv_roll
+
+        conv_roll.ROLL_PROGRAMS_PER_SM = opts.roll_programs_per_sm
     cases = all_cases()
     if opts.layers:
         wanted = opts.layers.split(",")
@@ -101,7 +109,7 @@ def main() -> None:
     if opts.json:
         with open(opts.json, "w") as fh:
             json.dump({"gpu": torch.cuda.get_device_name(), "protocol": Protocol().describe(True, "cudnn"),
-                       "rows": rows}, fh, indent=1)
+                       "roll_programs_per_sm": opts.roll_programs_per_sm, "rows": rows}, fh, indent=1)
 
 
 if __name__ == "__main__":

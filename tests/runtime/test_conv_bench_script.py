@@ -124,3 +124,16 @@ def test_merge_joins_disjoint_runs_and_refuses_others(conv, tmp_path: Path) -> N
         conv.merge_results(paths[:1] + paths[2:3])
     with pytest.raises(SystemExit, match="gpu"):
         conv.merge_results(paths[:1] + paths[3:])
+
+
+def test_replace_swaps_rows_measured_again(conv, tmp_path: Path) -> None:
+    first = [_row(conv, "fwd", "dense2d", 0.5, None), _row(conv, "bwd_data", "dense2d", 0.6, None)]
+    again = {**first[0], "tune_ratio": 0.9}
+    base, rerun = tmp_path / "base.json", tmp_path / "rerun.json"
+    base.write_text(json.dumps(_result(conv, first)))
+    rerun.write_text(json.dumps({**_result(conv, [again]), "date": "later", "argv": ["--directions", "fwd"]}))
+    merged = conv.merge_results([base, rerun], "kernel changed")
+    assert [r["tune_ratio"] for r in merged["rows"]] == [0.9, 0.6]
+    assert merged["reruns"] == [{"date": "later", "rows": 1, "argv": ["--directions", "fwd"], "why": "kernel changed"}]
+    checks = {(a["direction"], a["check"]): a["pass"] for a in merged["summary"]["acceptance"]}
+    assert checks[("fwd", "dense2d ratio")] and not checks[("bwd_data", "dense2d ratio")]

@@ -25,7 +25,8 @@ past them into an accumulator tile per filter tap, and each strip is a split of 
 
 Filter heights 1 to 3 (the rows past the filter's height get zero weights); the filter width is unrolled to
 block_k (masked past it; wider filters do not match). ROWS is a run-time scalar chosen per problem at launch
-(rows_plan): enough programs for ROLL_PROGRAMS_PER_SM per SM, at most MAX_ROWS rows each. num_stages > 1
+(rows_plan): enough programs for ROLL_PROGRAMS_PER_SM per SM, at most MAX_ROWS rows each (H200: 3 per SM ran
+the MobileNetV2 roll winners 2-21% faster than 8, and 2-4 alike). num_stages > 1
 pipelines the loads of the walk (conv_common.loop_range). Pixel coordinates
 are int32 and become int64 before any stride multiply.
 """
@@ -64,7 +65,7 @@ from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
 from tiledispatch.problems.conv import ConvProblem
 
 MAX_ROWS = 32               # written rows per program at most
-ROLL_PROGRAMS_PER_SM = 8    # rows_plan aims for this many programs per SM
+ROLL_PROGRAMS_PER_SM = 3    # rows_plan aims for this many programs per SM (results/profiles/roll_chunking_h200.log)
 FN = {"fwd": "conv_roll_fwd_s{}_kernel", "bwd_data": "conv_roll_dgrad_kernel",
       "bwd_weight": "conv_roll_wgrad_s{}_kernel"}   # {}: the stride along H (ROLL_H_STRIDES, an entry each)
 FWD_DEPTH = "od * str_d - pad_d + fd * dil_d"   # the x depth of written depth od and filter depth fd
