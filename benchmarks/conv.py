@@ -258,17 +258,17 @@ def auto_pick(ctx: Context, reg: Any, problem: Any, args: Any, ref: Any, tol: fl
     return info
 
 
-def copy_timing(ctx: Context, min_bytes: int) -> Timing | None:
+def copy_timing(timer: CudaTimer | CpuTimer, device: Any, min_bytes: int) -> Timing | None:
     """A device copy moving the row's minimal bytes (half read, half written), timed like the kernels: what a
     kernel that only streams its tensors once would take at this size under this protocol (launch, the flush's
     dirty lines written back, ramp-up and tail included). None on the CPU."""
     import torch
 
-    if ctx.device.type != "cuda":
+    if device.type != "cuda":
         return None
-    src = torch.randn(max(1, min_bytes // 4), dtype=torch.bfloat16, device=ctx.device)
+    src = torch.randn(max(1, min_bytes // 4), dtype=torch.bfloat16, device=device)
     dst = torch.empty_like(src)
-    return ctx.timer.time_ms(lambda: dst.copy_(src))
+    return timer.time_ms(lambda: dst.copy_(src))
 
 
 def copy_metrics(ctx: Context, copy: Timing | None, cudnn_ms: float, min_bytes: int) -> dict[str, Any]:
@@ -308,7 +308,7 @@ def run_row(ctx: Context, case: Any, direction: str) -> dict[str, Any]:
         row["cudnn_rel_err"] = rel_err(vendor(), ref)
         row["cudnn_valid"] = row["cudnn_rel_err"] <= tol     # reported, never a reason to skip the row
         cudnn = ctx.timer.time_ms(vendor)
-        copy = copy_timing(ctx, problem.min_bytes)
+        copy = copy_timing(ctx.timer, ctx.device, problem.min_bytes)
     except Exception as exc:  # noqa: BLE001 - a failing kernel or call is a result, recorded; the run goes on
         fatal_check(exc)
         row["error"] = f"setup/cuDNN: {type(exc).__name__}: {exc}"[:400]

@@ -13,6 +13,8 @@ DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
 TARGETS = {"dense2d": {"fwd": 0.8, "bwd_data": 0.7, "bwd_weight": 0.7}, "grouped": 2.0, "depthwise": 1.5,
            "dense3d": 0.8, "grouped3d": 3.0, "depthwise3d": 3.0}
 FLOOR_TARGET_PCT = 60.0          # memory-bound cases: % of the HBM copy bandwidth on min_bytes
+# what two result files must share to be merged (GPU, versions, dtype, timing protocol)
+ALIKE_KEYS = ("gpu", "tiledispatch", "triton", "torch", "cuda", "dtype", "protocol")
 
 
 def target(category: str, direction: str) -> float:
@@ -60,7 +62,8 @@ def memory_checks(rows: list[dict[str, Any]], direction: str) -> list[dict[str, 
         value = geomean(pct)
         meeting = sum(1 for p in pct if p is not None and p >= FLOOR_TARGET_PCT)
         worst = min((r for r in sub if r.get("tune_floor_pct")), key=lambda r: r["tune_floor_pct"], default=None)
-        copy_pct = geomean([100.0 * r["copy_ms"] / r["tune_ms"] for r in sub if r.get("copy_ms") and r.get("tune_ms")])
+        copy_pct = geomean([100.0 * r["copy_ms"] / r["tune_ms"] for r in sub
+                            if r.get("copy_ms") and r.get("tune_ms")])
         out.append({"check": f"memory-bound {suffix} % of HBM", "direction": direction, "target": FLOOR_TARGET_PCT,
                     "value": value, "rows": sum(p is not None for p in pct), "of": len(sub),
                     "copy_floor_pct": geomean([r.get("copy_floor_pct") for r in sub]), "copy_speed_pct": copy_pct,
@@ -92,31 +95,30 @@ def merge_results(paths: list[Path], replace_why: str | None = None) -> dict[str
     import json
 
     runs = [json.loads(p.read_text()) for p in paths]
-    if replace_why is not None:
-        return _replace_rows(runs, paths, replace_why)
-    keys = ("gpu", "tiledispatch", "triton", "torch", "cuda", "dtype", "protocol")
     for path, run in zip(paths[1:], runs[1:]):
-        bad = [k for k in keys if run.get(k) != runs[0].get(k)]
+        bad = [k for k in ALIKE_KEYS if run.get(k) != runs[0].get(k)]
         if bad:
             raise SystemExit(f"{path}: {', '.join(bad)} differ from {paths[0]}; only runs alike merge")
+    if replace_why is not None:
+        return _replace_rows(runs, replace_why)
     rows = [row for run in runs for row in run["rows"]]
     seen = [(r["direction"], r["case"]) for r in rows]
     if len(set(seen)) != len(seen):
         raise SystemExit("the runs share (direction, layer) rows; merge disjoint runs")
     merged = {**runs[0], "rows": rows, "summary": summarize(rows), "seconds": sum(r["seconds"] for r in runs),
-              "argv": [run.get("argv") for run in runs], "builds": {k: v for r in runs for k, v in r["builds"].items()}}
+              "argv": [run.get("argv") for run in runs],
+              "builds": {k: v for r in runs for k, v in r["builds"].items()}}
     merged["suites"] = sorted({s for run in runs for s in run["suites"]})
     return merged
 
 
-def _replace_rows(runs: list[dict[str, Any]], paths: list[Path], why: str) -> dict[str, Any]:
+def _replace_rows(runs: list[dict[str, Any]], why: str) -> dict[str, Any]:
     base = dict(runs[0])
     rows = {(r["direction"], r["case"]): r for r in base["rows"]}
     reruns = list(base.get("reruns", []))
-    for path, run in zip(paths[1:], runs[1:]):
-        if run.get("gpu") != base.get("gpu"):
-            raise SystemExit(f"{path}: measured on {run.get('gpu')}, not {base.get('gpu')}")
+    for run in runs[1:]:
         rows.update({(r["direction"], r["case"]): r for r in run["rows"]})
-        reruns.append({"date": run.get("date"), "rows": len(run["rows"]), "argv": run.get("argv") or [], "why": why})
+        reruns.append({"date": run.get("date"), "rows": len(run["rows"]), "argv": run.get("argv") or [],
+                       "why": why})
     merged = list(rows.values())
     return {**base, "rows": merged, "summary": summarize(merged), "reruns": reruns}

@@ -204,13 +204,14 @@ def conv_section(path: Path) -> str:
     for direction in dict.fromkeys(r["direction"] for r in data["rows"]):
         lines += ["", f"### conv {direction}", "",
                   ("| layer | category | problem | cuDNN µs | copy µs | tune µs | tune ratio | auto µs | auto ratio | "
-                   "TF/s | GB/s | % floor | tune kernel |"), "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                   "TF/s | GB/s | % floor | tune kernel |"), "|" + "---|" * 13]
         for r in (r for r in data["rows"] if r["direction"] == direction):
             kernel = f"`{r['tune_kernel']}`" if r.get("tune_kernel") else (r.get("error") or r.get("tune_error")
                                                                            or "–")
             lines.append(f"| {r['case']} | {r['category']} | {_problem(r)} | {_us(r.get('cudnn_ms'))} | "
-                         f"{_us(r.get('copy_ms'))} | {_us(r.get('tune_ms'))} | {_x(r.get('tune_ratio'))} | {_us(r.get('auto_ms'))} | "
-                         f"{_x(r.get('auto_ratio'))} | {_x(r.get('tune_tflops'), 1)} | {_x(r.get('tune_gbps'), 0)} | "
+                         f"{_us(r.get('copy_ms'))} | {_us(r.get('tune_ms'))} | {_x(r.get('tune_ratio'))} | "
+                         f"{_us(r.get('auto_ms'))} | {_x(r.get('auto_ratio'))} | {_x(r.get('tune_tflops'), 1)} | "
+                         f"{_x(r.get('tune_gbps'), 0)} | "
                          f"{_pct(r.get('tune_floor_pct'))} | {kernel} |")
     return "\n".join(lines) + "\n<!-- conv:end -->\n"
 

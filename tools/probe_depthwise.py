@@ -31,23 +31,15 @@ import conv as bench_conv  # benchmarks/conv.py: the benchmark's inputs and cuDN
 from protocol import CudaTimer, Protocol  # noqa: E402
 
 
-def copy_floor_us(timer: CudaTimer, min_bytes: int) -> float:
-    """Median µs of a device copy reading min_bytes / 2 and writing min_bytes / 2 (bf16 elements)."""
-    elems = max(1, min_bytes // 4)
-    src = torch.randn(elems, device="cuda", dtype=torch.bfloat16)
-    dst = torch.empty_like(src)
-    return timer.time_ms(lambda: dst.copy_(src)).ms * 1e3
-
-
 def probe(timer: CudaTimer, case, direction: str, names: list[str]) -> dict:
     problem = case.for_direction(direction)
     args = bench_conv.make_args(problem, torch.device("cuda"), seed=0)
     problem = prepare(problem, args)
     vendor = bench_conv.torch_call(problem, args.x, args.w, args.y)
     ref = bench_conv.reference(problem, args)
+    copy = bench_conv.copy_timing(timer, torch.device("cuda"), problem.min_bytes)
     row = {"layer": case.name, "direction": direction, "min_bytes": problem.min_bytes,
-           "cudnn_us": timer.time_ms(vendor).ms * 1e3, "copy_us": copy_floor_us(timer, problem.min_bytes),
-           "instances": {}}
+           "cudnn_us": timer.time_ms(vendor).ms * 1e3, "copy_us": copy.ms * 1e3, "instances": {}}
     reg = td.Registry(td.detect())
     for name in dict.fromkeys(names):
         reg.add(parse_name(name))

@@ -137,3 +137,7 @@ def test_replace_swaps_rows_measured_again(conv, tmp_path: Path) -> None:
     assert merged["reruns"] == [{"date": "later", "rows": 1, "argv": ["--directions", "fwd"], "why": "kernel changed"}]
     checks = {(a["direction"], a["check"]): a["pass"] for a in merged["summary"]["acceptance"]}
     assert checks[("fwd", "dense2d ratio")] and not checks[("bwd_data", "dense2d ratio")]
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**_result(conv, [again]), "triton": "4"}))
+    with pytest.raises(SystemExit, match="triton"):             # a rerun must match the base as a merge does
+        conv.merge_results([base, other], "kernel changed")

@@ -272,11 +272,12 @@ def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]],
                           f"wv = {weight}", "acc += av.to(tl.float32) * wv[None, :]", level=level)
 
 
-def dw_weight(cfg: ConvConfig, mask: str) -> str:
-    """The fp32 weight vector of tap (f_<s>...) for channels rn of a depthwise problem (C/G = K/G = 1, so
-    channel rn's filter is w[rn, 0, ...]), gathered from w itself: a tile's few weight lines stay in L1, and
-    no repack launch precedes the kernel."""
-    offset = " + ".join(["rn.to(tl.int64) * sw_k"] + [f"f_{s} * sw_{s}" for s in dims(cfg)])
+def dw_weight(cfg: ConvConfig, mask: str, taps: dict[str, str] | None = None) -> str:
+    """The fp32 weight vector of a tap for channels rn of a depthwise problem (C/G = K/G = 1, so channel rn's
+    filter is w[rn, 0, ...]), gathered from w itself: a tile's few weight lines stay in L1, and no repack launch
+    precedes the kernel. `taps` gives the filter coordinate per dim (default: the loop variables f_<s>)."""
+    coord = taps or {s: f"f_{s}" for s in dims(cfg)}
+    offset = " + ".join(["rn.to(tl.int64) * sw_k"] + [f"{coord[s]} * sw_{s}" for s in dims(cfg)])
     return f"tl.load(w_ptr + ({offset}), mask={mask}, other=0.0).to(tl.float32)"
 
 

@@ -52,6 +52,7 @@ from tiledispatch.kernels.conv_direct import (
     base_params,
     channel_major_pids,
     channel_mask,
+    dw_weight,
     header,
     indented,
     pack_body,
@@ -144,8 +145,7 @@ def _weights(cfg: ConvConfig, depth: str, level: int, rows: tuple[int, ...] = tu
                 tap = f"({depth} * flt_h + {fh}) * flt_w + {f}"
                 out.append(f"w_{fh}_{f} = tl.load(ws_ptr + (({tap}) * K + rn), mask={mask}, other=0.0)")
             else:
-                offset = f"rn.to(tl.int64) * sw_k + {fh} * sw_h + {f} * sw_w"
-                out.append(f"w_{fh}_{f} = tl.load(w_ptr + ({offset}), mask={mask}, other=0.0).to(tl.float32)")
+                out.append(f"w_{fh}_{f} = {dw_weight(cfg, mask, {'h': str(fh), 'w': str(f)})}")
     return indented(*out, level=level)
 
 
