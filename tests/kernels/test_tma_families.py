@@ -98,20 +98,30 @@ def test_split_tma_persistent_runs_its_epilogue_in_the_reduce():
                                                                  "split_k": 2}), arch))
 
 
-@pytest.mark.parametrize("tiles, k_tiles, programs", [(10, 7, 3), (4, 9, 36), (264, 4, 132), (3, 1, 132),
-                                                      (133, 64, 132), (5, 2, 4)])
-def test_streamk_split_covers_every_iteration_once(tiles, k_tiles, programs):
+@pytest.mark.parametrize("tiles, k_tiles, programs, group", [
+    (10, 7, 3, 1), (4, 9, 36, 1), (264, 4, 132, 1), (3, 1, 132, 1), (133, 64, 132, 1), (5, 2, 4, 1),
+    (96, 64, 132, 2), (56, 56, 132, 2), (12, 5, 6, 3), (408, 7, 132, 4), (8, 3, 4, 4)])
+def test_streamk_split_covers_every_iteration_once(tiles, k_tiles, programs, group):
     """Every K iteration of every stream-K tile belongs to exactly one program, and a tile's pieces fit
-    its SK_SLOTS workspace slots (what the fixup kernel reads)."""
-    dp, per_program, slots = gemm_streamk.split_plan(tiles, k_tiles, programs)
+    its SK_SLOTS workspace slots (what the fixup kernel reads); lanes of `group` programs cover the same K
+    iterations of consecutive tiles."""
+    programs = programs // group * group            # what launch_plan launches
+    dp, per_lane, slots = gemm_streamk.split_plan(tiles, k_tiles, programs, group)
     assert dp % programs == 0 and 0 <= dp <= tiles
-    sk_iters = (tiles - dp) * k_tiles
-    owners = [it // per_program for it in range(sk_iters)]
-    assert max(owners, default=0) < programs
+    covered = {}
+    for pid in range(programs):                     # the kernel's walk, program by program
+        lane, member = divmod(pid, group)
+        start, end = lane * per_lane, min((lane + 1) * per_lane, (tiles - dp) // group * k_tiles)
+        segments = -(-per_lane // k_tiles) + 1      # SK_SEGS: the tile pieces the kernel visits per lane
+        assert end <= start or (end - 1) // k_tiles - start // k_tiles < segments
+        for it in range(start, end):
+            unit, k = divmod(it, k_tiles)
+            key = (unit * group + member, k)
+            assert key not in covered
+            covered[key] = lane - (unit * k_tiles) // per_lane       # the workspace slot it writes
+    assert set(covered) == {(t, k) for t in range(tiles - dp) for k in range(k_tiles)}
     for tile in range(tiles - dp):
-        pieces = set(owners[tile * k_tiles:(tile + 1) * k_tiles])
-        assert len(pieces) <= slots
-        assert min(pieces) == (tile * k_tiles) // per_program
+        assert {covered[(tile, k)] for k in range(k_tiles)} <= set(range(slots))
 
 
 @pytest.mark.parametrize("cfg", [c for c in CONFIGS if c.layout == "rcr" and c.dtype == "fp16"], ids=lambda c: c.name)

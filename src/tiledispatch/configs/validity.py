@@ -83,9 +83,23 @@ def shared_memory_bytes(cfg: GemmConfig) -> int:
     """Shared memory of the pipelined A and B tiles plus, for TMA stores, the output staging subtile."""
     stage = (cfg.block_m * cfg.block_k + cfg.block_k * cfg.block_n) * DTYPES[cfg.dtype].bytes
     staging = 0
-    if cfg.family == "tma_persistent" and cfg.split_k == 1 and cfg.out_dtype in DTYPES:
+    if cfg.family in ("tma_persistent", "streamk") and cfg.split_k == 1 and cfg.out_dtype in DTYPES:
         staging = cfg.block_m * cfg.block_n // max(1, cfg.subtile) * DTYPES[cfg.out_dtype].bytes
+    if cfg.family == "streamk":   # its fp32 partial tiles go out in column slices through the same staging
+        staging = max(staging, cfg.block_m * cfg.block_n * 4 // streamk_ws_slices(cfg))
     return max(1, cfg.num_stages) * stage + staging
+
+
+STREAMK_WS_SLICE_BYTES = 32 * 1024   # at most this much of a streamk partial tile per workspace store
+
+
+def streamk_ws_slices(cfg: GemmConfig) -> int:
+    """Column slices (a power of two, each >= 16 columns) of the fp32 partial tile that a streamk program
+    stores through the workspace descriptor."""
+    slices = 1
+    while cfg.block_m * cfg.block_n * 4 // slices > STREAMK_WS_SLICE_BYTES and cfg.block_n // (2 * slices) >= 16:
+        slices *= 2
+    return slices
 
 
 def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
@@ -100,9 +114,9 @@ def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]
         errors.append(("subtile", "a split tma_persistent kernel runs its epilogue in the reduce (pointer "
                                   f"stores); subtile must be 1, got {cfg.subtile}"))
     if choice(errors, "subtile", cfg.subtile, SUBTILES) and cfg.subtile != 1:
-        if cfg.family != "tma_persistent":
-            errors.append(("subtile", f"epilogue subtiling is a tma_persistent feature; {cfg.family!r} needs "
-                                      f"subtile=1"))
+        if cfg.family not in ("tma_persistent", "streamk"):
+            errors.append(("subtile", f"epilogue subtiling is a feature of tma_persistent and streamk; "
+                                      f"{cfg.family!r} needs subtile=1"))
         elif cfg.block_n // cfg.subtile < 16:
             errors.append(("subtile", f"block_n={cfg.block_n} split in {cfg.subtile} is below 16 columns"))
     if cfg.family not in TMA_FAMILIES:
