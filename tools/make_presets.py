@@ -41,6 +41,10 @@ CANDIDATES = [
     ("tma_persistent", 128, 128, 128, 8, 3, 1, 1, 16), ("tma_persistent", 128, 64, 64, 4, 4, 1, 1, 16),
     ("tma_persistent", 64, 128, 64, 4, 4, 1, 1, 16), ("tma_persistent", 64, 256, 64, 8, 4, 1, 1, 16),
     ("tma_persistent", 64, 64, 64, 4, 5, 1, 1, 16), ("tma_persistent", 64, 128, 128, 4, 3, 1, 1, 16),
+    # epilogue through pointer stores (subtile 0): no staging buffer
+    ("tma_persistent", 128, 256, 64, 8, 3, 1, 0, 16), ("tma_persistent", 128, 256, 64, 8, 4, 1, 0, 16),
+    ("tma_persistent", 128, 128, 64, 4, 4, 1, 0, 16), ("tma_persistent", 128, 128, 64, 4, 6, 1, 0, 16),
+    ("tma_persistent", 256, 128, 64, 8, 3, 1, 0, 16), ("tma_persistent", 128, 128, 64, 8, 4, 1, 0, 16),
     # split over K (few output tiles, long K: M <= 256 with K in the thousands); 256-row tiles read B once
     ("tma_persistent", 256, 128, 64, 8, 3, 2, 1, 16), ("tma_persistent", 256, 128, 64, 8, 3, 4, 1, 16),
     ("tma_persistent", 128, 128, 64, 8, 4, 2, 1, 16), ("tma_persistent", 128, 256, 64, 8, 3, 3, 1, 16),

@@ -21,7 +21,8 @@ EPILOGUES = suites.FLOAT_EPILOGUES   # every activation, bias mode, number of D 
 SHAPES = ((16, 272, 64), (272, 48, 1008), (1008, 1024, 96), (64, 48, 4096), (2064, 2064, 512))
 FAMILY_TILES = {
     "tma_persistent": [dict(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3, subtile=2),
-                       dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4, subtile=1)],
+                       dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4, subtile=1),
+                       dict(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3, subtile=0)],
     "tma_ws": [dict(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=3)],
     "streamk": [dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4),
                 # 256-row tiles: four 32-column workspace slices, a two-slice descriptor epilogue

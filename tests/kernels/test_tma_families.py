@@ -74,7 +74,7 @@ def test_suite_covers_every_tma_family_layout_and_fp8():
     assert {(c.family, c.layout) for c in CONFIGS if c.dtype == "fp16"} == {
         (f, l_) for f in suites.TMA_FAMILIES for l_ in suites.LAYOUTS}
     assert {c.family for c in CONFIGS if c.dtype == "fp8e4m3"} == {"tiled", "splitk", *suites.TMA_FAMILIES}
-    assert {c.subtile for c in CONFIGS if c.family == "tma_persistent"} == {1, 2}
+    assert {c.subtile for c in CONFIGS if c.family == "tma_persistent"} == {0, 1, 2}
     assert {c.split_k for c in CONFIGS if c.family == "tma_persistent"} == {1, 2, 3}   # split over K too
 
 

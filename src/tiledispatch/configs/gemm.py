@@ -26,7 +26,8 @@ class GemmConfig:
     num_stages: int = 3
     group_m: int = 8
     split_k: int = 1
-    subtile: int = 1          # epilogue subtiles along N (tma_persistent): frees shared memory for stages
+    subtile: int = 1          # epilogue subtiles along N (tma_persistent): frees shared memory for stages;
+                              # 0: stores from registers through pointers (no staging buffer)
     align: int = 16
     activation: str = "none"
     bias: str = "none"

@@ -201,7 +201,7 @@ def _gemm_view(cols: dict[str, Any], c: dict[str, Any], padded, out: dict[str, A
     split = np.maximum(c["split_k"], 1.0)    # > 1 for splitk and split tma_persistent kernels only
     in_b, out_b = _bytes_of(cols["p_dtype"]), _bytes_of(cols["p_out_dtype"])
     stage = (c["block_m"] * c["block_k"] + c["block_k"] * c["block_n"]) * in_b
-    staging_bytes = c["block_m"] * c["block_n"] / np.maximum(c["subtile"], 1) * out_b
+    staging_bytes = c["block_m"] * c["block_n"] / np.maximum(c["subtile"], 1) * out_b * (c["subtile"] > 0)
     staging = np.where(family == "tma_persistent", staging_bytes, 0.0)
     tiles_m, tiles_n = _cdiv(m, c["block_m"]), _cdiv(n, c["block_n"])
     out.update(m=m, n=n, k=k, batch=batch, log_m=_log2(m), log_n=_log2(n), log_k=_log2(k), p_align=p["align"],
