@@ -26,7 +26,9 @@ FAMILY_TILES = {
     "tma_ws": [dict(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=3)],
     "streamk": [dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4),
                 # 256-row tiles: four 32-column workspace slices, a two-slice descriptor epilogue
-                dict(block_m=256, block_n=128, block_k=64, num_warps=8, num_stages=3, subtile=2)],
+                dict(block_m=256, block_n=128, block_k=64, num_warps=8, num_stages=3, subtile=2),
+                # partials and whole tiles stored through pointers
+                dict(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=6, subtile=0)],
 }
 
 

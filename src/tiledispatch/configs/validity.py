@@ -24,7 +24,7 @@ MAX_WS_STAGES = 4              # the deepest tma_ws pipeline measured correct (b
 ALIGNS = (1, 4, 8, 16)   # bytes of alignment (pointers, leading dimensions, unit-stride sizes) a kernel assumes
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
 MAX_GRID_Y = 65535           # CUDA limit on grid dims 1 and 2 (batch, split)
-SUBTILES = (0, 1, 2)         # 0: pointer-store epilogue (tma_persistent), no staging buffer
+SUBTILES = (0, 1, 2)         # 0: stores through pointers (tma_persistent, streamk), no staging buffer
 WS_WARPS = 4                 # Triton 3.6 on sm_90 warp-specializes only kernels compiled with 4 warps
 FP8_MAX_BLOCK_K = 128        # fp8 dots promote to fp32 once per K block (kernels/gemm_common.dot_line)
 SPLIT_FAMILIES = ("splitk", "tma_persistent")   # split_k > 1: K split over programs, a reduce runs the epilogue
@@ -85,11 +85,12 @@ def shared_memory_bytes(cfg: GemmConfig) -> int:
     staging = 0
     if cfg.family in ("tma_persistent", "streamk") and cfg.split_k == 1 and cfg.subtile and cfg.out_dtype in DTYPES:
         staging = cfg.block_m * cfg.block_n // cfg.subtile * DTYPES[cfg.out_dtype].bytes
-    if cfg.family == "tma_persistent" and cfg.split_k == 1 and cfg.subtile == 0 and cfg.out_dtype in DTYPES:
+    if cfg.family in ("tma_persistent", "streamk") and cfg.split_k == 1 and cfg.subtile == 0:
         # no staging, but the accumulator's layout conversion before the pointer stores takes scratch (sm_90:
-        # 8 KiB for 128x128 over 4 warps, 32 KiB for 128x256 over 8); half the output tile bounds it
-        staging = cfg.block_m * cfg.block_n * DTYPES[cfg.out_dtype].bytes // 2
-    if cfg.family == "streamk":   # its fp32 partial tiles go out in column slices through the same staging
+        # 8 KiB for 128x128 over 4 warps, 32 KiB for 128x256 over 8); half the stored tile bounds it
+        stored = 4 if cfg.family == "streamk" else DTYPES[cfg.out_dtype].bytes   # streamk: fp32 partials
+        staging = cfg.block_m * cfg.block_n * stored // 2
+    elif cfg.family == "streamk":   # its fp32 partial tiles go out in column slices through the same staging
         staging = max(staging, cfg.block_m * cfg.block_n * 4 // streamk_ws_slices(cfg))
     return max(1, cfg.num_stages) * stage + staging
 
@@ -121,9 +122,7 @@ def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]
         if cfg.family not in ("tma_persistent", "streamk"):
             errors.append(("subtile", f"epilogue subtiling is a feature of tma_persistent and streamk; "
                                       f"{cfg.family!r} needs subtile=1"))
-        elif cfg.subtile == 0 and cfg.family != "tma_persistent":
-            errors.append(("subtile", "subtile=0 (the epilogue stores through pointers) is a tma_persistent "
-                                      f"feature; {cfg.family!r} needs subtile 1 or 2"))
+
         elif cfg.subtile and cfg.block_n // cfg.subtile < 16:
             errors.append(("subtile", f"block_n={cfg.block_n} split in {cfg.subtile} is below 16 columns"))
     if cfg.family not in TMA_FAMILIES:

@@ -23,8 +23,8 @@ def hint(cfg: GemmConfig) -> int:
     strides: `align` bytes of the input type (a16: 8 elements of fp16 / bf16, 16 of fp8 / int8, 4 of fp32; a4:
     2 of fp16 / bf16), which the output's leading dimension also has (its type is at least as wide). 1: nothing
     known (align-1 kernels, and the TMA families, which take strides as descriptor fields; but a tma_persistent
-    kernel storing through pointers, subtile 0, knows them: they vectorize its stores)."""
-    if cfg.align == 1 or (cfg.family in TMA_FAMILIES and not (cfg.family == "tma_persistent" and cfg.subtile == 0)):
+    or streamk kernel storing through pointers, subtile 0, knows them: they vectorize its stores)."""
+    if cfg.align == 1 or (cfg.family in TMA_FAMILIES and not (cfg.family != "tma_ws" and cfg.subtile == 0)):
         return 1
     return max(1, cfg.align // DTYPES[cfg.dtype].bytes)
 

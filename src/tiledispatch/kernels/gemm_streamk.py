@@ -1,12 +1,15 @@
 """Family `streamk`: data-parallel persistent waves, then stream-K over the remaining tiles.
 
 The first DP_TILES tiles are computed whole by a persistent walk, exactly as tma_persistent does (flattened
-loop, descriptor epilogue). The K iterations of the remaining tiles are cut into NUM_PROGRAMS equal contiguous
-ranges, so the last waves keep every SM busy; each program stores the fp32 partial sums of the tile pieces it
-covers to a workspace slot through a tensor descriptor, in column slices of at most 32 KiB (no
-per-element addresses in registers: with a pointer store the 128x128 tile of 4 warps spilled). A second kernel
-adds the slots of each stream-K tile in a fixed order, FIXUP_ROWS rows per program, and runs the epilogue:
-deterministic, no atomics, no inter-program waiting.
+loop, descriptor epilogue). The K iterations of the remaining tiles are cut into equal contiguous ranges, one
+per lane of programs (split_plan), so the last waves keep every SM busy; each program stores the fp32 partial
+sums of the tile pieces it covers to a workspace slot through a tensor descriptor, in column slices of at most
+32 KiB. A second kernel adds the slots of each stream-K tile in a fixed order, FIXUP_ROWS rows per program, and
+runs the epilogue: deterministic, no atomics, no inter-program waiting.
+With subtile 0 the data-parallel tiles and the partials are stored from registers through pointers instead,
+compiled knowing the 16-byte alignment of sizes and strides so the stores vectorize (no staging buffer, no
+wait on a store). Without those hints a pointer store of the 128x128 partial over 4 warps spilled (255
+registers and 1128 bytes of stack).
 """
 from __future__ import annotations
 
@@ -64,6 +67,9 @@ def column_slices(name: str, width: str, count: int) -> tuple[list[str], list[tu
 
 
 def _ws_store(cfg: GemmConfig, indent: str) -> str:
+    if cfg.subtile == 0:      # from registers through pointers: no staging buffer, nothing waits on the store
+        return (f"{indent}ws_rows = (sk_tile * SK_SLOTS + slot).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
+                f"{indent}tl.store(ws_ptr + ws_rows[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :], acc)\n")
     lines, slices = column_slices("acc", "BLOCK_N", streamk_ws_slices(cfg))
     lines.append("ws_row = (sk_tile * SK_SLOTS + slot) * BLOCK_M")
     lines += [f"ws_desc.store([ws_row, {col}], {var})" for var, col, _ in slices]
@@ -71,19 +77,25 @@ def _ws_store(cfg: GemmConfig, indent: str) -> str:
 
 
 def _ws_descriptor(cfg: GemmConfig) -> str:
+    if cfg.subtile == 0:
+        return ""
     return ("    ws_desc = tl.make_tensor_descriptor(\n"
             "        ws_ptr, shape=[(num_tiles - DP_TILES) * SK_SLOTS * BLOCK_M, BLOCK_N], strides=[BLOCK_N, 1],\n"
             f"        block_shape=[BLOCK_M, BLOCK_N // {streamk_ws_slices(cfg)}])\n")
 
 
 def _main_source(cfg: GemmConfig, entry: EntrySpec) -> str:
+    if cfg.subtile == 0:      # data-parallel tiles and partials stored through pointers
+        descriptors, epilogue = "", tma.indent_block(common.epilogue(cfg), "    ")
+    else:
+        descriptors, epilogue = gemm_tma.epilogue_descriptors(cfg, 3), gemm_tma.descriptor_epilogue(cfg, 3)
     return (
         f"@triton.jit\ndef {MAIN_FN}(\n    {common.signature_text(list(entry.params))},\n):\n"
-        + tma.operand_descriptors(cfg) + gemm_tma.epilogue_descriptors(cfg, 3) + tma.TILE_WALK
+        + tma.operand_descriptors(cfg) + descriptors + tma.TILE_WALK
         + _ws_descriptor(cfg)
         + "    pid = tl.program_id(0)\n"
         + "    for tile_id in tl.range(pid, DP_TILES, NUM_PROGRAMS, flatten=True):\n"
-        + tma.tile_coords() + tma.k_loop(cfg, "0", "k_tiles") + gemm_tma.descriptor_epilogue(cfg, 3)
+        + tma.tile_coords() + tma.k_loop(cfg, "0", "k_tiles") + epilogue
         + "    lane = pid // SK_GROUP\n"
         + "    member = pid % SK_GROUP\n"
         + "    sk_total = (num_tiles - DP_TILES) // SK_GROUP * k_tiles\n"

@@ -46,6 +46,8 @@ def estimate_us(cfg: GemmConfig, problem: GemmProblem, arch: ArchSpec) -> float:
     if cfg.family == "streamk":
         programs = min(tiles * k_iters, slots)
         per_program = math.ceil(tiles * k_iters / programs) * t_iter + CTA_OVERHEAD_US
+        if cfg.align == 1:
+            per_program *= UNALIGNED_SLOWDOWN
         total = per_program * occ / latency_hiding + 2 * LAUNCH_US
         return total + FIXUP_PASSES * 4 * min(tiles, 2 * slots) * cfg.block_m * cfg.block_n / (arch.hbm_gbps * 1e3)
     overhead = CTA_OVERHEAD_US * (PERSISTENT_OVERLAP if cfg.family in ("tma_persistent", "tma_ws") else 1.0)

@@ -108,13 +108,13 @@ def family_epilogue(family: str, epilogue: Epilogue) -> Epilogue:
 
 def tma_configs() -> list[GemmConfig]:
     """The persistent TMA families on the interpreter: one fp16 config per (family, layout) with the float
-    epilogues rotated over them (tma_persistent rotates epilogue subtiles 1, 2 and 0, the pointer stores;
-    streamk alternates 1 and 2), fp8 for every family that runs it, and bf16 (through the interpreter's fp32
+    epilogues rotated over them (tma_persistent and streamk rotate epilogue subtiles 1, 2 and 0, the pointer
+    stores), fp8 for every family that runs it, and bf16 (through the interpreter's fp32
     dot) with the subtiled descriptor epilogue."""
     out = []
     for f, family in enumerate(TMA_FAMILIES):
         for l_, layout in enumerate(LAYOUTS):
-            subtile = {"tma_persistent": (1, 2, 0, 1)[l_], "streamk": 1 + l_ % 2}.get(family, 1)
+            subtile = {"tma_persistent": (1, 2, 0, 1)[l_], "streamk": (1, 2, 1, 0)[l_]}.get(family, 1)
             epilogue = family_epilogue(family, FLOAT_EPILOGUES[(3 * f + l_) % len(FLOAT_EPILOGUES)])
             out.append(small_config(family, layout, "fp16", align=16, subtile=subtile).with_epilogue(epilogue))
     for i, family in enumerate(("tiled", "splitk", *TMA_FAMILIES)):
