@@ -29,6 +29,13 @@ GOLDEN = {
                                       activation="relu", bias="col"),
     "tma_persistent_split": td.parse_name("gemm-tma_persistent-rcr-bf16-bf16-fp32-256x128x64-w8-s3-g8-k4-e1-a16-"
                                           "gelu-bcol-d0-c0"),
+    # the epilogue stored from registers through pointers (subtile 0), with C, D and a row bias
+    "tma_persistent_pointer_store": td.parse_name("gemm-tma_persistent-rcr-bf16-bf16-fp32-128x256x64-w8-s3-g8-k1-e0-"
+                                                  "a16-silu-brow-d1-c1"),
+    # stream-K lanes, workspace stores through a descriptor in column slices; and through pointers (subtile 0)
+    "streamk_slices": td.parse_name("gemm-streamk-rrr-fp16-fp16-fp32-256x128x64-w8-s3-g8-k1-e2-a16-relu-bcol-d0-c0"),
+    "streamk_pointer_store": td.parse_name("gemm-streamk-rcr-bf16-bf16-fp32-128x128x64-w4-s6-g8-k1-e0-a16-none-"
+                                           "bnone-d1-c0"),
     # fp8: each K block's dot is promoted into the fp32 accumulator by an FMA outside the dot (scales at the end)
     "fp8_tiled": td.parse_name("gemm-tiled-rcr-fp8e4m3-bf16-fp32-64x128x128-w4-s4-g8-k1-e1-a16-none-bnone-d0-c0"),
     "int8_tiled": td.GemmConfig(family="tiled", layout="ccr", dtype="int8", block_m=64, block_n=128, block_k=64,
