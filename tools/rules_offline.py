@@ -38,7 +38,7 @@ def evaluate(sweep: dict, preset: str, strategy: str = "rules") -> dict:
         auto.append(row["cublas_ms"] / times[ranked[0]])
         best.append(row["cublas_ms"] / fastest)
         lines.append(f"{row['m']:>5}x{row['n']:>5}x{row['k']:>5} best {best[-1]:.2f} {strategy} {auto[-1]:.2f} "
-                     f"({fastest / times[ranked[0]]:.2f} of best) {ranked[0][5:60]}")
+                     f"({fastest / times[ranked[0]]:.2f} of best) {ranked[0]}")
     geo = lambda v: math.exp(sum(map(math.log, v)) / len(v))  # noqa: E731
     return {"auto_geomean": geo(auto), "best_geomean": geo(best), "lines": lines}
 
