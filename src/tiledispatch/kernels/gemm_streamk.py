@@ -24,7 +24,7 @@ MAIN_FN = "gemm_streamk_kernel"
 FIXUP_FN = "gemm_streamk_fixup_kernel"
 SK_PARAMS = ("DP_TILES", "SK_ITERS", "SK_SLOTS", "SK_GROUP")   # whole tiles; K iterations per lane; slots per
 # tile; programs per lane (see split_plan)
-MAX_SK_GROUP = 4
+MAX_SK_GROUP = 4             # lanes span a column's tile rows only when M has at most this many tiles
 FIXUP_ROWS = 32              # tile rows one fixup program sums (a memory-bound pass wants many small programs)
 FIXUP_WARPS = 4
 
