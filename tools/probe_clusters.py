@@ -18,15 +18,13 @@ import torch
 import triton
 from triton.compiler import ASTSource
 
+from tiledispatch.bench.timer import FLUSH_MB, flushed_event_samples, quantile
 from tiledispatch.build.loader import import_source
 from tiledispatch.codegen.render import render_source
 from tiledispatch.configs.naming import parse_name
 from tiledispatch.kernels import gemm_tma
 from tiledispatch.kernels import tma_common as tma
 from tiledispatch.runtime.launcher import ensure_scratch_allocator
-
-FLUSH = torch.empty(256 * 2**20, dtype=torch.int8, device="cuda")
-
 
 def compiled(name: str, ctas: int, workdir: Path):
     cfg = parse_name(name)
@@ -53,19 +51,10 @@ def launch(cfg, spec, kernel, ctas: int, a, b, out) -> None:
     kernel[(programs, 1, 1)](*args)
 
 
-def timed_us(fn, reps: int = 50) -> float:
+def timed_us(fn, flush, reps: int = 50) -> float:
+    """Median µs of `reps` calls, each with the L2 flushed before it (outside the CUDA events)."""
     fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        FLUSH.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return sorted(times)[len(times) // 2]
+    return quantile(flushed_event_samples(fn, reps, flush, flush.device), 0.5) * 1e3
 
 
 def main() -> None:
@@ -75,6 +64,7 @@ def main() -> None:
     ap.add_argument("--json")
     opts = ap.parse_args()
     workdir = Path(tempfile.mkdtemp())
+    flush = torch.empty(FLUSH_MB * 2**20, dtype=torch.int8, device="cuda")
     kernels, failed = {}, {}
     for name in opts.names.split(","):
         for ctas in (1, 2):
@@ -92,12 +82,12 @@ def main() -> None:
         bt = torch.randn(n, k, device="cuda", generator=gen).to(dtype)     # B column-major: B^T row-major
         ref = (a.float() @ bt.float().T)
         out = torch.empty(m, n, dtype=dtype, device="cuda")
-        row = {"shape": shape, "cublas_us": timed_us(lambda: torch.mm(a, bt.T, out=out)), "instances": {}}
+        row = {"shape": shape, "cublas_us": timed_us(lambda: torch.mm(a, bt.T, out=out), flush), "instances": {}}
         for (name, ctas), (cfg, spec, kernel) in kernels.items():
             out.fill_(float("nan"))
             launch(cfg, spec, kernel, ctas, a, bt, out)
             err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
-            us = timed_us(lambda: launch(cfg, spec, kernel, ctas, a, bt, out))
+            us = timed_us(lambda: launch(cfg, spec, kernel, ctas, a, bt, out), flush)
             row["instances"][f"{name} ctas={ctas}"] = {"us": us, "max_rel_err": err}
             print(f"{shape} {name} ctas={ctas}: {us:.1f} us (cuBLAS {row['cublas_us']:.1f}), err {err:.2e}")
         rows.append(row)

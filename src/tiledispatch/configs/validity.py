@@ -82,16 +82,17 @@ def compute_warps(cfg: GemmConfig) -> int:
 def shared_memory_bytes(cfg: GemmConfig) -> int:
     """Shared memory of the pipelined A and B tiles plus, for TMA stores, the output staging subtile."""
     stage = (cfg.block_m * cfg.block_k + cfg.block_k * cfg.block_n) * DTYPES[cfg.dtype].bytes
-    staging = 0
-    if cfg.family in ("tma_persistent", "streamk") and cfg.split_k == 1 and cfg.subtile and cfg.out_dtype in DTYPES:
-        staging = cfg.block_m * cfg.block_n // cfg.subtile * DTYPES[cfg.out_dtype].bytes
-    if cfg.family in ("tma_persistent", "streamk") and cfg.split_k == 1 and cfg.subtile == 0:
-        # no staging, but the accumulator's layout conversion before the pointer stores takes scratch (sm_90:
-        # 8 KiB for 128x128 over 4 warps, 32 KiB for 128x256 over 8); half the stored tile bounds it
-        stored = 4 if cfg.family == "streamk" else DTYPES[cfg.out_dtype].bytes   # streamk: fp32 partials
-        staging = cfg.block_m * cfg.block_n * stored // 2
-    elif cfg.family == "streamk":   # its fp32 partial tiles go out in column slices through the same staging
-        staging = max(staging, cfg.block_m * cfg.block_n * 4 // streamk_ws_slices(cfg))
+    staging, tile = 0, cfg.block_m * cfg.block_n
+    if cfg.family in ("tma_persistent", "streamk") and cfg.split_k == 1 and cfg.out_dtype in DTYPES:
+        if cfg.subtile == 0:
+            # no staging, but the accumulator's layout conversion before the pointer stores takes scratch (sm_90:
+            # 8 KiB for 128x128 over 4 warps, 32 KiB for 128x256 over 8); half the stored tile bounds it
+            stored = 4 if cfg.family == "streamk" else DTYPES[cfg.out_dtype].bytes   # streamk: fp32 partials
+            staging = tile * stored // 2
+        else:
+            staging = tile // cfg.subtile * DTYPES[cfg.out_dtype].bytes
+            if cfg.family == "streamk":   # its fp32 partial tiles go out in column slices through the same staging
+                staging = max(staging, tile * 4 // streamk_ws_slices(cfg))
     return max(1, cfg.num_stages) * stage + staging
 
 
@@ -122,7 +123,6 @@ def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]
         if cfg.family not in ("tma_persistent", "streamk"):
             errors.append(("subtile", f"epilogue subtiling is a feature of tma_persistent and streamk; "
                                       f"{cfg.family!r} needs subtile=1"))
-
         elif cfg.subtile and cfg.block_n // cfg.subtile < 16:
             errors.append(("subtile", f"block_n={cfg.block_n} split in {cfg.subtile} is below 16 columns"))
     if cfg.family not in TMA_FAMILIES:

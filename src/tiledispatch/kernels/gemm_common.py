@@ -24,7 +24,8 @@ def hint(cfg: GemmConfig) -> int:
     2 of fp16 / bf16), which the output's leading dimension also has (its type is at least as wide). 1: nothing
     known (align-1 kernels, and the TMA families, which take strides as descriptor fields; but a tma_persistent
     or streamk kernel storing through pointers, subtile 0, knows them: they vectorize its stores)."""
-    if cfg.align == 1 or (cfg.family in TMA_FAMILIES and not (cfg.family != "tma_ws" and cfg.subtile == 0)):
+    pointer_stores = cfg.family in ("tma_persistent", "streamk") and cfg.subtile == 0
+    if cfg.align == 1 or (cfg.family in TMA_FAMILIES and not pointer_stores):
         return 1
     return max(1, cfg.align // DTYPES[cfg.dtype].bytes)
 

@@ -66,10 +66,16 @@ def column_slices(name: str, width: str, count: int) -> tuple[list[str], list[tu
     return lines, slices
 
 
+# The workspace layout [sk_tile, slot, BLOCK_M, BLOCK_N] that the pointer stores write and the fixup reads:
+# WS_ROWS (given the tile rows) then WS_POINTERS.
+WS_ROWS = "ws_rows = (sk_tile * SK_SLOTS + slot).to(tl.int64) * BLOCK_M + {rows}"
+WS_POINTERS = "ws_ptr + ws_rows[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]"
+
+
 def _ws_store(cfg: GemmConfig, indent: str) -> str:
     if cfg.subtile == 0:      # from registers through pointers: no staging buffer, nothing waits on the store
-        return (f"{indent}ws_rows = (sk_tile * SK_SLOTS + slot).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
-                f"{indent}tl.store(ws_ptr + ws_rows[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :], acc)\n")
+        return (f"{indent}{WS_ROWS.format(rows='tl.arange(0, BLOCK_M)')}\n"
+                f"{indent}tl.store({WS_POINTERS}, acc)\n")
     lines, slices = column_slices("acc", "BLOCK_N", streamk_ws_slices(cfg))
     lines.append("ws_row = (sk_tile * SK_SLOTS + slot) * BLOCK_M")
     lines += [f"ws_desc.store([ws_row, {col}], {var})" for var, col, _ in slices]
@@ -85,10 +91,7 @@ def _ws_descriptor(cfg: GemmConfig) -> str:
 
 
 def _main_source(cfg: GemmConfig, entry: EntrySpec) -> str:
-    if cfg.subtile == 0:      # data-parallel tiles and partials stored through pointers
-        descriptors, epilogue = "", tma.indent_block(common.epilogue(cfg), "    ")
-    else:
-        descriptors, epilogue = gemm_tma.epilogue_descriptors(cfg, 3), gemm_tma.descriptor_epilogue(cfg, 3)
+    descriptors, epilogue = gemm_tma.tile_epilogue(cfg, 3)
     return (
         f"@triton.jit\ndef {MAIN_FN}(\n    {common.signature_text(list(entry.params))},\n):\n"
         + tma.operand_descriptors(cfg) + descriptors + tma.TILE_WALK
@@ -135,8 +138,8 @@ def _fixup_source(cfg: GemmConfig, entry: EntrySpec) -> str:
         + "    last = ((unit + 1) * k_tiles - 1) // SK_ITERS\n"
         + f"    acc = tl.zeros((FIXUP_ROWS, BLOCK_N), dtype={acc_ty})\n"
         + "    for slot in range(0, last - first + 1):\n"
-        + "        ws_rows = (sk_tile * SK_SLOTS + slot).to(tl.int64) * BLOCK_M + rows\n"
-        + "        acc += tl.load(ws_ptr + ws_rows[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :])\n"
+        + f"        {WS_ROWS.format(rows='rows')}\n"
+        + f"        acc += tl.load({WS_POINTERS})\n"
         + common.epilogue(cfg)
     )
 

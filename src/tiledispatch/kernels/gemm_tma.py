@@ -43,13 +43,18 @@ def render(cfg: GemmConfig) -> str:
     rank = 2 if ws else 3
     loop = (f"    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten={not ws}, "
             f"warp_specialize={ws}):\n")
-    if cfg.subtile == 0:      # stores from registers, through pointers
-        descriptors, epilogue = "", tma.indent_block(common.epilogue(cfg), "    ")
-    else:
-        descriptors, epilogue = epilogue_descriptors(cfg, rank), descriptor_epilogue(cfg, rank)
+    descriptors, epilogue = tile_epilogue(cfg, rank)
     return (f"@triton.jit\ndef {FN}(\n    {common.signature_text(list(entry.params))},\n):\n"
             + tma.operand_descriptors(cfg, rank) + descriptors
             + tma.TILE_WALK + loop + tma.tile_coords() + tma.k_loop(cfg, "0", "k_tiles", rank=rank) + epilogue)
+
+
+def tile_epilogue(cfg: GemmConfig, rank: int) -> tuple[str, str]:
+    """(descriptors made before the tile loop, the epilogue inside it) of a persistent kernel's whole tiles:
+    pointer stores from registers for subtile 0, else the descriptor epilogue in `subtile` column slices."""
+    if cfg.subtile == 0:
+        return "", tma.indent_block(common.epilogue(cfg), "    ")
+    return epilogue_descriptors(cfg, rank), descriptor_epilogue(cfg, rank)
 
 
 def epilogue_descriptors(cfg: GemmConfig, rank: int) -> str:

@@ -109,8 +109,8 @@ def family_epilogue(family: str, epilogue: Epilogue) -> Epilogue:
 def tma_configs() -> list[GemmConfig]:
     """The persistent TMA families on the interpreter: one fp16 config per (family, layout) with the float
     epilogues rotated over them (tma_persistent and streamk rotate epilogue subtiles 1, 2 and 0, the pointer
-    stores), fp8 for every family that runs it, and bf16 (through the interpreter's fp32
-    dot) with the subtiled descriptor epilogue."""
+    stores), fp8 for every family that runs it, and bf16 (through the interpreter's fp32 dot) with the subtiled
+    descriptor epilogue."""
     out = []
     for f, family in enumerate(TMA_FAMILIES):
         for l_, layout in enumerate(LAYOUTS):
