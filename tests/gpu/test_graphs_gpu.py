@@ -2,7 +2,8 @@
 
 Kernel.run, Registry.run and td.gemm are captured on static tensors; the inputs are then overwritten in place and
 the graph replayed; the output must match torch in fp32 for the new values. Covers split-K and stream-K
-(workspaces allocated during capture come from the graph's pool), the persistent TMA families (device-side
+(workspaces allocated during capture come from the graph's pool; a split tma_persistent's counters are zeroed
+by a memset captured with it), the persistent TMA families (device-side
 tensor descriptors: global scratch from launcher.SCRATCH, reused during capture), a fused epilogue reading C,
 bias and D, and several captures sharing one stream.
 """
@@ -28,6 +29,9 @@ CONFIGS = {
                                     num_warps=8, num_stages=4),
     "streamk": td.GemmConfig("streamk", "rcr", "bf16", block_m=128, block_n=128, block_k=64, num_warps=8,
                              num_stages=4),
+    # split K: fp32 slots and arrival counters (zeroed by a memset captured with the graph)
+    "tma_split": td.GemmConfig("tma_persistent", "rcr", "bf16", block_m=128, block_n=128, block_k=64,
+                               num_warps=4, num_stages=6, split_k=3),
 }
 M, N, K = 272, 400, 1024   # multiples of 16, not of the tiles; stream-K has a partial last wave
 
@@ -74,7 +78,7 @@ def check(out: torch.Tensor, ref: torch.Tensor, tol: float = 2e-2) -> None:
     assert rel < tol, rel
 
 
-@pytest.mark.parametrize("name", ["tiled", "splitk", "tma_persistent", "streamk"])
+@pytest.mark.parametrize("name", ["tiled", "splitk", "tma_persistent", "streamk", "tma_split"])
 def test_kernel_run_replays_with_new_inputs(registry, name):
     kernel = registry.get(CONFIGS[name].name)
     a, b = operands()
@@ -133,13 +137,13 @@ def test_graphs_of_every_family_share_a_stream_and_replay_in_any_order(registry)
     """Split-K workspaces come from each graph's pool and TMA scratch is one buffer per stream: graphs captured
     on the same stream and replayed in any order (on the current stream, one at a time) stay correct."""
     runs = []
-    for name in ("splitk", "tma_persistent", "streamk", "tiled"):
+    for name in ("splitk", "tma_persistent", "streamk", "tiled", "tma_split"):
         kernel = registry.get(CONFIGS[name].name)
         a, b = operands()
         out = torch.empty(M, N, device="cuda", dtype=BF16)
         graph, _ = capture(lambda kernel=kernel, a=a, b=b, out=out: kernel.run(a, b, out=out))
         runs.append((graph, a, b, out))
-    for order in ([0, 1, 2, 3], [3, 1, 0, 2, 2, 1]):
+    for order in ([0, 1, 2, 3, 4], [3, 4, 1, 0, 2, 4, 2, 1]):
         for i in order:
             graph, a, b, out = runs[i]
             refill(a, b)

@@ -1,6 +1,7 @@
-"""GPU lane for the persistent TMA families and fp8: tma_persistent (subtile 1 and 2), tma_ws and streamk in
-fp16/bf16 x four layouts, and fp8e4m3 rcr in every family, with production tile sizes, every epilogue kind,
-on shapes that are multiples of 16 (what TMA needs) but not of the tiles, with a NaN-poisoned output."""
+"""GPU lane for the persistent TMA families and fp8: tma_persistent (subtile 0, 1 and 2, split K), tma_ws and
+streamk in fp16/bf16 x four layouts, and fp8e4m3 rcr in every family, with production tile sizes, every
+epilogue kind, on shapes that are multiples of 16 (what TMA needs) but not of the tiles, with a NaN-poisoned
+output."""
 from __future__ import annotations
 
 import pytest
@@ -22,7 +23,9 @@ SHAPES = ((16, 272, 64), (272, 48, 1008), (1008, 1024, 96), (64, 48, 4096), (206
 FAMILY_TILES = {
     "tma_persistent": [dict(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3, subtile=2),
                        dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4, subtile=1),
-                       dict(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3, subtile=0)],
+                       dict(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3, subtile=0),
+                       # split K: the last unit of each tile sums its slots and runs the epilogue
+                       dict(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=6, split_k=3)],
     "tma_ws": [dict(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=3)],
     "streamk": [dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4),
                 # 256-row tiles: four 32-column workspace slices, a two-slice descriptor epilogue

@@ -126,7 +126,8 @@ def test_plan_has_the_copy_then_the_gemm():
     block_p = dict(conv_im2col.TILES[8])["BLOCK_P"]
     assert plan.grids[0] == (-(-pixels // block_p) * 9, 1, 1)   # pixel blocks x 9 taps x one channel tile
     assert plan.workspaces[0] == ("b_ptr", pixels * 9 * 16, "fp16")
-    assert len(plan.grids) == 3 and plan.workspaces[1][2] == "fp32"     # GEMM + its split reduce, fp32 partials
+    # the split GEMM in one launch: fp32 partial slots and a counter per tile (its last unit runs the epilogue)
+    assert len(plan.grids) == 2 and plan.workspaces[1][2] == "fp32" and plan.counters[0][0] == "count_ptr"
 
 
 def test_backward_data_plan_is_the_gemm_then_the_gather():

@@ -70,14 +70,24 @@ def test_epilogue_parameters_exist_only_for_enabled_features():
     assert int8["beta"].ty == "i32"
 
 
-def test_splitk_has_a_partial_and_a_reduce_entry():
+def test_splitk_up_to_16_splits_is_one_entry_that_also_runs_the_epilogue():
     cfg = small_config("splitk", "crr", "bf16", split_k=3, bias="col", warps=8, stages=3)
+    (partial,) = gemm_splitk.entries(cfg)
+    assert partial.fn == gemm_splitk.PARTIAL_FN and (partial.num_warps, partial.num_stages) == (8, 3)
+    assert params(partial)["SPLIT_K"].value == 3 and params(partial)["ws_ptr"].ty == "*fp32"
+    assert {"a_ptr", "bias_ptr", "out_ptr", "alpha"} <= set(params(partial))
+    assert params(partial)["count_ptr"].ty == "*i32"
+    assert len(gemm_splitk.entries(small_config("splitk", split_k=16))) == 1
+
+
+def test_splitk_past_16_splits_has_a_partial_and_a_reduce_entry():
+    cfg = small_config("splitk", "crr", "bf16", split_k=32, bias="col", warps=8, stages=3)
     partial, reduce = gemm_splitk.entries(cfg)
     assert (partial.fn, reduce.fn) == (gemm_splitk.PARTIAL_FN, gemm_splitk.REDUCE_FN)
     assert (partial.num_warps, partial.num_stages) == (8, 3)
-    assert params(partial)["SPLIT_K"].value == params(reduce)["SPLIT_K"].value == 3
+    assert params(partial)["SPLIT_K"].value == params(reduce)["SPLIT_K"].value == 32
     assert params(partial)["ws_ptr"].ty == params(reduce)["ws_ptr"].ty == "*fp32"
-    assert "bias_ptr" in params(reduce) and "bias_ptr" not in params(partial)
+    assert "bias_ptr" in params(reduce) and "bias_ptr" not in params(partial) and "count_ptr" not in params(partial)
     assert "a_ptr" in params(partial) and "a_ptr" not in params(reduce)
 
 
@@ -87,14 +97,15 @@ def test_grids_and_workspace():
     assert gemm_tiled.launch_plan(tiled, 1, 1, 1, 1, 132).grids == ((1, 1, 1),)
     split = small_config("splitk", block=(32, 32, 32), split_k=4)
     plan = gemm_splitk.launch_plan(split, 64, 33, 1000, 2, 132)
-    assert plan.grids == ((2 * 2, 4, 2), (2 * 2, 2, 1))
+    assert plan.grids == ((2 * 2, 4, 2),)                                        # one launch
     assert plan.workspaces == (("ws_ptr", 2 * 4 * 64 * 48, split.acc_dtype),)   # rows of N=33 padded to 48
+    assert plan.counters == (("count_ptr", 2 * 2 * 2),)                        # a counter per tile and batch
     assert plan.scalars == (("WS_LD", 48),)
     # the reduce has its own tile (at most 32 x 128): a 128x128 partial tile over 300 x 500 is 3 x 4 partial
     # programs per split, and 10 x 4 reduce programs
-    big = small_config("splitk", block=(128, 128, 32), split_k=2, warps=8)
+    big = small_config("splitk", block=(128, 128, 32), split_k=32, warps=8)
     plan = gemm_splitk.launch_plan(big, 300, 500, 1000, 1, 132)
-    assert plan.grids == ((3 * 4, 2, 1), (10 * 4, 1, 1))
+    assert plan.grids == ((3 * 4, 32, 1), (10 * 4, 1, 1)) and plan.counters == ()
     reduce = gemm_splitk.entries(big)[1]
     assert (params(reduce)["BLOCK_M"].value, params(reduce)["BLOCK_N"].value, reduce.num_warps) == (32, 128, 4)
 

@@ -78,24 +78,40 @@ def test_suite_covers_every_tma_family_layout_and_fp8():
     assert {c.split_k for c in CONFIGS if c.family == "tma_persistent"} == {1, 2, 3}   # split over K too
 
 
-def test_split_tma_persistent_runs_its_epilogue_in_the_reduce():
-    """split_k > 1: (tile, K range) units into an fp32 workspace, then the splitk reduce with the epilogue;
-    the reduce stores through pointers, so the TMA store's subtiling does not apply."""
+def test_split_tma_persistent_is_one_launch_whose_last_unit_per_tile_reduces():
+    """split_k > 1: (tile, K range) units store fp32 partials into per-tile slots and count their arrival; the
+    last unit of a tile sums the slots and runs the epilogue through pointers (no TMA store, so subtiling does
+    not apply), with one zero-initialised counter per tile."""
     from tiledispatch.configs.validity import gemm_config_errors
     from tiledispatch.kernels import gemm_tma
 
     arch = td.get_arch("sm_90")
     cfg = next(c for c in CONFIGS if c.family == "tma_persistent" and c.split_k == 3)
-    assert [e.fn for e in gemm_tma.entries(cfg)] == ["gemm_tma_kernel", "gemm_splitk_reduce_kernel"]
+    assert [e.fn for e in gemm_tma.entries(cfg)] == ["gemm_tma_kernel"]
     plan = gemm_tma.launch_plan(cfg, 100, 70, 500, 2, 132)
-    tiles = 4 * 3                                                      # ceil(100/32) x ceil(70/32)
-    assert plan.grids == ((min(2 * tiles * 3, plan.grids[0][0]), 1, 1), (tiles, 2, 1))
-    # rows of the workspace: N = 70 rounded up to 80 (16 elements), so partial stores and reduce loads vectorize
-    assert plan.workspaces == (("ws_ptr", 2 * 3 * 100 * 80, "fp32"),)
-    assert dict(plan.scalars)["WS_LD"] == 80
+    tiles = 2 * 4 * 3                                                  # batch 2 x ceil(100/32) x ceil(70/32)
+    assert plan.grids == ((min(tiles * 3, plan.grids[0][0]), 1, 1),)
+    assert plan.workspaces == (("ws_ptr", tiles * 3 * 32 * 32, "fp32"),)
+    assert plan.counters == (("count_ptr", tiles),)
     assert "subtile" in dict(gemm_config_errors(td.GemmConfig(**{**cfg.to_dict(), "subtile": 2}), arch))
     assert "split_k" in dict(gemm_config_errors(td.GemmConfig(**{**cfg.to_dict(), "family": "tma_ws",
                                                                  "split_k": 2}), arch))
+
+
+@pytest.mark.parametrize("split", [2, 3])
+def test_split_tma_persistent_leaves_its_counters_zero(registry, split):
+    """Calls after the first find their arrival counters at zero again: were one left counted up, no unit of
+    that tile would see the last arrival and its output would stay poisoned. Every call gives the same bits
+    (the slots are summed in split order whichever unit arrives last)."""
+    cfg = next(c for c in CONFIGS if c.family == "tma_persistent" and c.split_k == split)
+    kernel = registry.get(cfg.name)
+    outs = []
+    for _ in range(3):
+        args = make_case(cfg, 48, 80, 272, 1, seed=7)
+        outs.append(kernel.run(args.a, args.b, out=args.out, c=args.c, bias=args.bias, d=args.d,
+                               alpha=args.alpha, beta=args.beta))
+        check_against_reference(outs[-1], args, cfg.dtype)
+    assert all(torch.equal(outs[0], out) for out in outs[1:])
 
 
 @pytest.mark.parametrize("tiles, k_tiles, programs, group", [

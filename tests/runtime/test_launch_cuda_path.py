@@ -18,7 +18,9 @@ from tiledispatch.runtime import launcher
 from tiledispatch.runtime.arguments import GemmArgs, argument_values, problem_from_args
 from tiledispatch.testing import matrix, suites
 
-TILED_A16, SPLITK_A16, _, _ = suites.aligned_configs()
+TILED_A16, _, _, _ = suites.aligned_configs()
+# more splits than the partial kernel sums itself: a partial and a reduce launch sharing the workspace
+SPLITK_A16 = suites.small_config("splitk", "rcr", "fp16", align=16, split_k=32)
 STREAM = 7000
 
 
@@ -118,7 +120,7 @@ def test_outputs_are_fresh_per_call_and_small_workspaces_kept_per_stream_and_thr
     ws = spec.arg_names().index("ws_ptr")
     assert partial1.args[ws] is reduce1.args[0] and partial2.args[ws] is reduce2.args[0]
     assert partial1.args[ws] is partial2.args[ws]          # 8 KB: kept for this stream and thread
-    assert partial1.args[ws].numel() == 2 * 32 * 32 and partial1.args[ws].dtype == torch.float32
+    assert partial1.args[ws].numel() == 32 * 32 * 32 and partial1.args[ws].dtype == torch.float32
     other = threading.Thread(target=kernel.run, args=(a, b))
     other.start()
     other.join()
@@ -136,13 +138,36 @@ def test_outputs_are_fresh_per_call_and_small_workspaces_kept_per_stream_and_thr
 
 def test_workspaces_above_the_kept_size_are_fresh_per_call(build_registry, fake_cuda, monkeypatch):
     _, launches, _ = fake_cuda
-    monkeypatch.setattr(launcher, "KEPT_WORKSPACE_BYTES", 1024)   # the 8 KB workspace below is larger
+    monkeypatch.setattr(launcher, "KEPT_WORKSPACE_BYTES", 1024)   # the 128 KB workspace below is larger
     kernel = build_registry([SPLITK_A16]).get(SPLITK_A16.name)
     a, b = matrix(32, 64, dtype="fp16"), matrix(64, 32, letter="c", dtype="fp16")
     kernel.run(a, b)
     kernel.run(a, b)
     ws = kernel._launchers_or_raise()[0].spec.arg_names().index("ws_ptr")
     assert launches[0].args[ws] is not launches[2].args[ws] and launches[2].args[ws] is launches[3].args[0]
+
+
+def test_counters_are_zeroed_once_and_kept_while_large_workspaces_are_fresh(build_registry, fake_cuda,
+                                                                          monkeypatch):
+    """A split tma_persistent launch: its fp32 slots (over the kept size here) come fresh per call, its arrival
+    counters are allocated zeroed once per stream and thread and kept, since the kernel leaves them zero; under
+    graph capture both are the graph's own (counters zeroed by a captured memset)."""
+    runtime, launches, _ = fake_cuda
+    monkeypatch.setattr(launcher, "KEPT_WORKSPACE_BYTES", 1024)
+    cfg = suites.small_config("tma_persistent", "rcr", "fp16", align=16, split_k=2)   # 32x32 tiles
+    kernel = build_registry([cfg]).get(cfg.name)
+    a, b = matrix(64, 64, dtype="fp16"), matrix(64, 64, letter="c", dtype="fp16")
+    names = kernel._launchers_or_raise()[0].spec.arg_names()
+    ws, count = names.index("ws_ptr"), names.index("count_ptr")
+    for _ in range(2):
+        kernel.run(a, b)
+    first, second = launches
+    assert first.args[ws] is not second.args[ws] and first.args[ws].numel() == 4 * 2 * 32 * 32
+    assert first.args[count] is second.args[count]
+    assert first.args[count].dtype == torch.int32 and not first.args[count].any()
+    runtime.capturing = True
+    kernel.run(a, b)
+    assert launches[-1].args[count] is not first.args[count] and not launches[-1].args[count].any()
 
 
 def test_a_device_switch_only_when_the_current_device_differs(build_registry, fake_cuda):

@@ -372,7 +372,8 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
         packed = problem.k * row_elements(problem)
         grids = ((-(-problem.k * math.prod(problem.filter) * problem.c // WPACK_BLOCK), 1, 1), *grids)
         workspaces += ((packed_weight(cfg), packed, cfg.dtype),)
-    return LaunchPlan(grids, scalars=scalars, workspaces=(*workspaces, *gemm.workspaces))
+    return LaunchPlan(grids, scalars=scalars, workspaces=(*workspaces, *gemm.workspaces),
+                      counters=gemm.counters)
 
 
 def slots(cfg: ConvConfig) -> dict[str, int]:

@@ -209,3 +209,14 @@ def epilogue(cfg: GemmConfig) -> str:
                  " + rn64[None, :] * stride_oc")
     lines.append(f"    tl.store(o_ptrs, acc.to({TL_TYPES[cfg.out_dtype]}), mask=mask)")
     return "\n".join(lines) + "\n"
+
+
+def last_arrival(counter: str, indent: str) -> str:
+    """Lines that count this program's arrival at `counter` (an index into count_ptr) once its partial is stored,
+    and open a block run only by the program that arrives last of SPLIT_K, which first sets the counter back
+    to zero for the next launch. The barrier makes every thread's partial stores precede the release (the atomic
+    is one thread's); the block's loads of the other partials must bypass L1 (cache_modifier=".cg")."""
+    lines = ["tl.debug_barrier()",
+             f'arrived = tl.atomic_add(count_ptr + {counter}, 1, sem="acq_rel", scope="gpu")',
+             "if arrived == SPLIT_K - 1:", f"    tl.store(count_ptr + {counter}, 0)"]
+    return "".join(f"{indent}{line}\n" for line in lines)

@@ -1,11 +1,17 @@
-"""Family `splitk`: K split over SPLIT_K programs into an fp32/int32 workspace, then a deterministic
-reduce (fixed summation order, no atomics) that also runs the fused epilogue."""
+"""Family `splitk`: K split over SPLIT_K programs into an fp32/int32 workspace whose slots are summed in a fixed
+order (deterministic, no floating-point atomics) before the fused epilogue runs.
+
+Up to SERIAL_SPLITS splits it is one launch: each program stores its partial tile, counts its arrival in the
+tile's counter (LaunchPlan.counters) and the last to arrive sums the tile's slots and runs the epilogue. More
+splits (few output tiles over very long reductions) run a separate reduce, folded first beyond
+MAX_UNROLLED_SPLITS: one program summing dozens of slots would leave the GPU idle."""
 from __future__ import annotations
 
 import dataclasses
 
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.kernels import gemm_common as common
+from tiledispatch.kernels.tma_common import indent_block as indent
 from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
 
 PARTIAL_FN = "gemm_splitk_partial_kernel"
@@ -44,14 +50,28 @@ def ws_ld(n: int) -> int:
     return -(-n // WS_ROW_MULTIPLE) * WS_ROW_MULTIPLE
 
 
+# The most splits summed by the last-arriving program of a tile (one launch); beyond, a separate reduce. The
+# GEMV-like shapes it serves split 4-16 ways (H200: the reduce launch cost 2-3 us of a 25-45 us call).
+SERIAL_SPLITS = 16
+
+
+def is_serial(cfg: GemmConfig) -> bool:
+    return cfg.split_k <= SERIAL_SPLITS
+
+
 def entries(cfg: GemmConfig) -> list[EntrySpec]:
+    serial = is_serial(cfg)   # the partial kernel runs the epilogue too
+    epilogue_ptrs = ([common.ptr("out_ptr", cfg.out_dtype, cfg.align), *common.epilogue_pointer_params(cfg),
+                      Param("count_ptr", "*i32")] if serial else [])
     partial = [
         common.ptr("a_ptr", cfg.dtype, cfg.align), common.ptr("b_ptr", cfg.dtype, cfg.align),
-        common.ptr("ws_ptr", cfg.acc_dtype, ALIGN_BYTES),
-        *common.size_params(cfg, "MNK"), WS_LD,
-        *common.operand_params(cfg), *common.tile_constexprs(cfg), split_param(cfg),
+        common.ptr("ws_ptr", cfg.acc_dtype, ALIGN_BYTES), *epilogue_ptrs,
+        *common.size_params(cfg, "MNK"), WS_LD, *common.operand_params(cfg),
+        *(common.epilogue_scalar_params(cfg) if serial else []), *common.tile_constexprs(cfg), split_param(cfg),
     ]
     main = EntrySpec(PARTIAL_FN, tuple(partial), cfg.num_warps, cfg.num_stages)
+    if serial:
+        return [main]
     return [main, fold_entry(cfg), reduce_entry(cfg)] if is_folded(cfg) else [main, reduce_entry(cfg)]
 
 
@@ -90,7 +110,22 @@ def render(cfg: GemmConfig) -> str:
         + "    slot = pid_b.to(tl.int64) * SPLIT_K + pid_s\n"
         + "    tl.store(ws_tile + slot * ws_step, acc, mask=ws_mask)\n"
     )
+    if is_serial(cfg):
+        return partial_src + _serial_reduce(cfg)
     return "\n\n".join([partial_src, *([fold_source(cfg)] if is_folded(cfg) else []), reduce_source(cfg)])
+
+
+def _serial_reduce(cfg: GemmConfig) -> str:
+    """The last-arriving program of the tile (counter: batch, then tile) sums its slots in split order and runs
+    the epilogue."""
+    zero = "0" if cfg.acc_dtype == "int32" else "0.0"
+    first = "ws_tile + pid_b.to(tl.int64) * SPLIT_K * ws_step"
+    return (common.last_arrival("pid_b * tl.num_programs(0) + pid", "    ")
+            + f"        acc = tl.load({first}, mask=ws_mask, other={zero}, cache_modifier=\".cg\")\n"
+            + "        for s in tl.static_range(1, SPLIT_K):\n"
+            + f"            acc += tl.load({first} + s * ws_step, mask=ws_mask, other={zero}, "
+              "cache_modifier=\".cg\")\n"
+            + indent(common.epilogue(cfg), "    "))
 
 
 # Split counts up to MAX_UNROLLED_SPLITS are summed by the reduce's unrolled loop alone. More (few output tiles over
@@ -162,6 +197,9 @@ def reduce_plan(cfg: GemmConfig, m: int, n: int, batch: int) -> tuple[tuple[int,
 
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
     grid, workspace, row = reduce_plan(cfg, m, n, batch)
+    tiles = common.tile_count(cfg, m, n)
+    if is_serial(cfg):
+        return LaunchPlan(((tiles, cfg.split_k, batch),), scalars=(row,), workspaces=(workspace,),
+                          counters=(("count_ptr", tiles * batch),))
     folds = ((grid[0], cfg.split_k // FOLD, batch),) if is_folded(cfg) else ()
-    return LaunchPlan(((common.tile_count(cfg, m, n), cfg.split_k, batch), *folds, grid), scalars=(row,),
-                      workspaces=(workspace,))
+    return LaunchPlan(((tiles, cfg.split_k, batch), *folds, grid), scalars=(row,), workspaces=(workspace,))

@@ -8,8 +8,8 @@ instead (vectorized: such a kernel knows its sizes and strides along unit stride
 with no staging buffer and no wait on one tile's TMA stores before the next tile's: on the H200 it was the
 fastest candidate on several mid-size shapes (2048^3, 1024x4096x4096, 256x6144x4096 bf16 rcr, by 1-4%) and
 slower on short K (4096x4096x64: 0.79 vs 0.89 of cuBLAS).
-With split_k > 1, tma_persistent walks (tile, K range) units into an fp32 workspace instead, and the splitk
-family's reduce runs the epilogue (see below).
+With split_k > 1, tma_persistent walks (tile, K range) units into an fp32 workspace instead, and the last
+unit of each tile to finish sums the tile and runs the epilogue (see below).
 tma_ws warp-specializes the tile loop (a producer warp group issuing TMA loads, two consumer groups running
 wgmma). Triton 3.6 fails to compile warp-specialized rank-3 descriptor stores and hangs on the GPU on
 warp-specialized rank-3 loads, so tma_ws uses 2-D descriptors throughout (no epilogue subtiling) and computes
@@ -112,30 +112,46 @@ def _finish(cfg: GemmConfig, acc: str, col: str, width: str, out_box: str, out_s
 # -- split_k > 1 (tma_persistent): the persistent walk over (tile, split) units -----------------------------
 # Unit u is split s = u // tiles of tile u % tiles (split-major: the programs running together read the same K
 # range of neighbouring tiles, which L2 shares): it reduces K blocks [s * k_span, (s + 1) * k_span) through the
-# descriptors and stores its fp32 partial into slot (batch, split) of ws[batch, SPLIT_K, M, WS_LD]; the splitk
-# family's reduce then sums the slots in split order and runs the epilogue (deterministic, no atomics). For
-# few output tiles with a long K (M <= 256, say), where one unit per tile would leave most SMs idle.
+# descriptors, stores its fp32 partial into slot s of the tile's ws[tile, SPLIT_K, BLOCK_M, BLOCK_N] and counts
+# itself in the tile's arrival counter. The unit that arrives last sums the tile's slots in split order (the
+# same sum whichever unit that is: deterministic, no floating-point atomics), runs the epilogue through
+# pointers and sets the counter back to zero, so the zero-initialised counters (LaunchPlan.counters) are zero
+# again after every launch. No unit ever waits for another. The epilogue's stores assume nothing of the
+# output's strides (conv im2col writes weight-gradient rows of any length through them).
+# For few output tiles with a long K (M <= 256, say), where one unit per tile would leave most SMs idle; one
+# launch, where a separate reduce kernel cost 3-4 us more on the H200
+# (results/profiles/gemm_split_after_reduce_tile_h200.json).
 def _split_entries(cfg: GemmConfig) -> list[EntrySpec]:
-    params = [common.ptr("a_ptr", cfg.dtype, cfg.align), common.ptr("b_ptr", cfg.dtype, cfg.align),
-              common.ptr("ws_ptr", cfg.acc_dtype, ALIGN_BYTES), *common.size_params(cfg, "MNK"), gemm_splitk.WS_LD,
-              Param("BATCH", "i32"), Param("NUM_PROGRAMS", "i32"), *common.operand_params(cfg),
+    params = [*tma.persistent_params(cfg), common.ptr("ws_ptr", cfg.acc_dtype, ALIGN_BYTES),
+              Param("count_ptr", "*i32"), *common.operand_params(cfg), *common.epilogue_scalar_params(cfg),
               *common.tile_constexprs(cfg), gemm_splitk.split_param(cfg)]
-    return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages), gemm_splitk.reduce_entry(cfg)]
+    return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages)]
+
+
+SPLIT_STORE = """\
+        tile_elems = BLOCK_M * BLOCK_N
+        slots = ws_ptr + tile_id.to(tl.int64) * (SPLIT_K * tile_elems)
+        in_tile = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+        tl.store(slots + split * tile_elems + in_tile, acc)
+"""
+SPLIT_SUM = """\
+            acc = tl.load(slots + in_tile, cache_modifier=".cg")
+            for s in tl.static_range(1, SPLIT_K):
+                acc += tl.load(slots + s * tile_elems + in_tile, cache_modifier=".cg")
+"""
 
 
 def _split_source(cfg: GemmConfig) -> str:
-    main = _split_entries(cfg)[0]
+    (main,) = _split_entries(cfg)
     walk = ("    k_span = (k_tiles + SPLIT_K - 1) // SPLIT_K\n"
             "    for unit in tl.range(tl.program_id(0), num_tiles * SPLIT_K, NUM_PROGRAMS, flatten=True):\n"
             "        split = unit // num_tiles\n"
             "        tile_id = unit % num_tiles\n")
-    store = ("        slot = pid_b.to(tl.int64) * SPLIT_K + split\n"
-             "        tl.store(ws_tile + slot * ws_step, acc, mask=ws_mask)\n")
     return (f"@triton.jit\ndef {FN}(\n    {common.signature_text(list(main.params))},\n):\n"
             + tma.operand_descriptors(cfg, 3) + tma.TILE_WALK + walk + tma.tile_coords()
             + tma.k_loop(cfg, "split * k_span", "tl.minimum(split * k_span + k_span, k_tiles)")
-            + gemm_splitk.workspace_offsets("        ") + store
-            + "\n\n" + gemm_splitk.reduce_source(cfg))
+            + SPLIT_STORE + common.last_arrival("tile_id", "        ") + SPLIT_SUM
+            + tma.indent_block(common.epilogue(cfg), "        "))
 
 
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
@@ -144,6 +160,8 @@ def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -
     scalars = (("BATCH", batch), ("NUM_PROGRAMS", programs))
     if cfg.split_k == 1:
         return LaunchPlan(((programs, 1, 1),), scalars=scalars)
-    grid, workspace, row = gemm_splitk.reduce_plan(cfg, m, n, batch)
-    return LaunchPlan(((programs, 1, 1), grid), scalars=(*scalars, row), workspaces=(workspace,))
+    tiles = common.tile_count(cfg, m, n, batch)
+    return LaunchPlan(((programs, 1, 1),), scalars=scalars,
+                      workspaces=(("ws_ptr", tiles * cfg.split_k * cfg.block_m * cfg.block_n, cfg.acc_dtype),),
+                      counters=(("count_ptr", tiles),))
 

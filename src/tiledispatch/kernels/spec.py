@@ -62,8 +62,16 @@ class EntrySpec:
 @dataclasses.dataclass(frozen=True)
 class LaunchPlan:
     """How to launch an instance on one problem: one grid per entry (in entry order), extra scalar arguments
-    by parameter name, and scratch buffers to allocate by parameter name -> (elements, dtype name)."""
+    by parameter name, scratch buffers to allocate by parameter name -> (elements, dtype name), and int32
+    counters by parameter name -> elements: zero when a launch starts, and left zero by the kernels (each
+    counter that a launch counts up is set back by the program that sees the last count)."""
 
     grids: tuple[tuple[int, int, int], ...]
     scalars: tuple[tuple[str, Any], ...] = ()
     workspaces: tuple[tuple[str, int, str], ...] = ()
+    counters: tuple[tuple[str, int], ...] = ()
+
+    def buffers(self) -> tuple[tuple[str, int, str, bool], ...]:
+        """Every buffer the launcher provides, workspaces then counters: (name, elements, dtype, zeroed)."""
+        return (tuple((name, n, dtype, False) for name, n, dtype in self.workspaces)
+                + tuple((name, n, "int32", True) for name, n in self.counters))

@@ -74,14 +74,15 @@ class ConvKernel(Kernel):
         slots = module.slots(cfg) if hasattr(module, "slots") else CONV_SLOTS
         for name, slot in slots.items():
             values[name] = dyn[slot]
-        for i, (name, _, _) in enumerate(plan.workspaces):
+        buffers = plan.buffers()
+        for i, (name, _, _, _) in enumerate(buffers):
             values[name] = WorkspaceSlot(len(dyn) + i)
         index = None if uses_interpreter(device) else (device.index if device.index is not None
                                                        else cuda_runtime().get_device())
-        n_dyn = len(dyn) + len(plan.workspaces)
+        n_dyn = len(dyn) + len(buffers)
         bound = [launcher.bind(grid, values, dyn, n_dyn, index, lambda name, _: slots.get(name))
                  for launcher, grid in zip(launchers, plan.grids) if min(grid) > 0]   # empty grid: not launched
-        workspaces = tuple((elements, torch_dtype(dtype)) for _, elements, dtype in plan.workspaces)
+        workspaces = tuple((elements, torch_dtype(dtype), zeroed) for _, elements, dtype, zeroed in buffers)
         return ConvBound([e for e, _ in bound], device, index, _ROLES.index(written), out_shape, out_dtype,
                          workspaces, all(ok for _, ok in bound))
 
@@ -90,7 +91,7 @@ class ConvBound(EntryLaunches):
     """Every launch of a conv instance for one argument signature: call it with (x, w, y, bias)."""
 
     def __init__(self, entries: list, device: Any, index: int | None, out_slot: int, out_shape: tuple[int, ...],
-                 out_dtype: Any, workspaces: tuple[tuple[int, Any], ...], reusable: bool) -> None:
+                 out_dtype: Any, workspaces: tuple[tuple[int, Any, bool], ...], reusable: bool) -> None:
         super().__init__(entries, device, index, workspaces)
         self.out_slot, self.out_shape, self.out_dtype, self.reusable = out_slot, out_shape, out_dtype, reusable
 

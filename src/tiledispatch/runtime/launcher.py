@@ -338,31 +338,38 @@ _KEPT_LOCK = threading.Lock()
 
 
 class Workspaces:
-    """The workspace tensors of a bound launch, (elements, torch dtype) each: called with the raw stream of a
-    launch, returns them (kept per stream and thread when small, see KEPT_WORKSPACE_BYTES; else fresh)."""
+    """The workspace tensors of a bound launch, (elements, torch dtype, zeroed) each: called with the raw stream
+    of a launch, returns them. Small ones (see KEPT_WORKSPACE_BYTES) are kept per stream and thread, larger ones
+    allocated per call. Zeroed ones are counters the kernels leave at zero (LaunchPlan.counters): allocated
+    zeroed and always kept, so no call pays a memset; under CUDA-graph capture every buffer is allocated anew
+    (counters zeroed by a captured memset, which each replay repeats)."""
 
-    def __init__(self, shapes: tuple[tuple[int, Any], ...], device: Any, rt: Any) -> None:
+    def __init__(self, shapes: tuple[tuple[int, Any, bool], ...], device: Any, rt: Any) -> None:
         torch = _import_torch()
-        self.shapes, self.device, self.empty = shapes, device, torch.empty
+        self.shapes, self.device, self.empty, self.zeros = shapes, device, torch.empty, torch.zeros
         self.capturing = rt.is_capturing if rt is not None else (lambda: False)
-        size = sum(n * torch.empty((), dtype=dtype).element_size() for n, dtype in shapes)
-        self.keep = bool(shapes) and size <= KEPT_WORKSPACE_BYTES
-        self.kept: dict[tuple[int, int], tuple[Any, ...]] = {}   # (raw stream, thread) -> its workspaces
+        size = sum(n * torch.empty((), dtype=dtype).element_size() for n, dtype, zeroed in shapes if not zeroed)
+        self.keep = tuple(zeroed or size <= KEPT_WORKSPACE_BYTES for _, _, zeroed in shapes)
+        self.kept: dict[tuple[int, int], tuple[Any, ...]] = {}   # (raw stream, thread) -> its kept workspaces
 
     def __call__(self, stream: int) -> tuple[Any, ...]:
-        if not self.keep or self.capturing():
-            return self._allocate()
+        if not any(self.keep) or self.capturing():
+            return tuple(self._allocate(shape) for shape in self.shapes)
         key = (stream, threading.get_ident())
         kept = self.kept.get(key)
         if kept is None:
             with _KEPT_LOCK:
                 while len(self.kept) >= KEPT_WORKSPACE_KEYS:
                     self.kept.pop(next(iter(self.kept)))
-                kept = self.kept[key] = self._allocate()
-        return kept
+                kept = self.kept[key] = tuple(self._allocate(s) for s, keep in zip(self.shapes, self.keep) if keep)
+        if all(self.keep):
+            return kept
+        held = iter(kept)
+        return tuple(next(held) if keep else self._allocate(s) for s, keep in zip(self.shapes, self.keep))
 
-    def _allocate(self) -> tuple[Any, ...]:
-        return tuple(self.empty(n, dtype=dtype, device=self.device) for n, dtype in self.shapes)
+    def _allocate(self, shape: tuple[int, Any, bool]) -> Any:
+        n, dtype, zeroed = shape
+        return (self.zeros if zeroed else self.empty)(n, dtype=dtype, device=self.device)
 
 
 class EntryLaunches:
@@ -371,7 +378,7 @@ class EntryLaunches:
     switching the CUDA device only when another one is current."""
 
     def __init__(self, entries: list, device: Any, device_index: int | None,
-                 workspaces: tuple[tuple[int, Any], ...]) -> None:
+                 workspaces: tuple[tuple[int, Any, bool], ...]) -> None:
         self.entries, self.device, self.index, self.workspaces = tuple(entries), device, device_index, workspaces
         rt = cuda_runtime() if device_index is not None else None
         self.rt = rt
@@ -398,7 +405,8 @@ class BoundLaunch(EntryLaunches):
     call of that signature; it allocates the output (when out is None) and launches (EntryLaunches)."""
 
     def __init__(self, entries: list, device: Any, device_index: int | None, out_shape: tuple[int, ...],
-                 out_dtype: Any, workspaces: tuple[tuple[int, Any], ...], integral: bool, reusable: bool) -> None:
+                 out_dtype: Any, workspaces: tuple[tuple[int, Any, bool], ...], integral: bool,
+                 reusable: bool) -> None:
         super().__init__(entries, device, device_index, workspaces)
         self.out_shape, self.out_dtype = out_shape, out_dtype
         self.integral, self.reusable = integral, reusable
@@ -428,12 +436,13 @@ def bind(launchers: list[EntryLauncher], plan: LaunchPlan, args: Any, sizes: tup
     dyn = (args.a, args.b, args.out, args.c, args.bias, args.alpha, args.beta, getattr(args, "scale_a", None),
            getattr(args, "scale_b", None), *args.d)
     extra: dict[str, Any] = dict(plan.scalars)
-    for i, (name, _, _) in enumerate(plan.workspaces):
+    buffers = plan.buffers()
+    for i, (name, _, _, _) in enumerate(buffers):
         extra[name] = WorkspaceSlot(len(dyn) + i)
     values = argument_values(args, *sizes, extra)
-    n_dyn = len(dyn) + len(plan.workspaces)
+    n_dyn = len(dyn) + len(buffers)
     bound = [launcher.bind(grid, values, dyn, n_dyn, index) for launcher, grid in zip(launchers, plan.grids)]
-    workspaces = tuple((elements, torch_dtype(dtype)) for _, elements, dtype in plan.workspaces)
+    workspaces = tuple((elements, torch_dtype(dtype), zeroed) for _, elements, dtype, zeroed in buffers)
     return BoundLaunch([entry for entry, _ in bound], device, index, out_shape, out_dtype, workspaces,
                        integral_scalars, all(ok for _, ok in bound))
 

@@ -7,6 +7,7 @@ from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.configs.validity import shared_memory_bytes
 from tiledispatch.dtypes import DTYPES
+from tiledispatch.kernels import gemm_splitk
 from tiledispatch.problems.gemm import GemmProblem
 
 LAUNCH_US = 3.0            # per kernel launch
@@ -55,10 +56,16 @@ def estimate_us(cfg: GemmConfig, problem: GemmProblem, arch: ArchSpec) -> float:
     if cfg.align == 1:
         t_cta *= UNALIGNED_SLOWDOWN
     total = math.ceil(tiles * split / slots) * t_cta * occ / latency_hiding + LAUNCH_US
-    if split > 1:
+    if split > 1:   # fp32 partials written and read once; a separate reduce is one launch more
         ws_bytes = 2 * 4 * problem.m * problem.n * problem.batch * split
-        total += LAUNCH_US + ws_bytes / (arch.hbm_gbps * 1e3)
+        total += ws_bytes / (arch.hbm_gbps * 1e3) + (LAUNCH_US if separate_reduce(cfg) else 0.0)
     return total
+
+
+def separate_reduce(cfg: GemmConfig) -> bool:
+    """Whether a split kernel sums its partials in a kernel of its own (splitk past SERIAL_SPLITS splits)
+    rather than in its last-arriving program (split tma_persistent, splitk up to SERIAL_SPLITS)."""
+    return cfg.family == "splitk" and not gemm_splitk.is_serial(cfg)
 
 
 def _k_step_us(cfg: GemmConfig, problem: GemmProblem, arch: ArchSpec) -> float:

@@ -122,7 +122,7 @@ def tma_configs() -> list[GemmConfig]:
         out.append(small_config(family, "rcr", "fp8e4m3", align=16).with_epilogue(epilogue))
     out.append(small_config("tma_persistent", "rrr", "bf16", align=16, subtile=2,
                             out_dtype="fp32").with_epilogue(Epilogue("silu", "row", 2, True)))
-    # split over K (the splitk reduce runs the epilogue): 3 splits with C, D and a row bias; fp8 with 2
+    # split over K (the last unit of a tile runs the epilogue): 3 splits with C, D and a row bias; fp8 with 2
     out.append(small_config("tma_persistent", "rcr", "fp16", align=16, split_k=3).with_epilogue(
         Epilogue("gelu", "row", 1, True)))
     out.append(small_config("tma_persistent", "crr", "fp16", align=16, split_k=2).with_epilogue(

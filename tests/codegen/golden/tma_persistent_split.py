@@ -27,40 +27,27 @@ ENTRIES = [{'fn': 'gemm_tma_kernel',
   'num_stages': 3,
   'params': [{'name': 'a_ptr', 'ty': '*bf16', 'value': None, 'divisibility': 16},
              {'name': 'b_ptr', 'ty': '*bf16', 'value': None, 'divisibility': 16},
-             {'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisibility': 16},
+             {'name': 'out_ptr', 'ty': '*bf16', 'value': None, 'divisibility': 16},
+             {'name': 'bias_ptr', 'ty': '*bf16', 'value': None, 'divisibility': 16},
              {'name': 'M', 'ty': 'i32', 'value': None, 'divisibility': 1},
              {'name': 'N', 'ty': 'i32', 'value': None, 'divisibility': 1},
              {'name': 'K', 'ty': 'i32', 'value': None, 'divisibility': 1},
-             {'name': 'WS_LD', 'ty': 'i32', 'value': None, 'divisibility': 16},
              {'name': 'BATCH', 'ty': 'i32', 'value': None, 'divisibility': 1},
              {'name': 'NUM_PROGRAMS', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisibility': 16},
+             {'name': 'count_ptr', 'ty': '*i32', 'value': None, 'divisibility': 1},
              {'name': 'stride_ab', 'ty': 'i64', 'value': None, 'divisibility': 1},
              {'name': 'stride_ar', 'ty': 'i64', 'value': None, 'divisibility': 1},
              {'name': 'stride_ac', 'ty': 'constexpr', 'value': 1, 'divisibility': 1},
              {'name': 'stride_bb', 'ty': 'i64', 'value': None, 'divisibility': 1},
              {'name': 'stride_br', 'ty': 'constexpr', 'value': 1, 'divisibility': 1},
              {'name': 'stride_bc', 'ty': 'i64', 'value': None, 'divisibility': 1},
-             {'name': 'BLOCK_M', 'ty': 'constexpr', 'value': 256, 'divisibility': 1},
-             {'name': 'BLOCK_N', 'ty': 'constexpr', 'value': 128, 'divisibility': 1},
-             {'name': 'BLOCK_K', 'ty': 'constexpr', 'value': 64, 'divisibility': 1},
-             {'name': 'GROUP_M', 'ty': 'constexpr', 'value': 8, 'divisibility': 1},
-             {'name': 'DOT_F32', 'ty': 'constexpr', 'value': False, 'divisibility': 1},
-             {'name': 'SPLIT_K', 'ty': 'constexpr', 'value': 4, 'divisibility': 1}]},
- {'fn': 'gemm_splitk_reduce_kernel',
-  'num_warps': 4,
-  'num_stages': 1,
-  'params': [{'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisibility': 16},
-             {'name': 'out_ptr', 'ty': '*bf16', 'value': None, 'divisibility': 16},
-             {'name': 'bias_ptr', 'ty': '*bf16', 'value': None, 'divisibility': 16},
-             {'name': 'M', 'ty': 'i32', 'value': None, 'divisibility': 1},
-             {'name': 'N', 'ty': 'i32', 'value': None, 'divisibility': 1},
-             {'name': 'WS_LD', 'ty': 'i32', 'value': None, 'divisibility': 16},
              {'name': 'stride_ob', 'ty': 'i64', 'value': None, 'divisibility': 1},
              {'name': 'stride_or', 'ty': 'i64', 'value': None, 'divisibility': 1},
              {'name': 'stride_oc', 'ty': 'constexpr', 'value': 1, 'divisibility': 1},
              {'name': 'stride_biasb', 'ty': 'i64', 'value': None, 'divisibility': 1},
              {'name': 'alpha', 'ty': 'fp32', 'value': None, 'divisibility': 1},
-             {'name': 'BLOCK_M', 'ty': 'constexpr', 'value': 32, 'divisibility': 1},
+             {'name': 'BLOCK_M', 'ty': 'constexpr', 'value': 256, 'divisibility': 1},
              {'name': 'BLOCK_N', 'ty': 'constexpr', 'value': 128, 'divisibility': 1},
              {'name': 'BLOCK_K', 'ty': 'constexpr', 'value': 64, 'divisibility': 1},
              {'name': 'GROUP_M', 'ty': 'constexpr', 'value': 8, 'divisibility': 1},
@@ -72,19 +59,26 @@ ENTRIES = [{'fn': 'gemm_tma_kernel',
 def gemm_tma_kernel(
     a_ptr,
     b_ptr,
-    ws_ptr,
+    out_ptr,
+    bias_ptr,
     M,
     N,
     K,
-    WS_LD,
     BATCH,
     NUM_PROGRAMS,
+    ws_ptr,
+    count_ptr,
     stride_ab,
     stride_ar,
     stride_ac: tl.constexpr,
     stride_bb,
     stride_br: tl.constexpr,
     stride_bc,
+    stride_ob,
+    stride_or,
+    stride_oc: tl.constexpr,
+    stride_biasb,
+    alpha,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -129,60 +123,22 @@ def gemm_tma_kernel(
                 acc += tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
             else:
                 acc = tl.dot(a, b, acc, input_precision="ieee")
-        rm64 = rm.to(tl.int64)
-        rn64 = rn.to(tl.int64)
-        ws_mask = (rm[:, None] < M) & (rn[None, :] < WS_LD)
-        ws_tile = ws_ptr + rm64[:, None] * WS_LD + rn64[None, :]
-        ws_step = M.to(tl.int64) * WS_LD
-        slot = pid_b.to(tl.int64) * SPLIT_K + split
-        tl.store(ws_tile + slot * ws_step, acc, mask=ws_mask)
-
-
-@triton.jit
-def gemm_splitk_reduce_kernel(
-    ws_ptr,
-    out_ptr,
-    bias_ptr,
-    M,
-    N,
-    WS_LD,
-    stride_ob,
-    stride_or,
-    stride_oc: tl.constexpr,
-    stride_biasb,
-    alpha,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
-    DOT_F32: tl.constexpr,
-    SPLIT_K: tl.constexpr,
-):
-    pid_b = tl.program_id(1)
-    pid = tl.program_id(0)
-    num_pid_m = (M + BLOCK_M - 1) // BLOCK_M
-    num_pid_n = (N + BLOCK_N - 1) // BLOCK_N
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rm64 = rm.to(tl.int64)
-    rn64 = rn.to(tl.int64)
-    ws_mask = (rm[:, None] < M) & (rn[None, :] < WS_LD)
-    ws_tile = ws_ptr + rm64[:, None] * WS_LD + rn64[None, :]
-    ws_step = M.to(tl.int64) * WS_LD
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for s in tl.static_range(SPLIT_K):
-        acc += tl.load(ws_tile + (pid_b.to(tl.int64) * SPLIT_K + s) * ws_step, mask=ws_mask, other=0)
-    rm64 = rm.to(tl.int64)
-    rn64 = rn.to(tl.int64)
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    acc = acc * alpha
-    acc += tl.load(bias_ptr + pid_b.to(tl.int64) * stride_biasb + rn64, mask=rn < N, other=0).to(tl.float32)[None, :]
-    acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))
-    o_ptrs = out_ptr + pid_b.to(tl.int64) * stride_ob + rm64[:, None] * stride_or + rn64[None, :] * stride_oc
-    tl.store(o_ptrs, acc.to(tl.bfloat16), mask=mask)
+        tile_elems = BLOCK_M * BLOCK_N
+        slots = ws_ptr + tile_id.to(tl.int64) * (SPLIT_K * tile_elems)
+        in_tile = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+        tl.store(slots + split * tile_elems + in_tile, acc)
+        tl.debug_barrier()
+        arrived = tl.atomic_add(count_ptr + tile_id, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT_K - 1:
+            tl.store(count_ptr + tile_id, 0)
+            acc = tl.load(slots + in_tile, cache_modifier=".cg")
+            for s in tl.static_range(1, SPLIT_K):
+                acc += tl.load(slots + s * tile_elems + in_tile, cache_modifier=".cg")
+            rm64 = rm.to(tl.int64)
+            rn64 = rn.to(tl.int64)
+            mask = (rm[:, None] < M) & (rn[None, :] < N)
+            acc = acc * alpha
+            acc += tl.load(bias_ptr + pid_b.to(tl.int64) * stride_biasb + rn64, mask=rn < N, other=0).to(tl.float32)[None, :]
+            acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))
+            o_ptrs = out_ptr + pid_b.to(tl.int64) * stride_ob + rm64[:, None] * stride_or + rn64[None, :] * stride_oc
+            tl.store(o_ptrs, acc.to(tl.bfloat16), mask=mask)
