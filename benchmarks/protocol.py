@@ -30,7 +30,8 @@ class Protocol:
         if not cuda:
             return "CPU smoke run on Triton's interpreter: time.perf_counter, 1 warm-up, median of 3 (not GPU times)"
         return (f"CUDA events around each call, L2 flushed before each call (zero_ of a {self.flush_mb} MB buffer, "
-                f"outside the events); warm-up ~{self.warmup_ms:g} ms; samples until >= {self.min_samples} and "
+                "outside the events; runs of 16 samples queued behind a sleep kernel so the host's enqueue never "
+                f"lands inside the events); warm-up ~{self.warmup_ms:g} ms; samples until >= {self.min_samples} and "
                 f">= {self.min_total_ms:g} ms summed, at most {self.max_samples}; median (p20/p80 reported); plans "
                 f"estimated > {self.screen_ratio:g}x the best so far get {self.screen_samples} samples (`screened`); "
                 "random normal inputs; each output validated vs an fp32 reference before timing; "
