@@ -240,7 +240,7 @@ def _im2col_errors(cfg: ConvConfig, arch: ArchSpec, errors: list[tuple[str, str]
                                 f"channel count, in workspace rows padded to 16 bytes); got {cfg.align}"))
     elif cfg.align == 1 and cfg.direction == "bwd_weight" and cfg.split_k < 2:
         errors.append(("split_k", "kloop 'im2col' bwd_weight at align 1 writes dw (rows of taps x C elements, not "
-                                  f"16-byte aligned) through its split reduce: split_k must be >= 2, got {cfg.split_k}"))
+                                  f"16-byte aligned) through its split epilogue: split_k must be >= 2, got {cfg.split_k}"))
     splits = tuple(s for s in (1, *GEMM_SPLIT_K) if s in SPLIT_K)
     if cfg.split_k not in splits:
         errors.append(("split_k", f"kloop 'im2col' splits the GEMM's reduction a fixed number of times (the split "

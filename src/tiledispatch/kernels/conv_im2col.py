@@ -5,8 +5,8 @@ the P = N x output pixels:
 - fwd: y (P x K) = cols (P x taps*C) @ w^T, w the K x taps*C matrix a channels-last weight is (layout rcr), with
   the bias and activation epilogue of the GEMM family;
 - bwd_weight: dw (K x taps*C) = dy^T (K x P) @ cols (layout crr: A read through a transposed descriptor over
-  dy's [P, K] rows), split over the pixels by split_k (fp32 partials, the GEMM family's ordered reduce, no
-  atomics);
+  dy's [P, K] rows), split over the pixels by split_k (fp32 partials summed in split order by the last unit of
+  each tile to finish: deterministic, no floating-point atomics);
 - bwd_data: dcols (P x taps*C) = dy (P x K) @ w (layout rrr), then a gather (col2im) sums, in fp32, for every
   dx element the dcols entries of the taps that reach it: dx[n, i, c] = sum over taps f with o = (i + pad -
   f*dil) / stride integral and inside the output of dcols[(n, o), f*C + c]. Each dx element is written once
@@ -26,10 +26,11 @@ input channel count, e.g. a 3-channel RGB stem; output channels a multiple of 8)
 to `row_elements` (a multiple of 8) and, fwd / bwd_data, `conv_im2col_wpack_kernel` first copies the weight into
 rows of that stride, so the GEMM's tensor copies see 16-byte rows; the GEMM's reduction (fwd) or column count
 (bwd_data, bwd_weight) stays taps x C, the copies read zeros past it and the padding is never written or read.
-bwd_weight at align 1 always splits its reduction: the split reduce writes dw's rows of taps x C elements.
+bwd_weight at align 1 always splits its reduction: the split epilogue's pointer stores write dw's rows of taps x C.
 At align 1 the copy moves whole rows of flattened (tap, channel) columns and bwd_data keeps dcols transposed,
 gathered per stride phase along the pixels (see TILES). The GEMM is `tma_persistent` with the config's tile,
-warps, stages and split_k (split_k > 1: fp32 partials, an ordered reduce that runs the epilogue).
+warps, stages and split_k (split_k > 1: fp32 partials, summed in order by the tile's last unit, which runs
+the epilogue).
 """
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ def transposed(cfg: ConvConfig) -> bool:
 
 def packs_weight(cfg: ConvConfig) -> bool:
     """align 1 fwd / bwd_data read the weight through a repack into 16-byte rows (bwd_weight writes dw through
-    its split reduce's pointer stores, which take any row stride)."""
+    its split epilogue's pointer stores, which take any row stride)."""
     return cfg.align != 8 and cfg.direction != "bwd_weight"
 
 
