@@ -27,7 +27,7 @@ MAX_GRID_Y = 65535           # CUDA limit on grid dims 1 and 2 (batch, split)
 SUBTILES = (0, 1, 2)         # 0: stores through pointers (tma_persistent, streamk), no staging buffer
 WS_WARPS = 4                 # Triton 3.6 on sm_90 warp-specializes only kernels compiled with 4 warps
 FP8_MAX_BLOCK_K = 128        # fp8 dots promote to fp32 once per K block (kernels/gemm_common.dot_line)
-SPLIT_FAMILIES = ("splitk", "tma_persistent")   # split_k > 1: K split over programs, a reduce runs the epilogue
+SPLIT_FAMILIES = ("splitk", "tma_persistent")   # split_k > 1: K split over programs, partials summed in order
 
 
 def _dtype_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
@@ -117,8 +117,8 @@ def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]
         errors.append(("split_k", f"a split tma_persistent kernel sums its partials in one unrolled reduce: split_k "
                                   f"at most {MAX_TMA_SPLIT_K}, got {cfg.split_k}"))
     if cfg.family == "tma_persistent" and cfg.split_k != 1 and cfg.subtile != 1:
-        errors.append(("subtile", "a split tma_persistent kernel runs its epilogue in the reduce (pointer "
-                                  f"stores); subtile must be 1, got {cfg.subtile}"))
+        errors.append(("subtile", "a split tma_persistent kernel runs its epilogue where it sums the partials "
+                                  f"(pointer stores); subtile must be 1, got {cfg.subtile}"))
     if choice(errors, "subtile", cfg.subtile, SUBTILES) and cfg.subtile != 1:
         if cfg.family not in ("tma_persistent", "streamk"):
             errors.append(("subtile", f"epilogue subtiling is a feature of tma_persistent and streamk; "

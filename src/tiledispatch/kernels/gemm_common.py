@@ -211,12 +211,18 @@ def epilogue(cfg: GemmConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
-def last_arrival(counter: str, indent: str) -> str:
+def last_arrival(counter: str, first: str, slot: str, indent: str, load_args: str = "") -> str:
     """Lines that count this program's arrival at `counter` (an index into count_ptr) once its partial is stored,
-    and open a block run only by the program that arrives last of SPLIT_K, which first sets the counter back
-    to zero for the next launch. The barrier makes every thread's partial stores precede the release (the atomic
-    is one thread's); the block's loads of the other partials must bypass L1 (cache_modifier=".cg")."""
+    then open a block run only by the program that arrives last of SPLIT_K: it sets the counter back to zero for
+    the next launch and sums the SPLIT_K partial slots into `acc` in split order (the same sum whoever arrives
+    last): slot 0 at address `first`, slot s at `slot` (an expression of s). The barrier makes every thread's
+    partial stores precede the release (the atomic is one thread's); the loads read other programs' stores, so
+    they bypass L1 (cache_modifier=".cg")."""
+    load = f'{load_args}cache_modifier=".cg"'
     lines = ["tl.debug_barrier()",
              f'arrived = tl.atomic_add(count_ptr + {counter}, 1, sem="acq_rel", scope="gpu")',
-             "if arrived == SPLIT_K - 1:", f"    tl.store(count_ptr + {counter}, 0)"]
+             "if arrived == SPLIT_K - 1:", f"    tl.store(count_ptr + {counter}, 0)",
+             f"    acc = tl.load({first}, {load})",
+             "    for s in tl.static_range(1, SPLIT_K):",
+             f"        acc += tl.load({slot}, {load})"]
     return "".join(f"{indent}{line}\n" for line in lines)

@@ -120,11 +120,8 @@ def _serial_reduce(cfg: GemmConfig) -> str:
     the epilogue."""
     zero = "0" if cfg.acc_dtype == "int32" else "0.0"
     first = "ws_tile + pid_b.to(tl.int64) * SPLIT_K * ws_step"
-    return (common.last_arrival("pid_b * tl.num_programs(0) + pid", "    ")
-            + f"        acc = tl.load({first}, mask=ws_mask, other={zero}, cache_modifier=\".cg\")\n"
-            + "        for s in tl.static_range(1, SPLIT_K):\n"
-            + f"            acc += tl.load({first} + s * ws_step, mask=ws_mask, other={zero}, "
-              "cache_modifier=\".cg\")\n"
+    return (common.last_arrival("pid_b * tl.num_programs(0) + pid", first, f"{first} + s * ws_step", "    ",
+                                f"mask=ws_mask, other={zero}, ")
             + indent(common.epilogue(cfg), "    "))
 
 

@@ -134,11 +134,6 @@ SPLIT_STORE = """\
         in_tile = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
         tl.store(slots + split * tile_elems + in_tile, acc)
 """
-SPLIT_SUM = """\
-            acc = tl.load(slots + in_tile, cache_modifier=".cg")
-            for s in tl.static_range(1, SPLIT_K):
-                acc += tl.load(slots + s * tile_elems + in_tile, cache_modifier=".cg")
-"""
 
 
 def _split_source(cfg: GemmConfig) -> str:
@@ -150,7 +145,8 @@ def _split_source(cfg: GemmConfig) -> str:
     return (f"@triton.jit\ndef {FN}(\n    {common.signature_text(list(main.params))},\n):\n"
             + tma.operand_descriptors(cfg, 3) + tma.TILE_WALK + walk + tma.tile_coords()
             + tma.k_loop(cfg, "split * k_span", "tl.minimum(split * k_span + k_span, k_tiles)")
-            + SPLIT_STORE + common.last_arrival("tile_id", "        ") + SPLIT_SUM
+            + SPLIT_STORE
+            + common.last_arrival("tile_id", "slots + in_tile", "slots + s * tile_elems + in_tile", "        ")
             + tma.indent_block(common.epilogue(cfg), "        "))
 
 

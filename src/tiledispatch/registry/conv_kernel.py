@@ -14,7 +14,7 @@ from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.registry.kernel import Kernel, Support, _check_device_arch, _sm_count
 from tiledispatch.runtime.conv_args import (ConvArgs, check_args, conv_values, empty_channels_last, shapes,
                                             tensor_align)
-from tiledispatch.runtime.launcher import (EntryLaunches, WorkspaceSlot, cuda_runtime, interpret_switch, remember,
+from tiledispatch.runtime.launcher import (EntryLaunches, buffer_slots, cuda_runtime, interpret_switch, remember,
                                            tensor_key, uses_interpreter)
 
 _ROLES = ("x", "w", "y")
@@ -74,15 +74,13 @@ class ConvKernel(Kernel):
         slots = module.slots(cfg) if hasattr(module, "slots") else CONV_SLOTS
         for name, slot in slots.items():
             values[name] = dyn[slot]
-        buffers = plan.buffers()
-        for i, (name, _, _, _) in enumerate(buffers):
-            values[name] = WorkspaceSlot(len(dyn) + i)
+        buffers, workspaces = buffer_slots(plan, len(dyn))
+        values.update(buffers)
         index = None if uses_interpreter(device) else (device.index if device.index is not None
                                                        else cuda_runtime().get_device())
         n_dyn = len(dyn) + len(buffers)
         bound = [launcher.bind(grid, values, dyn, n_dyn, index, lambda name, _: slots.get(name))
                  for launcher, grid in zip(launchers, plan.grids) if min(grid) > 0]   # empty grid: not launched
-        workspaces = tuple((elements, torch_dtype(dtype), zeroed) for _, elements, dtype, zeroed in buffers)
         return ConvBound([e for e, _ in bound], device, index, _ROLES.index(written), out_shape, out_dtype,
                          workspaces, all(ok for _, ok in bound))
 

@@ -424,10 +424,20 @@ class BoundLaunch(EntryLaunches):
         return out
 
 
+def buffer_slots(plan: LaunchPlan, first: int
+                 ) -> tuple[dict[str, WorkspaceSlot], tuple[tuple[int, Any, bool], ...]]:
+    """The plan's buffers (workspaces, then counters) as WorkspaceSlots by parameter name, numbered from `first`
+    (the slot after the call's own tensors), and their shapes for Workspaces (elements, torch dtype, zeroed)."""
+    from tiledispatch.dtypes import torch_dtype
+
+    buffers = plan.buffers()
+    slots = {name: WorkspaceSlot(first + i) for i, (name, _, _, _) in enumerate(buffers)}
+    return slots, tuple((elements, torch_dtype(dtype), zeroed) for _, elements, dtype, zeroed in buffers)
+
+
 def bind(launchers: list[EntryLauncher], plan: LaunchPlan, args: Any, sizes: tuple[int, int, int],
          out_shape: tuple[int, ...], out_dtype: Any, integral_scalars: bool) -> BoundLaunch:
     """A BoundLaunch for `args` (a GemmArgs whose `out` is allocated) of problem sizes (M, N, K)."""
-    from tiledispatch.dtypes import torch_dtype
     from tiledispatch.runtime.arguments import argument_values
 
     device = args.a.device
@@ -435,14 +445,10 @@ def bind(launchers: list[EntryLauncher], plan: LaunchPlan, args: Any, sizes: tup
                                                    else cuda_runtime().get_device())
     dyn = (args.a, args.b, args.out, args.c, args.bias, args.alpha, args.beta, getattr(args, "scale_a", None),
            getattr(args, "scale_b", None), *args.d)
-    extra: dict[str, Any] = dict(plan.scalars)
-    buffers = plan.buffers()
-    for i, (name, _, _, _) in enumerate(buffers):
-        extra[name] = WorkspaceSlot(len(dyn) + i)
-    values = argument_values(args, *sizes, extra)
-    n_dyn = len(dyn) + len(buffers)
+    slots, workspaces = buffer_slots(plan, len(dyn))
+    values = argument_values(args, *sizes, {**dict(plan.scalars), **slots})
+    n_dyn = len(dyn) + len(slots)
     bound = [launcher.bind(grid, values, dyn, n_dyn, index) for launcher, grid in zip(launchers, plan.grids)]
-    workspaces = tuple((elements, torch_dtype(dtype), zeroed) for _, elements, dtype, zeroed in buffers)
     return BoundLaunch([entry for entry, _ in bound], device, index, out_shape, out_dtype, workspaces,
                        integral_scalars, all(ok for _, ok in bound))
 
@@ -496,3 +502,4 @@ def _entries_of(source: Path) -> list[EntrySpec]:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "ENTRIES" for t in node.targets):
             return [EntrySpec.from_json(e) for e in ast.literal_eval(node.value)]
     raise BadInput(f"{source} has no ENTRIES literal", field="source")
+
