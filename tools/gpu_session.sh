@@ -8,7 +8,8 @@
 #       sweep-candidates (full matrix of the candidate presets per combo of $TD_COMBOS, for tools/derive_presets.py),
 #       gemm-part (benchmarks/gemm.py $TD_GEMM_ARGS), profile (tools/profile_padding.py $TD_PROFILE_ARGS),
 #       profile-wgrad (tools/profile_wgrad.py $TD_PROFILE_ARGS), profile-conv (tools/profile_conv.py $TD_PROFILE_ARGS),
-#       profile-gemm (tools/profile_gemm.py $TD_PROFILE_ARGS)
+#       profile-gemm (tools/profile_gemm.py $TD_PROFILE_ARGS), l2 (tools/probe_l2_bandwidth.py $TD_L2_ARGS),
+#       host (tools/profile_host.py $TD_HOST_ARGS)
 set -u
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -54,6 +55,10 @@ for step in "$@"; do
                       cmd=(python3 tools/profile_gemm.py "${extra[@]}" --json "$OUT/profile_gemm_$gpu.json") ;;
         profile) read -ra extra <<< "${TD_PROFILE_ARGS:-}"
                  cmd=(python3 tools/profile_padding.py "${extra[@]}" --json "$OUT/profile_$gpu.json") ;;
+        l2) read -ra extra <<< "${TD_L2_ARGS:-}"
+            cmd=(python3 tools/probe_l2_bandwidth.py "${extra[@]}" --json "$OUT/probe_l2_$gpu.json") ;;
+        host) read -ra extra <<< "${TD_HOST_ARGS:-}"
+              cmd=(python3 tools/profile_host.py "${extra[@]}" --json "$OUT/profile_host_$gpu.json") ;;
         gemm) cmd=(python3 benchmarks/gemm.py --out "$OUT/gemm_$gpu.json") ;;
         gemm-part) read -ra extra <<< "${TD_GEMM_ARGS:-}"
                    cmd=(python3 benchmarks/gemm.py "${extra[@]}" --out "$OUT/gemm_part_$gpu.json") ;;

@@ -106,7 +106,7 @@ def gemm(a: Any, b: Any, *, bias: Any = None, d: tuple = (), activation: str | N
 
 
 def _dispatch(key: tuple | None, hit: tuple | None, a: Any, b: Any, strategy: str, fields: dict[str, Any]) -> Any:
-    """td.gemm past a bound launch: a remembered padded selection, or validate, select, run and remember."""
+    """td.gemm past a bound launch: validate, select, run and remember (Registry.dispatch)."""
     defaults = _DEFAULTS
     version = getattr(defaults, "version", None)
     if hit is not None and hit[0] is defaults and hit[1] == version:
@@ -117,7 +117,7 @@ def _dispatch(key: tuple | None, hit: tuple | None, a: Any, b: Any, strategy: st
 
         registry = default_registry(problem_from_args(make_gemm_args(a, b, **fields)))
         version = getattr(defaults, "version", None)   # building the registry stored it
-    out, entry = registry.dispatch(key, registry._memo.get(key), None, a, b, strategy, fields)
+    out, entry = registry.dispatch(key, None, a, b, strategy, fields)
     if key is not None and version is not None and registry._memo.get(key) is entry:
         remember(_MEMO, key, (defaults, version, registry, entry))
     return out

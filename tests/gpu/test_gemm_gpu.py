@@ -139,3 +139,51 @@ def test_repeated_padded_calls_on_kept_buffers():
             assert check["passed"], (plan.kernel.name, seed, check)
             results.append((result, result.clone()))
         assert all(torch.equal(r, kept) for r, kept in results), plan.kernel.name   # nothing overwrote them
+
+
+PADDED_ONLY = ("gemm-tiled-rcr-bf16-bf16-fp32-64x128x64-w4-s4-g8-k1-e1-a16-none-bnone-d0-c0",
+               "gemm-tma_persistent-rcr-bf16-bf16-fp32-128x128x64-w4-s6-g8-k1-e1-a16-none-bnone-d0-c0")
+
+
+@pytest.mark.parametrize("name", PADDED_ONLY)
+def test_a_repeated_padded_signature_runs_its_bound_padded_launch(name):
+    """Registry.run (and td.gemm, the same memo) remembers a padded decision with a PaddedLaunch: repeated
+    calls (new data, with and without an out, on the default stream and a side stream) copy into kept buffers
+    and must stay exact; results never alias the kept buffers; a CUDA graph of a warm call replays exactly on
+    new data."""
+    from tiledispatch.runtime import padding
+
+    reg = td.Registry(td.detect())
+    reg.add(name)
+    assert not reg.build().failed
+    problem = td.GemmProblem(777, 1234, 555, dtype="bf16", layout="rcr")
+    padding.clear_cache()
+    results = []
+    side = torch.cuda.Stream()
+    for seed in range(4):
+        args = make_args(problem, torch.device("cuda"), seed=seed)
+        out = None if seed % 2 else torch.empty(777, 1234, dtype=torch.bfloat16, device="cuda")
+        with torch.cuda.stream(side if seed == 3 else torch.cuda.current_stream()):
+            result = reg.run(None, args.a, args.b, out=out, alpha=args.alpha)
+        torch.cuda.synchronize()
+        check = validate(result, args, "bf16")
+        assert check["passed"], (seed, check)
+        results.append((result, result.clone()))
+    assert all(torch.equal(r, kept) for r, kept in results)
+    assert all(isinstance(entry.bound, padding.PaddedLaunch) for entry in reg._memo.values())
+
+    args = make_args(problem, torch.device("cuda"), seed=7)
+    a, b = args.a.clone(), args.b.clone()
+    out = torch.empty(777, 1234, dtype=torch.bfloat16, device="cuda")
+    reg.run(None, a, b, out=out)                 # warm: selection, buffers and bound launch exist
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        reg.run(None, a, b, out=out)
+    fresh = make_args(problem, torch.device("cuda"), seed=8)
+    a.copy_(fresh.a)
+    b.copy_(fresh.b)
+    graph.replay()
+    torch.cuda.synchronize()
+    check = validate(out, fresh, "bf16")
+    assert check["passed"], check

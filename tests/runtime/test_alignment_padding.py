@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from tiledispatch.registry.kernel import Kernel
+from tiledispatch.runtime.launcher import BoundLaunch
 from tiledispatch.runtime.arguments import GemmArgs
 from tiledispatch.runtime.execute import execute
 from tiledispatch.testing import check_against_reference, matrix, poisoned, small_config, suites
@@ -27,15 +28,17 @@ def mixed(build_registry):
 
 
 def _launch_spy(monkeypatch) -> list:
-    """Record the arguments of every Kernel.launch (after the launch: it fills in the out it allocates)."""
+    """Record the tensors of every bound launch (GemmArgs of a, b and the out it wrote: it allocates one when
+    given None)."""
     seen = []
-    original = Kernel.launch
+    original = BoundLaunch.__call__
 
-    def spy(self, args, problem):
-        seen.append(args)
-        return original(self, args, problem)
+    def spy(self, a, b, out, *rest):
+        out = original(self, a, b, out, *rest)
+        seen.append(GemmArgs(a, b, out))
+        return out
 
-    monkeypatch.setattr(Kernel, "launch", spy)
+    monkeypatch.setattr(BoundLaunch, "__call__", spy)
     return seen
 
 

@@ -16,11 +16,12 @@ from tiledispatch.registry import kernel as kernel_mod
 from tiledispatch.registry import registry as registry_mod
 from tiledispatch.runtime import arguments, execute, launcher
 from tiledispatch.runtime.arguments import GemmArgs, problem_from_args
-from tiledispatch.testing import check_against_reference, matrix, suites, vector
+from tiledispatch.testing import check_against_reference, matrix, small_config, suites, vector
 
 F16 = torch.float16
 TILED_A16, SPLITK_A16, TILED_A16_C, TILED_A1 = suites.aligned_configs()
 PLAIN, BIAS_COL, INT8 = suites.error_configs()
+BIAS_COL_A16 = small_config("tiled", "rcr", "fp16", align=16, bias="col")
 
 
 def rcr(m: int = 32, n: int = 32, k: int = 32, dtype: str = "fp16"):
@@ -220,15 +221,50 @@ def test_a_tuning_db_winner_replaces_a_memoized_ranked_pick(build_registry, tmp_
     check_against_reference(out, GemmArgs(a, b), "fp16")
 
 
-def test_padded_selection_is_remembered_and_recomputed_per_call(build_registry, monkeypatch):
+def test_padded_selection_is_remembered_with_a_bound_padded_launch(build_registry, monkeypatch, fresh_memo):
+    """A padded decision is memoized like an aligned one: later calls skip validation and selection and reuse
+    the kernel's launch bound on the kept buffers; each call still copies its own data in (new values, new
+    alpha: exact results)."""
+    from tiledispatch.runtime import padding
+
     registry = build_registry([TILED_A16])
     select = Counter(monkeypatch, registry_mod.Registry, "select")
+    derive = Counter(monkeypatch, execute, "problem_from_args")
+    bind = Counter(monkeypatch, kernel_mod.Kernel, "_bind")
+    padding.clear_cache()
     for seed in range(3):
         a, b = rcr(30, 20, 40)
         out, selection = registry.run(None, a, b, alpha=seed - 1.0, return_selection=True)
         assert selection.padded
         check_against_reference(out, GemmArgs(a, b, alpha=seed - 1.0), "fp16")
-    assert select.calls == 1
+    (entry,) = registry._memo.values()
+    assert isinstance(entry.bound, padding.PaddedLaunch)
+    assert (select.calls, derive.calls) == (1, 1)
+    assert bind.calls == 1      # the kernel's launch on the kept buffers was bound once
+    padding.clear_cache()
+
+
+def test_bound_padded_launch_with_an_out_that_does_not_fit_and_a_bias(build_registry, fresh_memo):
+    """Repeated td.gemm-style calls of one padded signature with an out that does not fit and a bias: the
+    result lands in the caller's out, exact every time; the out is the caller's tensor, never a kept buffer."""
+    from tiledispatch.runtime import padding
+
+    registry = build_registry([BIAS_COL_A16])
+    padding.clear_cache()
+    for seed in range(3):
+        torch.manual_seed(seed)
+        a, b = rcr(19, 21, 17)
+        bias = vector(21, dtype="fp16")
+        out = torch.empty(19, 21, dtype=F16)
+        result = registry.run(None, a, b, bias=bias, out=out, alpha=0.25 * (seed + 1))
+        assert result.data_ptr() == out.data_ptr()
+        check_against_reference(out, GemmArgs(a, b, bias=bias, bias_mode="col", alpha=0.25 * (seed + 1)),
+                                "fp16")
+    (entry,) = registry._memo.values()
+    assert isinstance(entry.bound, padding.PaddedLaunch)
+    (kept,) = padding._CACHE.values()
+    assert kept.bound is not None and kept.out is not None and kept.out.shape == (19, 24)
+    padding.clear_cache()
 
 
 def test_returned_selections_are_copies(build_registry):

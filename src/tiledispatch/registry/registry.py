@@ -246,7 +246,7 @@ class Registry:
             fields = {"out": out, "c": c, "bias": bias, "bias_mode": bias_mode, "d": d, "activation": activation,
                       "alpha": alpha, "beta": beta, "out_dtype": out_dtype, "allow_tf32": allow_tf32,
                       "scale_a": scale_a, "scale_b": scale_b, **kwargs}
-            result, entry = self.dispatch(key, entry, problem, a, b, strategy, fields)
+            result, entry = self.dispatch(key, problem, a, b, strategy, fields)
         return (result, entry.selection_copy()) if return_selection else result
 
     def run_conv(self, problem: ConvProblem, first: Any, second: Any, *, strategy: str = "auto", out: Any = None,
@@ -265,21 +265,32 @@ class Registry:
 
         return dispatch_conv(self, problem, first, second, strategy=strategy, out=out, bias=bias)
 
-    def dispatch(self, key: tuple | None, entry: Dispatch | None, problem: GemmProblem | None, a: Any, b: Any,
-                 strategy: str, fields: dict[str, Any]) -> tuple[Any, Dispatch]:
-        """The paths of `run` other than a bound launch: a remembered padded selection runs on padded copies,
-        anything else is validated, selected and run, and remembered under `key` (None: not remembered)."""
-        from tiledispatch.runtime.execute import execute, make_gemm_args, run_selection
+    def dispatch(self, key: tuple | None, problem: GemmProblem | None, a: Any, b: Any, strategy: str,
+                 fields: dict[str, Any]) -> tuple[Any, Dispatch]:
+        """A call that did not take a bound launch of its own memo (td.gemm's, or a stale one): a valid decision
+        remembered here under `key` runs its bound launch; otherwise validate, select and run, and remember the
+        decision with its bound launch under `key` (None: not remembered). A padded selection's bound launch is
+        a PaddedLaunch (the copies into kept buffers, then the kernel's bound launch on them)."""
+        from tiledispatch.runtime.execute import make_gemm_args, run_selection, select_for
+        from tiledispatch.runtime.padding import PaddedLaunch
 
-        if entry is not None and entry.valid(self):   # padded: the copies are the cost, not the decision
-            return run_selection(entry.selection, make_gemm_args(a, b, **fields)), entry
-        out, selection = execute(self, problem, a, b, strategy=strategy, return_selection=True, **fields)
-        bound = None
-        if not selection.padded:
-            launch = launch_key(selection.problem, make_gemm_args(a, b, **fields))
+        entry = self._memo.get(key) if key is not None else None
+        if entry is not None and entry.valid(self):
+            f = fields
+            return entry.bound(a, b, f["out"], f["c"], f["bias"], f["d"], f["alpha"], f["beta"], f["scale_a"],
+                               f["scale_b"]), entry
+        args = make_gemm_args(a, b, **fields)
+        selection = select_for(self, problem, args, strategy)
+        if selection.padded:
+            bound = PaddedLaunch(selection, args)
+            out = bound(args.a, args.b, args.out, args.c, args.bias, args.d, args.alpha, args.beta, args.scale_a,
+                        args.scale_b)
+        else:
+            launch = launch_key(selection.problem, args)   # before the run, which fills in args.out
+            out = run_selection(selection, args)
             bound = selection.kernel._launch_memo.get(launch) if launch is not None else None
         entry = Dispatch(selection, bound, self._state())
-        if key is not None and (bound is not None or selection.padded):
+        if key is not None and bound is not None:
             remember(self._memo, key, entry)
         return out, entry
 
@@ -312,7 +323,7 @@ class Registry:
 
 @dataclasses.dataclass
 class Dispatch:
-    """A memoized decision of Registry.run: the selection and, unless padded, its bound launch."""
+    """A memoized decision of Registry.run: the selection and its bound launch (a PaddedLaunch when padded)."""
 
     selection: selector.Selection
     bound: Any

@@ -34,12 +34,17 @@ def _check_matches(problem: GemmProblem, derived: GemmProblem) -> None:
 def execute(registry: Registry, problem: GemmProblem | None, a: Any, b: Any, *, strategy: str = "auto",
             return_selection: bool = False, **kwargs: Any) -> Any:
     args = make_gemm_args(a, b, **kwargs)
+    selection = select_for(registry, problem, args, strategy)
+    out = run_selection(selection, args)
+    return (out, selection) if return_selection else out
+
+
+def select_for(registry: Registry, problem: GemmProblem | None, args: GemmArgs, strategy: str) -> Selection:
+    """The registry's selection for the problem of `args` (checked against `problem` when one is given)."""
     derived = problem_from_args(args, prefer_layout=problem.layout if problem is not None else None)
     if problem is not None:
         _check_matches(problem, derived)
-    selection = registry.select(derived, strategy)
-    out = run_selection(selection, args)
-    return (out, selection) if return_selection else out
+    return registry.select(derived, strategy)
 
 
 def run_selection(selection: Selection, args: GemmArgs) -> Any:

@@ -7,6 +7,11 @@ margin stays zero: kernels never write their inputs) and launches on the same bu
 launch is reused too. Operands that already fit are used in place; so is the caller's `out` when M and N stay.
 Calls of one signature on one stream are ordered by the stream; a signature used from several streams gets a
 set of buffers per stream.
+
+PaddedLaunch is the bound launch of a padded selection for one argument signature (what td.gemm and Registry.run
+memoize, as they memoize a kernel's BoundLaunch): its calls skip argument validation and the signature's key (the
+memo key already stands for it), and keep the kernel's bound launch on the buffers of each stream, so a repeated
+call costs the operand copies, one launch and the copy-back (tools/profile_host.py).
 """
 from __future__ import annotations
 
@@ -95,6 +100,7 @@ class _Padded:
     d: tuple[_Slot, ...]
     in_place: bool
     out: Any
+    bound: Any = None     # the kernel's BoundLaunch on these buffers, kept after the first launch
 
     @classmethod
     def prepare(cls, args: GemmArgs, p: GemmProblem) -> _Padded:
@@ -130,8 +136,7 @@ def _signature(selection: Selection, args: GemmArgs) -> tuple:
             tuple(None if t is None else tensor_key(t) for t in tensors))
 
 
-def _padded_for(selection: Selection, args: GemmArgs) -> _Padded:
-    key = _signature(selection, args)
+def _padded_for(key: tuple, selection: Selection, args: GemmArgs) -> _Padded:
     with _LOCK:
         entry = _CACHE.get(key)
         if entry is not None:
@@ -153,13 +158,46 @@ def clear_cache() -> None:
 
 def run_padded(selection: Selection, args: GemmArgs) -> Any:
     """Run a padded selection: the result in the caller's out (when given) or in a new tensor of the exact size."""
-    m, n = args.a.shape[-2], args.b.shape[-1]
-    entry = _padded_for(selection, args)
-    result = selection.kernel.launch(entry.args(args), selection.problem)
+    return _run(selection, args, _signature(selection, args))
+
+
+def _run(selection: Selection, args: GemmArgs, key: tuple) -> Any:
+    entry = _padded_for(key, selection, args)
+    padded = entry.args(args)
+    bound = entry.bound
+    if bound is None:
+        bound = selection.kernel.bound_launch(padded, selection.problem)   # allocates padded.out when None
+        if bound.reusable:
+            entry.bound = bound
+    result = bound(padded.a, padded.b, padded.out, padded.c, padded.bias, padded.d, args.alpha, args.beta,
+                   args.scale_a, args.scale_b)
     if entry.in_place:
         return result
-    exact = result[..., :m, :n]
+    exact = result[..., : args.a.shape[-2], : args.b.shape[-1]]
     if args.out is None:      # a fresh buffer of this call: a contiguous view of it may be returned as it is
         return exact.contiguous()
     args.out.copy_(exact)
     return args.out
+
+
+class PaddedLaunch:
+    """The bound launch of a padded selection for the argument signature of `first` (a call's GemmArgs): called
+    like a kernel's BoundLaunch with the tensors and scalars of a call of that signature (its options, such as
+    the bias mode and activation, are the signature's); each stream gets its kept buffers (_Padded)."""
+
+    def __init__(self, selection: Selection, first: GemmArgs) -> None:
+        self.selection = selection
+        self.options = (first.bias_mode, first.activation, first.out_dtype, first.allow_tf32)
+        device = first.a.device
+        if device.type == "cuda":
+            raw, index = cuda_runtime().raw_stream, device.index
+            self.stream = lambda: raw(index)
+        else:
+            self.stream = lambda: None
+
+    def __call__(self, a: Any, b: Any, out: Any, c: Any, bias: Any, d: Any, alpha: Any, beta: Any,
+                 scale_a: Any = None, scale_b: Any = None) -> Any:
+        mode, activation, out_dtype, tf32 = self.options
+        args = GemmArgs(a, b, out, c, bias, mode, tuple(d), alpha, beta, activation, out_dtype, tf32, scale_a,
+                        scale_b)
+        return _run(self.selection, args, (self, self.stream()))
