@@ -217,6 +217,30 @@ def test_results_never_alias_kept_buffers(aligned_only, fresh_pad_cache):
     assert torch.equal(first, kept)
 
 
+@pytest.mark.parametrize("layout, n", [("rcr", 21), ("crr", 24)])
+def test_results_without_an_out_are_fresh_copies_of_the_kept_padded_out(build_registry, fresh_pad_cache, layout,
+                                                                        n):
+    """No out and a padded M or N: the kernel writes a kept padded out, and each call returns a fresh exact
+    copy. rcr with N = 21 pads N; crr pads M alone (A column-major): the exact rows of the kept buffer are then a contiguous view of it,
+    which must still be copied (else the next call would overwrite the first result)."""
+    registry = build_registry([small_config("tiled", layout, "fp16", align=16)])
+    first_args = None
+    results = []
+    for seed in range(2):
+        torch.manual_seed(seed)
+        a = matrix(20, 16, letter=layout[0])
+        b = matrix(16, n, letter=layout[1])
+        out, selection = registry.run(None, a, b, return_selection=True)
+        assert selection.padded and out.shape == (20, n) and out.is_contiguous()
+        results.append((out, out.clone()))
+        first_args = first_args or GemmArgs(a, b)
+    (entry,) = fresh_pad_cache._CACHE.values()
+    assert entry.out is not None
+    assert all(r.data_ptr() != entry.out.data_ptr() for r, _ in results)
+    assert all(torch.equal(r, kept) for r, kept in results)
+    check_against_reference(results[0][0], first_args, "fp16")
+
+
 def test_out_that_does_not_fit_is_written_from_a_kept_padded_out(aligned_only, fresh_pad_cache):
     a, b = rcr(19, 21, 17)
     for alpha in (1.0, -0.5):

@@ -20,6 +20,7 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
+from tiledispatch.dtypes import torch_dtype
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.runtime.arguments import GemmArgs
 from tiledispatch.runtime.launcher import cuda_runtime, tensor_key
@@ -90,8 +91,9 @@ def _bias_slot(bias: Any, length: int) -> _Slot:
 @dataclasses.dataclass
 class _Padded:
     """The padded buffers of one call signature. Output: the caller's `out` itself when it fits (in_place),
-    else `out` is a kept padded buffer the result is copied back from (None when the caller gave no out: the
-    launch then allocates a fresh one per call, so no caller ever holds a kept buffer)."""
+    else `out` is a kept padded buffer the result is copied back from: into the caller's out, or into a fresh
+    tensor of the exact size when the caller gave none (no caller ever holds a kept buffer). `out` is None when
+    the caller gave no out and M and N do not grow: the launch allocates the exact output per call."""
 
     a: _Slot
     b: _Slot
@@ -112,6 +114,9 @@ class _Padded:
         if args.out is not None and not in_place:
             shape = (*args.out.shape[:-2], *mn)
             out = torch.empty(shape, dtype=args.out.dtype, device=args.out.device)
+        elif args.out is None and mn != (args.a.shape[-2], args.b.shape[-1]):
+            batch = (p.batch,) if max(args.a.dim(), args.b.dim()) == 3 else ()
+            out = torch.empty((*batch, *mn), dtype=torch_dtype(p.out_dtype), device=args.a.device)
         return cls(a=_matrix_slot(args.a, p.m, p.k, p.layout[0], al),
                    b=_matrix_slot(args.b, p.k, p.n, p.layout[1], al),
                    c=_matrix_slot(args.c, *mn, "r", al) if args.c is not None else None,
@@ -174,10 +179,12 @@ def _run(selection: Selection, args: GemmArgs, key: tuple) -> Any:
     if entry.in_place:
         return result
     exact = result[..., : args.a.shape[-2], : args.b.shape[-1]]
-    if args.out is None:      # a fresh buffer of this call: a contiguous view of it may be returned as it is
-        return exact.contiguous()
-    args.out.copy_(exact)
-    return args.out
+    if args.out is not None:
+        args.out.copy_(exact)
+        return args.out
+    if entry.out is None:     # the launch's own output of this call, of the exact size
+        return result
+    return exact.clone() if exact.is_contiguous() else exact.contiguous()   # a copy, never the kept buffer
 
 
 class PaddedLaunch:
