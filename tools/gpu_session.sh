@@ -9,7 +9,8 @@
 #       gemm-part (benchmarks/gemm.py $TD_GEMM_ARGS), profile (tools/profile_padding.py $TD_PROFILE_ARGS),
 #       profile-wgrad (tools/profile_wgrad.py $TD_PROFILE_ARGS), profile-conv (tools/profile_conv.py $TD_PROFILE_ARGS),
 #       profile-gemm (tools/profile_gemm.py $TD_PROFILE_ARGS), l2 (tools/probe_l2_bandwidth.py $TD_L2_ARGS),
-#       host (tools/profile_host.py $TD_HOST_ARGS)
+#       host (tools/profile_host.py $TD_HOST_ARGS), tool (python3 $TD_TOOL: a probe script and its arguments,
+#       given --json $OUT/tool_<gpu>.json)
 set -u
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -59,6 +60,8 @@ for step in "$@"; do
             cmd=(python3 tools/probe_l2_bandwidth.py "${extra[@]}" --json "$OUT/probe_l2_$gpu.json") ;;
         host) read -ra extra <<< "${TD_HOST_ARGS:-}"
               cmd=(python3 tools/profile_host.py "${extra[@]}" --json "$OUT/profile_host_$gpu.json") ;;
+        tool) read -ra extra <<< "${TD_TOOL:-}"
+              cmd=(python3 "${extra[@]}" --json "$OUT/tool_$gpu.json") ;;
         gemm) cmd=(python3 benchmarks/gemm.py --out "$OUT/gemm_$gpu.json") ;;
         gemm-part) read -ra extra <<< "${TD_GEMM_ARGS:-}"
                    cmd=(python3 benchmarks/gemm.py "${extra[@]}" --out "$OUT/gemm_part_$gpu.json") ;;

@@ -39,7 +39,8 @@ def fixup_rows(cfg: GemmConfig) -> int:
 
 def entries(cfg: GemmConfig) -> list[EntrySpec]:
     ws = common.ptr("ws_ptr", cfg.acc_dtype, ALIGN_BYTES)
-    main = [*tma.persistent_params(cfg), ws, *_sk_params(), Param("SK_SEGS", "i32"), *common.operand_params(cfg),
+    main = [*tma.persistent_params(cfg), *tma.operand_descriptors(cfg), *gemm_tma.epilogue_descriptors(cfg, 3), ws,
+            *_sk_params(), Param("SK_SEGS", "i32"), *common.operand_params(cfg),
             *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg)]
     fixup = [common.ptr("out_ptr", cfg.out_dtype, cfg.align), *common.epilogue_pointer_params(cfg),
              *common.size_params(cfg, "MN"), Param("K", "i32"), Param("BATCH", "i32"), ws, *_sk_params(),
@@ -91,10 +92,10 @@ def _ws_descriptor(cfg: GemmConfig) -> str:
 
 
 def _main_source(cfg: GemmConfig, entry: EntrySpec) -> str:
-    descriptors, epilogue = gemm_tma.tile_epilogue(cfg, 3)
+    epilogue = gemm_tma.tile_epilogue(cfg, 3)
     return (
         f"@triton.jit\ndef {MAIN_FN}(\n    {common.signature_text(list(entry.params))},\n):\n"
-        + tma.operand_descriptors(cfg) + descriptors + tma.TILE_WALK
+        + tma.TILE_WALK
         + _ws_descriptor(cfg)
         + "    pid = tl.program_id(0)\n"
         + "    for tile_id in tl.range(pid, DP_TILES, NUM_PROGRAMS, flatten=True):\n"

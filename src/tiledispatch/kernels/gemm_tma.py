@@ -27,11 +27,16 @@ from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
 FN = "gemm_tma_kernel"
 
 
+def _rank(cfg: GemmConfig) -> int:
+    return 2 if cfg.family == "tma_ws" else 3
+
+
 def entries(cfg: GemmConfig) -> list[EntrySpec]:
     if cfg.split_k > 1:
         return _split_entries(cfg)
-    params = [*tma.persistent_params(cfg), *common.operand_params(cfg), *common.epilogue_scalar_params(cfg),
-              *common.tile_constexprs(cfg)]
+    rank = _rank(cfg)
+    params = [*tma.persistent_params(cfg), *tma.operand_descriptors(cfg, rank), *epilogue_descriptors(cfg, rank),
+              *common.operand_params(cfg), *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg)]
     return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages)]
 
 
@@ -40,28 +45,29 @@ def render(cfg: GemmConfig) -> str:
         return _split_source(cfg)
     (entry,) = entries(cfg)
     ws = cfg.family == "tma_ws"
-    rank = 2 if ws else 3
+    rank = _rank(cfg)
     loop = (f"    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten={not ws}, "
             f"warp_specialize={ws}):\n")
-    descriptors, epilogue = tile_epilogue(cfg, rank)
     return (f"@triton.jit\ndef {FN}(\n    {common.signature_text(list(entry.params))},\n):\n"
-            + tma.operand_descriptors(cfg, rank) + descriptors
-            + tma.TILE_WALK + loop + tma.tile_coords() + tma.k_loop(cfg, "0", "k_tiles", rank=rank) + epilogue)
+            + tma.TILE_WALK + loop + tma.tile_coords() + tma.k_loop(cfg, "0", "k_tiles", rank=rank)
+            + tile_epilogue(cfg, rank))
 
 
-def tile_epilogue(cfg: GemmConfig, rank: int) -> tuple[str, str]:
-    """(descriptors made before the tile loop, the epilogue inside it) of a persistent kernel's whole tiles:
-    pointer stores from registers for subtile 0, else the descriptor epilogue in `subtile` column slices."""
+def tile_epilogue(cfg: GemmConfig, rank: int) -> str:
+    """The epilogue of a persistent kernel's whole tiles, inside the tile loop: pointer stores from registers
+    for subtile 0, else the descriptor epilogue in `subtile` column slices (epilogue_descriptors)."""
     if cfg.subtile == 0:
-        return "", tma.indent_block(common.epilogue(cfg), "    ")
-    return epilogue_descriptors(cfg, rank), descriptor_epilogue(cfg, rank)
+        return tma.indent_block(common.epilogue(cfg), "    ")
+    return descriptor_epilogue(cfg, rank)
 
 
-def epilogue_descriptors(cfg: GemmConfig, rank: int) -> str:
-    width = f"BLOCK_N // {cfg.subtile}"
+def epilogue_descriptors(cfg: GemmConfig, rank: int) -> list[Param]:
+    """Descriptor parameters of the descriptor epilogue (subtile > 0): out, and C and D when read."""
+    if cfg.subtile == 0:
+        return []
+    width = cfg.block_n // cfg.subtile
     names = ["out"] + (["c"] if cfg.with_c else []) + [f"d{i}" for i in range(cfg.num_d)]
-    text = "".join(tma.matrix_descriptor(name, width, rank) for name in names)
-    return text.replace("stride_outb", "stride_ob").replace("stride_outr", "stride_or")
+    return [tma.matrix_descriptor(name, cfg.out_dtype, cfg.block_m, width, rank) for name in names]
 
 
 def descriptor_epilogue(cfg: GemmConfig, rank: int) -> str:
@@ -122,7 +128,8 @@ def _finish(cfg: GemmConfig, acc: str, col: str, width: str, out_box: str, out_s
 # launch, where a separate reduce kernel cost 3-4 us more on the H200
 # (results/profiles/gemm_split_after_reduce_tile_h200.json).
 def _split_entries(cfg: GemmConfig) -> list[EntrySpec]:
-    params = [*tma.persistent_params(cfg), common.ptr("ws_ptr", cfg.acc_dtype, ALIGN_BYTES),
+    params = [*tma.persistent_params(cfg), *tma.operand_descriptors(cfg, 3),
+              common.ptr("ws_ptr", cfg.acc_dtype, ALIGN_BYTES),
               Param("count_ptr", "*i32"), *common.operand_params(cfg), *common.epilogue_scalar_params(cfg),
               *common.tile_constexprs(cfg), gemm_splitk.split_param(cfg)]
     return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages)]
@@ -143,7 +150,7 @@ def _split_source(cfg: GemmConfig) -> str:
             "        split = unit // num_tiles\n"
             "        tile_id = unit % num_tiles\n")
     return (f"@triton.jit\ndef {FN}(\n    {common.signature_text(list(main.params))},\n):\n"
-            + tma.operand_descriptors(cfg, 3) + tma.TILE_WALK + walk + tma.tile_coords()
+            + tma.TILE_WALK + walk + tma.tile_coords()
             + tma.k_loop(cfg, "split * k_span", "tl.minimum(split * k_span + k_span, k_tiles)")
             + SPLIT_STORE
             + common.last_arrival("tile_id", "slots + in_tile", "slots + s * tile_elems + in_tile", "        ")

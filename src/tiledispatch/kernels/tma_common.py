@@ -1,5 +1,5 @@
-"""Source pieces of the persistent TMA families: tensor descriptors, the persistent tile walk, K loops that
-load through descriptors, and the launch geometry (programs per SM).
+"""Source pieces of the persistent TMA families: tensor-descriptor parameters (built on the host per launch),
+the persistent tile walk, K loops that load through descriptors, and the launch geometry (programs per SM).
 
 Every operand is described as a 3-D tensor [batch, rows, cols] with a unit innermost stride, and a tile is a
 [1, rows, cols] box: the descriptor zero-fills outside each batch's matrix, so edge tiles need no masks and
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.configs.validity import compute_warps, shared_memory_bytes
+from tiledispatch.dtypes import DTYPES
 from tiledispatch.kernels import gemm_common as common
 from tiledispatch.kernels.spec import Param
 
@@ -24,34 +25,37 @@ def persistent_params(cfg: GemmConfig) -> list[Param]:
             *common.size_params(cfg, "MNK"), Param("BATCH", "i32"), Param("NUM_PROGRAMS", "i32")]
 
 
-def operand_descriptors(cfg: GemmConfig, rank: int = 3) -> str:
-    """Descriptors of A and B in their stored orientation: a row-major A is [M, K], a column-major one
+def operand_descriptors(cfg: GemmConfig, rank: int = 3) -> list[Param]:
+    """Descriptor parameters of A and B in their stored orientation: a row-major A is [M, K], a column-major one
     [K, M]; a column-major B (K-major) is [N, K], a row-major one [K, N]. rank 2 drops the batch axis
     (tma_ws, which handles one batch: Triton 3.6 hangs warp-specializing rank-3 loads)."""
     a_row, b_row = cfg.layout[0] == "r", cfg.layout[1] == "r"
-    a = ("M", "K", "BLOCK_M", "BLOCK_K", "stride_ar") if a_row else ("K", "M", "BLOCK_K", "BLOCK_M", "stride_ac")
-    b = ("K", "N", "BLOCK_K", "BLOCK_N", "stride_br") if b_row else ("N", "K", "BLOCK_N", "BLOCK_K", "stride_bc")
-    make = _desc if rank == 3 else _desc2
-    return make("a", *a) + make("b", *b)
+    a = ("M", "K", cfg.block_m, cfg.block_k, "stride_ar") if a_row else ("K", "M", cfg.block_k, cfg.block_m,
+                                                                        "stride_ac")
+    b = ("K", "N", cfg.block_k, cfg.block_n, "stride_br") if b_row else ("N", "K", cfg.block_n, cfg.block_k,
+                                                                        "stride_bc")
+    return [descriptor_param("a", cfg.dtype, *a, "stride_ab", rank),
+            descriptor_param("b", cfg.dtype, *b, "stride_bb", rank)]
 
 
-def _desc(name: str, rows: str, cols: str, block_rows: str, block_cols: str, row_stride: str) -> str:
-    sb = f"stride_{name}b"
-    return (f"    {name}_desc = tl.make_tensor_descriptor(\n"
-            f"        {name}_ptr, shape=[tl.where({sb} == 0, 1, BATCH), {rows}, {cols}],\n"
-            f"        strides=[tl.where({sb} == 0, 16, {sb}), {row_stride}, 1], "
-            f"block_shape=[1, {block_rows}, {block_cols}])\n")
+def descriptor_param(name: str, dtype: str, rows: str, cols: str, block_rows: int, block_cols: int,
+                     row_stride: str, batch_stride: str, rank: int = 3) -> Param:
+    """A tensor-descriptor parameter `<name>_desc` over the matrix `<name>_ptr` points to, built on the host for
+    each launch (runtime/launcher.py, `host_descriptor`): its value names the parameters that give the base
+    tensor, rows, columns and row stride (and, rank 3, the batch stride: [batch, rows, cols] with [1, rows,
+    cols] boxes, a 1-deep tensor for an operand shared by every batch, stride 0). Descriptors made on the
+    device instead cost each small GEMM 1.5-2 us of start-up on the H200 (tools/probe_host_descriptors.py)."""
+    block = [block_rows, block_cols] if rank == 2 else [1, block_rows, block_cols]
+    ty = f"tensordesc<{DTYPES[dtype].triton}[{', '.join(map(str, block))}]>"
+    fields = [f"{name}_ptr", rows, cols, row_stride] + ([batch_stride] if rank == 3 else [])
+    return Param(f"{name}_desc", ty, ",".join(fields))
 
 
-def _desc2(name: str, rows: str, cols: str, block_rows: str, block_cols: str, row_stride: str) -> str:
-    return (f"    {name}_desc = tl.make_tensor_descriptor({name}_ptr, shape=[{rows}, {cols}], "
-            f"strides=[{row_stride}, 1], block_shape=[{block_rows}, {block_cols}])\n")
-
-
-def matrix_descriptor(name: str, width: str, rank: int = 3) -> str:
-    """A descriptor over a row-major [batch, M, N] matrix of the epilogue (out, C, D) with [BLOCK_M, width]
-    boxes (rank 2: one [M, N] matrix)."""
-    return (_desc if rank == 3 else _desc2)(name, "M", "N", "BLOCK_M", width, f"stride_{name}r")
+def matrix_descriptor(name: str, dtype: str, block_m: int, width: int, rank: int = 3) -> Param:
+    """The descriptor parameter over a row-major [batch, M, N] matrix of the epilogue (out, C, D) with
+    [BLOCK_M, width] boxes (rank 2: one [M, N] matrix)."""
+    prefix = "o" if name == "out" else name
+    return descriptor_param(name, dtype, "M", "N", block_m, width, f"stride_{prefix}r", f"stride_{prefix}b", rank)
 
 
 TILE_WALK = """\

@@ -20,6 +20,7 @@ from tiledispatch.build import cache
 from tiledispatch.errors import BadInput, CompileError
 from tiledispatch.kernels.gemm_common import DOT_F32
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan
+from tiledispatch.runtime import descriptors
 
 MEMO_LIMIT = 1024   # argument signatures remembered per Kernel / Registry / td.gemm (oldest dropped first)
 # Slots of the per-call tuple: (a, b, out, c, bias, alpha, beta, scale_a, scale_b, *d, *workspaces)
@@ -247,38 +248,44 @@ class EntryLauncher:
         return getattr(import_source(self.entry_dir / cache.SOURCE, interpret=True), self.spec.fn)
 
     def order(self, values: dict[str, Any], dyn: tuple, n_dyn: int, interpret: bool, slot_of: Any = None
-              ) -> tuple[list[int], list[Any], bool]:
+              ) -> tuple[list[int], list[Any], bool, tuple]:
         """Where each parameter's value comes from: an index into (per-call values + constants), the
-        constants, and whether the order is reusable: every tensor argument comes from its per-call slot.
-        slot_of(name, len(dyn)) gives a parameter's per-call slot (default: the GEMM slots)."""
+        constants, whether the order is reusable (every tensor argument comes from its per-call slot), and the
+        descriptor parameters as (argument position, Geometry): their picked value is the base tensor, which
+        each launch describes. slot_of(name, len(dyn)) gives a parameter's per-call slot (default: the GEMM
+        slots)."""
         slot_of = slot_of or _slot_of
-        picks, consts, reusable = [], [], True
+        picks, consts, reusable, descs = [], [], True, []
         for p in self.spec.params:
-            slot = None
+            slot, name = None, p.name
             if p.is_constexpr:
                 value = True if (interpret and p.name == DOT_F32) else p.value
             else:
-                value = values[p.name]
-                slot = value.index if isinstance(value, WorkspaceSlot) else slot_of(p.name, len(dyn))
+                geometry = descriptors.geometry(p, values) if descriptors.is_descriptor(p) else None
+                name = geometry.base if geometry is not None else p.name
+                value = values[name]
+                slot = value.index if isinstance(value, WorkspaceSlot) else slot_of(name, len(dyn))
                 if hasattr(value, "data_ptr") and (slot is None or dyn[slot] is not value):
                     # a stand-in for an absent optional tensor (unit fp8 scale) is a constant of the signature;
                     # any other tensor that is not a per-call argument makes the order single-use
                     reusable = reusable and slot is not None and dyn[slot] is None
                     slot = None
+                if geometry is not None:   # made from the call's base tensor at each launch (runtime/descriptors)
+                    descs.append((len(picks), geometry))
             if slot is None:
                 picks.append(n_dyn + len(consts))
                 consts.append(value)
             else:
                 picks.append(slot)
-        return picks, consts, reusable
+        return picks, consts, reusable, tuple(descs)
 
     def bind(self, grid: tuple[int, int, int], values: dict[str, Any], dyn: tuple, n_dyn: int,
              device_index: int | None, slot_of: Any = None) -> tuple[Any, bool]:
         """One entry's launch for a signature; device_index None runs it on the interpreter."""
-        picks, consts, reusable = self.order(values, dyn, n_dyn, device_index is None, slot_of)
+        picks, consts, reusable, descs = self.order(values, dyn, n_dyn, device_index is None, slot_of)
         if device_index is None:
-            return _InterpretedEntry(self._interpreted(), grid, picks, consts), reusable
-        return _CudaEntry(self._compiled_kernel(device_index), grid, picks, consts), reusable
+            return _InterpretedEntry(self._interpreted(), grid, picks, consts, descs), reusable
+        return _CudaEntry(self._compiled_kernel(device_index), grid, picks, consts, descs), reusable
 
 
 def _slot_of(name: str, n_args: int) -> int | None:
@@ -296,12 +303,23 @@ def _picker(picks: list[int]):
     return operator.itemgetter(*picks)
 
 
-class _CudaEntry:
-    __slots__ = ("consts", "function", "gx", "gy", "gz", "packed", "pick", "run", "scratch")
+def _described(args: tuple, descs: tuple, make: Any) -> tuple:
+    """The picked arguments with each descriptor position's base tensor replaced by its descriptor."""
+    if not descs:
+        return args
+    out = list(args)
+    for position, geometry in descs:
+        out[position] = make(out[position], geometry)
+    return tuple(out)
 
-    def __init__(self, kernel: Any, grid: tuple[int, int, int], picks: list[int], consts: list[Any]) -> None:
+
+class _CudaEntry:
+    __slots__ = ("consts", "descs", "function", "gx", "gy", "gz", "packed", "pick", "run", "scratch")
+
+    def __init__(self, kernel: Any, grid: tuple[int, int, int], picks: list[int], consts: list[Any],
+                 descs: tuple = ()) -> None:
         self.gx, self.gy, self.gz = grid
-        self.pick, self.consts = _picker(picks), tuple(consts)
+        self.pick, self.consts, self.descs = _picker(picks), tuple(consts), descs
         self.run, self.function, self.packed = kernel.run, kernel.function, kernel.packed_metadata
         self.scratch = getattr(kernel.metadata, "global_scratch_size", 0) > 0
         if self.scratch:
@@ -310,19 +328,21 @@ class _CudaEntry:
     def fire(self, dyn: tuple, stream: int) -> None:
         if self.scratch:
             ensure_scratch_allocator()
-        self.run(self.gx, self.gy, self.gz, stream, self.function, self.packed, None, None, None,
-                 *self.pick(dyn + self.consts))
+        args = _described(self.pick(dyn + self.consts), self.descs, descriptors.HostDescriptor)
+        self.run(self.gx, self.gy, self.gz, stream, self.function, self.packed, None, None, None, *args)
 
 
 class _InterpretedEntry:
-    __slots__ = ("consts", "grid", "jit", "pick")
+    __slots__ = ("consts", "descs", "grid", "jit", "pick")
 
-    def __init__(self, jit: Any, grid: tuple[int, int, int], picks: list[int], consts: list[Any]) -> None:
-        self.jit, self.grid, self.pick, self.consts = jit, grid, _picker(picks), tuple(consts)
+    def __init__(self, jit: Any, grid: tuple[int, int, int], picks: list[int], consts: list[Any],
+                 descs: tuple = ()) -> None:
+        self.jit, self.grid, self.pick, self.consts, self.descs = jit, grid, _picker(picks), tuple(consts), descs
 
     def fire(self, dyn: tuple, stream: int) -> None:
+        args = _described(self.pick(dyn + self.consts), self.descs, descriptors.checked)
         with _library_callable_in_interpreter():
-            self.jit[self.grid](*self.pick(dyn + self.consts))
+            self.jit[self.grid](*args)
 
 
 # -- bound launches ------------------------------------------------------------------------------------

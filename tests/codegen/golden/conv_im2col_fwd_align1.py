@@ -77,6 +77,18 @@ ENTRIES = [{'fn': 'conv_im2col_wpack_kernel',
              {'name': 'K', 'ty': 'i32', 'value': None, 'divisibility': 1},
              {'name': 'BATCH', 'ty': 'i32', 'value': None, 'divisibility': 1},
              {'name': 'NUM_PROGRAMS', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'a_desc',
+              'ty': 'tensordesc<bf16[1, 128, 64]>',
+              'value': 'a_ptr,M,K,stride_ar,stride_ab',
+              'divisibility': 1},
+             {'name': 'b_desc',
+              'ty': 'tensordesc<bf16[1, 64, 64]>',
+              'value': 'b_ptr,N,K,stride_bc,stride_bb',
+              'divisibility': 1},
+             {'name': 'out_desc',
+              'ty': 'tensordesc<bf16[1, 128, 64]>',
+              'value': 'out_ptr,M,N,stride_or,stride_ob',
+              'divisibility': 1},
              {'name': 'stride_ab', 'ty': 'i64', 'value': None, 'divisibility': 1},
              {'name': 'stride_ar', 'ty': 'i64', 'value': None, 'divisibility': 1},
              {'name': 'stride_ac', 'ty': 'constexpr', 'value': 1, 'divisibility': 1},
@@ -186,6 +198,9 @@ def gemm_tma_kernel(
     K,
     BATCH,
     NUM_PROGRAMS,
+    a_desc,
+    b_desc,
+    out_desc,
     stride_ab,
     stride_ar,
     stride_ac: tl.constexpr,
@@ -202,15 +217,6 @@ def gemm_tma_kernel(
     GROUP_M: tl.constexpr,
     DOT_F32: tl.constexpr,
 ):
-    a_desc = tl.make_tensor_descriptor(
-        a_ptr, shape=[tl.where(stride_ab == 0, 1, BATCH), M, K],
-        strides=[tl.where(stride_ab == 0, 16, stride_ab), stride_ar, 1], block_shape=[1, BLOCK_M, BLOCK_K])
-    b_desc = tl.make_tensor_descriptor(
-        b_ptr, shape=[tl.where(stride_bb == 0, 1, BATCH), N, K],
-        strides=[tl.where(stride_bb == 0, 16, stride_bb), stride_bc, 1], block_shape=[1, BLOCK_N, BLOCK_K])
-    out_desc = tl.make_tensor_descriptor(
-        out_ptr, shape=[tl.where(stride_ob == 0, 1, BATCH), M, N],
-        strides=[tl.where(stride_ob == 0, 16, stride_ob), stride_or, 1], block_shape=[1, BLOCK_M, BLOCK_N // 1])
     num_pid_m = (M + BLOCK_M - 1) // BLOCK_M
     num_pid_n = (N + BLOCK_N - 1) // BLOCK_N
     tiles_per_batch = num_pid_m * num_pid_n

@@ -59,6 +59,14 @@ ENTRIES = [{'fn': 'conv_im2col_kernel',
              {'name': 'K', 'ty': 'i32', 'value': None, 'divisibility': 1},
              {'name': 'BATCH', 'ty': 'i32', 'value': None, 'divisibility': 1},
              {'name': 'NUM_PROGRAMS', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'a_desc',
+              'ty': 'tensordesc<bf16[1, 64, 128]>',
+              'value': 'a_ptr,K,M,stride_ac,stride_ab',
+              'divisibility': 1},
+             {'name': 'b_desc',
+              'ty': 'tensordesc<bf16[1, 64, 128]>',
+              'value': 'b_ptr,K,N,stride_br,stride_bb',
+              'divisibility': 1},
              {'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisibility': 16},
              {'name': 'count_ptr', 'ty': '*i32', 'value': None, 'divisibility': 1},
              {'name': 'stride_ab', 'ty': 'i64', 'value': None, 'divisibility': 1},
@@ -142,6 +150,8 @@ def gemm_tma_kernel(
     K,
     BATCH,
     NUM_PROGRAMS,
+    a_desc,
+    b_desc,
     ws_ptr,
     count_ptr,
     stride_ab,
@@ -161,12 +171,6 @@ def gemm_tma_kernel(
     DOT_F32: tl.constexpr,
     SPLIT_K: tl.constexpr,
 ):
-    a_desc = tl.make_tensor_descriptor(
-        a_ptr, shape=[tl.where(stride_ab == 0, 1, BATCH), K, M],
-        strides=[tl.where(stride_ab == 0, 16, stride_ab), stride_ac, 1], block_shape=[1, BLOCK_K, BLOCK_M])
-    b_desc = tl.make_tensor_descriptor(
-        b_ptr, shape=[tl.where(stride_bb == 0, 1, BATCH), K, N],
-        strides=[tl.where(stride_bb == 0, 16, stride_bb), stride_br, 1], block_shape=[1, BLOCK_K, BLOCK_N])
     num_pid_m = (M + BLOCK_M - 1) // BLOCK_M
     num_pid_n = (N + BLOCK_N - 1) // BLOCK_N
     tiles_per_batch = num_pid_m * num_pid_n

@@ -34,6 +34,14 @@ ENTRIES = [{'fn': 'gemm_streamk_kernel',
              {'name': 'K', 'ty': 'i32', 'value': None, 'divisibility': 8},
              {'name': 'BATCH', 'ty': 'i32', 'value': None, 'divisibility': 1},
              {'name': 'NUM_PROGRAMS', 'ty': 'i32', 'value': None, 'divisibility': 1},
+             {'name': 'a_desc',
+              'ty': 'tensordesc<bf16[1, 128, 64]>',
+              'value': 'a_ptr,M,K,stride_ar,stride_ab',
+              'divisibility': 1},
+             {'name': 'b_desc',
+              'ty': 'tensordesc<bf16[1, 128, 64]>',
+              'value': 'b_ptr,N,K,stride_bc,stride_bb',
+              'divisibility': 1},
              {'name': 'ws_ptr', 'ty': '*fp32', 'value': None, 'divisibility': 16},
              {'name': 'DP_TILES', 'ty': 'i32', 'value': None, 'divisibility': 1},
              {'name': 'SK_ITERS', 'ty': 'i32', 'value': None, 'divisibility': 1},
@@ -98,6 +106,8 @@ def gemm_streamk_kernel(
     K,
     BATCH,
     NUM_PROGRAMS,
+    a_desc,
+    b_desc,
     ws_ptr,
     DP_TILES,
     SK_ITERS,
@@ -123,12 +133,6 @@ def gemm_streamk_kernel(
     GROUP_M: tl.constexpr,
     DOT_F32: tl.constexpr,
 ):
-    a_desc = tl.make_tensor_descriptor(
-        a_ptr, shape=[tl.where(stride_ab == 0, 1, BATCH), M, K],
-        strides=[tl.where(stride_ab == 0, 16, stride_ab), stride_ar, 1], block_shape=[1, BLOCK_M, BLOCK_K])
-    b_desc = tl.make_tensor_descriptor(
-        b_ptr, shape=[tl.where(stride_bb == 0, 1, BATCH), N, K],
-        strides=[tl.where(stride_bb == 0, 16, stride_bb), stride_bc, 1], block_shape=[1, BLOCK_N, BLOCK_K])
     num_pid_m = (M + BLOCK_M - 1) // BLOCK_M
     num_pid_n = (N + BLOCK_N - 1) // BLOCK_N
     tiles_per_batch = num_pid_m * num_pid_n
