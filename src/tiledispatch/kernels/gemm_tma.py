@@ -49,8 +49,17 @@ def render(cfg: GemmConfig) -> str:
     loop = (f"    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten={not ws}, "
             f"warp_specialize={ws}):\n")
     return (f"@triton.jit\ndef {FN}(\n    {common.signature_text(list(entry.params))},\n):\n"
-            + tma.TILE_WALK + loop + tma.tile_coords() + tma.k_loop(cfg, "0", "k_tiles", rank=rank)
-            + tile_epilogue(cfg, rank))
+            + _device_out_descriptor(cfg) + tma.TILE_WALK + loop + tma.tile_coords()
+            + tma.k_loop(cfg, "0", "k_tiles", rank=rank) + tile_epilogue(cfg, rank))
+
+
+def _device_out_descriptor(cfg: GemmConfig) -> str:
+    """tma_ws makes its output descriptor on the device: Triton 3.6 fails to warp-specialize a store through a
+    descriptor parameter ('tt.descriptor_store' op tensor descriptor block and tensor types must match)."""
+    if cfg.family != "tma_ws" or cfg.subtile == 0:
+        return ""
+    return ("    out_desc = tl.make_tensor_descriptor(out_ptr, shape=[M, N], strides=[stride_or, 1], "
+            f"block_shape=[BLOCK_M, BLOCK_N // {cfg.subtile}])\n")
 
 
 def tile_epilogue(cfg: GemmConfig, rank: int) -> str:
@@ -62,8 +71,9 @@ def tile_epilogue(cfg: GemmConfig, rank: int) -> str:
 
 
 def epilogue_descriptors(cfg: GemmConfig, rank: int) -> list[Param]:
-    """Descriptor parameters of the descriptor epilogue (subtile > 0): out, and C and D when read."""
-    if cfg.subtile == 0:
+    """Descriptor parameters of the descriptor epilogue (subtile > 0): out, and C and D when read (none for
+    tma_ws, which reads no C or D and makes its output descriptor on the device: _device_out_descriptor)."""
+    if cfg.subtile == 0 or cfg.family == "tma_ws":
         return []
     width = cfg.block_n // cfg.subtile
     names = ["out"] + (["c"] if cfg.with_c else []) + [f"d{i}" for i in range(cfg.num_d)]
