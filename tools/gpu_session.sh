@@ -67,7 +67,7 @@ for step in "$@"; do
                    cmd=(python3 benchmarks/gemm.py "${extra[@]}" --out "$OUT/gemm_part_$gpu.json") ;;
         *) echo "unknown step $name" >&2; exit 2 ;;
     esac
-    timeout -s INT "$secs" "${cmd[@]}" > "$OUT/$name.log" 2>&1
+    timeout -s INT -k 15 "$secs" "${cmd[@]}" > "$OUT/$name.log" 2>&1   # KILL 15 s after INT: a hung GPU process
     echo "exit $? $(date +%T)" | tee -a "$OUT/session.log"
     tail -5 "$OUT/$name.log"
 done

@@ -34,10 +34,28 @@ def _rank(cfg: GemmConfig) -> int:
 def entries(cfg: GemmConfig) -> list[EntrySpec]:
     if cfg.split_k > 1:
         return _split_entries(cfg)
-    rank = _rank(cfg)
-    params = [*tma.persistent_params(cfg), *tma.operand_descriptors(cfg, rank), *epilogue_descriptors(cfg, rank),
-              *common.operand_params(cfg), *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg)]
+    params = [*tma.persistent_params(cfg), *_descriptor_params(cfg), *common.operand_params(cfg),
+              *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg)]
     return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages)]
+
+
+def _descriptor_params(cfg: GemmConfig) -> list[Param]:
+    """The kernel's tensor descriptors, built on the host (runtime/descriptors.py) except in tma_ws, whose
+    descriptors are made on the device (_device_descriptors)."""
+    if cfg.family == "tma_ws":
+        return []
+    return [*tma.operand_descriptors(cfg, 3), *epilogue_descriptors(cfg, 3)]
+
+
+def _device_descriptors(cfg: GemmConfig) -> str:
+    """tma_ws makes its descriptors on the device (2-D: one batch): on the H200 its warp-specialized loop hung
+    loading through descriptor parameters, and Triton 3.6 fails to warp-specialize a store through one
+    ('tt.descriptor_store' op tensor descriptor block and tensor types must match)."""
+    if cfg.family != "tma_ws":
+        return ""
+    width = cfg.block_n // max(1, cfg.subtile)
+    out = [tma.matrix_descriptor("out", cfg.out_dtype, cfg.block_m, width, 2)] if cfg.subtile else []
+    return tma.device_descriptors([*tma.operand_descriptors(cfg, 2), *out])
 
 
 def render(cfg: GemmConfig) -> str:
@@ -49,17 +67,8 @@ def render(cfg: GemmConfig) -> str:
     loop = (f"    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten={not ws}, "
             f"warp_specialize={ws}):\n")
     return (f"@triton.jit\ndef {FN}(\n    {common.signature_text(list(entry.params))},\n):\n"
-            + _device_out_descriptor(cfg) + tma.TILE_WALK + loop + tma.tile_coords()
+            + _device_descriptors(cfg) + tma.TILE_WALK + loop + tma.tile_coords()
             + tma.k_loop(cfg, "0", "k_tiles", rank=rank) + tile_epilogue(cfg, rank))
-
-
-def _device_out_descriptor(cfg: GemmConfig) -> str:
-    """tma_ws makes its output descriptor on the device: Triton 3.6 fails to warp-specialize a store through a
-    descriptor parameter ('tt.descriptor_store' op tensor descriptor block and tensor types must match)."""
-    if cfg.family != "tma_ws" or cfg.subtile == 0:
-        return ""
-    return ("    out_desc = tl.make_tensor_descriptor(out_ptr, shape=[M, N], strides=[stride_or, 1], "
-            f"block_shape=[BLOCK_M, BLOCK_N // {cfg.subtile}])\n")
 
 
 def tile_epilogue(cfg: GemmConfig, rank: int) -> str:
@@ -71,9 +80,8 @@ def tile_epilogue(cfg: GemmConfig, rank: int) -> str:
 
 
 def epilogue_descriptors(cfg: GemmConfig, rank: int) -> list[Param]:
-    """Descriptor parameters of the descriptor epilogue (subtile > 0): out, and C and D when read (none for
-    tma_ws, which reads no C or D and makes its output descriptor on the device: _device_out_descriptor)."""
-    if cfg.subtile == 0 or cfg.family == "tma_ws":
+    """Descriptor parameters of the descriptor epilogue (subtile > 0): out, and C and D when read."""
+    if cfg.subtile == 0:
         return []
     width = cfg.block_n // cfg.subtile
     names = ["out"] + (["c"] if cfg.with_c else []) + [f"d{i}" for i in range(cfg.num_d)]

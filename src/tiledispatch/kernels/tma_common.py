@@ -38,6 +38,19 @@ def operand_descriptors(cfg: GemmConfig, rank: int = 3) -> list[Param]:
             descriptor_param("b", cfg.dtype, *b, "stride_bb", rank)]
 
 
+def device_descriptors(params: list[Param]) -> str:
+    """Source lines that make rank-2 descriptors on the device instead of taking them as parameters (tma_ws:
+    its warp-specialized loop hung on the H200 loading through descriptor parameters, and Triton 3.6 fails to
+    compile its store through one). Each `<name>_desc` is made from the parameters its geometry names."""
+    lines = []
+    for p in params:
+        base, rows, cols, row_stride = p.value.split(",")[:4]
+        block = p.ty[p.ty.index("[") + 1:p.ty.index("]")]
+        lines.append(f"    {p.name} = tl.make_tensor_descriptor({base}, shape=[{rows}, {cols}], "
+                     f"strides=[{row_stride}, 1], block_shape=[{block}])\n")
+    return "".join(lines)
+
+
 def descriptor_param(name: str, dtype: str, rows: str, cols: str, block_rows: int, block_cols: int,
                      row_stride: str, batch_stride: str, rank: int = 3) -> Param:
     """A tensor-descriptor parameter `<name>_desc` over the matrix `<name>_ptr` points to, built on the host for
