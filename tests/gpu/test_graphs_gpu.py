@@ -32,6 +32,9 @@ CONFIGS = {
     # split K: fp32 slots and arrival counters (zeroed by a memset captured with the graph)
     "tma_split": td.GemmConfig("tma_persistent", "rcr", "bf16", block_m=128, block_n=128, block_k=64,
                                num_warps=4, num_stages=6, split_k=3),
+    # makes its descriptors on the device, in scratch memory (tma_persistent and streamk take host descriptors)
+    "tma_ws": td.GemmConfig("tma_ws", "rcr", "bf16", block_m=128, block_n=128, block_k=64, num_warps=4,
+                            num_stages=4),
 }
 M, N, K = 272, 400, 1024   # multiples of 16, not of the tiles; stream-K has a partial last wave
 
@@ -137,13 +140,13 @@ def test_graphs_of_every_family_share_a_stream_and_replay_in_any_order(registry)
     """Split-K workspaces come from each graph's pool and TMA scratch is one buffer per stream: graphs captured
     on the same stream and replayed in any order (on the current stream, one at a time) stay correct."""
     runs = []
-    for name in ("splitk", "tma_persistent", "streamk", "tiled", "tma_split"):
+    for name in ("splitk", "tma_persistent", "streamk", "tiled", "tma_split", "tma_ws"):
         kernel = registry.get(CONFIGS[name].name)
         a, b = operands()
         out = torch.empty(M, N, device="cuda", dtype=BF16)
         graph, _ = capture(lambda kernel=kernel, a=a, b=b, out=out: kernel.run(a, b, out=out))
         runs.append((graph, a, b, out))
-    for order in ([0, 1, 2, 3, 4], [3, 4, 1, 0, 2, 4, 2, 1]):
+    for order in ([0, 1, 2, 3, 4, 5], [3, 5, 4, 1, 0, 2, 4, 5, 2, 1]):
         for i in order:
             graph, a, b, out = runs[i]
             refill(a, b)
@@ -154,13 +157,13 @@ def test_graphs_of_every_family_share_a_stream_and_replay_in_any_order(registry)
 def test_scratch_buffers_used_in_captures_stay_alive(registry):
     """After a capture, a larger eager launch on the capture stream replaces that stream's scratch buffer; the
     graph still addresses the old one, which is retained (never freed), so replays stay correct."""
-    kernel = registry.get(CONFIGS["tma_persistent"].name)
+    kernel = registry.get(CONFIGS["tma_ws"].name)
     a, b = operands(128, 128, 256)   # one tile: the smallest persistent grid
     out = torch.empty(128, 128, device="cuda", dtype=BF16)
     stream = torch.cuda.Stream()
     graph, _ = capture(lambda: kernel.run(a, b, out=out), stream=stream)
     slot = (torch.cuda.current_device(), stream.cuda_stream)
-    assert slot in launcher.SCRATCH.buffers(), "the TMA kernel did not take its scratch from launcher.SCRATCH"
+    assert slot in launcher.SCRATCH.buffers(), "the tma_ws kernel did not take its scratch from launcher.SCRATCH"
     captured_capacity, captured_address, _ = launcher.SCRATCH._buffers[slot]
     big_a, big_b = operands(4096, 4096, 256)   # every SM busy: needs more scratch than one program
     with torch.cuda.stream(stream):
@@ -171,3 +174,23 @@ def test_scratch_buffers_used_in_captures_stay_alive(registry):
         refill(a, b)
         graph.replay()
         check(out, a.float() @ b.float())
+
+
+def test_host_descriptor_kernels_take_no_scratch(registry):
+    """tma_persistent gets its tensor descriptors from the launch (runtime/descriptors.py): a launch and a
+    capture on a fresh stream allocate no scratch for it (streamk does too, but with subtile > 0 it stores its
+    partial tiles through a descriptor it makes on the device)."""
+    stream = torch.cuda.Stream()
+    slot = (torch.cuda.current_device(), stream.cuda_stream)
+    for name in ("tma_persistent", "tma_split"):
+        kernel = registry.get(CONFIGS[name].name)
+        a, b = operands()
+        out = torch.empty(M, N, device="cuda", dtype=BF16)
+        graph, _ = capture(lambda kernel=kernel, a=a, b=b, out=out: kernel.run(a, b, out=out), stream=stream)
+        refill(a, b)
+        graph.replay()
+        check(out, a.float() @ b.float())
+        with torch.cuda.stream(stream):
+            check(kernel.run(a, b), a.float() @ b.float())
+        torch.cuda.synchronize()
+    assert slot not in launcher.SCRATCH.buffers()
