@@ -87,18 +87,22 @@ def graph_replay_us(fn: Callable[[], Any], calls: int, trials: int) -> float:
 
 # -- the variants -----------------------------------------------------------------------------------------------
 def direct_launch(kernel: Any, a: Any, b: Any, out: Any, stream: int) -> Callable[[], Any]:
-    """CompiledKernel.run of every entry of `kernel` with all arguments prebuilt (workspaces allocated once)."""
+    """CompiledKernel.run of every entry of `kernel` with all arguments prebuilt (workspaces and counters allocated
+    once, host tensor descriptors made once: Triton's launcher still encodes their tensor maps at each call)."""
     import torch
 
+    from tiledispatch.runtime import descriptors
     from tiledispatch.runtime.arguments import GemmArgs, problem_from_args
-    from tiledispatch.runtime.launcher import ensure_scratch_allocator
+    from tiledispatch.runtime.launcher import _described, ensure_scratch_allocator
 
     args = GemmArgs(a, b, out)
-    ensure_scratch_allocator()   # TMA kernels create descriptors in global scratch (as Kernel.run does)
+    ensure_scratch_allocator()   # tma_ws kernels create descriptors in global scratch (as Kernel.run does)
     bound = kernel.bound_launch(args, problem_from_args(args, prefer_layout=kernel.config.layout))
     dyn = (a, b, out, None, None, 1.0, 0.0, None, None)
-    dyn += tuple(torch.empty(n, dtype=dtype, device=a.device) for n, dtype in bound.workspaces)
-    launches = [(e.run, e.gx, e.gy, e.gz, e.function, e.packed, e.pick(dyn + e.consts)) for e in bound.entries]
+    dyn += tuple((torch.zeros if zeroed else torch.empty)(n, dtype=dtype, device=a.device)
+                 for n, dtype, zeroed in bound.workspaces)   # counters zeroed, as the kernels leave them
+    launches = [(e.run, e.gx, e.gy, e.gz, e.function, e.packed,
+                 _described(e.pick(dyn + e.consts), e.descs, descriptors.HostDescriptor)) for e in bound.entries]
     if len(launches) == 1:
         run, gx, gy, gz, function, packed, prebuilt = launches[0]
         return lambda: run(gx, gy, gz, stream, function, packed, None, None, None, *prebuilt)
