@@ -16,9 +16,13 @@ What ptxas (CUDA 12.8, Triton 3.6's) does with it, read off sm_90 builds without
 - A loop-carried partial that rotates through the sets needs register moves inside a wgmma group, which also
   serializes; the chunk hands its two partials' registers to the next chunk in a fixed order.
 
-The kernel is persistent (one program per SM) and loads through TMA into a ring of STAGES buffers across tile
-boundaries (block j's slot is refilled with block j + STAGES once block j's group is complete); a tile's epilogue
-(per-tensor scales, bf16, TMA store) follows its last chunk.
+Two forms, both persistent (one program per SM) over a ring of STAGES TMA buffers that runs across tile
+boundaries, with a tile's epilogue (per-tensor scales, bf16, TMA store) after its last chunk:
+- fp8_lagged_kernel: one partition of 8 warps (64 rows per warp group); block j's slot is refilled with block
+  j + STAGES by the consumers themselves once block j's group is complete (a CTA barrier per block).
+- fp8_ws_kernel: a producer warp issues the loads and each consumer warp group is a partition of its own,
+  releasing slots through mbarriers, so the two groups drift apart and one's promotion can overlap the other's
+  wgmmas. ptxas allocates its partitions within the launch's 168 registers: chunks of 2 fit, 4 spill.
 
 Without a GPU (--inspect): compiles each tile for sm_90 and prints registers, spills, shared memory and the wgmma
 waits of the PTX and the SASS (equal counts: ptxas added none). With a GPU: times each tile on the given shapes
@@ -169,37 +173,162 @@ def fp8_lagged_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
         mbarrier.invalidate(bars.index(i))
 
 
+# -- warp-specialized form ------------------------------------------------------------------------------------
+# A producer warp issues the TMA loads (ring slots released through `empty` barriers) and two consumer warp
+# groups, partitions of their own, each run the chunked lagged promotion on 64 rows of the 128-row tile: no
+# consumer computes load addresses, and the two synchronize only through the ring (each arrives on a slot's
+# `empty` barrier once its wgmma group on the slot is complete), so one group's promotion adds can overlap the
+# other's wgmmas.
+@gluon.jit
+def _ws_producer(a_desc, b_desc, full, empty, a_bufs, b_bufs, total, k_tiles, num_pid_m, num_pid_n,
+                 GROUP_M: gl.constexpr, STAGES: gl.constexpr):
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BN: gl.constexpr = b_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    for p in range(total):
+        slot = p % STAGES
+        # the consumers released the slot's previous block (its phase (p // STAGES - 1) & 1); the first round
+        # waits on the phase before the barrier's first, which passes at once
+        mbarrier.wait(empty.index(slot), ((p // STAGES) & 1) ^ 1)
+        tile = gl.program_id(0) + (p // k_tiles) * gl.num_programs(0)
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        k = (p % k_tiles) * BK
+        bar = full.index(slot)
+        mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_bufs.index(slot))
+        tma.async_copy_global_to_shared(b_desc, [pid_n * BN, k], bar, b_bufs.index(slot))
+
+
+@gluon.jit
+def _ws_issue(c, full, a_bufs, b_bufs, spare, WG: gl.constexpr, STAGES: gl.constexpr):
+    """Wait for block c's operands and start this warp group's wgmma group on its 64 rows of the A tile."""
+    slot = c % STAGES
+    mbarrier.wait(full.index(slot), (c // STAGES) & 1)
+    a = a_bufs.index(slot).slice(WG * 64, 64, dim=0)
+    return warpgroup_mma(a, b_bufs.index(slot).permute((1, 0)), spare, use_acc=False, is_async=True)
+
+
+@gluon.jit
+def _ws_promote(j, acc, prev, num_outstanding: gl.constexpr, empty, STAGES: gl.constexpr):
+    done = warpgroup_mma_wait(num_outstanding=num_outstanding, deps=(prev, ))
+    mbarrier.arrive(empty.index(j % STAGES), count=1)
+    return acc + done, done
+
+
+@gluon.jit
+def _ws_consumer(c_desc, full, empty, a_bufs, b_bufs, c_smem, scale, my_tiles, k_tiles, num_pid_m, num_pid_n,
+                 WG: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, CHUNK: gl.constexpr):
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                     instr_shape=[16, BN, 32])
+    free_a = gl.zeros((64, BN), dtype=gl.float32, layout=layout)
+    free_b = gl.zeros((64, BN), dtype=gl.float32, layout=layout)
+    c = 0
+    for t in range(my_tiles):
+        acc = gl.zeros((64, BN), dtype=gl.float32, layout=layout)
+        for ch in range(k_tiles // CHUNK):   # as fp8_lagged_kernel: nothing in flight across a back-edge
+            prev = _ws_issue(c, full, a_bufs, b_bufs, free_a, WG, STAGES)
+            spare = free_b
+            for i in gl.static_range(1, CHUNK):
+                cur = _ws_issue(c + i, full, a_bufs, b_bufs, spare, WG, STAGES)
+                acc, spare = _ws_promote(c + i - 1, acc, prev, 1, empty, STAGES)
+                if i == CHUNK - 1:
+                    free_a = spare
+                prev = cur
+            acc, free_b = _ws_promote(c + CHUNK - 1, acc, prev, 0, empty, STAGES)
+            c += CHUNK
+        for r in range(k_tiles % CHUNK):
+            prev = _ws_issue(c, full, a_bufs, b_bufs, free_a, WG, STAGES)
+            acc, free_a = _ws_promote(c, acc, prev, 0, empty, STAGES)
+            c += 1
+        tile = gl.program_id(0) + t * gl.num_programs(0)
+        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        tma.store_wait(pendings=0)
+        c_smem.store((acc * scale).to(c_desc.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(c_desc, [pid_m * 128 + WG * 64, pid_n * BN], c_smem)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def fp8_ws_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
+                  GROUP_M: gl.constexpr, STAGES: gl.constexpr, CHUNK: gl.constexpr, num_warps: gl.constexpr):
+    """a_desc boxes are 128 x BK (both warp groups' rows), c_desc boxes 64 x BN (one warp group's)."""
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    gl.static_assert(a_desc.block_type.shape[0] == 128, "two consumer warp groups of 64 rows")
+    gl.static_assert(CHUNK % 2 == 0, "a chunk hands its two partials' registers to the next in the same order")
+    num_pid_m = gl.cdiv(M, 128)
+    num_pid_n = gl.cdiv(N, BN)
+    k_tiles = gl.cdiv(K, a_desc.block_type.shape[1])
+    my_tiles = gl.cdiv(num_pid_m * num_pid_n - gl.program_id(0), gl.num_programs(0))
+    total = my_tiles * k_tiles
+
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
+    full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(full.index(i), count=1)
+        mbarrier.init(empty.index(i), count=2)   # one arrival per consumer warp group
+    c_smem0 = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    c_smem1 = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    scale = gl.load(scale_a_ptr) * gl.load(scale_b_ptr)
+    gl.warp_specialize([
+        (_ws_consumer, (c_desc, full, empty, a_bufs, b_bufs, c_smem0, scale, my_tiles, k_tiles, num_pid_m,
+                        num_pid_n, 0, GROUP_M, STAGES, CHUNK)),
+        (_ws_consumer, (c_desc, full, empty, a_bufs, b_bufs, c_smem1, scale, my_tiles, k_tiles, num_pid_m,
+                        num_pid_n, 1, GROUP_M, STAGES, CHUNK)),
+        (_ws_producer, (a_desc, b_desc, full, empty, a_bufs, b_bufs, total, k_tiles, num_pid_m, num_pid_n,
+                        GROUP_M, STAGES)),
+    ], [4, 1], [240, 24])
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(full.index(i))
+        mbarrier.invalidate(empty.index(i))
+
+
 # (BM, BN, BK, warps, stages, chunk)
 # 128x128 tiles: three 64-register partial / accumulator sets per thread leave room for chunks of 2 (214 registers)
 # and 4 (255 registers, 200 bytes of spill stores); chunks of 8 exhaust the registers and ptxas serializes the
 # wgmmas for it (C7512). 128x64 tiles fit chunks of 8.
 TILES = [(128, 128, 128, 8, 6, 2), (128, 128, 128, 8, 4, 4), (128, 128, 128, 8, 6, 4), (128, 64, 128, 8, 8, 4),
          (128, 64, 128, 8, 8, 8)]
+# fp8_ws_kernel: warps are the default partition's (one consumer warp group). Triton launches it with 384
+# threads and ptxas allocates every partition within the launch's 168 registers (.maxnreg), whatever setmaxnreg
+# grants later: chunks of 2 fit, chunks of 4 spill (232 bytes of stack), and 128x64 chunks of 8 are serialized.
+WS_TILES = [(128, 128, 128, 4, 5, 2), (128, 128, 128, 4, 6, 2), (128, 128, 128, 4, 5, 4), (128, 64, 128, 4, 8, 4)]
 # what a tile that Triton 3.6 cannot build raises: a failed MLIR pass, a front-end error, too few resources
 FORM_FAILURES = (RuntimeError, triton.CompilationError, triton.OutOfResources)
 
 
-def _layouts(bm: int, bn: int, bk: int) -> tuple:
+def _layouts(bm: int, bn: int, bk: int, cm: int) -> tuple:
+    """Shared layouts of the A, B and output boxes (cm output rows: a warp group's 64 in the ws form)."""
     a = gl.NVMMASharedLayout.get_default_for([bm, bk], gl.float8e4nv)
     b = gl.NVMMASharedLayout.get_default_for([bn, bk], gl.float8e4nv)
-    c = gl.NVMMASharedLayout.get_default_for([bm, bn], gl.bfloat16)
+    c = gl.NVMMASharedLayout.get_default_for([cm, bn], gl.bfloat16)
     return a, b, c
 
 
-def build(tile: tuple) -> dict:
-    """Compile one TILES entry for sm_90 (no GPU needed); its resources and its wgmma waits in PTX and SASS."""
+def _form(ws: bool) -> tuple:
+    """(kernel, its tiles, output box rows or None for the tile's)."""
+    return (fp8_ws_kernel, WS_TILES, 64) if ws else (fp8_lagged_kernel, TILES, None)
+
+
+def build(tile: tuple, ws: bool = False) -> dict:
+    """Compile one TILES (ws: WS_TILES) entry for sm_90 (no GPU needed); its resources and its wgmma waits in
+    PTX and SASS."""
     from inspect_kernel import _tool, sass   # tools/ is the script's directory
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
+    kernel, _, cm = _form(ws)
     bm, bn, bk, warps, stages, chunk = tile
-    la, lb, lc = _layouts(bm, bn, bk)
+    la, lb, lc = _layouts(bm, bn, bk, cm or bm)
     sig = {"a_desc": _desc_sig(bm, bk, "fp8e4nv", la), "b_desc": _desc_sig(bn, bk, "fp8e4nv", lb),
-           "c_desc": _desc_sig(bm, bn, "bf16", lc), "scale_a_ptr": "*fp32", "scale_b_ptr": "*fp32",
+           "c_desc": _desc_sig(cm or bm, bn, "bf16", lc), "scale_a_ptr": "*fp32", "scale_b_ptr": "*fp32",
            "M": "i32", "N": "i32", "K": "i32", "GROUP_M": "constexpr", "STAGES": "constexpr",
            "CHUNK": "constexpr", "num_warps": "constexpr"}
     consts = {"GROUP_M": 8, "STAGES": stages, "CHUNK": chunk, "num_warps": warps}
-    kern = triton.compile(GluonASTSource(fp8_lagged_kernel, sig, consts), target=GPUTarget("cuda", 90, 32),
+    kern = triton.compile(GluonASTSource(kernel, sig, consts), target=GPUTarget("cuda", 90, 32),
                           options={"num_warps": warps})
     ptx = kern.asm["ptx"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -216,11 +345,11 @@ def build(tile: tuple) -> dict:
 
 
 def inspect() -> None:
-    for tile in TILES:
+    for ws, tile in [(False, t) for t in TILES] + [(True, t) for t in WS_TILES]:
         bm, bn, bk, warps, stages, chunk = tile
-        label = f"{bm}x{bn}x{bk} w{warps} s{stages} c{chunk}"
+        label = f"{'ws' if ws else 'lagged'} {bm}x{bn}x{bk} w{warps} s{stages} c{chunk}"
         try:
-            res = build(tile)
+            res = build(tile, ws)
         except FORM_FAILURES as err:   # a tile that does not build is reported; the probe goes on
             print(f"{label}: compile failed: {str(err)[-1500:]}")
             continue
@@ -232,7 +361,8 @@ def _desc_sig(rows: int, cols: int, dtype: str, layout: object) -> str:
     return f"tensordesc<{dtype}[{rows}, {cols}],{layout!r}>"
 
 
-FORMS = ["cublas", "registry", *(f"lagged:{i}" for i in range(len(TILES)))]
+FORMS = ["cublas", "registry", *(f"lagged:{i}" for i in range(len(TILES))),
+         *(f"ws:{i}" for i in range(len(WS_TILES)))]
 FORM_TIMEOUT_S = 240   # per form over every shape: a kernel that hangs costs this, not the whole probe
 
 
@@ -313,19 +443,20 @@ def _calls(form: str, a, b, m: int, n: int, k: int, dev) -> dict:
         return _registry_calls(a, b, c, m, n, k)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    bm, bn, bk, warps, stages, chunk = TILES[int(form.split(":")[1])]
-    la, lb, lc = _layouts(bm, bn, bk)
+    name, index = form.split(":")
+    kernel, tiles, cm = _form(name == "ws")
+    bm, bn, bk, warps, stages, chunk = tiles[int(index)]
+    la, lb, lc = _layouts(bm, bn, bk, cm or bm)
     da = TensorDescriptor.from_tensor(a, [bm, bk], la)
     db = TensorDescriptor.from_tensor(b, [bn, bk], lb)
-    dc = TensorDescriptor.from_tensor(c, [bm, bn], lc)
+    dc = TensorDescriptor.from_tensor(c, [cm or bm, bn], lc)
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
     grid = (min(sms, triton.cdiv(m, bm) * triton.cdiv(n, bn)),)
 
     def call():
-        fp8_lagged_kernel[grid](da, db, dc, unit, unit, m, n, k, GROUP_M=8, STAGES=stages, CHUNK=chunk,
-                                num_warps=warps)
+        kernel[grid](da, db, dc, unit, unit, m, n, k, GROUP_M=8, STAGES=stages, CHUNK=chunk, num_warps=warps)
         return c
-    return {f"lagged {bm}x{bn}x{bk} w{warps} s{stages} c{chunk}": call}
+    return {f"{name} {bm}x{bn}x{bk} w{warps} s{stages} c{chunk}": call}
 
 
 def _registry_calls(a, b, c, m: int, n: int, k: int) -> dict:

@@ -24,15 +24,19 @@ def probe():
         sys.path.remove(str(ROOT / "tools"))
 
 
-# 128x128 with chunks of 2 (no spill) and 4 (at the register limit); 128x64 with chunks of 8 (the longest chunk)
-@pytest.mark.parametrize("tile", [(128, 128, 128, 8, 6, 2), (128, 128, 128, 8, 4, 4), (128, 64, 128, 8, 8, 8)])
-def test_chunked_promotion_is_not_serialized(probe, tile):
-    assert tile in probe.TILES
-    res = probe.build(tile)
-    chunk = tile[5]
+# single partition: 128x128 with chunks of 2 (no spill) and 4 (at the register limit), 128x64 with chunks of 8
+# (the longest chunk); warp-specialized: 128x128 with chunks of 2 (its two consumer partitions each compiled)
+@pytest.mark.parametrize("ws,tile", [(False, (128, 128, 128, 8, 6, 2)), (False, (128, 128, 128, 8, 4, 4)),
+                                     (False, (128, 64, 128, 8, 8, 8)), (True, (128, 128, 128, 4, 5, 2))])
+def test_chunked_promotion_is_not_serialized(probe, ws, tile):
+    assert tile in (probe.WS_TILES if ws else probe.TILES)
+    res = probe.build(tile, ws)
+    chunk, consumers = tile[5], 2 if ws else 1
     # one wgmma group per K block: the chunk's blocks and the tail loop's block, each BK / 32 instructions
-    assert res["wgmma"] == (chunk + 1) * tile[2] // 32
+    # (per consumer partition in the ws form, where each warp group issues its own 64 rows)
+    assert res["wgmma"] == consumers * (chunk + 1) * tile[2] // 32
     # chunk - 1 lagged waits (one group outstanding), the chunk's last wait and the tail loop's wait
-    assert res["ptx_waits"] == [1] * (chunk - 1) + [0, 0]
+    assert res["ptx_waits"] == ([1] * (chunk - 1) + [0, 0]) * consumers
     assert res["sass_waits"] == len(res["ptx_waits"]), "ptxas serialized the wgmmas"
+    assert res["stack"] == 0 or chunk > 2
     assert res["shared"] <= 232448   # fits an sm_90 SM's shared memory
