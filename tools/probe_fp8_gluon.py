@@ -363,7 +363,7 @@ def _desc_sig(rows: int, cols: int, dtype: str, layout: object) -> str:
 
 FORMS = ["cublas", "registry", *(f"lagged:{i}" for i in range(len(TILES))),
          *(f"ws:{i}" for i in range(len(WS_TILES)))]
-FORM_TIMEOUT_S = 240   # per form over every shape: a kernel that hangs costs this, not the whole probe
+FORM_TIMEOUT_S = 150   # per form over every shape: a kernel that hangs costs this, not the whole probe
 
 
 def run(shapes: list[str], out: str | None) -> None:
@@ -413,10 +413,12 @@ def child(form: str, shapes: list[str], out: str) -> None:
         ref = a.double() @ b.double().T
         calls = _calls(form, a, b, m, n, k, dev)
         results[shape] = {}
+        best = None   # the registry's instances are screened against the best so far, as the benchmark does
         for label, fn in calls.items():
             try:
                 err = ((fn().double() - ref).norm() / ref.norm()).item()
-                t = timer.time_ms(fn).ms
+                t = timer.time_ms(fn, screen_ms=best if form == "registry" else None).ms
+                best = t if best is None else min(best, t)
             except FORM_FAILURES as exc:   # a tile that cannot build or fit is recorded; the probe goes on
                 results[shape][label] = {"error": str(exc)[:300]}
                 print(f"{shape} {label}: failed {str(exc)[:300]}", flush=True)
@@ -425,8 +427,8 @@ def child(form: str, shapes: list[str], out: str) -> None:
             print(f"{shape} {label}: {t * 1e3:.1f} us {2 * m * n * k / t / 1e9:.0f} TF/s err {err:.2e}", flush=True)
         if form == "registry" and results[shape]:   # the best instance: what `tune` would pick
             timed = {lab: r for lab, r in results[shape].items() if "ms" in r}
-            best = min(timed, key=lambda lab: timed[lab]["ms"])
-            results[shape] = {"registry_best": {**timed[best], "kernel": best}}
+            fastest = min(timed, key=lambda lab: timed[lab]["ms"])
+            results[shape] = {"registry_best": {**timed[fastest], "kernel": fastest}}
     Path(out).write_text(json.dumps(results))
 
 
