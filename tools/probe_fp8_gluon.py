@@ -388,11 +388,27 @@ def run(shapes: list[str], out: str | None) -> None:
         for result in row.values():
             if isinstance(result, dict) and "ms" in result and base:
                 result["vs_cublas"] = base / result["ms"]
+    _summary(list(rows.values()))
     if out:
         dev = torch.device("cuda")
         with open(out, "w") as fh:
             json.dump({"gpu": torch.cuda.get_device_name(dev), "triton": triton.__version__,
-                       "torch": torch.__version__, "tiles": TILES, "rows": list(rows.values())}, fh, indent=1)
+                       "torch": torch.__version__, "tiles": TILES, "ws_tiles": WS_TILES,
+                       "rows": list(rows.values())}, fh, indent=1)
+
+
+def _summary(rows: list[dict]) -> None:
+    """Per shape: cuBLAS's time and the ratio (cuBLAS / ours) of the registry's best and of each form's best."""
+    print(f"{'shape':>18} {'cuBLAS us':>10} {'registry':>9} {'lagged':>7} {'ws':>7}  best Gluon form")
+    for row in rows:
+        ratio = {key: r["vs_cublas"] for key, r in row.items() if isinstance(r, dict) and "vs_cublas" in r}
+        best = {form: max((v for k, v in ratio.items() if k.startswith(form + " ")), default=float("nan"))
+                for form in ("lagged", "ws")}
+        gluon = [k for k in ratio if k.startswith(("lagged ", "ws "))]
+        top = max(gluon, key=ratio.get) if gluon else "-"
+        cublas_us = row.get("cublas_fast0", {}).get("ms", float("nan")) * 1e3
+        print(f"{row['shape']:>18} {cublas_us:10.1f} {ratio.get('registry_best', float('nan')):9.3f} "
+              f"{best['lagged']:7.3f} {best['ws']:7.3f}  {top}")
 
 
 def child(form: str, shapes: list[str], out: str) -> None:
