@@ -194,3 +194,26 @@ def test_registry_json_round_trip_and_len(built_fresh):
     assert [k.config for k in again] == FRESH and again.arch.name == "sm_90"
     assert again.build(max_workers=1).cached == [c.name for c in FRESH]
     assert td.Registry.from_json(again.to_json(), cache_dir=root).to_json() == text
+
+
+def test_build_and_interpreted_run_write_no_bytecode_into_the_cache(tmp_path, monkeypatch):
+    """A default Python writes bytecode on import. Generated sources are executed without it, so a build's
+    staging directory holds only files (the manifest hashes each one: a __pycache__ directory there failed
+    every cold build) and a published entry stays as its manifest lists it. The worker processes are spawned
+    with the environment of this test, without PYTHONDONTWRITEBYTECODE; this process imports the entry for
+    the interpreter with bytecode writing on."""
+    import torch
+
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    cfg = small_config("tiled", "rcr", "fp16", block=(32, 32, 32), align=1, activation="relu")
+    registry = registry_of([cfg], cache_dir=tmp_path)
+    report = registry.build(max_workers=1)
+    assert report.built == [cfg.name] and not report.failed, str(report)
+    (kernel,) = registry
+    a, b = torch.randn(17, 40, dtype=torch.float16), torch.randn(23, 40, dtype=torch.float16).T
+    out = kernel.run(a, b)
+    torch.testing.assert_close(out.float(), torch.relu(a.float() @ b.float()), atol=2e-2, rtol=2e-2)
+    assert not list(tmp_path.rglob("__pycache__"))
+    manifest = cache.read_entry(kernel.entry_dir)
+    assert sorted(p.name for p in kernel.entry_dir.iterdir()) == sorted([*manifest["files"], cache.MANIFEST])
