@@ -32,8 +32,8 @@ each result against an fp64 reference.
     python tools/probe_fp8_gluon.py --inspect
     python tools/probe_fp8_gluon.py [--shapes 8192x8192x8192,...] [--json PATH]
 
-On a GPU the forms (cuBLAS, the fp8 essential preset's instances, each TILES entry) run in child processes of
-their own, so a kernel that hangs costs its form FORM_TIMEOUT_S, not the probe.
+On a GPU the forms (cuBLAS, the fp8 essential preset's instances, each TILES and WS_TILES entry) run in child
+processes of their own, so a kernel that hangs costs its form FORM_TIMEOUT_S, not the probe.
 """
 from __future__ import annotations
 
