@@ -83,35 +83,84 @@ def _issue_load(p, total, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, bars, a
 
 
 @gluon.jit
-def _issue_mma(c, bars, a_bufs, b_bufs, spare, STAGES: gl.constexpr):
-    """Wait for the c-th K block's operands and start its wgmma group into a fresh partial (spare's registers)."""
+def _issue_mma(c, bars, a_bufs, b_bufs, spare, STAGES: gl.constexpr, WG: gl.constexpr = -1):
+    """Wait for the c-th K block's operands and start its wgmma group into a fresh partial (spare's registers):
+    on the whole A tile, or with WG >= 0 on that warp group's 64 rows of it."""
     slot = c % STAGES
     mbarrier.wait(bars.index(slot), (c // STAGES) & 1)
-    return warpgroup_mma(a_bufs.index(slot), b_bufs.index(slot).permute((1, 0)), spare, use_acc=False,
-                         is_async=True)
+    a = a_bufs.index(slot)
+    if WG >= 0:
+        a = a.slice(WG * 64, 64, dim=0)
+    return warpgroup_mma(a, b_bufs.index(slot).permute((1, 0)), spare, use_acc=False, is_async=True)
 
 
 @gluon.jit
-def _store_tile(acc, scale, j, num_pid_m, num_pid_n, c_desc, c_smem, GROUP_M: gl.constexpr):
-    BM: gl.constexpr = c_desc.block_type.shape[0]
+def _store_tile(acc, scale, j, num_pid_m, num_pid_n, c_desc, c_smem, GROUP_M: gl.constexpr,
+                TILE_M: gl.constexpr, ROW0: gl.constexpr):
+    """Store the program's j-th tile (TILE_M rows), or the c_desc box of it that starts ROW0 rows down."""
     BN: gl.constexpr = c_desc.block_type.shape[1]
     tile = gl.program_id(0) + j * gl.num_programs(0)
     pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
     tma.store_wait(pendings=0)   # the previous tile's store has read the staging buffer
     c_smem.store((acc * scale).to(c_desc.dtype))
     fence_async_shared()
-    tma.async_copy_shared_to_global(c_desc, [pid_m * BM, pid_n * BN], c_smem)
+    tma.async_copy_shared_to_global(c_desc, [pid_m * TILE_M + ROW0, pid_n * BN], c_smem)
 
 
 @gluon.jit
 def _promote(j, acc, prev, num_outstanding: gl.constexpr, total, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc,
-             bars, a_bufs, b_bufs, GROUP_M: gl.constexpr, STAGES: gl.constexpr):
-    """Wait until block j's partial (prev) is complete, add it to the accumulator and refill its slot with block
-    j + STAGES. Returns the accumulator and the partial's registers, free for a later block."""
+             full, empty, a_bufs, b_bufs, GROUP_M: gl.constexpr, STAGES: gl.constexpr, WG: gl.constexpr):
+    """Wait until block j's partial (prev) is complete, add it to the accumulator and free its slot: refill it
+    with block j + STAGES (one partition, WG < 0), or arrive on its `empty` barrier for the producer warp (a
+    consumer warp group WG). Returns the accumulator and the partial's registers, free for a later block."""
     done = warpgroup_mma_wait(num_outstanding=num_outstanding, deps=(prev, ))
-    _issue_load(j + STAGES, total, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, bars, a_bufs, b_bufs, GROUP_M,
-                STAGES)
+    if WG < 0:
+        _issue_load(j + STAGES, total, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs,
+                    GROUP_M, STAGES)
+    else:
+        mbarrier.arrive(empty.index(j % STAGES), count=1)
     return acc + done, done
+
+
+@gluon.jit
+def _consume(c_desc, c_smem, scale, a_desc, b_desc, full, empty, a_bufs, b_bufs, my_tiles, k_tiles, num_pid_m,
+             num_pid_n, layout: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, CHUNK: gl.constexpr,
+             TILE_M: gl.constexpr, WG: gl.constexpr):
+    """Accumulate and store the program's tiles (WG < 0: whole tiles; else that warp group's 64 rows of each).
+
+    Chunks of CHUNK blocks, unrolled: each block's wgmma group is issued before the previous block's partial is
+    promoted (a wait with one group outstanding), so the promotion adds overlap the tensor cores. No group is in
+    flight across a loop back-edge: ptxas serializes every wgmma of a kernel whose loop carries one in flight
+    while the loop reads a partial (C7514)."""
+    gl.static_assert(CHUNK % 2 == 0, "a chunk hands its two partials' registers to the next in the same order")
+    ROWS: gl.constexpr = TILE_M if WG < 0 else 64
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    total = my_tiles * k_tiles
+    free_a = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
+    free_b = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
+    c = 0   # the program's next K block (over all its tiles)
+    for t in range(my_tiles):
+        acc = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
+        for ch in range(k_tiles // CHUNK):
+            prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, WG)
+            spare = free_b
+            for i in gl.static_range(1, CHUNK):
+                cur = _issue_mma(c + i, full, a_bufs, b_bufs, spare, STAGES, WG)
+                acc, spare = _promote(c + i - 1, acc, prev, 1, total, k_tiles, num_pid_m, num_pid_n, a_desc,
+                                      b_desc, full, empty, a_bufs, b_bufs, GROUP_M, STAGES, WG)
+                if i == CHUNK - 1:
+                    free_a = spare
+                prev = cur
+            acc, free_b = _promote(c + CHUNK - 1, acc, prev, 0, total, k_tiles, num_pid_m, num_pid_n, a_desc,
+                                   b_desc, full, empty, a_bufs, b_bufs, GROUP_M, STAGES, WG)
+            c += CHUNK
+        for r in range(k_tiles % CHUNK):   # the tile's last blocks, promoted without overlap
+            prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, WG)
+            acc, free_a = _promote(c, acc, prev, 0, total, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full,
+                                   empty, a_bufs, b_bufs, GROUP_M, STAGES, WG)
+            c += 1
+        _store_tile(acc, scale, t, num_pid_m, num_pid_n, c_desc, c_smem, GROUP_M, TILE_M, max(WG, 0) * 64)
+    tma.store_wait(pendings=0)
 
 
 @gluon.jit
@@ -120,12 +169,10 @@ def fp8_lagged_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
     BM: gl.constexpr = c_desc.block_type.shape[0]
     BN: gl.constexpr = c_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    gl.static_assert(CHUNK % 2 == 0, "a chunk hands its two partials' registers to the next in the same order")
     num_pid_m = gl.cdiv(M, BM)
     num_pid_n = gl.cdiv(N, BN)
     k_tiles = gl.cdiv(K, BK)
     my_tiles = gl.cdiv(num_pid_m * num_pid_n - gl.program_id(0), gl.num_programs(0))
-    total = my_tiles * k_tiles
 
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
@@ -137,38 +184,12 @@ def fp8_lagged_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
     layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                      instr_shape=[16, BN, 32])
     scale = gl.load(scale_a_ptr) * gl.load(scale_b_ptr)
-    free_a = gl.zeros((BM, BN), dtype=gl.float32, layout=layout)
-    free_b = gl.zeros((BM, BN), dtype=gl.float32, layout=layout)
     for i in gl.static_range(STAGES):
-        _issue_load(i, total, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, bars, a_bufs, b_bufs, GROUP_M, STAGES)
-
-    c = 0   # the program's next K block (over all its tiles)
-    for t in range(my_tiles):
-        acc = gl.zeros((BM, BN), dtype=gl.float32, layout=layout)
-        # Chunks of CHUNK blocks, unrolled: each block's wgmma group is issued before the previous block's
-        # partial is promoted (a wait with one group outstanding), so the promotion adds overlap the tensor
-        # cores. No group is in flight across a loop back-edge: ptxas serializes every wgmma of a kernel whose
-        # loop carries one in flight while the loop reads a partial (C7514).
-        for ch in range(k_tiles // CHUNK):
-            prev = _issue_mma(c, bars, a_bufs, b_bufs, free_a, STAGES)
-            spare = free_b
-            for i in gl.static_range(1, CHUNK):
-                cur = _issue_mma(c + i, bars, a_bufs, b_bufs, spare, STAGES)
-                acc, spare = _promote(c + i - 1, acc, prev, 1, total, k_tiles, num_pid_m, num_pid_n, a_desc,
-                                      b_desc, bars, a_bufs, b_bufs, GROUP_M, STAGES)
-                if i == CHUNK - 1:
-                    free_a = spare
-                prev = cur
-            acc, free_b = _promote(c + CHUNK - 1, acc, prev, 0, total, k_tiles, num_pid_m, num_pid_n, a_desc,
-                                   b_desc, bars, a_bufs, b_bufs, GROUP_M, STAGES)
-            c += CHUNK
-        for r in range(k_tiles % CHUNK):   # the tile's last blocks, promoted without overlap
-            prev = _issue_mma(c, bars, a_bufs, b_bufs, free_a, STAGES)
-            acc, free_a = _promote(c, acc, prev, 0, total, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, bars,
-                                   a_bufs, b_bufs, GROUP_M, STAGES)
-            c += 1
-        _store_tile(acc, scale, t, num_pid_m, num_pid_n, c_desc, c_smem, GROUP_M)
-    tma.store_wait(pendings=0)
+        _issue_load(i, my_tiles * k_tiles, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, bars, a_bufs, b_bufs,
+                    GROUP_M, STAGES)
+    # WG -1: the whole tile, slots refilled by these warps (the `empty` argument, here `bars`, goes unused)
+    _consume(c_desc, c_smem, scale, a_desc, b_desc, bars, bars, a_bufs, b_bufs, my_tiles, k_tiles, num_pid_m,
+             num_pid_n, layout, GROUP_M, STAGES, CHUNK, BM, -1)
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(bars.index(i))
 
@@ -182,72 +203,11 @@ def fp8_lagged_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
 @gluon.jit
 def _ws_producer(a_desc, b_desc, full, empty, a_bufs, b_bufs, total, k_tiles, num_pid_m, num_pid_n,
                  GROUP_M: gl.constexpr, STAGES: gl.constexpr):
-    BM: gl.constexpr = a_desc.block_type.shape[0]
-    BN: gl.constexpr = b_desc.block_type.shape[0]
-    BK: gl.constexpr = a_desc.block_type.shape[1]
     for p in range(total):
-        slot = p % STAGES
         # the consumers released the slot's previous block (its phase (p // STAGES - 1) & 1); the first round
         # waits on the phase before the barrier's first, which passes at once
-        mbarrier.wait(empty.index(slot), ((p // STAGES) & 1) ^ 1)
-        tile = gl.program_id(0) + (p // k_tiles) * gl.num_programs(0)
-        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        k = (p % k_tiles) * BK
-        bar = full.index(slot)
-        mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_bufs.index(slot))
-        tma.async_copy_global_to_shared(b_desc, [pid_n * BN, k], bar, b_bufs.index(slot))
-
-
-@gluon.jit
-def _ws_issue(c, full, a_bufs, b_bufs, spare, WG: gl.constexpr, STAGES: gl.constexpr):
-    """Wait for block c's operands and start this warp group's wgmma group on its 64 rows of the A tile."""
-    slot = c % STAGES
-    mbarrier.wait(full.index(slot), (c // STAGES) & 1)
-    a = a_bufs.index(slot).slice(WG * 64, 64, dim=0)
-    return warpgroup_mma(a, b_bufs.index(slot).permute((1, 0)), spare, use_acc=False, is_async=True)
-
-
-@gluon.jit
-def _ws_promote(j, acc, prev, num_outstanding: gl.constexpr, empty, STAGES: gl.constexpr):
-    done = warpgroup_mma_wait(num_outstanding=num_outstanding, deps=(prev, ))
-    mbarrier.arrive(empty.index(j % STAGES), count=1)
-    return acc + done, done
-
-
-@gluon.jit
-def _ws_consumer(c_desc, full, empty, a_bufs, b_bufs, c_smem, scale, my_tiles, k_tiles, num_pid_m, num_pid_n,
-                 WG: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, CHUNK: gl.constexpr):
-    BN: gl.constexpr = c_desc.block_type.shape[1]
-    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                     instr_shape=[16, BN, 32])
-    free_a = gl.zeros((64, BN), dtype=gl.float32, layout=layout)
-    free_b = gl.zeros((64, BN), dtype=gl.float32, layout=layout)
-    c = 0
-    for t in range(my_tiles):
-        acc = gl.zeros((64, BN), dtype=gl.float32, layout=layout)
-        for ch in range(k_tiles // CHUNK):   # as fp8_lagged_kernel: nothing in flight across a back-edge
-            prev = _ws_issue(c, full, a_bufs, b_bufs, free_a, WG, STAGES)
-            spare = free_b
-            for i in gl.static_range(1, CHUNK):
-                cur = _ws_issue(c + i, full, a_bufs, b_bufs, spare, WG, STAGES)
-                acc, spare = _ws_promote(c + i - 1, acc, prev, 1, empty, STAGES)
-                if i == CHUNK - 1:
-                    free_a = spare
-                prev = cur
-            acc, free_b = _ws_promote(c + CHUNK - 1, acc, prev, 0, empty, STAGES)
-            c += CHUNK
-        for r in range(k_tiles % CHUNK):
-            prev = _ws_issue(c, full, a_bufs, b_bufs, free_a, WG, STAGES)
-            acc, free_a = _ws_promote(c, acc, prev, 0, empty, STAGES)
-            c += 1
-        tile = gl.program_id(0) + t * gl.num_programs(0)
-        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        tma.store_wait(pendings=0)
-        c_smem.store((acc * scale).to(c_desc.dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(c_desc, [pid_m * 128 + WG * 64, pid_n * BN], c_smem)
-    tma.store_wait(pendings=0)
+        mbarrier.wait(empty.index(p % STAGES), ((p // STAGES) & 1) ^ 1)
+        _issue_load(p, total, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M, STAGES)
 
 
 @gluon.jit
@@ -256,7 +216,6 @@ def fp8_ws_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
     """a_desc boxes are 128 x BK (both warp groups' rows), c_desc boxes 64 x BN (one warp group's)."""
     BN: gl.constexpr = c_desc.block_type.shape[1]
     gl.static_assert(a_desc.block_type.shape[0] == 128, "two consumer warp groups of 64 rows")
-    gl.static_assert(CHUNK % 2 == 0, "a chunk hands its two partials' registers to the next in the same order")
     num_pid_m = gl.cdiv(M, 128)
     num_pid_n = gl.cdiv(N, BN)
     k_tiles = gl.cdiv(K, a_desc.block_type.shape[1])
@@ -273,11 +232,13 @@ def fp8_ws_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
     c_smem0 = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
     c_smem1 = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
     scale = gl.load(scale_a_ptr) * gl.load(scale_b_ptr)
+    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                     instr_shape=[16, BN, 32])   # a consumer warp group's
     gl.warp_specialize([
-        (_ws_consumer, (c_desc, full, empty, a_bufs, b_bufs, c_smem0, scale, my_tiles, k_tiles, num_pid_m,
-                        num_pid_n, 0, GROUP_M, STAGES, CHUNK)),
-        (_ws_consumer, (c_desc, full, empty, a_bufs, b_bufs, c_smem1, scale, my_tiles, k_tiles, num_pid_m,
-                        num_pid_n, 1, GROUP_M, STAGES, CHUNK)),
+        (_consume, (c_desc, c_smem0, scale, a_desc, b_desc, full, empty, a_bufs, b_bufs, my_tiles, k_tiles,
+                    num_pid_m, num_pid_n, layout, GROUP_M, STAGES, CHUNK, 128, 0)),
+        (_consume, (c_desc, c_smem1, scale, a_desc, b_desc, full, empty, a_bufs, b_bufs, my_tiles, k_tiles,
+                    num_pid_m, num_pid_n, layout, GROUP_M, STAGES, CHUNK, 128, 1)),
         (_ws_producer, (a_desc, b_desc, full, empty, a_bufs, b_bufs, total, k_tiles, num_pid_m, num_pid_n,
                         GROUP_M, STAGES)),
     ], [4, 1], [240, 24])
