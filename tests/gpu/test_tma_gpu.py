@@ -1,5 +1,6 @@
 """GPU lane for the persistent TMA families and fp8: tma_persistent (subtile 0, 1 and 2, split K), tma_ws and
-streamk in fp16/bf16 x four layouts, and fp8e4m3 rcr in every family, with production tile sizes, every
+streamk in fp16/bf16 x four layouts, and fp8e4m3 rcr in every family (tma_ws: the Gluon kernel, with every bias
+mode and output type), with production tile sizes, every
 epilogue kind, on shapes that are multiples of 16 (what TMA needs) but not of the tiles, with a NaN-poisoned
 output."""
 from __future__ import annotations
@@ -50,6 +51,13 @@ def _configs():
             fields.update(split_k=4, block_m=64)
         for i in (j, j + 3):
             yield td.GemmConfig(family, "rcr", "fp8e4m3", **fields).with_epilogue(_epilogue(family, i))
+    # fp8 tma_ws is the Gluon kernel: its deeper rings, 128x64 tiles, row biases and other output types
+    ws = dict(block_m=128, block_k=128, num_warps=4)
+    yield td.GemmConfig("tma_ws", "rcr", "fp8e4m3", block_n=128, num_stages=6, **ws).with_epilogue(
+        Epilogue("silu", "row"))
+    yield td.GemmConfig("tma_ws", "rcr", "fp8e4m3", block_n=64, num_stages=8, out_dtype="fp16", **ws).with_epilogue(
+        Epilogue("gelu", "row"))
+    yield td.GemmConfig("tma_ws", "rcr", "fp8e4m3", block_n=128, num_stages=5, out_dtype="fp32", **ws)
 
 
 def _epilogue(family: str, i: int) -> Epilogue:

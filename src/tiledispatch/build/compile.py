@@ -36,7 +36,6 @@ def compile_entries(source_path: Path, cc: int, out_dir: Path) -> dict[str, dict
     """Compile every entry of a generated source file for compute capability `cc`; write cubin + metadata."""
     import triton
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
     from tiledispatch.build.loader import import_source
 
@@ -45,7 +44,7 @@ def compile_entries(source_path: Path, cc: int, out_dir: Path) -> dict[str, dict
     resources = {}
     for raw in module.ENTRIES:
         spec = EntrySpec.from_json(raw)
-        src = ASTSource(getattr(module, spec.fn), spec.signature(), spec.constexprs(), spec.attrs())
+        src = spec.ast_source(module)
         compiled = triton.compile(src, target=target,
                                   options={"num_warps": spec.num_warps, "num_stages": spec.num_stages})
         (out_dir / f"{spec.fn}.cubin").write_bytes(compiled.asm["cubin"])

@@ -81,6 +81,8 @@ def compute_warps(cfg: GemmConfig) -> int:
 
 def shared_memory_bytes(cfg: GemmConfig) -> int:
     """Shared memory of the pipelined A and B tiles plus, for TMA stores, the output staging subtile."""
+    if cfg.family == "tma_ws" and cfg.dtype in SCALED_DTYPES and cfg.out_dtype in DTYPES:
+        return ws_fp8_shared_memory_bytes(cfg)
     stage = (cfg.block_m * cfg.block_k + cfg.block_k * cfg.block_n) * DTYPES[cfg.dtype].bytes
     staging, tile = 0, cfg.block_m * cfg.block_n
     if cfg.family in ("tma_persistent", "streamk") and cfg.split_k == 1 and cfg.out_dtype in DTYPES:
@@ -135,6 +137,9 @@ def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]
     if cfg.family == "tma_ws" and cfg.num_warps != WS_WARPS:
         errors.append(("num_warps", f"warp specialization takes effect on {arch.name} only with num_warps="
                                     f"{WS_WARPS} (Triton ignores it otherwise); got {cfg.num_warps}"))
+    if cfg.family == "tma_ws" and cfg.dtype in SCALED_DTYPES:
+        _ws_fp8_errors(cfg, errors)
+        return
     if cfg.family == "tma_ws" and (cfg.with_c or cfg.num_d or cfg.bias == "row"):
         field = "with_c" if cfg.with_c else ("num_d" if cfg.num_d else "bias")
         errors.append((field, "tma_ws epilogues read nothing indexed by output rows (C, D, a row bias): Triton "
@@ -147,6 +152,36 @@ def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]
         errors.append(("block_n", f"Triton 3.6 cannot split a {cfg.block_m}x{cfg.block_n} tile between the two "
                                   f"consumer warp groups of tma_ws (compile fails); use block_n <= 128 or "
                                   f"block_m >= 128"))
+
+
+# fp8 tma_ws is a Gluon kernel (kernels/gemm_ws_fp8.py): two consumer warp groups of 64 rows each, 128-deep K
+# blocks promoted one block late in chunks of two, which fit the launch's registers for these tile widths.
+WS_FP8_BLOCK_M = 128
+WS_FP8_BLOCK_N = (64, 128)
+WS_FP8_BLOCK_K = 128
+WS_FP8_SMEM_EXTRA = 256
+
+
+def _ws_fp8_errors(cfg: GemmConfig, errors: list[tuple[str, str]]) -> None:
+    form = "fp8 tma_ws (the Gluon kernel of two 64-row consumer warp groups)"
+    if cfg.block_m != WS_FP8_BLOCK_M:
+        errors.append(("block_m", f"{form} needs block_m={WS_FP8_BLOCK_M}, got {cfg.block_m}"))
+    if cfg.block_n not in WS_FP8_BLOCK_N:
+        errors.append(("block_n", f"{form} needs block_n in {legal(WS_FP8_BLOCK_N)} (wider tiles run out of "
+                                  f"registers for the lagged promotion), got {cfg.block_n}"))
+    if cfg.block_k != WS_FP8_BLOCK_K:
+        errors.append(("block_k", f"{form} needs block_k={WS_FP8_BLOCK_K}, got {cfg.block_k}"))
+    if cfg.with_c or cfg.num_d:
+        errors.append(("with_c" if cfg.with_c else "num_d", f"{form} reads no C or D tensors; tma_persistent "
+                                                             f"and tiled fp8 kernels do"))
+
+
+def ws_fp8_shared_memory_bytes(cfg: GemmConfig) -> int:
+    """fp8 tma_ws: the ring of A and B slots with their two barriers, two 64-row output staging buffers, and
+    WS_FP8_SMEM_EXTRA bytes that Triton 3.6 adds for the partitions (152-168 measured on sm_90 builds)."""
+    stage = (cfg.block_m + cfg.block_n) * cfg.block_k * DTYPES[cfg.dtype].bytes + 16
+    return (max(1, cfg.num_stages) * stage + 2 * 64 * cfg.block_n * DTYPES[cfg.out_dtype].bytes
+            + WS_FP8_SMEM_EXTRA)
 
 
 def gemm_config_errors(cfg: GemmConfig, arch: ArchSpec) -> list[tuple[str, str]]:

@@ -35,6 +35,7 @@ class EntrySpec:
     params: tuple[Param, ...]
     num_warps: int
     num_stages: int
+    dialect: str = "triton"     # "gluon": a Gluon kernel (compiled from GluonASTSource; no interpreter)
 
     def signature(self) -> dict[str, str]:
         return {p.name: p.ty for p in self.params}
@@ -47,13 +48,27 @@ class EntrySpec:
                 if p.divisibility > 1}
 
     def to_json(self) -> dict[str, Any]:
-        return {"fn": self.fn, "num_warps": self.num_warps, "num_stages": self.num_stages,
-                "params": [dataclasses.asdict(p) for p in self.params]}
+        out = {"fn": self.fn, "num_warps": self.num_warps, "num_stages": self.num_stages,
+               "params": [dataclasses.asdict(p) for p in self.params]}
+        if self.dialect != "triton":   # Triton entries keep the form their golden files have
+            out["dialect"] = self.dialect
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> EntrySpec:
         params = tuple(Param(**p) for p in data["params"])
-        return cls(data["fn"], params, data["num_warps"], data["num_stages"])
+        return cls(data["fn"], params, data["num_warps"], data["num_stages"], data.get("dialect", "triton"))
+
+    def ast_source(self, module: Any) -> Any:
+        """The compiler's source object of this entry's function in `module` (an imported generated file)."""
+        fn = getattr(module, self.fn)
+        if self.dialect == "gluon":
+            from triton.experimental.gluon._runtime import GluonASTSource
+
+            return GluonASTSource(fn, self.signature(), self.constexprs(), self.attrs())
+        from triton.compiler import ASTSource
+
+        return ASTSource(fn, self.signature(), self.constexprs(), self.attrs())
 
     def arg_names(self) -> list[str]:
         return [p.name for p in self.params]

@@ -16,7 +16,7 @@ from typing import Any
 from tiledispatch.errors import BadInput
 from tiledispatch.kernels.spec import Param
 
-_BLOCK = re.compile(r"tensordesc<[^\[]*\[([^\]]*)\]>")
+_BLOCK = re.compile(r"tensordesc<[^\[]*\[([^\]]*)\](>|,)")   # Gluon's types go on with the box's layout
 SHARED_BATCH_STRIDE = 16   # the batch stride of a 1-deep operand (any multiple of 16 bytes: never stepped)
 
 

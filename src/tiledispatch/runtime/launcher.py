@@ -224,7 +224,6 @@ class EntryLauncher:
         return self._compiled[device_index]
 
     def _load(self):
-        from triton.compiler import ASTSource
         from triton.compiler.compiler import CompiledKernel
         from triton.runtime.errors import OutOfResources
 
@@ -232,7 +231,7 @@ class EntryLauncher:
 
         module = import_source(self.entry_dir / cache.SOURCE, interpret=False)
         fn = self.spec.fn
-        src = ASTSource(getattr(module, fn), self.spec.signature(), self.spec.constexprs(), self.spec.attrs())
+        src = self.spec.ast_source(module)
         group = {f"{fn}.json": str(self.entry_dir / f"{fn}.json"), f"{fn}.cubin": str(self.entry_dir / f"{fn}.cubin")}
         kernel = CompiledKernel(src, group, self.fingerprint)
         try:
@@ -245,6 +244,9 @@ class EntryLauncher:
     def _interpreted(self):
         from tiledispatch.build.loader import import_source
 
+        if self.spec.dialect != "triton":
+            raise BadInput(f"{self.entry_dir.parent.name} is a {self.spec.dialect} kernel, which Triton's "
+                           f"interpreter cannot run: call it with CUDA tensors", field="device")
         return getattr(import_source(self.entry_dir / cache.SOURCE, interpret=True), self.spec.fn)
 
     def order(self, values: dict[str, Any], dyn: tuple, n_dyn: int, interpret: bool, slot_of: Any = None

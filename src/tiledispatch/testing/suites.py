@@ -109,8 +109,8 @@ def family_epilogue(family: str, epilogue: Epilogue) -> Epilogue:
 def tma_configs() -> list[GemmConfig]:
     """The persistent TMA families on the interpreter: one fp16 config per (family, layout) with the float
     epilogues rotated over them (tma_persistent and streamk rotate epilogue subtiles 1, 2 and 0, the pointer
-    stores), fp8 for every family that runs it, and bf16 (through the interpreter's fp32 dot) with the subtiled
-    descriptor epilogue."""
+    stores), fp8 for every family that the interpreter runs (fp8 tma_ws is a Gluon kernel: gluon_configs), and
+    bf16 (through the interpreter's fp32 dot) with the subtiled descriptor epilogue."""
     out = []
     for f, family in enumerate(TMA_FAMILIES):
         for l_, layout in enumerate(LAYOUTS):
@@ -118,6 +118,8 @@ def tma_configs() -> list[GemmConfig]:
             epilogue = family_epilogue(family, FLOAT_EPILOGUES[(3 * f + l_) % len(FLOAT_EPILOGUES)])
             out.append(small_config(family, layout, "fp16", align=16, subtile=subtile).with_epilogue(epilogue))
     for i, family in enumerate(("tiled", "splitk", *TMA_FAMILIES)):
+        if family == "tma_ws":
+            continue
         epilogue = family_epilogue(family, FLOAT_EPILOGUES[(i + 5) % 8])
         out.append(small_config(family, "rcr", "fp8e4m3", align=16).with_epilogue(epilogue))
     out.append(small_config("tma_persistent", "rrr", "bf16", align=16, subtile=2,
@@ -132,10 +134,21 @@ def tma_configs() -> list[GemmConfig]:
     return out
 
 
+def gluon_configs() -> list[GemmConfig]:
+    """fp8 tma_ws, the Gluon kernel: compiled for sm_90 in the CPU lane (the interpreter cannot run Gluon), with
+    both tile widths, every bias mode, activations and output types."""
+    wide = dict(block=(128, 128, 128), align=16)
+    return [small_config("tma_ws", "rcr", "fp8e4m3", stages=6, **wide),
+            small_config("tma_ws", "rcr", "fp8e4m3", stages=4, out_dtype="fp16", **wide).with_epilogue(
+                Epilogue("gelu", "col")),
+            small_config("tma_ws", "rcr", "fp8e4m3", block=(128, 64, 128), align=16, stages=8,
+                         out_dtype="fp32").with_epilogue(Epilogue("silu", "row"))]
+
+
 def all_configs() -> list[GemmConfig]:
     seen: dict[str, GemmConfig] = {}
     for group in (numeric_configs(), fuzz_configs(), aligned_configs(), padding_configs(), select_configs(),
-                  error_configs(), tma_configs()):
+                  error_configs(), tma_configs(), gluon_configs()):
         for cfg in group:
             seen.setdefault(cfg.name, cfg)
     return list(seen.values())

@@ -1,0 +1,245 @@
+"""Family `tma_ws` for fp8 (e4m3, rcr): a warp-specialized persistent GEMM written in Gluon, where the kernel
+owns its wgmma waits.
+
+fp8 wgmma accumulates in reduced precision, so every K block's product is promoted into an fp32 accumulator.
+Here each block's product goes into a fresh partial that is added one block late, after the next block's wgmma
+group has been issued (a wait with one group outstanding), so the promotion overlaps the tensor cores; Triton's
+tl.dot form can only wait for zero outstanding groups. A producer warp issues the TMA loads into a ring of
+STAGES slots (mbarrier full / empty pairs); two consumer warp groups, partitions of their own, each accumulate
+64 rows of the 128-row tile and release slots as their wgmma groups complete, so one group's promotion adds can
+overlap the other's wgmmas. The epilogue (alpha and the per-tensor scales, bias, activation, cast) stores each
+warp group's 64 rows through a TMA store, and the next tile's loads run meanwhile.
+
+Why the loop runs in unrolled chunks of CHUNK = 2 K blocks, with no wgmma group in flight across a chunk's end:
+ptxas (CUDA 12.8) serializes every wgmma of a loop that carries a group in flight across its back-edge while it
+reads a completed partial (C7514), and each thread holds three register sets of its 64 x BLOCK_N rows; the
+launch's 168 registers per thread fit chunks of 2 without spilling (tools/probe_fp8_gluon.py --inspect).
+On an H100 this form ran 8192^3 at 1200 TF/s, the best tl.dot instance of the fp8 essential preset 1168 and
+torch._scaled_mm 1455; 2048^3 at 0.92 of torch._scaled_mm against 0.81 (probe_fp8_gluon_h100.json under
+benchmarks/results/profiles).
+
+Triton's interpreter cannot run Gluon: these kernels run on CUDA devices only (the launcher says so).
+"""
+from __future__ import annotations
+
+from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.dtypes import DTYPES
+from tiledispatch.kernels import gemm_common as common
+from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+
+FN = "gemm_tma_kernel"
+DIALECT = "gluon"
+CHUNK = 2            # K blocks per unrolled chunk (see the module docstring)
+WG_ROWS = 64         # rows of the tile per consumer warp group
+BLOCK_M = 2 * WG_ROWS
+_GL_TYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp8e4m3": "float8e4nv"}
+
+
+def _layout(rows: int, cols: int, dtype: str) -> str:
+    """The shared layout (NVMMA swizzle) of one descriptor box, as a signature type names it."""
+    from triton.experimental.gluon import language as gl
+
+    return repr(gl.NVMMASharedLayout.get_default_for([rows, cols], getattr(gl, _GL_TYPES[dtype])))
+
+
+def _descriptor(name: str, dtype: str, rows: int, cols: int, geometry: str) -> Param:
+    """A host-built descriptor parameter (runtime/descriptors.py reads `geometry`: base, rows, cols, row
+    stride) whose type carries the box's shared layout, as Gluon's signatures do."""
+    ty = f"tensordesc<{DTYPES[dtype].triton}[{rows}, {cols}],{_layout(rows, cols, dtype)}>"
+    return Param(f"{name}_desc", ty, geometry)
+
+
+def entries(cfg: GemmConfig) -> list[EntrySpec]:
+    params = [_descriptor("a", cfg.dtype, cfg.block_m, cfg.block_k, "a_ptr,M,K,stride_ar"),
+              _descriptor("b", cfg.dtype, cfg.block_n, cfg.block_k, "b_ptr,N,K,stride_bc"),
+              _descriptor("out", cfg.out_dtype, WG_ROWS, cfg.block_n, "out_ptr,M,N,stride_or"),
+              Param("scale_a_ptr", "*fp32"), Param("scale_b_ptr", "*fp32")]
+    if cfg.bias != "none":
+        params.append(common.ptr("bias_ptr", cfg.out_dtype))
+    params += [Param("M", "i32"), Param("N", "i32"), Param("K", "i32"), Param("alpha", "fp32"),
+               Param("GROUP_M", "constexpr", cfg.group_m), Param("STAGES", "constexpr", cfg.num_stages),
+               Param("CHUNK", "constexpr", CHUNK)]
+    return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages, DIALECT)]
+
+
+def _epilogue_lines(cfg: GemmConfig) -> str:
+    """Bias and activation on a warp group's rows (`acc`, rows off_m.., columns off_n..) in its wgmma layout."""
+    lines = []
+    if cfg.bias == "row":
+        lines += ["rows = off_m + gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))",
+                  "acc = acc + gl.expand_dims(gl.load(bias_ptr + rows, mask=rows < M, other=0.0)"
+                  ".to(gl.float32), 1)"]
+    elif cfg.bias == "col":
+        lines += ["cols = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, layout))",
+                  "acc = acc + gl.expand_dims(gl.load(bias_ptr + cols, mask=cols < N, other=0.0)"
+                  ".to(gl.float32), 0)"]
+    if cfg.activation != "none":
+        lines.append("acc = " + common.ACTIVATION_EXPR[cfg.activation].format(x="acc").replace("tl.", "gl."))
+    return "".join(f"    {line}\n" for line in lines)
+
+
+def render(cfg: GemmConfig) -> str:
+    (entry,) = entries(cfg)
+    runtime = [p.name for p in entry.params if not p.is_constexpr]
+    bias = ", bias_ptr" if cfg.bias != "none" else ""
+    signature = ",\n    ".join([*runtime, *(f"{p.name}: gl.constexpr" for p in entry.params if p.is_constexpr)])
+    return (SOURCE.replace("{BIAS}", bias).replace("{EPILOGUE}\n", _epilogue_lines(cfg))
+            .replace("{SIGNATURE}", signature))
+
+
+def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
+    """One program per SM (the ring and staging buffers take most of an SM's shared memory), at most one per
+    output tile."""
+    return LaunchPlan(((min(common.tile_count(cfg, m, n, batch), sms), 1, 1),))
+
+
+SOURCE = '''\
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
+
+
+@gluon.jit
+def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
+    """Grouped (super-row) order of output tiles, as the other GEMM families use."""
+    group = tile // (GROUP_M * num_pid_n)
+    first_m = group * GROUP_M
+    size_m = gl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % (GROUP_M * num_pid_n)) % size_m
+    pid_n = (tile % (GROUP_M * num_pid_n)) // size_m
+    return pid_m, pid_n
+
+
+@gluon.jit
+def _issue_load(p, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M: gl.constexpr,
+                STAGES: gl.constexpr):
+    """TMA loads of the program's p-th K block (tile p // k_tiles of this program, block p % k_tiles) into slot
+    p % STAGES, completing on that slot's `full` barrier."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BN: gl.constexpr = b_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    tile = gl.program_id(0) + (p // k_tiles) * gl.num_programs(0)
+    pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+    k = (p % k_tiles) * BK
+    bar = full.index(p % STAGES)
+    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_bufs.index(p % STAGES))
+    tma.async_copy_global_to_shared(b_desc, [pid_n * BN, k], bar, b_bufs.index(p % STAGES))
+
+
+@gluon.jit
+def _producer(a_desc, b_desc, full, empty, a_bufs, b_bufs, total, k_tiles, num_pid_m, num_pid_n,
+              GROUP_M: gl.constexpr, STAGES: gl.constexpr):
+    for p in range(total):
+        # both consumer warp groups released the slot's previous block (phase (p // STAGES - 1) & 1); the first
+        # round waits on the phase before the barrier's first, which passes at once
+        mbarrier.wait(empty.index(p % STAGES), ((p // STAGES) & 1) ^ 1)
+        _issue_load(p, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M, STAGES)
+
+
+@gluon.jit
+def _issue_mma(c, full, a_bufs, b_bufs, spare, STAGES: gl.constexpr, WG: gl.constexpr):
+    """Wait for the c-th K block's operands and start its wgmma group on this warp group's 64 rows, into a fresh
+    partial (spare's registers)."""
+    slot = c % STAGES
+    mbarrier.wait(full.index(slot), (c // STAGES) & 1)
+    a = a_bufs.index(slot).slice(WG * 64, 64, dim=0)
+    return warpgroup_mma(a, b_bufs.index(slot).permute((1, 0)), spare, use_acc=False, is_async=True)
+
+
+@gluon.jit
+def _promote(j, acc, prev, num_outstanding: gl.constexpr, empty, STAGES: gl.constexpr):
+    """Wait until block j's partial (prev) is complete, add it to the accumulator and release its slot to the
+    producer. Returns the accumulator and the partial's registers, free for a later block."""
+    done = warpgroup_mma_wait(num_outstanding=num_outstanding, deps=(prev, ))
+    mbarrier.arrive(empty.index(j % STAGES), count=1)
+    return acc + done, done
+
+
+@gluon.jit
+def _store_tile(acc, scale{BIAS}, M, N, j, num_pid_m, num_pid_n, out_desc, out_smem, layout: gl.constexpr,
+                GROUP_M: gl.constexpr, WG: gl.constexpr):
+    """The epilogue of this warp group's rows of the program's j-th tile, stored through a TMA store."""
+    ROWS: gl.constexpr = out_desc.block_type.shape[0]
+    BN: gl.constexpr = out_desc.block_type.shape[1]
+    tile = gl.program_id(0) + j * gl.num_programs(0)
+    pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+    off_m = pid_m * (2 * ROWS) + WG * ROWS
+    off_n = pid_n * BN
+    acc = acc * scale
+{EPILOGUE}
+    tma.store_wait(pendings=0)   # the previous tile's store has read the staging buffer
+    out_smem.store(acc.to(out_desc.dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(out_desc, [off_m, off_n], out_smem)
+
+
+@gluon.jit
+def _consume(out_desc, out_smem, scale{BIAS}, M, N, full, empty, a_bufs, b_bufs, my_tiles, k_tiles, num_pid_m,
+             num_pid_n, layout: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, CHUNK: gl.constexpr,
+             WG: gl.constexpr):
+    """Accumulate and store warp group WG's 64 rows of each of the program's tiles: chunks of CHUNK K blocks,
+    unrolled, each block's wgmma group issued before the previous block's partial is promoted."""
+    gl.static_assert(CHUNK % 2 == 0, "a chunk hands its two partials' registers to the next in the same order")
+    ROWS: gl.constexpr = out_desc.block_type.shape[0]
+    BN: gl.constexpr = out_desc.block_type.shape[1]
+    free_a = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
+    free_b = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
+    c = 0   # the program's next K block (over all its tiles)
+    for t in range(my_tiles):
+        acc = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
+        for ch in range(k_tiles // CHUNK):
+            prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, WG)
+            spare = free_b
+            for i in gl.static_range(1, CHUNK):
+                cur = _issue_mma(c + i, full, a_bufs, b_bufs, spare, STAGES, WG)
+                acc, spare = _promote(c + i - 1, acc, prev, 1, empty, STAGES)
+                if i == CHUNK - 1:
+                    free_a = spare
+                prev = cur
+            acc, free_b = _promote(c + CHUNK - 1, acc, prev, 0, empty, STAGES)
+            c += CHUNK
+        for r in range(k_tiles % CHUNK):   # the tile's last blocks, promoted without overlap
+            prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, WG)
+            acc, free_a = _promote(c, acc, prev, 0, empty, STAGES)
+            c += 1
+        _store_tile(acc, scale{BIAS}, M, N, t, num_pid_m, num_pid_n, out_desc, out_smem, layout, GROUP_M, WG)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def gemm_tma_kernel(
+    {SIGNATURE},
+):
+    BN: gl.constexpr = out_desc.block_type.shape[1]
+    gl.static_assert(a_desc.block_type.shape[0] == 2 * out_desc.block_type.shape[0], "two consumer warp groups")
+    num_pid_m = gl.cdiv(M, a_desc.block_type.shape[0])
+    num_pid_n = gl.cdiv(N, BN)
+    k_tiles = gl.cdiv(K, a_desc.block_type.shape[1])
+    my_tiles = gl.cdiv(num_pid_m * num_pid_n - gl.program_id(0), gl.num_programs(0))
+
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
+    full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(full.index(i), count=1)
+        mbarrier.init(empty.index(i), count=2)   # one arrival per consumer warp group
+    out_smem0 = gl.allocate_shared_memory(out_desc.dtype, out_desc.block_type.shape, out_desc.layout)
+    out_smem1 = gl.allocate_shared_memory(out_desc.dtype, out_desc.block_type.shape, out_desc.layout)
+    scale = alpha * gl.load(scale_a_ptr) * gl.load(scale_b_ptr)
+    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                     instr_shape=[16, BN, 32])   # a consumer warp group's
+    gl.warp_specialize([
+        (_consume, (out_desc, out_smem0, scale{BIAS}, M, N, full, empty, a_bufs, b_bufs, my_tiles, k_tiles,
+                    num_pid_m, num_pid_n, layout, GROUP_M, STAGES, CHUNK, 0)),
+        (_consume, (out_desc, out_smem1, scale{BIAS}, M, N, full, empty, a_bufs, b_bufs, my_tiles, k_tiles,
+                    num_pid_m, num_pid_n, layout, GROUP_M, STAGES, CHUNK, 1)),
+        (_producer, (a_desc, b_desc, full, empty, a_bufs, b_bufs, my_tiles * k_tiles, k_tiles, num_pid_m,
+                     num_pid_n, GROUP_M, STAGES)),
+    ], [4, 1], [240, 24])
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(full.index(i))
+        mbarrier.invalidate(empty.index(i))
+'''
