@@ -80,7 +80,8 @@ def test_tma_families_and_fp8_on_odd_shapes(registry):
         cfg = kernel.config
         for m, n, k in SHAPES:
             for batch in ((1,) if cfg.family == "tma_ws" else (1, 3)):   # tma_ws: one batch
-                problem = td.GemmProblem(m, n, k, batch, cfg.dtype, layout=cfg.layout, epilogue=cfg.epilogue)
+                problem = td.GemmProblem(m, n, k, batch, cfg.dtype, cfg.out_dtype, layout=cfg.layout,
+                                         epilogue=cfg.epilogue)
                 args = make_args(problem, torch.device("cuda"), seed=m + n + k + batch)
                 shape = (batch, m, n) if batch > 1 else (m, n)
                 args.out = torch.full(shape, float("nan"), dtype=torch_dtype(cfg.out_dtype), device="cuda")
