@@ -34,6 +34,9 @@ each result against an fp64 reference.
 
 On a GPU the forms (cuBLAS, the fp8 essential preset's instances, each TILES and WS_TILES entry) run in child
 processes of their own, so a kernel that hangs costs its form FORM_TIMEOUT_S, not the probe.
+
+Measured on an H100: benchmarks/results/profiles/probe_fp8_gluon_h100.json. The warp-specialized form with chunks
+of 2 became fp8 tma_ws (kernels/gemm_ws_fp8.py); the probe keeps both forms for further experiments.
 """
 from __future__ import annotations
 
