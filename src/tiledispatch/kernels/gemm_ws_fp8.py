@@ -31,15 +31,14 @@ FN = "gemm_tma_kernel"
 DIALECT = "gluon"
 CHUNK = 2            # K blocks per unrolled chunk (see the module docstring)
 WG_ROWS = 64         # rows of the tile per consumer warp group
-BLOCK_M = 2 * WG_ROWS
-_GL_TYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp8e4m3": "float8e4nv"}
 
 
 def _layout(rows: int, cols: int, dtype: str) -> str:
     """The shared layout (NVMMA swizzle) of one descriptor box, as a signature type names it."""
     from triton.experimental.gluon import language as gl
 
-    return repr(gl.NVMMASharedLayout.get_default_for([rows, cols], getattr(gl, _GL_TYPES[dtype])))
+    element = getattr(gl, common.TL_TYPES[dtype].removeprefix("tl."))   # Gluon names the types as tl does
+    return repr(gl.NVMMASharedLayout.get_default_for([rows, cols], element))
 
 
 def _descriptor(name: str, dtype: str, rows: int, cols: int, geometry: str) -> Param:
