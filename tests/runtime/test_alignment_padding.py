@@ -106,7 +106,8 @@ def test_padded_launch_gets_aligned_buffers_including_out(aligned_only, monkeypa
         t = getattr(args, name)
         assert t.data_ptr() % 16 == 0, name
         assert all(s % 8 == 0 for s in t.stride() if s != 1), (name, t.stride())
-    assert out.is_contiguous() and out.shape == (20, 20)
+    assert out.shape == (20, 20) and out.stride() == (24, 1)    # the exact view of the padded output
+    assert out.data_ptr() == args.out.data_ptr()
     check_against_reference(out, GemmArgs(a, b), "fp16")
 
 
@@ -167,19 +168,22 @@ def test_operands_that_fit_are_not_copied(build_registry, monkeypatch):
     assert selection.padded and (selection.problem.m, selection.problem.n) == (20, 24)
     (args,) = seen
     assert args.a is a and args.b.shape == (32, 24) and args.out.shape == (20, 24)   # (launch allocated it)
-    assert out.shape == (20, 20) and out.is_contiguous()
+    assert out.shape == (20, 20) and out.data_ptr() == args.out.data_ptr()
     check_against_reference(out, GemmArgs(a, b), "fp16")
 
 
 def test_padding_estimate_counts_only_the_copies_made():
     from tiledispatch.arch import get_arch
-    from tiledispatch.problems.gemm import GemmProblem
+    from tiledispatch.problems.gemm import Epilogue, GemmProblem
     from tiledispatch.select.rules import padding_us
 
     arch = get_arch("sm_90")
     k_only = GemmProblem(3000, 5000, 700, dtype="bf16", layout="rcr")      # K breaks the rows, N=5000 does not
-    with_out = GemmProblem(3000, 5001, 700, dtype="bf16", layout="rcr")    # N too: output copied back
-    assert padding_us(k_only, k_only.padded(8), arch) < padding_us(with_out, with_out.padded(8), arch)
+    n_too = GemmProblem(3000, 5001, 700, dtype="bf16", layout="rcr")       # N too: B grows, the output is a view
+    assert padding_us(k_only, k_only.padded(8), arch) == pytest.approx(padding_us(n_too, n_too.padded(8), arch),
+                                                                        rel=1e-3)
+    with_c = GemmProblem(3000, 5001, 700, dtype="bf16", layout="rcr", epilogue=Epilogue(with_c=True))
+    assert padding_us(n_too, n_too.padded(8), arch) < padding_us(with_c, with_c.padded(8), arch)   # C copied in
     assert padding_us(k_only, k_only.padded(8), arch) < padding_us(k_only, k_only.padded(16), arch)
     strided = GemmProblem(3000, 5008, 704, dtype="bf16", layout="rcr", align=1)   # aligned sizes, strided tensors
     assert padding_us(strided, strided.padded(8), arch) > 0
@@ -218,11 +222,10 @@ def test_results_never_alias_kept_buffers(aligned_only, fresh_pad_cache):
 
 
 @pytest.mark.parametrize("layout, n", [("rcr", 21), ("crr", 24)])
-def test_results_without_an_out_are_fresh_copies_of_the_kept_padded_out(build_registry, fresh_pad_cache, layout,
-                                                                        n):
-    """No out and a padded M or N: the kernel writes a kept padded out, and each call returns a fresh exact
-    copy. rcr with N = 21 pads N; crr pads M alone (A column-major): the exact rows of the kept buffer are then a contiguous view of it,
-    which must still be copied (else the next call would overwrite the first result)."""
+def test_results_without_an_out_are_views_of_a_fresh_padded_out(build_registry, fresh_pad_cache, layout, n):
+    """No out and a padded M or N: each call's launch allocates the padded output and the caller gets its exact
+    view, never a kept buffer. rcr with N = 21 pads N (rows of 24: a strided view); crr pads M alone (A
+    column-major: the view of the first rows is contiguous). Two calls: the second must not overwrite the first."""
     registry = build_registry([small_config("tiled", layout, "fp16", align=16)])
     first_args = None
     results = []
@@ -231,12 +234,13 @@ def test_results_without_an_out_are_fresh_copies_of_the_kept_padded_out(build_re
         a = matrix(20, 16, letter=layout[0])
         b = matrix(16, n, letter=layout[1])
         out, selection = registry.run(None, a, b, return_selection=True)
-        assert selection.padded and out.shape == (20, n) and out.is_contiguous()
+        assert selection.padded and out.shape == (20, n)
+        assert out.stride() == ((24, 1) if layout == "rcr" else (n, 1))
         results.append((out, out.clone()))
         first_args = first_args or GemmArgs(a, b)
     (entry,) = fresh_pad_cache._CACHE.values()
-    assert entry.out is not None
-    assert all(r.data_ptr() != entry.out.data_ptr() for r, _ in results)
+    assert entry.out is None
+    assert results[0][0].data_ptr() != results[1][0].data_ptr()
     assert all(torch.equal(r, kept) for r, kept in results)
     check_against_reference(results[0][0], first_args, "fp16")
 
@@ -260,3 +264,38 @@ def test_the_cache_keeps_at_most_its_limit(aligned_only, fresh_pad_cache, monkey
         a, b = rcr(20, 24, k)
         check_against_reference(execute(aligned_only, None, a, b), GemmArgs(a, b), "fp16")
     assert len(fresh_pad_cache._CACHE) == 2
+
+
+# -- word copies --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape, letter, dtype, width", [
+    ((30, 700), "r", torch.float8_e4m3fn, 4),    # fp8 rows of 700 bytes: 175 int32 (the benchmark's K=700)
+    ((30, 1023), "r", torch.float8_e4m3fn, 1),   # odd rows: bytes only
+    ((555, 30), "c", torch.float8_e4m3fn, 1),    # column-major (B of rcr, K=555 along the unit stride): bytes
+    ((704, 30), "c", torch.float8_e4m3fn, 8),    # column-major, 704-byte columns: int64
+    ((30, 17), "r", torch.float16, 2),           # 34-byte rows: no wider word than an fp16
+    ((30, 18), "r", torch.float16, 4),           # 36-byte rows: int32
+])
+def test_word_width_follows_the_unit_stride(shape, letter, dtype, width):
+    from tiledispatch.runtime.padding import as_words, word_width
+
+    rows, cols = shape
+    t = torch.zeros(rows, cols, dtype=dtype) if letter == "r" else torch.zeros(cols, rows, dtype=dtype).t()
+    assert word_width(t) == width
+    words = as_words(t, width)
+    assert words.element_size() == width and words.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+
+
+def test_word_copies_reproduce_the_bytes_of_fp8_operands():
+    """A padded slot of an fp8 operand copies in int32 words when its rows allow it, in bytes otherwise, and the
+    padded buffer holds the caller's bytes in its corner and zeros in its margin either way (an offset source
+    whose base is not word aligned falls back to bytes)."""
+    from tiledispatch.runtime.padding import _matrix_slot
+
+    raw = torch.randint(-100, 100, (31 * 700 + 1,), dtype=torch.int8)
+    for t in (raw[:30 * 700].view(torch.float8_e4m3fn).view(30, 700),
+              raw[1:30 * 700 + 1].view(torch.float8_e4m3fn).view(30, 700)):
+        slot = _matrix_slot(raw[:30 * 700].view(torch.float8_e4m3fn).view(30, 700), 30, 704, "r", 16)
+        assert slot.width == 4
+        buf = slot.take(t)
+        assert torch.equal(buf[:, :700].view(torch.int8), t.view(torch.int8))
+        assert not buf[:, 700:].view(torch.int8).any()

@@ -11,7 +11,12 @@ set of buffers per stream.
 PaddedLaunch is the bound launch of a padded selection for one argument signature (what td.gemm and Registry.run
 memoize, as they memoize a kernel's BoundLaunch): its calls skip argument validation and the signature's key (the
 memo key already stands for it), and keep the kernel's bound launch on the buffers of each stream, so a repeated
-call costs the operand copies, one launch and the copy-back (tools/profile_host.py).
+call costs the operand copies, one launch and, into a caller's out that does not fit, the copy back
+(tools/profile_host.py). Operands are copied in the widest words their rows allow (word_width).
+
+Without a caller's out, the result of a padded run whose N grew (row-major output) is a view of rows of the
+padded width: `result.stride(-2)` is N rounded up, not N. Such a view is a valid input of any torch op and of
+tiledispatch; `.contiguous()` makes an exact copy where one is needed.
 """
 from __future__ import annotations
 
@@ -20,7 +25,6 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from tiledispatch.dtypes import torch_dtype
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.runtime.arguments import GemmArgs
 from tiledispatch.runtime.launcher import cuda_runtime, tensor_key
@@ -52,18 +56,56 @@ def zero_padded(t: Any, rows: int, cols: int, letter: str) -> Any:
     return torch.zeros(*batch, cols, rows, dtype=t.dtype, device=t.device).transpose(-1, -2)
 
 
+_WORDS = ((8, "int64"), (4, "int32"), (2, "int16"))
+
+
+def word_width(t: Any) -> int:
+    """The widest word (8, 4 or 2 bytes, else t's element size) that t's rows, laid along its unit stride, are
+    made of: every stride but the unit one, the unit-stride size and the base address are multiples of it. A
+    copy between such views moves whole words (a 700-byte fp8 row is 175 int32), not single bytes."""
+    unit = -1 if t.stride(-1) == 1 else -2 if t.stride(-2) == 1 else None
+    size = t.element_size()
+    if unit is None:
+        return size
+    others = [s for i, s in enumerate(t.stride()) if i != t.dim() + unit]
+    for width, _ in _WORDS:
+        if width > size and all(x * size % width == 0 for x in (t.shape[unit], *others)) \
+                and t.data_ptr() % width == 0:
+            return width
+    return size
+
+
+def as_words(t: Any, width: int) -> Any:
+    """t viewed as integers of `width` bytes along its unit stride (see word_width); t when width is its
+    element size."""
+    import torch
+
+    if width == t.element_size():
+        return t
+    dtype = getattr(torch, dict(_WORDS)[width])
+    if t.stride(-1) == 1:
+        return t.view(dtype)
+    return t.transpose(-1, -2).view(dtype).transpose(-1, -2)
+
+
 @dataclasses.dataclass
 class _Slot:
     """One operand of a padded call: `corner` (a view of the top-left of `buf`) receives the caller's tensor;
-    buf is None when the tensor is used in place."""
+    buf is None when the tensor is used in place. `width`: the word size of the copy (word_width of the corner
+    and of the first caller's tensor); a later tensor of the signature whose base is not aligned to it is
+    copied element by element."""
 
     buf: Any = None
     corner: Any = None
+    width: int = 0       # 0: the element size
 
     def take(self, t: Any) -> Any:
         if self.buf is None:
             return t
-        self.corner.copy_(t)
+        width = self.width or t.element_size()
+        if t.data_ptr() % width:
+            width = t.element_size()
+        as_words(self.corner, width).copy_(as_words(t, width))
         return self.buf
 
 
@@ -71,7 +113,10 @@ def _matrix_slot(t: Any, rows: int, cols: int, letter: str, align: int) -> _Slot
     if fits(t, rows, cols, letter, align):
         return _Slot()
     buf = zero_padded(t, rows, cols, letter)
-    return _Slot(buf, buf[..., : t.shape[-2], : t.shape[-1]])
+    corner = buf[..., : t.shape[-2], : t.shape[-1]]
+    same_unit = (t.stride(-1) == 1) == (corner.stride(-1) == 1)
+    width = min(word_width(t), word_width(corner)) if same_unit else t.element_size()
+    return _Slot(buf, corner, width)
 
 
 def padded_to(t: Any, rows: int, cols: int, letter: str, align: int = 16) -> Any:
@@ -90,10 +135,11 @@ def _bias_slot(bias: Any, length: int) -> _Slot:
 
 @dataclasses.dataclass
 class _Padded:
-    """The padded buffers of one call signature. Output: the caller's `out` itself when it fits (in_place),
-    else `out` is a kept padded buffer the result is copied back from: into the caller's out, or into a fresh
-    tensor of the exact size when the caller gave none (no caller ever holds a kept buffer). `out` is None when
-    the caller gave no out and M and N do not grow: the launch allocates the exact output per call."""
+    """The padded buffers of one call signature. Output: the caller's `out` itself when it fits (in_place);
+    else, when the caller gave an out, `out` is a kept padded buffer the result is copied back from. Without a
+    caller's out, `out` is None: the launch allocates the padded problem's output per call and the caller gets
+    its exact view (rows of the padded width when N grew: no copy back, and no caller ever holds a kept
+    buffer)."""
 
     a: _Slot
     b: _Slot
@@ -114,9 +160,6 @@ class _Padded:
         if args.out is not None and not in_place:
             shape = (*args.out.shape[:-2], *mn)
             out = torch.empty(shape, dtype=args.out.dtype, device=args.out.device)
-        elif args.out is None and mn != (args.a.shape[-2], args.b.shape[-1]):
-            batch = (p.batch,) if max(args.a.dim(), args.b.dim()) == 3 else ()
-            out = torch.empty((*batch, *mn), dtype=torch_dtype(p.out_dtype), device=args.a.device)
         return cls(a=_matrix_slot(args.a, p.m, p.k, p.layout[0], al),
                    b=_matrix_slot(args.b, p.k, p.n, p.layout[1], al),
                    c=_matrix_slot(args.c, *mn, "r", al) if args.c is not None else None,
@@ -182,9 +225,7 @@ def _run(selection: Selection, args: GemmArgs, key: tuple) -> Any:
     if args.out is not None:
         args.out.copy_(exact)
         return args.out
-    if entry.out is None:     # the launch's own output of this call, of the exact size
-        return result
-    return exact.clone() if exact.is_contiguous() else exact.contiguous()   # a copy, never the kept buffer
+    return exact     # the launch's own output of this call (padded when M or N grew): its exact view
 
 
 class PaddedLaunch:

@@ -84,14 +84,15 @@ def _k_step_us(cfg: GemmConfig, problem: GemmProblem, arch: ArchSpec) -> float:
 
 def padding_us(problem: GemmProblem, padded: GemmProblem, arch: ArchSpec) -> float:
     """Cost of running `problem` as `padded` (GemmProblem.padded): each operand whose sizes grow is copied
-    (read + write, a copy kernel and a fill of its margin); the output, C and D only when M or N grows (C and
-    D copied in, the result copied back). Contiguous operands assumed: aligned ones are used in place; when no
-    size grows (operands misaligned by their strides), A and B are counted."""
+    (read + write, a copy kernel and a fill of its margin); C and D only when M or N grows (copied in). The
+    output is never copied: without a caller's out the caller gets a view of the padded output
+    (runtime/padding.py). Contiguous operands assumed: aligned ones are used in place; when no size grows
+    (operands misaligned by their strides), A and B are counted."""
     in_b, out_b = DTYPES[problem.dtype].bytes, DTYPES[problem.out_dtype].bytes
     copied = [padded.m * padded.k * in_b if (padded.m, padded.k) != (problem.m, problem.k) else 0,
               padded.k * padded.n * in_b if (padded.k, padded.n) != (problem.k, problem.n) else 0]
     if (padded.m, padded.n) != (problem.m, problem.n):
-        copied += [padded.m * padded.n * out_b] * (1 + problem.epilogue.num_d + int(problem.epilogue.with_c))
+        copied += [padded.m * padded.n * out_b] * (problem.epilogue.num_d + int(problem.epilogue.with_c))
     if not any(copied):   # same sizes: the plan exists for misaligned (strided) operands; count A and B
         copied = [padded.m * padded.k * in_b, padded.k * padded.n * in_b]
     moved = 2 * sum(copied) * padded.batch
