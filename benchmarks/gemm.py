@@ -9,6 +9,8 @@ times of cuBLAS and of those picks come from a final measurement of them togethe
 (protocol.CudaTimer.paired_ms), so that a drift of clocks or temperature between cuBLAS's timing and the plans'
 timing seconds later cannot bias the ratio; the first-pass times stay in the row (`cublas_pass_ms`,
 `tune_pass_ms`) and in `timings`.
+A plan is timed writing into its first (validated) result; a padded plan is timed without an out, as td.gemm
+runs it, so its time holds the operand copies into the padded buffers but no copy back.
 
 Usage (GPU):  python benchmarks/gemm.py [--dtypes bf16,fp16,fp8e4m3] [--layouts rcr,rrr] [--shapes small|all|MxNxK,...]
                   [--preset-kind essential] [--full-matrix] [--out benchmarks/results/gemm_<gpu>.json]
@@ -127,10 +129,14 @@ def _label(selection: Any) -> str:
     return selection.kernel.name + (" (padded)" if selection.padded else "")
 
 
-def _runner(selection: Any, args: Any) -> Callable[[], Any]:
+def _runner(selection: Any, args: Any, first: Any) -> Callable[[], Any]:
+    """The timed call: into `first` (the plan's validated result) as its out, but a padded plan without an out,
+    as td.gemm runs it (the result is then a view of the launch's padded output; a caller's exact out would
+    add a copy back that only such a call asks for)."""
     from tiledispatch.runtime.execute import run_selection
 
-    return lambda: run_selection(selection, args)
+    timed = dataclasses.replace(args, out=None if selection.padded else first)
+    return lambda: run_selection(selection, timed)
 
 
 def time_plans(ctx: Context, plans: list, args: Any, ref: Any, tol: float, protect: set[str]
@@ -154,7 +160,7 @@ def time_plans(ctx: Context, plans: list, args: Any, ref: Any, tol: float, prote
             wrong[plan.label] = err
             continue
         screen = best if (ctx.screen and plan.label not in protect and math.isfinite(best)) else None
-        timings[plan.label] = ctx.timer.time_ms(_runner(selection, dataclasses.replace(args, out=out)), screen)
+        timings[plan.label] = ctx.timer.time_ms(_runner(selection, args, out), screen)
         best = min(best, timings[plan.label].ms)
     return timings, wrong
 
@@ -179,7 +185,7 @@ def paired_finals(ctx: Context, vendor: Callable[[], Any], plans: list, labels: 
         plan = by_label[label]
         selection = Selection(plan.kernel, "bench", plan.problem, plan.padded)
         out = run_selection(selection, dataclasses.replace(args, out=None))
-        fns[label] = _runner(selection, dataclasses.replace(args, out=out))
+        fns[label] = _runner(selection, args, out)
     return ctx.timer.paired_ms(fns, PAIRED_ROUNDS)
 
 
@@ -278,7 +284,8 @@ def header(ctx: Context, opts: argparse.Namespace) -> dict[str, Any]:
     return {"benchmark": "gemm", "mode": "smoke" if opts.smoke else "gpu", **environment(ctx.device),
             "protocol": ctx.protocol.describe(ctx.device.type == "cuda") + (
                 f"; cuBLAS and the tune / auto / rules picks then timed together in {PAIRED_ROUNDS} alternating "
-                "rounds (the reported times; first pass: `cublas_pass_ms`, `tune_pass_ms`, `timings`)"
+                "rounds (the reported times; first pass: `cublas_pass_ms`, `tune_pass_ms`, `timings`); padded "
+                "plans timed without an out (operand copies included, result a view of the padded output)"
                 if ctx.device.type == "cuda" else ""),
             "preset_kind": opts.preset_kind, "full_matrix": opts.full_matrix, "screening": ctx.screen,
             "fp8_fast_accum": ctx.fast_accum, "tolerances": TOLERANCE, "argv": sys.argv[1:]}

@@ -80,7 +80,9 @@ def gemm_section(path: Path) -> str:
                      f"HBM copy {lim['hbm_copy_gbps']:.0f} GB/s.")
     lines += ["", ("`tune` = fastest valid plan of the preset (exhaustive), `auto` = `select(problem, 'auto')` "
                    "without a tuning DB; ratio = cuBLAS time / our time (> 1: faster than cuBLAS); compute-bound = "
-                   "M, N, K ≥ 4096. `(padded)` = run on zero-padded copies (copy included in the time)."), "",
+                   "M, N, K ≥ 4096. `(padded)` = run on zero-padded copies of the operands (copies included in "
+                   "the time; no out given, so the result is a view of the padded output, as td.gemm returns "
+                   "it)."), "",
               ("| combo | shapes | tune geomean | auto geomean | auto / tune | worst tune ratio | compute-bound tune "
                "geomean | wrong plans |"), "|---|---|---|---|---|---|---|---|"]
     for key, s in data["summary"].items():

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from tiledispatch.select.selector import Selection
 
 PAD_CACHE_LIMIT = 8
+MAX_GRID_Z = 65535     # batches a copy kernel's grid holds; larger ones copy through torch
 _CACHE: OrderedDict[tuple, _Padded] = OrderedDict()
 _LOCK = threading.Lock()
 
@@ -56,7 +57,7 @@ def zero_padded(t: Any, rows: int, cols: int, letter: str) -> Any:
     return torch.zeros(*batch, cols, rows, dtype=t.dtype, device=t.device).transpose(-1, -2)
 
 
-_WORDS = ((8, "int64"), (4, "int32"), (2, "int16"))
+_WORDS = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 
 
 def word_width(t: Any) -> int:
@@ -68,7 +69,7 @@ def word_width(t: Any) -> int:
     if unit is None:
         return size
     others = [s for i, s in enumerate(t.stride()) if i != t.dim() + unit]
-    for width, _ in _WORDS:
+    for width in (8, 4, 2):
         if width > size and all(x * size % width == 0 for x in (t.shape[unit], *others)) \
                 and t.data_ptr() % width == 0:
             return width
@@ -76,16 +77,24 @@ def word_width(t: Any) -> int:
 
 
 def as_words(t: Any, width: int) -> Any:
-    """t viewed as integers of `width` bytes along its unit stride (see word_width); t when width is its
-    element size."""
+    """t viewed as integers of `width` bytes along its unit stride (see word_width)."""
     import torch
 
-    if width == t.element_size():
-        return t
-    dtype = getattr(torch, dict(_WORDS)[width])
-    if t.stride(-1) == 1:
+    dtype = getattr(torch, _WORDS[width])
+    if t.stride(-1) == 1 or width == t.element_size():
         return t.view(dtype)
     return t.transpose(-1, -2).view(dtype).transpose(-1, -2)
+
+
+def _rows_last(src: Any, dst: Any) -> tuple[Any, Any] | None:
+    """(src, dst) as (batch x rows x cols) views whose cols run along a unit stride in both, or None."""
+    if src.dim() < 2:
+        return None
+    if src.stride(-1) != 1 or dst.stride(-1) != 1:
+        src, dst = src.transpose(-1, -2), dst.transpose(-1, -2)
+    if src.stride(-1) != 1 or dst.stride(-1) != 1 or src.dim() > 3:
+        return None
+    return (src, dst) if src.dim() == 3 else (src.unsqueeze(0), dst.unsqueeze(0))
 
 
 @dataclasses.dataclass
@@ -93,11 +102,14 @@ class _Slot:
     """One operand of a padded call: `corner` (a view of the top-left of `buf`) receives the caller's tensor;
     buf is None when the tensor is used in place. `width`: the word size of the copy (word_width of the corner
     and of the first caller's tensor); a later tensor of the signature whose base is not aligned to it is
-    copied element by element."""
+    copied element by element. CUDA copies run kernels/pad_copy.py (its compiled form kept per word size and
+    source alignment: Triton specializes it on the sizes and strides, which the signature fixes), others
+    torch's copy."""
 
     buf: Any = None
     corner: Any = None
     width: int = 0       # 0: the element size
+    compiled: dict = dataclasses.field(default_factory=dict)
 
     def take(self, t: Any) -> Any:
         if self.buf is None:
@@ -105,8 +117,30 @@ class _Slot:
         width = self.width or t.element_size()
         if t.data_ptr() % width:
             width = t.element_size()
-        as_words(self.corner, width).copy_(as_words(t, width))
+        src, dst = as_words(t, width), as_words(self.corner, width)
+        views = _rows_last(src, dst) if t.device.type == "cuda" else None
+        if views is None or views[0].shape[0] > MAX_GRID_Z:
+            dst.copy_(src)
+        else:
+            self._copy_kernel(*views, width)
         return self.buf
+
+    def _copy_kernel(self, src: Any, dst: Any, width: int) -> None:
+        from tiledispatch.kernels import pad_copy
+
+        batch, rows, cols = src.shape
+        grid = pad_copy.grid(rows, cols, batch, width)
+        args = (src, dst, rows, cols, src.stride(1), dst.stride(1), src.stride(0), dst.stride(0), pad_copy.ROWS,
+                pad_copy.ROW_BYTES // width)
+        key = (width, src.data_ptr() % 16 == 0)
+        kernel = self.compiled.get(key)
+        if kernel is None:
+            rt = cuda_runtime()
+            with rt.device(src.device.index):
+                self.compiled[key] = pad_copy.pad_copy_kernel[grid](*args)
+            return
+        stream = cuda_runtime().raw_stream(src.device.index)
+        kernel.run(*grid, stream, kernel.function, kernel.packed_metadata, None, None, None, *args)
 
 
 def _matrix_slot(t: Any, rows: int, cols: int, letter: str, align: int) -> _Slot:

@@ -1,0 +1,60 @@
+"""GPU lane for padded GEMM runs (runtime/padding.py): the operand copies through kernels/pad_copy.py (word sizes,
+layouts, batches, a source whose base is not word aligned, the second call's direct launch) and fp8 GEMMs whose K
+and N need padding, against a float reference."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tiledispatch as td
+from tiledispatch.runtime.arguments import GemmArgs
+from tiledispatch.runtime.padding import _matrix_slot
+from tiledispatch.testing import check_against_reference
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+def _fp8(shape, letter, offset=0):
+    """Random fp8 bytes of (..., rows, cols) in layout `letter`, starting `offset` bytes into their storage."""
+    rows, cols = shape[-2:]
+    lead = (*shape[:-2], rows, cols) if letter == "r" else (*shape[:-2], cols, rows)
+    count = torch.Size(lead).numel()
+    raw = torch.randint(-100, 100, (count + offset,), dtype=torch.int8, device="cuda")
+    t = raw[offset:].view(torch.float8_e4m3fn).view(lead)
+    return t if letter == "r" else t.transpose(-1, -2)
+
+
+# (shape, padded rows x cols, letter, second call's source offset, word widths of the two calls): K=700 rows
+# of int32, K=1023 bytes, a column-major B (K along the unit stride), a batch, and a second source one byte off
+# the word alignment (copied in bytes)
+CASES = [((300, 700), (300, 704), "r", 0, (4, 4)), ((300, 1023), (300, 1024), "r", 0, (1, 1)),
+         ((700, 500), (704, 512), "c", 0, (4, 4)), ((3, 40, 700), (40, 704), "r", 0, (4, 4)),
+         ((300, 700), (300, 704), "r", 1, (4, 1))]
+
+
+@pytest.mark.parametrize("shape, padded, letter, offset, widths", CASES)
+def test_operand_copies_match_the_bytes(shape, padded, letter, offset, widths):
+    first = _fp8(shape, letter)
+    slot = _matrix_slot(first, *padded, letter, 16)
+    for call in range(2):         # the first call compiles through Triton's JIT, the second launches directly
+        t = first if call == 0 else _fp8(shape, letter, offset)
+        buf = slot.take(t)
+        rows, cols = shape[-2:]
+        assert torch.equal(buf[..., :rows, :cols].view(torch.int8), t.view(torch.int8))
+        assert not buf[..., rows:, :].view(torch.int8).any() and not buf[..., cols:].view(torch.int8).any()
+    assert slot.width == widths[0]
+    assert {width for width, _ in slot.compiled} == set(widths)    # one compiled copy per word size
+
+
+@pytest.mark.parametrize("m, n, k", [(300, 500, 700), (409, 410, 1023), (77, 123, 55)])
+def test_padded_fp8_gemm_is_exact(m, n, k):
+    """td.gemm on fp8 sizes whose K (and N) break 16-byte rows: the result (a view when N grew) against the
+    float reference of the unpadded operands."""
+    a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()     # K-major B
+    scale_a = torch.tensor([0.5], device="cuda")
+    scale_b = torch.tensor([0.25], device="cuda")
+    for _ in range(2):
+        out = td.gemm(a, b, scale_a=scale_a, scale_b=scale_b)
+        assert out.shape == (m, n)
+        check_against_reference(out, GemmArgs(a, b, scale_a=scale_a, scale_b=scale_b), "fp8e4m3")
