@@ -102,45 +102,54 @@ class _Slot:
     """One operand of a padded call: `corner` (a view of the top-left of `buf`) receives the caller's tensor;
     buf is None when the tensor is used in place. `width`: the word size of the copy (word_width of the corner
     and of the first caller's tensor); a later tensor of the signature whose base is not aligned to it is
-    copied element by element. CUDA copies run kernels/pad_copy.py (its compiled form kept per word size and
-    source alignment: Triton specializes it on the sizes and strides, which the signature fixes), others
-    torch's copy."""
+    copied element by element. CUDA copies run kernels/pad_copy.py: the first copy of each (word alignment,
+    16-byte alignment) of the source compiles it through Triton's JIT (which specializes it on those and on
+    the sizes and strides, which the signature fixes) and keeps a direct launch of it, which later calls fire
+    with the caller's tensor as it is (the kernel reads its words through the base address). Other copies
+    are torch's."""
 
     buf: Any = None
     corner: Any = None
     width: int = 0       # 0: the element size
-    compiled: dict = dataclasses.field(default_factory=dict)
+    launches: dict = dataclasses.field(default_factory=dict)
 
     def take(self, t: Any) -> Any:
         if self.buf is None:
             return t
-        width = self.width or t.element_size()
-        if t.data_ptr() % width:
-            width = t.element_size()
+        ptr = t.data_ptr()
+        key = (ptr % (self.width or 1) == 0, ptr % 16 == 0)
+        fire = self.launches.get(key)
+        if fire is None:
+            fire = self._first_copy(t, self.width if key[0] and self.width else t.element_size())
+            if fire is not None:
+                self.launches[key] = fire
+        else:
+            fire(t, self.buf)
+        return self.buf
+
+    def _first_copy(self, t: Any, width: int) -> Any:
+        """Copy t into the corner; returns the direct launch for later tensors like t (None: torch copied)."""
         src, dst = as_words(t, width), as_words(self.corner, width)
         views = _rows_last(src, dst) if t.device.type == "cuda" else None
         if views is None or views[0].shape[0] > MAX_GRID_Z:
             dst.copy_(src)
-        else:
-            self._copy_kernel(*views, width)
-        return self.buf
-
-    def _copy_kernel(self, src: Any, dst: Any, width: int) -> None:
+            return None
         from tiledispatch.kernels import pad_copy
 
+        src, dst = views
         batch, rows, cols = src.shape
         grid = pad_copy.grid(rows, cols, batch, width)
-        args = (src, dst, rows, cols, src.stride(1), dst.stride(1), src.stride(0), dst.stride(0), pad_copy.ROWS,
+        ints = (rows, cols, src.stride(1), dst.stride(1), src.stride(0), dst.stride(0), pad_copy.ROWS,
                 pad_copy.ROW_BYTES // width)
-        key = (width, src.data_ptr() % 16 == 0)
-        kernel = self.compiled.get(key)
-        if kernel is None:
-            rt = cuda_runtime()
-            with rt.device(src.device.index):
-                self.compiled[key] = pad_copy.pad_copy_kernel[grid](*args)
-            return
-        stream = cuda_runtime().raw_stream(src.device.index)
-        kernel.run(*grid, stream, kernel.function, kernel.packed_metadata, None, None, None, *args)
+        rt, index = cuda_runtime(), t.device.index
+        with rt.device(index):
+            kernel = pad_copy.pad_copy_kernel[grid](src, dst, *ints)
+        run, function, packed, raw = kernel.run, kernel.function, kernel.packed_metadata, rt.raw_stream
+
+        def fire(source: Any, target: Any) -> None:
+            run(*grid, raw(index), function, packed, None, None, None, source, target, *ints)
+
+        return fire
 
 
 def _matrix_slot(t: Any, rows: int, cols: int, letter: str, align: int) -> _Slot:
