@@ -8,7 +8,8 @@ import torch
 
 import tiledispatch as td
 from tiledispatch.runtime.arguments import GemmArgs
-from tiledispatch.runtime.padding import _matrix_slot
+from tiledispatch.runtime.operand_copy import Corner, CornerCopies
+from tiledispatch.runtime.padding import zero_padded
 from tiledispatch.testing import check_against_reference
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -34,16 +35,28 @@ CASES = [((300, 700), (300, 704), "r", 0, (4, 4)), ((300, 1023), (300, 1024), "r
 
 @pytest.mark.parametrize("shape, padded, letter, offset, widths", CASES)
 def test_operand_copies_match_the_bytes(shape, padded, letter, offset, widths):
+    """One operand per launch (the second half of the launch idle), then the same corner paired with a second
+    one (both halves)."""
     first = _fp8(shape, letter)
-    slot = _matrix_slot(first, *padded, letter, 16)
+    corner = Corner.of(first, zero_padded(first, *padded, letter))
+    other = Corner.of(first, zero_padded(first, *padded, letter))
+    copies = CornerCopies()
+    rows, cols = shape[-2:]
     for call in range(2):         # the first call compiles through Triton's JIT, the second launches directly
         t = first if call == 0 else _fp8(shape, letter, offset)
-        buf = slot.take(t)
-        rows, cols = shape[-2:]
-        assert torch.equal(buf[..., :rows, :cols].view(torch.int8), t.view(torch.int8))
-        assert not buf[..., rows:, :].view(torch.int8).any() and not buf[..., cols:].view(torch.int8).any()
-    assert slot.width == widths[0]
-    assert len(slot.launches) == len(set(widths))    # one direct launch per word alignment of the sources
+        copies([(corner, t)])
+        _assert_copied(corner.buf, t, rows, cols)
+        u = _fp8(shape, letter)
+        copies([(corner, t), (other, u)])
+        _assert_copied(corner.buf, t, rows, cols)
+        _assert_copied(other.buf, u, rows, cols)
+    assert corner.width == widths[0]
+    assert len(copies.launches) == 2 * len(set(widths))    # per (pair, word sizes of its sources)
+
+
+def _assert_copied(buf, t, rows, cols):
+    assert torch.equal(buf[..., :rows, :cols].view(torch.int8), t.view(torch.int8))
+    assert not buf[..., rows:, :].view(torch.int8).any() and not buf[..., cols:].view(torch.int8).any()
 
 
 @pytest.mark.parametrize("m, n, k", [(300, 500, 700), (409, 410, 1023), (77, 123, 55)])

@@ -266,7 +266,7 @@ def test_the_cache_keeps_at_most_its_limit(aligned_only, fresh_pad_cache, monkey
     assert len(fresh_pad_cache._CACHE) == 2
 
 
-# -- word copies --------------------------------------------------------------------------------------------
+# -- word copies (runtime/operand_copy.py) ---------------------------------------------------------------
 @pytest.mark.parametrize("shape, letter, dtype, width", [
     ((30, 700), "r", torch.float8_e4m3fn, 4),    # fp8 rows of 700 bytes: 175 int32 (the benchmark's K=700)
     ((30, 1023), "r", torch.float8_e4m3fn, 1),   # odd rows: bytes only
@@ -276,7 +276,7 @@ def test_the_cache_keeps_at_most_its_limit(aligned_only, fresh_pad_cache, monkey
     ((30, 18), "r", torch.float16, 4),           # 36-byte rows: int32
 ])
 def test_word_width_follows_the_unit_stride(shape, letter, dtype, width):
-    from tiledispatch.runtime.padding import as_words, word_width
+    from tiledispatch.runtime.operand_copy import as_words, word_width
 
     rows, cols = shape
     t = torch.zeros(rows, cols, dtype=dtype) if letter == "r" else torch.zeros(cols, rows, dtype=dtype).t()
@@ -286,16 +286,19 @@ def test_word_width_follows_the_unit_stride(shape, letter, dtype, width):
 
 
 def test_word_copies_reproduce_the_bytes_of_fp8_operands():
-    """A padded slot of an fp8 operand copies in int32 words when its rows allow it, in bytes otherwise, and the
-    padded buffer holds the caller's bytes in its corner and zeros in its margin either way (an offset source
-    whose base is not word aligned falls back to bytes)."""
-    from tiledispatch.runtime.padding import _matrix_slot
+    """The corner of an fp8 operand is copied in int32 words when its rows allow it, in bytes otherwise, and the
+    padded buffer holds the caller's bytes in its corner and zeros in its margin either way (a source whose
+    base is not word aligned falls back to bytes)."""
+    from tiledispatch.runtime.operand_copy import Corner, CornerCopies
+    from tiledispatch.runtime.padding import zero_padded
 
     raw = torch.randint(-100, 100, (31 * 700 + 1,), dtype=torch.int8)
-    for t in (raw[:30 * 700].view(torch.float8_e4m3fn).view(30, 700),
-              raw[1:30 * 700 + 1].view(torch.float8_e4m3fn).view(30, 700)):
-        slot = _matrix_slot(raw[:30 * 700].view(torch.float8_e4m3fn).view(30, 700), 30, 704, "r", 16)
-        assert slot.width == 4
-        buf = slot.take(t)
-        assert torch.equal(buf[:, :700].view(torch.int8), t.view(torch.int8))
-        assert not buf[:, 700:].view(torch.int8).any()
+    first = raw[:30 * 700].view(torch.float8_e4m3fn).view(30, 700)
+    corner = Corner.of(first, zero_padded(first, 30, 704, "r"))
+    assert corner.width == 4
+    copies = CornerCopies()
+    for t in (first, raw[1:30 * 700 + 1].view(torch.float8_e4m3fn).view(30, 700)):
+        copies([(corner, t)])
+        assert torch.equal(corner.buf[:, :700].view(torch.int8), t.view(torch.int8))
+        assert not corner.buf[:, 700:].view(torch.int8).any()
+    assert corner.words(first) == 4 and corner.words(t) == 1

@@ -12,7 +12,7 @@ PaddedLaunch is the bound launch of a padded selection for one argument signatur
 memoize, as they memoize a kernel's BoundLaunch): its calls skip argument validation and the signature's key (the
 memo key already stands for it), and keep the kernel's bound launch on the buffers of each stream, so a repeated
 call costs the operand copies, one launch and, into a caller's out that does not fit, the copy back
-(tools/profile_host.py). Operands are copied in the widest words their rows allow (word_width).
+(tools/profile_host.py). Operands are copied by runtime/operand_copy.py (two per launch of a copy kernel).
 
 Without a caller's out, the result of a padded run whose N grew (row-major output) is a view of rows of the
 padded width: `result.stride(-2)` is N rounded up, not N. Such a view is a valid input of any torch op and of
@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.runtime.arguments import GemmArgs
 from tiledispatch.runtime.launcher import cuda_runtime, tensor_key
+from tiledispatch.runtime.operand_copy import Corner, CornerCopies
 
 if TYPE_CHECKING:
     from tiledispatch.select.selector import Selection
 
 PAD_CACHE_LIMIT = 8
-MAX_GRID_Z = 65535     # batches a copy kernel's grid holds; larger ones copy through torch
 _CACHE: OrderedDict[tuple, _Padded] = OrderedDict()
 _LOCK = threading.Lock()
 
@@ -57,123 +57,27 @@ def zero_padded(t: Any, rows: int, cols: int, letter: str) -> Any:
     return torch.zeros(*batch, cols, rows, dtype=t.dtype, device=t.device).transpose(-1, -2)
 
 
-_WORDS = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
-
-
-def word_width(t: Any) -> int:
-    """The widest word (8, 4 or 2 bytes, else t's element size) that t's rows, laid along its unit stride, are
-    made of: every stride but the unit one, the unit-stride size and the base address are multiples of it. A
-    copy between such views moves whole words (a 700-byte fp8 row is 175 int32), not single bytes."""
-    unit = -1 if t.stride(-1) == 1 else -2 if t.stride(-2) == 1 else None
-    size = t.element_size()
-    if unit is None:
-        return size
-    others = [s for i, s in enumerate(t.stride()) if i != t.dim() + unit]
-    for width in (8, 4, 2):
-        if width > size and all(x * size % width == 0 for x in (t.shape[unit], *others)) \
-                and t.data_ptr() % width == 0:
-            return width
-    return size
-
-
-def as_words(t: Any, width: int) -> Any:
-    """t viewed as integers of `width` bytes along its unit stride (see word_width)."""
-    import torch
-
-    dtype = getattr(torch, _WORDS[width])
-    if t.stride(-1) == 1 or width == t.element_size():
-        return t.view(dtype)
-    return t.transpose(-1, -2).view(dtype).transpose(-1, -2)
-
-
-def _rows_last(src: Any, dst: Any) -> tuple[Any, Any] | None:
-    """(src, dst) as (batch x rows x cols) views whose cols run along a unit stride in both, or None."""
-    if src.dim() < 2:
-        return None
-    if src.stride(-1) != 1 or dst.stride(-1) != 1:
-        src, dst = src.transpose(-1, -2), dst.transpose(-1, -2)
-    if src.stride(-1) != 1 or dst.stride(-1) != 1 or src.dim() > 3:
-        return None
-    return (src, dst) if src.dim() == 3 else (src.unsqueeze(0), dst.unsqueeze(0))
-
-
-@dataclasses.dataclass
-class _Slot:
-    """One operand of a padded call: `corner` (a view of the top-left of `buf`) receives the caller's tensor;
-    buf is None when the tensor is used in place. `width`: the word size of the copy (word_width of the corner
-    and of the first caller's tensor); a later tensor of the signature whose base is not aligned to it is
-    copied element by element. CUDA copies run kernels/pad_copy.py: the first copy of each (word alignment,
-    16-byte alignment) of the source compiles it through Triton's JIT (which specializes it on those and on
-    the sizes and strides, which the signature fixes) and keeps a direct launch of it, which later calls fire
-    with the caller's tensor as it is (the kernel reads its words through the base address). Other copies
-    are torch's."""
-
-    buf: Any = None
-    corner: Any = None
-    width: int = 0       # 0: the element size
-    launches: dict = dataclasses.field(default_factory=dict)
-
-    def take(self, t: Any) -> Any:
-        if self.buf is None:
-            return t
-        ptr = t.data_ptr()
-        key = (ptr % (self.width or 1) == 0, ptr % 16 == 0)
-        fire = self.launches.get(key)
-        if fire is None:
-            fire = self._first_copy(t, self.width if key[0] and self.width else t.element_size())
-            if fire is not None:
-                self.launches[key] = fire
-        else:
-            fire(t, self.buf)
-        return self.buf
-
-    def _first_copy(self, t: Any, width: int) -> Any:
-        """Copy t into the corner; returns the direct launch for later tensors like t (None: torch copied)."""
-        src, dst = as_words(t, width), as_words(self.corner, width)
-        views = _rows_last(src, dst) if t.device.type == "cuda" else None
-        if views is None or views[0].shape[0] > MAX_GRID_Z:
-            dst.copy_(src)
-            return None
-        from tiledispatch.kernels import pad_copy
-
-        src, dst = views
-        batch, rows, cols = src.shape
-        grid = pad_copy.grid(rows, cols, batch, width)
-        ints = (rows, cols, src.stride(1), dst.stride(1), src.stride(0), dst.stride(0), pad_copy.ROWS,
-                pad_copy.ROW_BYTES // width)
-        rt, index = cuda_runtime(), t.device.index
-        with rt.device(index):
-            kernel = pad_copy.pad_copy_kernel[grid](src, dst, *ints)
-        run, function, packed, raw = kernel.run, kernel.function, kernel.packed_metadata, rt.raw_stream
-
-        def fire(source: Any, target: Any) -> None:
-            run(*grid, raw(index), function, packed, None, None, None, source, target, *ints)
-
-        return fire
-
-
-def _matrix_slot(t: Any, rows: int, cols: int, letter: str, align: int) -> _Slot:
-    if fits(t, rows, cols, letter, align):
-        return _Slot()
-    buf = zero_padded(t, rows, cols, letter)
-    corner = buf[..., : t.shape[-2], : t.shape[-1]]
-    same_unit = (t.stride(-1) == 1) == (corner.stride(-1) == 1)
-    width = min(word_width(t), word_width(corner)) if same_unit else t.element_size()
-    return _Slot(buf, corner, width)
+def _matrix_corner(t: Any, rows: int, cols: int, letter: str, align: int) -> Corner | None:
+    """The corner a matrix is copied into, or None when it fits as it is."""
+    return None if fits(t, rows, cols, letter, align) else Corner.of(t, zero_padded(t, rows, cols, letter))
 
 
 def padded_to(t: Any, rows: int, cols: int, letter: str, align: int = 16) -> Any:
     """t itself when it fits (see fits), else a fresh zero-padded copy (rows x cols, layout `letter`)."""
-    return _matrix_slot(t, rows, cols, letter, align).take(t)
+    corner = _matrix_corner(t, rows, cols, letter, align)
+    if corner is None:
+        return t
+    CornerCopies()([(corner, t)])
+    return corner.buf
 
 
-def _bias_slot(bias: Any, length: int) -> _Slot:
+def _bias_buffer(bias: Any, length: int) -> Any:
+    """The zero-padded buffer a bias is copied into, or None when it fits as it is."""
     if bias.shape[-1] == length and bias.data_ptr() % 16 == 0 and bias.stride(-1) == 1:
-        return _Slot()
+        return None
     import torch
 
-    buf = torch.zeros(*bias.shape[:-1], length, dtype=bias.dtype, device=bias.device)
-    return _Slot(buf, buf[..., : bias.shape[-1]])
+    return torch.zeros(*bias.shape[:-1], length, dtype=bias.dtype, device=bias.device)
 
 
 @dataclasses.dataclass
@@ -184,13 +88,14 @@ class _Padded:
     its exact view (rows of the padded width when N grew: no copy back, and no caller ever holds a kept
     buffer)."""
 
-    a: _Slot
-    b: _Slot
-    c: _Slot | None
-    bias: _Slot | None
-    d: tuple[_Slot, ...]
+    a: Corner | None       # None: the caller's tensor is used in place
+    b: Corner | None
+    c: Corner | None
+    bias: Any             # the padded bias buffer, or None
+    d: tuple[Corner | None, ...]
     in_place: bool
     out: Any
+    copies: CornerCopies = dataclasses.field(default_factory=CornerCopies)
     bound: Any = None     # the kernel's BoundLaunch on these buffers, kept after the first launch
 
     @classmethod
@@ -203,19 +108,27 @@ class _Padded:
         if args.out is not None and not in_place:
             shape = (*args.out.shape[:-2], *mn)
             out = torch.empty(shape, dtype=args.out.dtype, device=args.out.device)
-        return cls(a=_matrix_slot(args.a, p.m, p.k, p.layout[0], al),
-                   b=_matrix_slot(args.b, p.k, p.n, p.layout[1], al),
-                   c=_matrix_slot(args.c, *mn, "r", al) if args.c is not None else None,
-                   bias=(_bias_slot(args.bias, p.m if args.bias_mode == "row" else p.n)
+        return cls(a=_matrix_corner(args.a, p.m, p.k, p.layout[0], al),
+                   b=_matrix_corner(args.b, p.k, p.n, p.layout[1], al),
+                   c=_matrix_corner(args.c, *mn, "r", al) if args.c is not None else None,
+                   bias=(_bias_buffer(args.bias, p.m if args.bias_mode == "row" else p.n)
                          if args.bias is not None else None),
-                   d=tuple(_matrix_slot(t, *mn, "r", al) for t in args.d), in_place=in_place, out=out)
+                   d=tuple(_matrix_corner(t, *mn, "r", al) for t in args.d), in_place=in_place, out=out)
 
     def args(self, args: GemmArgs) -> GemmArgs:
         """The call's arguments on the padded buffers (the caller's tensors copied in where needed)."""
-        return GemmArgs(self.a.take(args.a), self.b.take(args.b), args.out if self.in_place else self.out,
-                        self.c.take(args.c) if self.c is not None else None,
-                        self.bias.take(args.bias) if self.bias is not None else None, args.bias_mode,
-                        tuple(slot.take(t) for slot, t in zip(self.d, args.d)), args.alpha, args.beta,
+        matrices = [(self.a, args.a), (self.b, args.b), (self.c, args.c), *zip(self.d, args.d)]
+        self.copies([(corner, t) for corner, t in matrices if corner is not None])
+        def take(corner: Corner | None, t: Any) -> Any:
+            return t if corner is None else corner.buf
+
+        bias = args.bias
+        if self.bias is not None:
+            self.bias[..., : bias.shape[-1]].copy_(bias)
+            bias = self.bias
+        return GemmArgs(take(self.a, args.a), take(self.b, args.b), args.out if self.in_place else self.out,
+                        take(self.c, args.c), bias, args.bias_mode,
+                        tuple(take(corner, t) for corner, t in zip(self.d, args.d)), args.alpha, args.beta,
                         args.activation, args.out_dtype, args.allow_tf32, args.scale_a, args.scale_b)
 
 
