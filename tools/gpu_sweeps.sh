@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Collect (or continue) the committed datasets on the GPU machine, within a time budget.
-#   tools/gpu_sweeps.sh SECONDS NAME...     NAME: gemm_bf16_rcr gemm_fp16_rcr conv_fwd_bf16 conv_bwd_data_bf16
+#   tools/gpu_sweeps.sh SECONDS NAME...     NAME: gemm_bf16_rcr gemm_fp16_rcr gemm_fp8e4m3_rcr conv_fwd_bf16 conv_bwd_data_bf16
 #                                                 conv_bwd_weight_bf16
 # Each dataset starts from data/<gpu>/NAME when present and resumes in a work directory ($TD_WORK, default
 # /tmp/td-datasets); the seconds are shared by the names in order (a sweep stopped by the budget is continued
@@ -18,6 +18,7 @@ for name in "$@"; do
     case $name in
         gemm_bf16_rcr) args=(--problems gemm --dtype bf16 --preset gemm_bf16_rcr_candidates) ;;
         gemm_fp16_rcr) args=(--problems gemm --dtype fp16 --preset gemm_fp16_rcr_candidates) ;;
+        gemm_fp8e4m3_rcr) args=(--problems gemm --dtype fp8e4m3 --preset gemm_fp8e4m3_rcr_candidates) ;;
         conv_*_bf16)
             dir=${name#conv_}; dir=${dir%_bf16}
             args=(--problems "conv_$dir" --dtype bf16 --preset "conv_${dir}_bf16_2d_all" --preset "conv_${dir}_bf16_3d_all") ;;
