@@ -11,7 +11,7 @@ import tiledispatch as td
 from tiledispatch.select import cost_model
 from tiledispatch.testing import suites
 
-KEYS = ("gemm_none_bf16", "gemm_none_fp16", "conv_fwd_bf16", "conv_bwd_data_bf16", "conv_bwd_weight_bf16")
+KEYS = ("gemm_none_bf16", "gemm_none_fp16", "gemm_none_fp8e4m3", "conv_fwd_bf16", "conv_bwd_data_bf16", "conv_bwd_weight_bf16")
 
 
 @pytest.fixture(autouse=True)
