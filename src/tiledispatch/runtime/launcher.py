@@ -316,22 +316,34 @@ def _described(args: tuple, descs: tuple, make: Any) -> tuple:
 
 
 class _CudaEntry:
-    __slots__ = ("consts", "descs", "function", "gx", "gy", "gz", "packed", "pick", "run", "scratch")
+    """One entry's launch: through its RawLaunch (runtime/raw_launch.py) where it has one, else through
+    Triton's launcher with host descriptor objects."""
+
+    __slots__ = ("consts", "descs", "function", "gx", "gy", "gz", "packed", "pick", "raw", "run", "scratch")
 
     def __init__(self, kernel: Any, grid: tuple[int, int, int], picks: list[int], consts: list[Any],
                  descs: tuple = ()) -> None:
+        from tiledispatch.runtime.raw_launch import raw_launch
+
         self.gx, self.gy, self.gz = grid
         self.pick, self.consts, self.descs = _picker(picks), tuple(consts), descs
         self.run, self.function, self.packed = kernel.run, kernel.function, kernel.packed_metadata
         self.scratch = getattr(kernel.metadata, "global_scratch_size", 0) > 0
+        self.raw = None if self.scratch or not _RAW_LAUNCH[0] else raw_launch(kernel, descs)
         if self.scratch:
             _bind_allocator_var()
 
     def fire(self, dyn: tuple, stream: int) -> None:
+        if self.raw is not None:
+            self.raw(self.gx, self.gy, self.gz, stream, list(self.pick(dyn + self.consts)))
+            return
         if self.scratch:
             ensure_scratch_allocator()
         args = _described(self.pick(dyn + self.consts), self.descs, descriptors.HostDescriptor)
         self.run(self.gx, self.gy, self.gz, stream, self.function, self.packed, None, None, None, *args)
+
+
+_RAW_LAUNCH = [True]   # tests and benchmarks switch raw launches off to compare with Triton's path
 
 
 class _InterpretedEntry:
