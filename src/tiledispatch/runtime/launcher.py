@@ -329,7 +329,7 @@ class _CudaEntry:
         self.pick, self.consts, self.descs = _picker(picks), tuple(consts), descs
         self.run, self.function, self.packed = kernel.run, kernel.function, kernel.packed_metadata
         self.scratch = getattr(kernel.metadata, "global_scratch_size", 0) > 0
-        self.raw = None if self.scratch or not _RAW_LAUNCH[0] else raw_launch(kernel, descs)
+        self.raw = None if self.scratch else raw_launch(kernel, descs)
         if self.scratch:
             _bind_allocator_var()
 
@@ -342,8 +342,6 @@ class _CudaEntry:
         args = _described(self.pick(dyn + self.consts), self.descs, descriptors.HostDescriptor)
         self.run(self.gx, self.gy, self.gz, stream, self.function, self.packed, None, None, None, *args)
 
-
-_RAW_LAUNCH = [True]   # tests and benchmarks switch raw launches off to compare with Triton's path
 
 
 class _InterpretedEntry:
