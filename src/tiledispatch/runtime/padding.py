@@ -11,8 +11,8 @@ set of buffers per stream.
 PaddedLaunch is the bound launch of a padded selection for one argument signature (what td.gemm and Registry.run
 memoize, as they memoize a kernel's BoundLaunch): its calls skip argument validation and the signature's key (the
 memo key already stands for it), and keep the kernel's bound launch on the buffers of each stream, so a repeated
-call costs the operand copies, one launch and, into a caller's out that does not fit, the copy back
-(tools/profile_host.py). Operands are copied by runtime/operand_copy.py (two per launch of a copy kernel).
+call costs the operand copies (runtime/operand_copy.py: one copy launch for A and B), the GEMM's launch and,
+into a caller's out that does not fit, the copy back (tools/profile_host.py).
 
 Without a caller's out, the result of a padded run whose N grew (row-major output) is a view of rows of the
 padded width: `result.stride(-2)` is N rounded up, not N. Such a view is a valid input of any torch op and of
@@ -119,6 +119,7 @@ class _Padded:
         """The call's arguments on the padded buffers (the caller's tensors copied in where needed)."""
         matrices = [(self.a, args.a), (self.b, args.b), (self.c, args.c), *zip(self.d, args.d)]
         self.copies([(corner, t) for corner, t in matrices if corner is not None])
+
         def take(corner: Corner | None, t: Any) -> Any:
             return t if corner is None else corner.buf
 
