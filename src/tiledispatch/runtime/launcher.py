@@ -329,7 +329,7 @@ class _CudaEntry:
         self.pick, self.consts, self.descs = _picker(picks), tuple(consts), descs
         self.run, self.function, self.packed = kernel.run, kernel.function, kernel.packed_metadata
         self.scratch = getattr(kernel.metadata, "global_scratch_size", 0) > 0
-        self.raw = None if self.scratch else raw_launch(kernel, descs)
+        self.raw = raw_launch(kernel, descs)    # None with scratch, among others
         if self.scratch:
             _bind_allocator_var()
 
@@ -341,7 +341,6 @@ class _CudaEntry:
             ensure_scratch_allocator()
         args = _described(self.pick(dyn + self.consts), self.descs, descriptors.HostDescriptor)
         self.run(self.gx, self.gy, self.gz, stream, self.function, self.packed, None, None, None, *args)
-
 
 
 class _InterpretedEntry:

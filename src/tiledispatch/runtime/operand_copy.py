@@ -43,8 +43,6 @@ def as_words(t: Any, width: int) -> Any:
 
 def rows_last(src: Any, dst: Any) -> tuple[Any, Any] | None:
     """(src, dst) as (batch x rows x cols) views whose cols run along a unit stride in both, or None."""
-    if src.dim() < 2:
-        return None
     if src.stride(-1) != 1 or dst.stride(-1) != 1:
         src, dst = src.transpose(-1, -2), dst.transpose(-1, -2)
     if src.stride(-1) != 1 or dst.stride(-1) != 1 or src.dim() > 3:
@@ -63,8 +61,8 @@ class Corner:
 
     @classmethod
     def of(cls, t: Any, buf: Any) -> Corner:
-        view = buf[..., : t.shape[-2], : t.shape[-1]] if t.dim() >= 2 else buf[..., : t.shape[-1]]
-        same_unit = t.dim() >= 2 and (t.stride(-1) == 1) == (view.stride(-1) == 1)
+        view = buf[..., : t.shape[-2], : t.shape[-1]]
+        same_unit = (t.stride(-1) == 1) == (view.stride(-1) == 1)
         width = min(word_width(t), word_width(view)) if same_unit else t.element_size()
         return cls(buf, view, width)
 
@@ -115,11 +113,9 @@ def _first_copy(chunk: list[tuple[Corner, Any]]) -> Any:
     with rt.device(index):
         kernel = pad_copy.pad_copy_kernel[(programs,)](views[0][0], views[0][1], views[1][0], views[1][1], *ints)
     run, function, packed, raw = kernel.run, kernel.function, kernel.packed_metadata, rt.raw_stream
-    if len(chunk) == 1:
-        def fire(t: Any) -> None:
-            run(programs, 1, 1, raw(index), function, packed, None, None, None, t, buffers[0], t, buffers[0], *ints)
-    else:
-        def fire(t0: Any, t1: Any) -> None:
-            run(programs, 1, 1, raw(index), function, packed, None, None, None, t0, buffers[0], t1, buffers[1],
-                *ints)
+
+    def fire(*sources: Any) -> None:
+        src = sources * (3 - len(sources))    # one source: the idle second half repeats it, as compiled
+        run(programs, 1, 1, raw(index), function, packed, None, None, None, src[0], buffers[0], src[1], buffers[1],
+            *ints)
     return fire
