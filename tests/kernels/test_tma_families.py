@@ -11,6 +11,9 @@ Every case runs with the SM count of an H100 (stream-K alone: fewer tiles than p
 """
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import pytest
 import torch
 
@@ -165,3 +168,23 @@ def test_fp8_needs_16_element_rows_for_descriptors():
         problem = td.GemmProblem(m, n, k, dtype="fp8e4m3", epilogue=cfg.epilogue)
         reason = gemm_problem_mismatch(cfg, problem)
         assert (reason is None) if ok else reason.startswith("align"), reason
+
+
+# Tiles at the edge of the H100/H200's 227 KiB: tma_ws 128x256 stages its output tile (64 KiB) through shared
+# memory as tma_persistent does; an estimate without it let tma_ws 128x256x64 s4 (262,632 B) through validity and
+# the build, to fail only at its first launch on the H200 (tools/probe_space.py, 2026-11-26).
+EDGE_CONFIGS = [td.GemmConfig("tma_ws", "rcr", "bf16", block_m=128, block_n=256, block_k=64, num_warps=4,
+                              num_stages=2, align=16),
+                td.GemmConfig("tma_persistent", "rcr", "bf16", block_m=128, block_n=256, block_k=64, num_warps=8,
+                              num_stages=3, align=16)]
+
+
+@pytest.mark.parametrize("cfg", EDGE_CONFIGS, ids=lambda c: c.name)
+def test_shared_memory_estimate_never_undercounts_the_build(build_registry, cfg):
+    from tiledispatch.configs.validity import is_valid_gemm_config, shared_memory_bytes
+
+    entry = build_registry([cfg]).get(cfg.name)
+    shared = json.loads((entry.entry_dir / "manifest.json").read_text())["resources"]["gemm_tma_kernel"]["shared"]
+    assert shared <= shared_memory_bytes(cfg), (shared, shared_memory_bytes(cfg))
+    deeper = dataclasses.replace(cfg, num_stages=cfg.num_stages + 2)
+    assert not is_valid_gemm_config(deeper, td.get_arch("sm_90"))   # 64 KiB more: past the limit

@@ -20,6 +20,7 @@ STAGES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16)   # deep pipelines suit small tile
 GROUP_M = (1, 2, 4, 8, 16)
 SPLIT_K = (2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256)   # > 64: family splitk only (its folded reduce)
 MAX_TMA_SPLIT_K = 64
+TMA_BARRIER_BYTES = 1024      # the TMA families' stage mbarriers (24 B for 3 stages; tma_ws 376-488 B on sm_90)
 MAX_WS_STAGES = 4              # the deepest tma_ws pipeline measured correct (benchmarks/results/profiles)
 ALIGNS = (1, 4, 8, 16)   # bytes of alignment (pointers, leading dimensions, unit-stride sizes) a kernel assumes
 MAX_ACC_PER_THREAD = 128     # fp32 accumulators per thread above which ptxas spills
@@ -85,6 +86,8 @@ def shared_memory_bytes(cfg: GemmConfig) -> int:
         return ws_fp8_shared_memory_bytes(cfg)
     stage = (cfg.block_m * cfg.block_k + cfg.block_k * cfg.block_n) * DTYPES[cfg.dtype].bytes
     staging, tile = 0, cfg.block_m * cfg.block_n
+    if cfg.family == "tma_ws" and cfg.subtile:   # its descriptor store stages a block_n // subtile slice
+        staging = tile // cfg.subtile * DTYPES[cfg.out_dtype].bytes
     if cfg.family in ("tma_persistent", "streamk") and cfg.split_k == 1 and cfg.out_dtype in DTYPES:
         if cfg.subtile == 0:
             # no staging, but the accumulator's layout conversion before the pointer stores takes scratch (sm_90:
@@ -95,7 +98,8 @@ def shared_memory_bytes(cfg: GemmConfig) -> int:
             staging = tile // cfg.subtile * DTYPES[cfg.out_dtype].bytes
             if cfg.family == "streamk":   # its fp32 partial tiles go out in column slices through the same staging
                 staging = max(staging, tile * 4 // streamk_ws_slices(cfg))
-    return max(1, cfg.num_stages) * stage + staging
+    barriers = TMA_BARRIER_BYTES if cfg.family in TMA_FAMILIES else 0
+    return max(1, cfg.num_stages) * stage + staging + barriers
 
 
 STREAMK_WS_SLICE_BYTES = 32 * 1024   # at most this much of a streamk partial tile per workspace store
