@@ -4,8 +4,10 @@ Answers "does any instance we can build reach X on this shape?" beyond the shipp
 parallel, checks each output against an fp32 reference, times each instance as the benchmark does (CUDA events,
 L2 flushed before each call, median) next to torch.mm, and prints the fastest.
 
-    python tools/probe_space.py --dtype fp16 --shapes 1000x1000x1000 --families tiled,tma_persistent \
-        --block-k 64,128,256 [--json PATH]
+    python tools/probe_space.py --dtype fp16 --shapes 1000x1000x1000,1000x1000x1000@AB \
+        --families tiled,tma_persistent --block-k 64,128,256 [--json PATH]
+
+A shape's `@` suffix names the operands (A, B, C) whose rows start 128-byte aligned: views of wider buffers.
 """
 from __future__ import annotations
 
@@ -30,20 +32,23 @@ def ints(text: str) -> tuple[int, ...]:
 def grid(opts: argparse.Namespace) -> dict[str, tuple[int, ...]]:
     return {"block_m": ints(opts.block_m), "block_n": ints(opts.block_n), "block_k": ints(opts.block_k),
             "num_warps": ints(opts.warps), "num_stages": ints(opts.stages), "group_m": ints(opts.group_m),
-            "align": (16,), "split_k": ints(opts.split_k)}
+            "align": (16,), "split_k": ints(opts.split_k), "subtile": ints(opts.subtile)}
 
 
-def operands(m: int, n: int, k: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """A (m x k, row-major) and B (k x n, column-major: the rcr layout)."""
-    return (torch.randn(m, k, device="cuda", dtype=dtype),
-            torch.randn(n, k, device="cuda", dtype=dtype).t())
+def matrix(rows: int, cols: int, dtype: torch.dtype, aligned: bool) -> torch.Tensor:
+    """rows x cols, row-major; with `aligned`, a view of a buffer whose rows are padded to 128 bytes."""
+    width = -(-cols * dtype.itemsize // 128) * 128 // dtype.itemsize if aligned else cols
+    return torch.randn(rows, width, device="cuda", dtype=dtype)[:, :cols]
 
 
 def time_shape(reg: td.Registry, names: list[str], shape: str, opts: argparse.Namespace,
                flush: torch.Tensor) -> list[dict]:
-    m, n, k = (int(v) for v in shape.split("x"))
-    a, b = operands(m, n, k, TORCH_DTYPES[opts.dtype])
-    out = torch.empty(m, n, device="cuda", dtype=a.dtype)
+    """`shape`: MxNxK, optionally @ and the operands (A, B, C) whose rows start 128-byte aligned."""
+    dims, _, aligned = shape.partition("@")
+    m, n, k = (int(v) for v in dims.split("x"))
+    dtype = TORCH_DTYPES[opts.dtype]
+    a, b = matrix(m, k, dtype, "A" in aligned), matrix(n, k, dtype, "B" in aligned).t()   # rcr
+    out = matrix(m, n, dtype, "C" in aligned)
     ref = a.float() @ b.float()
     runs = {"torch.mm": lambda: torch.mm(a, b, out=out)}
     for name in names:
@@ -88,6 +93,7 @@ def main() -> None:
     parser.add_argument("--stages", default="2,3,4,5,6")
     parser.add_argument("--group-m", default="8")
     parser.add_argument("--split-k", default="1")
+    parser.add_argument("--subtile", default="1", help="epilogue subtiles (0: pointer stores)")
     parser.add_argument("--samples", type=int, default=60)
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--json")
