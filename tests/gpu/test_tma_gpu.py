@@ -58,6 +58,11 @@ def _configs():
     yield td.GemmConfig("tma_ws", "rcr", "fp8e4m3", block_n=64, num_stages=8, out_dtype="fp16", **ws).with_epilogue(
         Epilogue("gelu", "row"))
     yield td.GemmConfig("tma_ws", "rcr", "fp8e4m3", block_n=128, num_stages=5, out_dtype="fp32", **ws)
+    # 192-row tiles: three consumer warp groups, A loaded as three 64-row boxes per stage
+    tall = dict(ws, block_m=192, block_n=128)
+    yield td.GemmConfig("tma_ws", "rcr", "fp8e4m3", num_stages=4, **tall).with_epilogue(Epilogue("gelu", "col"))
+    yield td.GemmConfig("tma_ws", "rcr", "fp8e4m3", num_stages=3, out_dtype="fp16", **tall).with_epilogue(
+        Epilogue("relu", "row"))
 
 
 def _epilogue(family: str, i: int) -> Epilogue:

@@ -54,7 +54,8 @@ def test_entry_takes_host_descriptors_with_their_layouts(cfg):
     m, n, k = 300, 200, 272
     values = {"a_ptr": "A", "b_ptr": "B", "out_ptr": "O", "M": m, "N": n, "K": k,
               "stride_ar": k, "stride_bc": k, "stride_or": n}
-    want = {"a_desc": ("A", (m, k), (k, 1), (128, 128)), "b_desc": ("B", (n, k), (k, 1), (cfg.block_n, 128)),
+    a_rows = 64 if cfg.block_m == 192 else cfg.block_m   # 192 rows: three 64-row boxes a stage
+    want = {"a_desc": ("A", (m, k), (k, 1), (a_rows, 128)), "b_desc": ("B", (n, k), (k, 1), (cfg.block_n, 128)),
             "out_desc": ("O", (m, n), (n, 1), (64, cfg.block_n))}
     for name, (base, shape, strides, block) in want.items():
         assert "NVMMASharedLayout" in params[name].ty
@@ -74,6 +75,21 @@ def test_launch_is_one_program_per_sm_at_most_one_per_tile():
     cfg = CONFIGS[0]
     assert gemm_ws_fp8.launch_plan(cfg, 8192, 8192, 8192, 1, 132).grids == ((132, 1, 1),)
     assert gemm_ws_fp8.launch_plan(cfg, 300, 200, 64, 1, 132).grids == ((3 * 2, 1, 1),)
+    tall = next(c for c in CONFIGS if c.block_m == 192)
+    assert gemm_ws_fp8.launch_plan(tall, 400, 200, 64, 1, 132).grids == ((3 * 2, 1, 1),)   # 400 rows: 3 tiles
+
+
+def test_three_consumer_form_renders_one_partition_per_64_rows():
+    """192-row tiles: three consumer partitions (two of them workers), three staging buffers, slots released by
+    three arrivals, each block promoted as soon as its group completes (CHUNK 1: two register sets, which fit
+    the 160 registers each consumer gets beside the producer's warp group)."""
+    tall = next(c for c in CONFIGS if c.block_m == 192)
+    text = gemm_ws_fp8.render(tall)
+    assert text.count("(_consume, (") == 3 and "out_smem2" in text and "count=3)" in text
+    assert "], [4, 4, 1], [160, 160, 24])" in text
+    assert gemm_ws_fp8.entries(tall)[0].constexprs()["CHUNK"] == 1
+    wide = gemm_ws_fp8.render(CONFIGS[0])
+    assert wide.count("(_consume, (") == 2 and "], [4, 1], [240, 24])" in wide
 
 
 def test_interpreter_refuses_it_by_name(registry):
@@ -86,7 +102,10 @@ def test_interpreter_refuses_it_by_name(registry):
 
 
 @pytest.mark.parametrize("change, field", [
-    (dict(block_m=64), "block_m"),            # two 64-row consumer warp groups
+    (dict(block_m=64), "block_m"),            # two or three 64-row consumer warp groups
+    (dict(block_m=256), "block_m"),
+    (dict(block_m=192, block_n=64), "block_n"),   # 192 rows run 128 columns only
+    (dict(block_m=192, num_stages=5), "num_stages"),   # 5 x 40 KiB slots and three staging buffers
     (dict(block_n=256), "block_n"),           # out of registers for the lagged promotion
     (dict(block_k=64), "block_k"),
     (dict(num_stages=7), "num_stages"),       # 7 x 32 KiB of A and B slots exceed the shared memory

@@ -53,7 +53,8 @@ def _dtype_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]
 
 
 def _tile_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    ok = choice(errors, "block_m", cfg.block_m, BLOCK_MN) & choice(errors, "block_n", cfg.block_n, BLOCK_MN)
+    m_legal = BLOCK_MN + WS_FP8_WIDE_M if cfg.family == "tma_ws" and cfg.dtype in SCALED_DTYPES else BLOCK_MN
+    ok = choice(errors, "block_m", cfg.block_m, m_legal) & choice(errors, "block_n", cfg.block_n, BLOCK_MN)
     ok &= choice(errors, "block_k", cfg.block_k, BLOCK_K) & choice(errors, "num_warps", cfg.num_warps, WARPS)
     ok &= choice(errors, "num_stages", cfg.num_stages, STAGES)
     if not ok or cfg.dtype not in DTYPES:
@@ -76,7 +77,10 @@ def _tile_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]])
 
 
 def compute_warps(cfg: GemmConfig) -> int:
-    """Warps holding the accumulator: a warp-specialized kernel of 4 warps gets two consumer warp groups."""
+    """Warps holding the accumulator: a warp-specialized kernel of 4 warps gets two consumer warp groups (fp8:
+    one per 64 rows of the tile)."""
+    if cfg.family == "tma_ws" and cfg.dtype in SCALED_DTYPES:
+        return cfg.num_warps * max(1, cfg.block_m // 64)
     return 2 * cfg.num_warps if cfg.family == "tma_ws" else cfg.num_warps
 
 
@@ -158,18 +162,22 @@ def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]
                                   f"block_m >= 128"))
 
 
-# fp8 tma_ws is a Gluon kernel (kernels/gemm_ws_fp8.py): two consumer warp groups of 64 rows each, 128-deep K
-# blocks promoted one block late in chunks of two, which fit the launch's registers for these tile widths.
-WS_FP8_BLOCK_M = 128
+# fp8 tma_ws is a Gluon kernel (kernels/gemm_ws_fp8.py): one consumer warp group per 64 rows (two or three),
+# 128-deep K blocks promoted one block late in chunks of two, which fit the launch's registers for these tiles.
+WS_FP8_BLOCK_M = (128, 192)
+WS_FP8_WIDE_M = (192,)       # not a power of two: legal for this form only (three 64-row warp groups)
 WS_FP8_BLOCK_N = (64, 128)
 WS_FP8_BLOCK_K = 128
 WS_FP8_SMEM_EXTRA = 256
 
 
 def _ws_fp8_errors(cfg: GemmConfig, errors: list[tuple[str, str]]) -> None:
-    form = "fp8 tma_ws (the Gluon kernel of two 64-row consumer warp groups)"
-    if cfg.block_m != WS_FP8_BLOCK_M:
-        errors.append(("block_m", f"{form} needs block_m={WS_FP8_BLOCK_M}, got {cfg.block_m}"))
+    form = "fp8 tma_ws (the Gluon kernel of 64-row consumer warp groups)"
+    if cfg.block_m not in WS_FP8_BLOCK_M:
+        errors.append(("block_m", f"{form} needs block_m in {legal(WS_FP8_BLOCK_M)}, got {cfg.block_m}"))
+    if cfg.block_m == 192 and cfg.block_n != 128:
+        errors.append(("block_n", f"{form} runs 192-row tiles with block_n=128 only (three warp groups of 64 "
+                                  f"rows share the registers), got {cfg.block_n}"))
     if cfg.block_n not in WS_FP8_BLOCK_N:
         errors.append(("block_n", f"{form} needs block_n in {legal(WS_FP8_BLOCK_N)} (wider tiles run out of "
                                   f"registers for the lagged promotion), got {cfg.block_n}"))
@@ -181,11 +189,12 @@ def _ws_fp8_errors(cfg: GemmConfig, errors: list[tuple[str, str]]) -> None:
 
 
 def ws_fp8_shared_memory_bytes(cfg: GemmConfig) -> int:
-    """fp8 tma_ws: the ring of A and B slots with their two barriers, two 64-row output staging buffers, and
-    WS_FP8_SMEM_EXTRA bytes that Triton 3.6 adds for the partitions (152-168 measured on sm_90 builds)."""
+    """fp8 tma_ws: the ring of A and B slots with their two barriers, a 64-row output staging buffer per
+    consumer warp group, and WS_FP8_SMEM_EXTRA bytes that Triton 3.6 adds for the partitions (152-168 measured
+    on sm_90 builds)."""
     stage = (cfg.block_m + cfg.block_n) * cfg.block_k * DTYPES[cfg.dtype].bytes + 16
-    return (max(1, cfg.num_stages) * stage + 2 * 64 * cfg.block_n * DTYPES[cfg.out_dtype].bytes
-            + WS_FP8_SMEM_EXTRA)
+    staging = max(1, cfg.block_m // 64) * 64 * cfg.block_n * DTYPES[cfg.out_dtype].bytes
+    return max(1, cfg.num_stages) * stage + staging + WS_FP8_SMEM_EXTRA
 
 
 def gemm_config_errors(cfg: GemmConfig, arch: ArchSpec) -> list[tuple[str, str]]:

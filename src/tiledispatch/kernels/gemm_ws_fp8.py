@@ -5,10 +5,11 @@ fp8 wgmma accumulates in reduced precision, so every K block's product is promot
 Here each block's product goes into a fresh partial that is added one block late, after the next block's wgmma
 group has been issued (a wait with one group outstanding), so the promotion overlaps the tensor cores; Triton's
 tl.dot form can only wait for zero outstanding groups. A producer warp issues the TMA loads into a ring of
-STAGES slots (mbarrier full / empty pairs); two consumer warp groups, partitions of their own, each accumulate
-64 rows of the 128-row tile and release slots as their wgmma groups complete, so one group's promotion adds can
-overlap the other's wgmmas. The epilogue (alpha and the per-tensor scales, bias, activation, cast) stores each
-warp group's 64 rows through a TMA store, and the next tile's loads run meanwhile.
+STAGES slots (mbarrier full / empty pairs); one consumer warp group per 64 rows of the tile (two for 128-row
+tiles, three for 192-row ones), partitions of their own, each accumulate their rows and release slots as their
+wgmma groups complete, so one group's promotion adds can overlap the others' wgmmas. The epilogue (alpha and
+the per-tensor scales, bias, activation, cast) stores each warp group's 64 rows through a TMA store, and the
+next tile's loads run meanwhile.
 
 Why the loop runs in unrolled chunks of CHUNK = 2 K blocks, with no wgmma group in flight across a chunk's end:
 ptxas (CUDA 12.8) serializes every wgmma of a loop that carries a group in flight across its back-edge while it
@@ -17,6 +18,12 @@ launch's 168 registers per thread fit chunks of 2 without spilling (tools/probe_
 On an H100 this form ran 8192^3 at 1200 TF/s, the best tl.dot instance of the fp8 essential preset 1168 and
 torch._scaled_mm 1455; 2048^3 at 0.92 of torch._scaled_mm against 0.81 (probe_fp8_gluon_h100.json under
 benchmarks/results/profiles).
+
+192-row tiles read a fifth fewer operand bytes per FLOP from L2 than 128-row ones. Their three consumers
+share the registers with the producer's (padded) warp group: 160 each, room for two register sets, so they
+promote without the lag (CHUNK 1), and A arrives as three 64-row boxes (Gluon shapes are powers of two). On the
+H200 they ran 8192^3 in 789 us against 907 us for 128x128 (torch._scaled_mm 765 us) and 16384x4096x14336 in
+1435 against 1760 us (results/profiles/probe_fp8_tall_ws_h200.json).
 
 Triton's interpreter cannot run Gluon: these kernels run on CUDA devices only (the launcher says so).
 """
@@ -29,8 +36,12 @@ from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
 
 FN = "gemm_tma_kernel"
 DIALECT = "gluon"
-CHUNK = 2            # K blocks per unrolled chunk (see the module docstring)
+CHUNK = 2            # K blocks per unrolled chunk of the two-consumer form (see the module docstring)
 WG_ROWS = 64         # rows of the tile per consumer warp group
+# Worker partitions (consumer warp groups after the default one, then the producer warp) and the registers each
+# asks for, by consumer count: a 4-warp consumer holds three 64 x block_n fp32 sets, and all partitions together
+# fit the SM's 64K registers.
+WORKER_BUDGET = {2: ([4, 1], [240, 24]), 3: ([4, 4, 1], [160, 160, 24])}
 
 
 def _layout(rows: int, cols: int, dtype: str) -> str:
@@ -48,8 +59,21 @@ def _descriptor(name: str, dtype: str, rows: int, cols: int, geometry: str) -> P
     return Param(f"{name}_desc", ty, geometry)
 
 
+def chunk(cfg: GemmConfig) -> int:
+    """K blocks per chunk: the three-consumer form holds two register sets (accumulator and partial), so it
+    promotes each block as soon as its wgmma group completes; its other two warp groups keep the tensor cores
+    busy meanwhile."""
+    return CHUNK if cfg.block_m // WG_ROWS == 2 else 1
+
+
+def a_box_rows(cfg: GemmConfig) -> int:
+    """Rows of A's descriptor box: the tile's, or for a 192-row tile (not a power of two, which Gluon's shapes
+    must be) 64, three boxes a stage."""
+    return cfg.block_m if cfg.block_m & (cfg.block_m - 1) == 0 else WG_ROWS
+
+
 def entries(cfg: GemmConfig) -> list[EntrySpec]:
-    params = [_descriptor("a", cfg.dtype, cfg.block_m, cfg.block_k, "a_ptr,M,K,stride_ar"),
+    params = [_descriptor("a", cfg.dtype, a_box_rows(cfg), cfg.block_k, "a_ptr,M,K,stride_ar"),
               _descriptor("b", cfg.dtype, cfg.block_n, cfg.block_k, "b_ptr,N,K,stride_bc"),
               _descriptor("out", cfg.out_dtype, WG_ROWS, cfg.block_n, "out_ptr,M,N,stride_or"),
               Param("scale_a_ptr", "*fp32"), Param("scale_b_ptr", "*fp32")]
@@ -57,7 +81,7 @@ def entries(cfg: GemmConfig) -> list[EntrySpec]:
         params.append(common.ptr("bias_ptr", cfg.out_dtype))
     params += [Param("M", "i32"), Param("N", "i32"), Param("K", "i32"), Param("alpha", "fp32"),
                Param("GROUP_M", "constexpr", cfg.group_m), Param("STAGES", "constexpr", cfg.num_stages),
-               Param("CHUNK", "constexpr", CHUNK)]
+               Param("CHUNK", "constexpr", chunk(cfg))]
     return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages, DIALECT)]
 
 
@@ -82,8 +106,17 @@ def render(cfg: GemmConfig) -> str:
     runtime = [p.name for p in entry.params if not p.is_constexpr]
     bias = ", bias_ptr" if cfg.bias != "none" else ""
     signature = ",\n    ".join([*runtime, *(f"{p.name}: gl.constexpr" for p in entry.params if p.is_constexpr)])
-    return (SOURCE.replace("{BIAS}", bias).replace("{EPILOGUE}\n", _epilogue_lines(cfg))
-            .replace("{SIGNATURE}", signature))
+    consumers = cfg.block_m // WG_ROWS
+    staging = "".join(f"    out_smem{g} = gl.allocate_shared_memory(out_desc.dtype, out_desc.block_type.shape, "
+                      f"out_desc.layout)\n" for g in range(consumers))
+    partitions = "".join(f"        (_consume, (out_desc, out_smem{g}, scale{bias}, M, N, full, empty, a_bufs, b_bufs, "
+                         f"my_tiles, k_tiles,\n                    num_pid_m, num_pid_n, layout, GROUP_M, STAGES, "
+                         f"CHUNK, BM, {g})),\n" for g in range(consumers))
+    warps, regs = WORKER_BUDGET[consumers]
+    return (SOURCE.replace("{PARTITIONS}", partitions).replace("{STAGING}", staging)
+            .replace("{CONSUMERS}", str(consumers)).replace("{BLOCK_M}", str(cfg.block_m)).replace("{WORKER_WARPS}", str(warps))
+            .replace("{WORKER_REGS}", str(regs)).replace("{BIAS}", bias)
+            .replace("{EPILOGUE}\n", _epilogue_lines(cfg)).replace("{SIGNATURE}", signature))
 
 
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
@@ -112,38 +145,42 @@ def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 @gluon.jit
 def _issue_load(p, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M: gl.constexpr,
-                STAGES: gl.constexpr):
+                STAGES: gl.constexpr, BM: gl.constexpr):
     """TMA loads of the program's p-th K block (tile p // k_tiles of this program, block p % k_tiles) into slot
     p % STAGES, completing on that slot's `full` barrier."""
-    BM: gl.constexpr = a_desc.block_type.shape[0]
+    A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
+    A_BOXES: gl.constexpr = BM // A_ROWS
     BN: gl.constexpr = b_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     tile = gl.program_id(0) + (p // k_tiles) * gl.num_programs(0)
     pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
     k = (p % k_tiles) * BK
     bar = full.index(p % STAGES)
-    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_bufs.index(p % STAGES))
+    mbarrier.expect(bar, A_BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+    for i in gl.static_range(A_BOXES):
+        tma.async_copy_global_to_shared(a_desc, [pid_m * BM + i * A_ROWS, k], bar,
+                                        a_bufs.index((p % STAGES) * A_BOXES + i))
     tma.async_copy_global_to_shared(b_desc, [pid_n * BN, k], bar, b_bufs.index(p % STAGES))
 
 
 @gluon.jit
 def _producer(a_desc, b_desc, full, empty, a_bufs, b_bufs, total, k_tiles, num_pid_m, num_pid_n,
-              GROUP_M: gl.constexpr, STAGES: gl.constexpr):
+              GROUP_M: gl.constexpr, STAGES: gl.constexpr, BM: gl.constexpr):
     for p in range(total):
-        # both consumer warp groups released the slot's previous block (phase (p // STAGES - 1) & 1); the first
+        # every consumer warp group released the slot's previous block (phase (p // STAGES - 1) & 1); the first
         # round waits on the phase before the barrier's first, which passes at once
         mbarrier.wait(empty.index(p % STAGES), ((p // STAGES) & 1) ^ 1)
-        _issue_load(p, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M, STAGES)
+        _issue_load(p, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M, STAGES, BM)
 
 
 @gluon.jit
-def _issue_mma(c, full, a_bufs, b_bufs, spare, STAGES: gl.constexpr, WG: gl.constexpr):
+def _issue_mma(c, full, a_bufs, b_bufs, spare, STAGES: gl.constexpr, A_BOXES: gl.constexpr, WG: gl.constexpr):
     """Wait for the c-th K block's operands and start its wgmma group on this warp group's 64 rows, into a fresh
     partial (spare's registers)."""
     slot = c % STAGES
     mbarrier.wait(full.index(slot), (c // STAGES) & 1)
-    a = a_bufs.index(slot).slice(WG * 64, 64, dim=0)
+    A_ROWS: gl.constexpr = a_bufs.shape[1]
+    a = a_bufs.index(slot * A_BOXES + WG * 64 // A_ROWS).slice(WG * 64 % A_ROWS, 64, dim=0)
     return warpgroup_mma(a, b_bufs.index(slot).permute((1, 0)), spare, use_acc=False, is_async=True)
 
 
@@ -158,13 +195,13 @@ def _promote(j, acc, prev, num_outstanding: gl.constexpr, empty, STAGES: gl.cons
 
 @gluon.jit
 def _store_tile(acc, scale{BIAS}, M, N, j, num_pid_m, num_pid_n, out_desc, out_smem, layout: gl.constexpr,
-                GROUP_M: gl.constexpr, WG: gl.constexpr):
+                GROUP_M: gl.constexpr, BM: gl.constexpr, WG: gl.constexpr):
     """The epilogue of this warp group's rows of the program's j-th tile, stored through a TMA store."""
     ROWS: gl.constexpr = out_desc.block_type.shape[0]
     BN: gl.constexpr = out_desc.block_type.shape[1]
     tile = gl.program_id(0) + j * gl.num_programs(0)
     pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-    off_m = pid_m * (2 * ROWS) + WG * ROWS
+    off_m = pid_m * BM + WG * ROWS
     off_n = pid_n * BN
     acc = acc * scale
 {EPILOGUE}
@@ -177,10 +214,11 @@ def _store_tile(acc, scale{BIAS}, M, N, j, num_pid_m, num_pid_n, out_desc, out_s
 @gluon.jit
 def _consume(out_desc, out_smem, scale{BIAS}, M, N, full, empty, a_bufs, b_bufs, my_tiles, k_tiles, num_pid_m,
              num_pid_n, layout: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, CHUNK: gl.constexpr,
-             WG: gl.constexpr):
+             BM: gl.constexpr, WG: gl.constexpr):
     """Accumulate and store warp group WG's 64 rows of each of the program's tiles: chunks of CHUNK K blocks,
-    unrolled, each block's wgmma group issued before the previous block's partial is promoted."""
-    gl.static_assert(CHUNK % 2 == 0, "a chunk hands its two partials' registers to the next in the same order")
+    unrolled, each block's wgmma group issued before the previous block's partial is promoted (CHUNK 1: each
+    block's partial promoted once its own group completes)."""
+    gl.static_assert(CHUNK == 1 or CHUNK % 2 == 0, "a chunk hands its two partials' registers to the next")
     ROWS: gl.constexpr = out_desc.block_type.shape[0]
     BN: gl.constexpr = out_desc.block_type.shape[1]
     free_a = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
@@ -188,22 +226,25 @@ def _consume(out_desc, out_smem, scale{BIAS}, M, N, full, empty, a_bufs, b_bufs,
     c = 0   # the program's next K block (over all its tiles)
     for t in range(my_tiles):
         acc = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
-        for ch in range(k_tiles // CHUNK):
-            prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, WG)
-            spare = free_b
-            for i in gl.static_range(1, CHUNK):
-                cur = _issue_mma(c + i, full, a_bufs, b_bufs, spare, STAGES, WG)
-                acc, spare = _promote(c + i - 1, acc, prev, 1, empty, STAGES)
-                if i == CHUNK - 1:
-                    free_a = spare
-                prev = cur
-            acc, free_b = _promote(c + CHUNK - 1, acc, prev, 0, empty, STAGES)
-            c += CHUNK
-        for r in range(k_tiles % CHUNK):   # the tile's last blocks, promoted without overlap
-            prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, WG)
+        tail = k_tiles   # CHUNK 1: every block promoted as soon as its group completes (two register sets)
+        if CHUNK > 1:
+            tail = k_tiles % CHUNK
+            for ch in range(k_tiles // CHUNK):
+                prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, BM // a_bufs.shape[1], WG)
+                spare = free_b
+                for i in gl.static_range(1, CHUNK):
+                    cur = _issue_mma(c + i, full, a_bufs, b_bufs, spare, STAGES, BM // a_bufs.shape[1], WG)
+                    acc, spare = _promote(c + i - 1, acc, prev, 1, empty, STAGES)
+                    if i == CHUNK - 1:
+                        free_a = spare
+                    prev = cur
+                acc, free_b = _promote(c + CHUNK - 1, acc, prev, 0, empty, STAGES)
+                c += CHUNK
+        for r in range(tail):   # the tile's last blocks (CHUNK 1: all), promoted without overlap
+            prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, BM // a_bufs.shape[1], WG)
             acc, free_a = _promote(c, acc, prev, 0, empty, STAGES)
             c += 1
-        _store_tile(acc, scale{BIAS}, M, N, t, num_pid_m, num_pid_n, out_desc, out_smem, layout, GROUP_M, WG)
+        _store_tile(acc, scale{BIAS}, M, N, t, num_pid_m, num_pid_n, out_desc, out_smem, layout, GROUP_M, BM, WG)
     tma.store_wait(pendings=0)
 
 
@@ -211,33 +252,29 @@ def _consume(out_desc, out_smem, scale{BIAS}, M, N, full, empty, a_bufs, b_bufs,
 def gemm_tma_kernel(
     {SIGNATURE},
 ):
+    BM: gl.constexpr = {BLOCK_M}
     BN: gl.constexpr = out_desc.block_type.shape[1]
-    gl.static_assert(a_desc.block_type.shape[0] == 2 * out_desc.block_type.shape[0], "two consumer warp groups")
-    num_pid_m = gl.cdiv(M, a_desc.block_type.shape[0])
+    gl.static_assert(BM == {CONSUMERS} * out_desc.block_type.shape[0], "one consumer warp group per 64 rows")
+    num_pid_m = gl.cdiv(M, BM)
     num_pid_n = gl.cdiv(N, BN)
     k_tiles = gl.cdiv(K, a_desc.block_type.shape[1])
     my_tiles = gl.cdiv(num_pid_m * num_pid_n - gl.program_id(0), gl.num_programs(0))
 
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * (BM // a_desc.block_type.shape[0])]
+                                       + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(full.index(i), count=1)
-        mbarrier.init(empty.index(i), count=2)   # one arrival per consumer warp group
-    out_smem0 = gl.allocate_shared_memory(out_desc.dtype, out_desc.block_type.shape, out_desc.layout)
-    out_smem1 = gl.allocate_shared_memory(out_desc.dtype, out_desc.block_type.shape, out_desc.layout)
-    scale = alpha * gl.load(scale_a_ptr) * gl.load(scale_b_ptr)
+        mbarrier.init(empty.index(i), count={CONSUMERS})   # one arrival per consumer warp group
+{STAGING}    scale = alpha * gl.load(scale_a_ptr) * gl.load(scale_b_ptr)
     layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                      instr_shape=[16, BN, 32])   # a consumer warp group's
     gl.warp_specialize([
-        (_consume, (out_desc, out_smem0, scale{BIAS}, M, N, full, empty, a_bufs, b_bufs, my_tiles, k_tiles,
-                    num_pid_m, num_pid_n, layout, GROUP_M, STAGES, CHUNK, 0)),
-        (_consume, (out_desc, out_smem1, scale{BIAS}, M, N, full, empty, a_bufs, b_bufs, my_tiles, k_tiles,
-                    num_pid_m, num_pid_n, layout, GROUP_M, STAGES, CHUNK, 1)),
-        (_producer, (a_desc, b_desc, full, empty, a_bufs, b_bufs, my_tiles * k_tiles, k_tiles, num_pid_m,
-                     num_pid_n, GROUP_M, STAGES)),
-    ], [4, 1], [240, 24])
+{PARTITIONS}        (_producer, (a_desc, b_desc, full, empty, a_bufs, b_bufs, my_tiles * k_tiles, k_tiles, num_pid_m,
+                     num_pid_n, GROUP_M, STAGES, BM)),
+    ], {WORKER_WARPS}, {WORKER_REGS})
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(full.index(i))
         mbarrier.invalidate(empty.index(i))

@@ -72,38 +72,42 @@ def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 @gluon.jit
 def _issue_load(p, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M: gl.constexpr,
-                STAGES: gl.constexpr):
+                STAGES: gl.constexpr, BM: gl.constexpr):
     """TMA loads of the program's p-th K block (tile p // k_tiles of this program, block p % k_tiles) into slot
     p % STAGES, completing on that slot's `full` barrier."""
-    BM: gl.constexpr = a_desc.block_type.shape[0]
+    A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
+    A_BOXES: gl.constexpr = BM // A_ROWS
     BN: gl.constexpr = b_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     tile = gl.program_id(0) + (p // k_tiles) * gl.num_programs(0)
     pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
     k = (p % k_tiles) * BK
     bar = full.index(p % STAGES)
-    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_bufs.index(p % STAGES))
+    mbarrier.expect(bar, A_BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+    for i in gl.static_range(A_BOXES):
+        tma.async_copy_global_to_shared(a_desc, [pid_m * BM + i * A_ROWS, k], bar,
+                                        a_bufs.index((p % STAGES) * A_BOXES + i))
     tma.async_copy_global_to_shared(b_desc, [pid_n * BN, k], bar, b_bufs.index(p % STAGES))
 
 
 @gluon.jit
 def _producer(a_desc, b_desc, full, empty, a_bufs, b_bufs, total, k_tiles, num_pid_m, num_pid_n,
-              GROUP_M: gl.constexpr, STAGES: gl.constexpr):
+              GROUP_M: gl.constexpr, STAGES: gl.constexpr, BM: gl.constexpr):
     for p in range(total):
-        # both consumer warp groups released the slot's previous block (phase (p // STAGES - 1) & 1); the first
+        # every consumer warp group released the slot's previous block (phase (p // STAGES - 1) & 1); the first
         # round waits on the phase before the barrier's first, which passes at once
         mbarrier.wait(empty.index(p % STAGES), ((p // STAGES) & 1) ^ 1)
-        _issue_load(p, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M, STAGES)
+        _issue_load(p, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M, STAGES, BM)
 
 
 @gluon.jit
-def _issue_mma(c, full, a_bufs, b_bufs, spare, STAGES: gl.constexpr, WG: gl.constexpr):
+def _issue_mma(c, full, a_bufs, b_bufs, spare, STAGES: gl.constexpr, A_BOXES: gl.constexpr, WG: gl.constexpr):
     """Wait for the c-th K block's operands and start its wgmma group on this warp group's 64 rows, into a fresh
     partial (spare's registers)."""
     slot = c % STAGES
     mbarrier.wait(full.index(slot), (c // STAGES) & 1)
-    a = a_bufs.index(slot).slice(WG * 64, 64, dim=0)
+    A_ROWS: gl.constexpr = a_bufs.shape[1]
+    a = a_bufs.index(slot * A_BOXES + WG * 64 // A_ROWS).slice(WG * 64 % A_ROWS, 64, dim=0)
     return warpgroup_mma(a, b_bufs.index(slot).permute((1, 0)), spare, use_acc=False, is_async=True)
 
 
@@ -118,13 +122,13 @@ def _promote(j, acc, prev, num_outstanding: gl.constexpr, empty, STAGES: gl.cons
 
 @gluon.jit
 def _store_tile(acc, scale, bias_ptr, M, N, j, num_pid_m, num_pid_n, out_desc, out_smem, layout: gl.constexpr,
-                GROUP_M: gl.constexpr, WG: gl.constexpr):
+                GROUP_M: gl.constexpr, BM: gl.constexpr, WG: gl.constexpr):
     """The epilogue of this warp group's rows of the program's j-th tile, stored through a TMA store."""
     ROWS: gl.constexpr = out_desc.block_type.shape[0]
     BN: gl.constexpr = out_desc.block_type.shape[1]
     tile = gl.program_id(0) + j * gl.num_programs(0)
     pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-    off_m = pid_m * (2 * ROWS) + WG * ROWS
+    off_m = pid_m * BM + WG * ROWS
     off_n = pid_n * BN
     acc = acc * scale
     rows = off_m + gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
@@ -139,10 +143,11 @@ def _store_tile(acc, scale, bias_ptr, M, N, j, num_pid_m, num_pid_n, out_desc, o
 @gluon.jit
 def _consume(out_desc, out_smem, scale, bias_ptr, M, N, full, empty, a_bufs, b_bufs, my_tiles, k_tiles, num_pid_m,
              num_pid_n, layout: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, CHUNK: gl.constexpr,
-             WG: gl.constexpr):
+             BM: gl.constexpr, WG: gl.constexpr):
     """Accumulate and store warp group WG's 64 rows of each of the program's tiles: chunks of CHUNK K blocks,
-    unrolled, each block's wgmma group issued before the previous block's partial is promoted."""
-    gl.static_assert(CHUNK % 2 == 0, "a chunk hands its two partials' registers to the next in the same order")
+    unrolled, each block's wgmma group issued before the previous block's partial is promoted (CHUNK 1: each
+    block's partial promoted once its own group completes)."""
+    gl.static_assert(CHUNK == 1 or CHUNK % 2 == 0, "a chunk hands its two partials' registers to the next")
     ROWS: gl.constexpr = out_desc.block_type.shape[0]
     BN: gl.constexpr = out_desc.block_type.shape[1]
     free_a = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
@@ -150,22 +155,25 @@ def _consume(out_desc, out_smem, scale, bias_ptr, M, N, full, empty, a_bufs, b_b
     c = 0   # the program's next K block (over all its tiles)
     for t in range(my_tiles):
         acc = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
-        for ch in range(k_tiles // CHUNK):
-            prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, WG)
-            spare = free_b
-            for i in gl.static_range(1, CHUNK):
-                cur = _issue_mma(c + i, full, a_bufs, b_bufs, spare, STAGES, WG)
-                acc, spare = _promote(c + i - 1, acc, prev, 1, empty, STAGES)
-                if i == CHUNK - 1:
-                    free_a = spare
-                prev = cur
-            acc, free_b = _promote(c + CHUNK - 1, acc, prev, 0, empty, STAGES)
-            c += CHUNK
-        for r in range(k_tiles % CHUNK):   # the tile's last blocks, promoted without overlap
-            prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, WG)
+        tail = k_tiles   # CHUNK 1: every block promoted as soon as its group completes (two register sets)
+        if CHUNK > 1:
+            tail = k_tiles % CHUNK
+            for ch in range(k_tiles // CHUNK):
+                prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, BM // a_bufs.shape[1], WG)
+                spare = free_b
+                for i in gl.static_range(1, CHUNK):
+                    cur = _issue_mma(c + i, full, a_bufs, b_bufs, spare, STAGES, BM // a_bufs.shape[1], WG)
+                    acc, spare = _promote(c + i - 1, acc, prev, 1, empty, STAGES)
+                    if i == CHUNK - 1:
+                        free_a = spare
+                    prev = cur
+                acc, free_b = _promote(c + CHUNK - 1, acc, prev, 0, empty, STAGES)
+                c += CHUNK
+        for r in range(tail):   # the tile's last blocks (CHUNK 1: all), promoted without overlap
+            prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, BM // a_bufs.shape[1], WG)
             acc, free_a = _promote(c, acc, prev, 0, empty, STAGES)
             c += 1
-        _store_tile(acc, scale, bias_ptr, M, N, t, num_pid_m, num_pid_n, out_desc, out_smem, layout, GROUP_M, WG)
+        _store_tile(acc, scale, bias_ptr, M, N, t, num_pid_m, num_pid_n, out_desc, out_smem, layout, GROUP_M, BM, WG)
     tma.store_wait(pendings=0)
 
 
@@ -185,14 +193,16 @@ def gemm_tma_kernel(
     STAGES: gl.constexpr,
     CHUNK: gl.constexpr,
 ):
+    BM: gl.constexpr = 128
     BN: gl.constexpr = out_desc.block_type.shape[1]
-    gl.static_assert(a_desc.block_type.shape[0] == 2 * out_desc.block_type.shape[0], "two consumer warp groups")
-    num_pid_m = gl.cdiv(M, a_desc.block_type.shape[0])
+    gl.static_assert(BM == 2 * out_desc.block_type.shape[0], "one consumer warp group per 64 rows")
+    num_pid_m = gl.cdiv(M, BM)
     num_pid_n = gl.cdiv(N, BN)
     k_tiles = gl.cdiv(K, a_desc.block_type.shape[1])
     my_tiles = gl.cdiv(num_pid_m * num_pid_n - gl.program_id(0), gl.num_programs(0))
 
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * (BM // a_desc.block_type.shape[0])]
+                                       + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -206,11 +216,11 @@ def gemm_tma_kernel(
                                                      instr_shape=[16, BN, 32])   # a consumer warp group's
     gl.warp_specialize([
         (_consume, (out_desc, out_smem0, scale, bias_ptr, M, N, full, empty, a_bufs, b_bufs, my_tiles, k_tiles,
-                    num_pid_m, num_pid_n, layout, GROUP_M, STAGES, CHUNK, 0)),
+                    num_pid_m, num_pid_n, layout, GROUP_M, STAGES, CHUNK, BM, 0)),
         (_consume, (out_desc, out_smem1, scale, bias_ptr, M, N, full, empty, a_bufs, b_bufs, my_tiles, k_tiles,
-                    num_pid_m, num_pid_n, layout, GROUP_M, STAGES, CHUNK, 1)),
+                    num_pid_m, num_pid_n, layout, GROUP_M, STAGES, CHUNK, BM, 1)),
         (_producer, (a_desc, b_desc, full, empty, a_bufs, b_bufs, my_tiles * k_tiles, k_tiles, num_pid_m,
-                     num_pid_n, GROUP_M, STAGES)),
+                     num_pid_n, GROUP_M, STAGES, BM)),
     ], [4, 1], [240, 24])
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(full.index(i))
