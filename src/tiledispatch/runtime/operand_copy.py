@@ -3,8 +3,9 @@
 Each operand is copied in the widest words its rows allow (word_width: a 700-byte fp8 row is 175 int32). On
 CUDA the copies run kernels/pad_copy.py, two operands per launch: the first copies of a call signature compile
 it through Triton's JIT (which specializes it on the words, the sources' alignment and the sizes and strides,
-which the signature fixes) and keep a direct launch of it, which later calls fire with the callers' tensors as
-they are (the kernel reads their words through the base address). Elsewhere (the interpreter's CPU tensors),
+which the signature fixes) and keep a direct launch of it (runtime/raw_launch.py: Triton's C launch function),
+which later calls fire with the callers' tensors as they are (the kernel reads their words through the base
+address). Elsewhere (the interpreter's CPU tensors),
 and for operands whose views have no unit-stride rows, torch copies."""
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import dataclasses
 from typing import Any
 
 from tiledispatch.runtime.launcher import cuda_runtime
+from tiledispatch.runtime.raw_launch import raw_launch
 
 _WORDS = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 
@@ -112,10 +114,13 @@ def _first_copy(chunk: list[tuple[Corner, Any]]) -> Any:
     rt, index = cuda_runtime(), chunk[0][1].device.index
     with rt.device(index):
         kernel = pad_copy.pad_copy_kernel[(programs,)](views[0][0], views[0][1], views[1][0], views[1][1], *ints)
-    run, function, packed, raw = kernel.run, kernel.function, kernel.packed_metadata, rt.raw_stream
+    stream = rt.raw_stream
+    direct = raw_launch(kernel, ())
+    if direct is None:       # a build that needs scratch: Triton's launcher, which allocates it
+        run, function, packed = kernel.run, kernel.function, kernel.packed_metadata
+        direct = lambda gx, gy, gz, s, args: run(gx, gy, gz, s, function, packed, None, None, None, *args)
 
     def fire(*sources: Any) -> None:
         src = sources * (3 - len(sources))    # one source: the idle second half repeats it, as compiled
-        run(programs, 1, 1, raw(index), function, packed, None, None, None, src[0], buffers[0], src[1], buffers[1],
-            *ints)
+        direct(programs, 1, 1, stream(index), [src[0], buffers[0], src[1], buffers[1], *ints])
     return fire
