@@ -55,7 +55,7 @@ def profile_text(fn, top: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--dtype", default="bf16")
+    parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
     parser.add_argument("--shapes", default="777x1234x555,1000x1000x1000")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--json")
