@@ -81,8 +81,12 @@ CANDIDATES = [
     ("tiled", 64, 128, 64, 4, 6, 1, 1, 16), ("tiled", 16, 64, 128, 4, 8, 1, 1, 16),
     ("splitk", 16, 64, 128, 4, 8, 4, 1, 16),
 ]
-# fp16 / bf16 candidates added for one layout after its sweep (appended last)
-LAYOUT_CANDIDATES = {"rcr": [("tiled", 64, 128, 128, 4, 4, 1, 1, 16)], "rrr": [("tiled", 64, 128, 64, 4, 7, 1, 1, 16)]}
+# fp16 / bf16 candidates added for one layout after its sweep (appended last). rcr: the fastest instances of the
+# whole valid grid at 1024^3 (64x128x128 s4) and 1000^3 (64x128x64 s4 with pointer stores) on the H200
+# (tools/probe_space.py: results/profiles/probe_space_1000_*_h200.json, probe_space_align_fp16_h200.json)
+LAYOUT_CANDIDATES = {"rcr": [("tiled", 64, 128, 128, 4, 4, 1, 1, 16), ("tma_persistent", 64, 128, 128, 4, 4, 1, 1, 16),
+                             ("tma_persistent", 64, 128, 64, 4, 4, 1, 0, 16)],
+                     "rrr": [("tiled", 64, 128, 64, 4, 7, 1, 1, 16)]}
 DTYPES = ("fp16", "bf16", "fp32", "tf32", "int8")
 CANDIDATE_COMBOS = [(d, l) for d in ("fp16", "bf16") for l in ("rcr", "rrr", "crr", "ccr")] + [("fp8e4m3", "rcr")]
 LAYOUTS = ("rcr", "rrr", "crr", "ccr")
