@@ -162,8 +162,9 @@ def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]
                                   f"block_m >= 128"))
 
 
-# fp8 tma_ws is a Gluon kernel (kernels/gemm_ws_fp8.py): one consumer warp group per 64 rows (two or three),
-# 128-deep K blocks promoted one block late in chunks of two, which fit the launch's registers for these tiles.
+# fp8 tma_ws is a Gluon kernel (kernels/gemm_ws_fp8.py): one consumer warp group per 64 rows (two or three) over
+# 128-deep K blocks; 128-row tiles promote one block late in chunks of two, 192-row tiles (less register room per
+# group) each block once its group completes. Both fit the partitions' registers for these tiles.
 WS_FP8_BLOCK_M = (128, 192)
 WS_FP8_WIDE_M = (192,)       # not a power of two: legal for this form only (three 64-row warp groups)
 WS_FP8_BLOCK_N = (64, 128)
