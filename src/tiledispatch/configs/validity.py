@@ -176,7 +176,7 @@ def _ws_fp8_errors(cfg: GemmConfig, errors: list[tuple[str, str]]) -> None:
     form = "fp8 tma_ws (the Gluon kernel of 64-row consumer warp groups)"
     if cfg.block_m not in WS_FP8_BLOCK_M:
         errors.append(("block_m", f"{form} needs block_m in {legal(WS_FP8_BLOCK_M)}, got {cfg.block_m}"))
-    if cfg.block_m == 192 and cfg.block_n != 128:
+    if cfg.block_m in WS_FP8_WIDE_M and cfg.block_n != 128:
         errors.append(("block_n", f"{form} runs 192-row tiles with block_n=128 only (three warp groups of 64 "
                                   f"rows share the registers), got {cfg.block_n}"))
     if cfg.block_n not in WS_FP8_BLOCK_N:

@@ -39,8 +39,8 @@ DIALECT = "gluon"
 CHUNK = 2            # K blocks per unrolled chunk of the two-consumer form (see the module docstring)
 WG_ROWS = 64         # rows of the tile per consumer warp group
 # Worker partitions (consumer warp groups after the default one, then the producer warp) and the registers each
-# asks for, by consumer count: a 4-warp consumer holds three 64 x block_n fp32 sets, and all partitions together
-# fit the SM's 64K registers.
+# asks for, by consumer count: a 4-warp consumer holds three 64 x block_n fp32 sets with two consumers (the lagged
+# promotion), two with three, and all partitions together fit the SM's 64K registers.
 WORKER_BUDGET = {2: ([4, 1], [240, 24]), 3: ([4, 4, 1], [160, 160, 24])}
 
 
@@ -113,10 +113,13 @@ def render(cfg: GemmConfig) -> str:
                          f"my_tiles, k_tiles,\n                    num_pid_m, num_pid_n, layout, GROUP_M, STAGES, "
                          f"CHUNK, BM, {g})),\n" for g in range(consumers))
     warps, regs = WORKER_BUDGET[consumers]
-    return (SOURCE.replace("{PARTITIONS}", partitions).replace("{STAGING}", staging)
-            .replace("{CONSUMERS}", str(consumers)).replace("{BLOCK_M}", str(cfg.block_m)).replace("{WORKER_WARPS}", str(warps))
-            .replace("{WORKER_REGS}", str(regs)).replace("{BIAS}", bias)
-            .replace("{EPILOGUE}\n", _epilogue_lines(cfg)).replace("{SIGNATURE}", signature))
+    fills = {"{PARTITIONS}": partitions, "{STAGING}": staging, "{CONSUMERS}": str(consumers),
+             "{BLOCK_M}": str(cfg.block_m), "{WORKER_WARPS}": str(warps), "{WORKER_REGS}": str(regs),
+             "{BIAS}": bias, "{EPILOGUE}\n": _epilogue_lines(cfg), "{SIGNATURE}": signature}
+    source = SOURCE
+    for field, text in fills.items():
+        source = source.replace(field, text)
+    return source
 
 
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
@@ -221,6 +224,7 @@ def _consume(out_desc, out_smem, scale{BIAS}, M, N, full, empty, a_bufs, b_bufs,
     gl.static_assert(CHUNK == 1 or CHUNK % 2 == 0, "a chunk hands its two partials' registers to the next")
     ROWS: gl.constexpr = out_desc.block_type.shape[0]
     BN: gl.constexpr = out_desc.block_type.shape[1]
+    A_BOXES: gl.constexpr = BM // a_bufs.shape[1]   # A's descriptor boxes per stage
     free_a = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
     free_b = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
     c = 0   # the program's next K block (over all its tiles)
@@ -230,10 +234,10 @@ def _consume(out_desc, out_smem, scale{BIAS}, M, N, full, empty, a_bufs, b_bufs,
         if CHUNK > 1:
             tail = k_tiles % CHUNK
             for ch in range(k_tiles // CHUNK):
-                prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, BM // a_bufs.shape[1], WG)
+                prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, A_BOXES, WG)
                 spare = free_b
                 for i in gl.static_range(1, CHUNK):
-                    cur = _issue_mma(c + i, full, a_bufs, b_bufs, spare, STAGES, BM // a_bufs.shape[1], WG)
+                    cur = _issue_mma(c + i, full, a_bufs, b_bufs, spare, STAGES, A_BOXES, WG)
                     acc, spare = _promote(c + i - 1, acc, prev, 1, empty, STAGES)
                     if i == CHUNK - 1:
                         free_a = spare
@@ -241,7 +245,7 @@ def _consume(out_desc, out_smem, scale{BIAS}, M, N, full, empty, a_bufs, b_bufs,
                 acc, free_b = _promote(c + CHUNK - 1, acc, prev, 0, empty, STAGES)
                 c += CHUNK
         for r in range(tail):   # the tile's last blocks (CHUNK 1: all), promoted without overlap
-            prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, BM // a_bufs.shape[1], WG)
+            prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, A_BOXES, WG)
             acc, free_a = _promote(c, acc, prev, 0, empty, STAGES)
             c += 1
         _store_tile(acc, scale{BIAS}, M, N, t, num_pid_m, num_pid_n, out_desc, out_smem, layout, GROUP_M, BM, WG)

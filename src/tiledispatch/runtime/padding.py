@@ -80,6 +80,11 @@ def _bias_buffer(bias: Any, length: int) -> Any:
     return torch.zeros(*bias.shape[:-1], length, dtype=bias.dtype, device=bias.device)
 
 
+def _take(corner: Corner | None, t: Any) -> Any:
+    """What a launch on the padded buffers reads for t: its corner's buffer, or t itself (used in place)."""
+    return t if corner is None else corner.buf
+
+
 @dataclasses.dataclass
 class _Padded:
     """The padded buffers of one call signature. Output: the caller's `out` itself when it fits (in_place);
@@ -119,17 +124,13 @@ class _Padded:
         """The call's arguments on the padded buffers (the caller's tensors copied in where needed)."""
         matrices = [(self.a, args.a), (self.b, args.b), (self.c, args.c), *zip(self.d, args.d)]
         self.copies([(corner, t) for corner, t in matrices if corner is not None])
-
-        def take(corner: Corner | None, t: Any) -> Any:
-            return t if corner is None else corner.buf
-
         bias = args.bias
         if self.bias is not None:
             self.bias[..., : bias.shape[-1]].copy_(bias)
             bias = self.bias
-        return GemmArgs(take(self.a, args.a), take(self.b, args.b), args.out if self.in_place else self.out,
-                        take(self.c, args.c), bias, args.bias_mode,
-                        tuple(take(corner, t) for corner, t in zip(self.d, args.d)), args.alpha, args.beta,
+        return GemmArgs(_take(self.a, args.a), _take(self.b, args.b), args.out if self.in_place else self.out,
+                        _take(self.c, args.c), bias, args.bias_mode,
+                        tuple(_take(corner, t) for corner, t in zip(self.d, args.d)), args.alpha, args.beta,
                         args.activation, args.out_dtype, args.allow_tf32, args.scale_a, args.scale_b)
 
 

@@ -150,6 +150,7 @@ def _consume(out_desc, out_smem, scale, bias_ptr, M, N, full, empty, a_bufs, b_b
     gl.static_assert(CHUNK == 1 or CHUNK % 2 == 0, "a chunk hands its two partials' registers to the next")
     ROWS: gl.constexpr = out_desc.block_type.shape[0]
     BN: gl.constexpr = out_desc.block_type.shape[1]
+    A_BOXES: gl.constexpr = BM // a_bufs.shape[1]   # A's descriptor boxes per stage
     free_a = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
     free_b = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
     c = 0   # the program's next K block (over all its tiles)
@@ -159,10 +160,10 @@ def _consume(out_desc, out_smem, scale, bias_ptr, M, N, full, empty, a_bufs, b_b
         if CHUNK > 1:
             tail = k_tiles % CHUNK
             for ch in range(k_tiles // CHUNK):
-                prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, BM // a_bufs.shape[1], WG)
+                prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, A_BOXES, WG)
                 spare = free_b
                 for i in gl.static_range(1, CHUNK):
-                    cur = _issue_mma(c + i, full, a_bufs, b_bufs, spare, STAGES, BM // a_bufs.shape[1], WG)
+                    cur = _issue_mma(c + i, full, a_bufs, b_bufs, spare, STAGES, A_BOXES, WG)
                     acc, spare = _promote(c + i - 1, acc, prev, 1, empty, STAGES)
                     if i == CHUNK - 1:
                         free_a = spare
@@ -170,7 +171,7 @@ def _consume(out_desc, out_smem, scale, bias_ptr, M, N, full, empty, a_bufs, b_b
                 acc, free_b = _promote(c + CHUNK - 1, acc, prev, 0, empty, STAGES)
                 c += CHUNK
         for r in range(tail):   # the tile's last blocks (CHUNK 1: all), promoted without overlap
-            prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, BM // a_bufs.shape[1], WG)
+            prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, A_BOXES, WG)
             acc, free_a = _promote(c, acc, prev, 0, empty, STAGES)
             c += 1
         _store_tile(acc, scale, bias_ptr, M, N, t, num_pid_m, num_pid_n, out_desc, out_smem, layout, GROUP_M, BM, WG)
