@@ -43,6 +43,8 @@ GOLDEN = {
                                           "brow-d0-c0"),
     # the three-consumer form: 192-row tiles, A as three 64-row boxes, promotion without the lag, fp16 out
     "ws_fp8_tall": td.parse_name("gemm-tma_ws-rcr-fp8e4m3-fp16-fp32-192x128x128-w4-s4-g8-k1-e1-a16-none-bcol-d0-c0"),
+    # split K: the last of a tile's three splits sums the fp32 slots, then a col bias + relu
+    "ws_fp8_split": td.parse_name("gemm-tma_ws-rcr-fp8e4m3-bf16-fp32-128x128x128-w4-s4-g8-k3-e1-a16-relu-bcol-d0-c0"),
     "int8_tiled": td.GemmConfig(family="tiled", layout="ccr", dtype="int8", block_m=64, block_n=128, block_k=64,
                                 num_warps=4, num_stages=3, align=1, activation="relu", bias="col", num_d=1),
     # convolution: one instance per family and direction (preset rows), including the entries a launch picks

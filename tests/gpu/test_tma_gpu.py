@@ -1,6 +1,6 @@
 """GPU lane for the persistent TMA families and fp8: tma_persistent (subtile 0, 1 and 2, split K), tma_ws and
 streamk in fp16/bf16 x four layouts, and fp8e4m3 rcr in every family (tma_ws: the Gluon kernel, with every bias
-mode and output type), with production tile sizes, every
+mode and output type, and split K), with production tile sizes, every
 epilogue kind, on shapes that are multiples of 16 (what TMA needs) but not of the tiles, with a NaN-poisoned
 output."""
 from __future__ import annotations
@@ -63,6 +63,12 @@ def _configs():
     yield td.GemmConfig("tma_ws", "rcr", "fp8e4m3", num_stages=4, **tall).with_epilogue(Epilogue("gelu", "col"))
     yield td.GemmConfig("tma_ws", "rcr", "fp8e4m3", num_stages=3, out_dtype="fp16", **tall).with_epilogue(
         Epilogue("relu", "row"))
+    # split K (K=64 leaves the later splits no block: they add zeros); the last split of a tile sums the slots
+    yield td.GemmConfig("tma_ws", "rcr", "fp8e4m3", num_stages=4, split_k=2, **dict(ws, block_n=128)).with_epilogue(
+        Epilogue("gelu", "col"))
+    yield td.GemmConfig("tma_ws", "rcr", "fp8e4m3", num_stages=6, split_k=4, out_dtype="fp32",
+                        **dict(ws, block_n=64)).with_epilogue(Epilogue("relu", "row"))
+    yield td.GemmConfig("tma_ws", "rcr", "fp8e4m3", num_stages=3, split_k=3, out_dtype="fp16", **tall)
 
 
 def _epilogue(family: str, i: int) -> Epilogue:

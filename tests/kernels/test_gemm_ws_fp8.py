@@ -79,6 +79,27 @@ def test_launch_is_one_program_per_sm_at_most_one_per_tile():
     assert gemm_ws_fp8.launch_plan(tall, 400, 200, 64, 1, 132).grids == ((3 * 2, 1, 1),)   # 400 rows: 3 tiles
 
 
+def test_split_form_launches_a_program_per_unit_with_slots_and_counters():
+    """split_k units per tile (split-major), at most one program per SM; an fp32 slot of the whole tile per split
+    and one arrival counter per tile and consumer warp group (each group sums its own rows)."""
+    split = next(c for c in CONFIGS if c.split_k == 2 and c.block_m == 128)
+    plan = gemm_ws_fp8.launch_plan(split, 256, 4096, 14336, 1, 132)   # 2 x 32 tiles: 128 units, one wave
+    assert plan.grids == ((128, 1, 1),)
+    assert plan.workspaces == (("ws_ptr", 64 * 2 * 128 * 128, "fp32"),)
+    assert plan.counters == (("count_ptr", 64 * 2),)
+    tall = next(c for c in CONFIGS if c.split_k == 3)
+    plan = gemm_ws_fp8.launch_plan(tall, 8192, 8192, 8192, 1, 132)
+    assert plan.grids == ((132, 1, 1),) and plan.counters == (("count_ptr", 43 * 64 * 3),)
+    (entry,) = gemm_ws_fp8.entries(split)
+    names = [p.name for p in entry.params]
+    assert {"ws_ptr", "count_ptr"} <= set(names) and entry.constexprs()["SPLIT_K"] == 2
+    text = gemm_ws_fp8.render(split)
+    # _consume takes them, and both consumer partitions pass them
+    assert text.count("ws_ptr, count_ptr, M, N") == 3 and "_sum_splits(acc, tile % tiles" in text
+    plain = next(c for c in CONFIGS if c.split_k == 1)
+    assert "ws_ptr, count_ptr, M, N" not in gemm_ws_fp8.render(plain) and gemm_ws_fp8.launch_plan(plain, 256, 256, 256, 1, 132).counters == ()
+
+
 def test_three_consumer_form_renders_one_partition_per_64_rows():
     """192-row tiles: three consumer partitions (two of them workers), three staging buffers, slots released by
     three arrivals, each block promoted as soon as its group completes (CHUNK 1: two register sets, which fit
@@ -112,6 +133,8 @@ def test_interpreter_refuses_it_by_name(registry):
     (dict(num_warps=8), "num_warps"),         # warp specialization needs 4
     (dict(with_c=True), "with_c"),
     (dict(num_d=1), "num_d"),
+    (dict(split_k=16), "split_k"),          # the last split sums the slots in an unrolled loop of at most 8
+    (dict(split_k=5), "split_k"),           # not a split count any family takes
 ])
 def test_validity_names_the_field(change, field):
     cfg = dataclasses.replace(CONFIGS[0], **change)
@@ -125,3 +148,9 @@ def test_deeper_rings_than_triton_ws_are_legal_for_the_gluon_form():
     assert not gemm_config_errors(dataclasses.replace(CONFIGS[0], block_n=64, num_stages=8), ARCH)
     bf16 = td.GemmConfig("tma_ws", "rcr", "bf16", block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=6)
     assert "num_stages" in dict(gemm_config_errors(bf16, ARCH))
+
+
+def test_only_the_fp8_form_of_tma_ws_splits_k():
+    bf16 = td.GemmConfig("tma_ws", "rcr", "bf16", block_m=128, block_n=128, block_k=64, num_warps=4, split_k=2)
+    assert "only the fp8 form splits K" in dict(gemm_config_errors(bf16, ARCH))["split_k"]
+    assert not gemm_config_errors(dataclasses.replace(CONFIGS[0], num_stages=4, split_k=4), ARCH)

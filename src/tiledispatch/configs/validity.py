@@ -119,9 +119,11 @@ def streamk_ws_slices(cfg: GemmConfig) -> int:
 
 
 def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    if cfg.family not in SPLIT_FAMILIES and cfg.split_k != 1:
-        errors.append(("split_k", f"family {cfg.family!r} needs split_k=1, got {cfg.split_k}"))
-    if cfg.family == "splitk" or (cfg.family == "tma_persistent" and cfg.split_k != 1):
+    ws_fp8 = cfg.family == "tma_ws" and cfg.dtype in SCALED_DTYPES
+    if cfg.family not in SPLIT_FAMILIES and cfg.split_k != 1 and not ws_fp8:
+        only = " (of tma_ws, only the fp8 form splits K)" if cfg.family == "tma_ws" else ""
+        errors.append(("split_k", f"family {cfg.family!r} needs split_k=1{only}, got {cfg.split_k}"))
+    if cfg.family == "splitk" or (cfg.family in ("tma_persistent", "tma_ws") and cfg.split_k != 1):
         choice(errors, "split_k", cfg.split_k, SPLIT_K)
     if cfg.family == "tma_persistent" and cfg.split_k > MAX_TMA_SPLIT_K:
         errors.append(("split_k", f"a split tma_persistent kernel sums its partials in one unrolled reduce: split_k "
@@ -170,6 +172,7 @@ WS_FP8_WIDE_M = (192,)       # not a power of two: legal for this form only (thr
 WS_FP8_BLOCK_N = (64, 128)
 WS_FP8_BLOCK_K = 128
 WS_FP8_SMEM_EXTRA = 256
+WS_FP8_MAX_SPLIT_K = 8       # split K: the last of a tile's splits sums the slots in an unrolled loop
 
 
 def _ws_fp8_errors(cfg: GemmConfig, errors: list[tuple[str, str]]) -> None:
@@ -187,6 +190,9 @@ def _ws_fp8_errors(cfg: GemmConfig, errors: list[tuple[str, str]]) -> None:
     if cfg.with_c or cfg.num_d:
         errors.append(("with_c" if cfg.with_c else "num_d", f"{form} reads no C or D tensors; tma_persistent "
                                                              f"and tiled fp8 kernels do"))
+    if cfg.split_k > WS_FP8_MAX_SPLIT_K:
+        errors.append(("split_k", f"{form} sums a tile's split partials in one unrolled reduce: split_k at most "
+                                  f"{WS_FP8_MAX_SPLIT_K}, got {cfg.split_k}"))
 
 
 def ws_fp8_shared_memory_bytes(cfg: GemmConfig) -> int:

@@ -32,7 +32,7 @@ from __future__ import annotations
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.dtypes import DTYPES
 from tiledispatch.kernels import gemm_common as common
-from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
 
 FN = "gemm_tma_kernel"
 DIALECT = "gluon"
@@ -79,9 +79,11 @@ def entries(cfg: GemmConfig) -> list[EntrySpec]:
               Param("scale_a_ptr", "*fp32"), Param("scale_b_ptr", "*fp32")]
     if cfg.bias != "none":
         params.append(common.ptr("bias_ptr", cfg.out_dtype))
+    if cfg.split_k > 1:
+        params += [common.ptr("ws_ptr", cfg.acc_dtype, ALIGN_BYTES), Param("count_ptr", "*i32")]
     params += [Param("M", "i32"), Param("N", "i32"), Param("K", "i32"), Param("alpha", "fp32"),
                Param("GROUP_M", "constexpr", cfg.group_m), Param("STAGES", "constexpr", cfg.num_stages),
-               Param("CHUNK", "constexpr", chunk(cfg))]
+               Param("CHUNK", "constexpr", chunk(cfg)), Param("SPLIT_K", "constexpr", cfg.split_k)]
     return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages, DIALECT)]
 
 
@@ -105,17 +107,18 @@ def render(cfg: GemmConfig) -> str:
     (entry,) = entries(cfg)
     runtime = [p.name for p in entry.params if not p.is_constexpr]
     bias = ", bias_ptr" if cfg.bias != "none" else ""
+    split = ", ws_ptr, count_ptr" if cfg.split_k > 1 else ""
     signature = ",\n    ".join([*runtime, *(f"{p.name}: gl.constexpr" for p in entry.params if p.is_constexpr)])
     consumers = cfg.block_m // WG_ROWS
     staging = "".join(f"    out_smem{g} = gl.allocate_shared_memory(out_desc.dtype, out_desc.block_type.shape, "
                       f"out_desc.layout)\n" for g in range(consumers))
-    partitions = "".join(f"        (_consume, (out_desc, out_smem{g}, scale{bias}, M, N, full, empty, a_bufs, b_bufs, "
-                         f"my_tiles, k_tiles,\n                    num_pid_m, num_pid_n, layout, GROUP_M, STAGES, "
-                         f"CHUNK, BM, {g})),\n" for g in range(consumers))
+    partitions = "".join(f"        (_consume, (out_desc, out_smem{g}, scale{bias}{split}, M, N, full, empty, a_bufs, "
+                         f"b_bufs, my_units,\n                    k_span, num_pid_m, num_pid_n, layout, GROUP_M, "
+                         f"STAGES, CHUNK, SPLIT_K, BM, {g})),\n" for g in range(consumers))
     warps, regs = WORKER_BUDGET[consumers]
     fills = {"{PARTITIONS}": partitions, "{STAGING}": staging, "{CONSUMERS}": str(consumers),
              "{BLOCK_M}": str(cfg.block_m), "{WORKER_WARPS}": str(warps), "{WORKER_REGS}": str(regs),
-             "{BIAS}": bias, "{EPILOGUE}\n": _epilogue_lines(cfg), "{SIGNATURE}": signature}
+             "{BIAS}": bias, "{SPLIT}": split, "{EPILOGUE}\n": _epilogue_lines(cfg), "{SIGNATURE}": signature}
     source = SOURCE
     for field, text in fills.items():
         source = source.replace(field, text)
@@ -124,8 +127,14 @@ def render(cfg: GemmConfig) -> str:
 
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
     """One program per SM (the ring and staging buffers take most of an SM's shared memory), at most one per
-    output tile."""
-    return LaunchPlan(((min(common.tile_count(cfg, m, n, batch), sms), 1, 1),))
+    unit (output tile, or with split_k > 1 a tile's K range); split K adds the fp32 partial slots of every tile
+    and one arrival counter per tile and consumer warp group."""
+    tiles = common.tile_count(cfg, m, n, batch)
+    grids = ((min(tiles * cfg.split_k, sms), 1, 1),)
+    if cfg.split_k == 1:
+        return LaunchPlan(grids)
+    return LaunchPlan(grids, workspaces=(("ws_ptr", tiles * cfg.split_k * cfg.block_m * cfg.block_n, cfg.acc_dtype),),
+                      counters=(("count_ptr", tiles * (cfg.block_m // WG_ROWS)),))
 
 
 SOURCE = '''\
@@ -147,17 +156,21 @@ def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 
 @gluon.jit
-def _issue_load(p, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M: gl.constexpr,
-                STAGES: gl.constexpr, BM: gl.constexpr):
-    """TMA loads of the program's p-th K block (tile p // k_tiles of this program, block p % k_tiles) into slot
-    p % STAGES, completing on that slot's `full` barrier."""
+def _issue_load(p, k_span, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M: gl.constexpr,
+                STAGES: gl.constexpr, SPLIT_K: gl.constexpr, BM: gl.constexpr):
+    """TMA loads of the program's p-th K block (block p % k_span of its unit p // k_span) into slot p % STAGES,
+    completing on that slot's `full` barrier. Units are split-major: unit u is split u // tiles of tile
+    u % tiles, whose K range starts k_span blocks per split further (blocks past K load as zeros)."""
     A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
     A_BOXES: gl.constexpr = BM // A_ROWS
     BN: gl.constexpr = b_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    tile = gl.program_id(0) + (p // k_tiles) * gl.num_programs(0)
+    tile = gl.program_id(0) + (p // k_span) * gl.num_programs(0)
+    k = (p % k_span) * BK
+    if SPLIT_K > 1:
+        k += tile // (num_pid_m * num_pid_n) * k_span * BK
+        tile = tile % (num_pid_m * num_pid_n)
     pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-    k = (p % k_tiles) * BK
     bar = full.index(p % STAGES)
     mbarrier.expect(bar, A_BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
     for i in gl.static_range(A_BOXES):
@@ -167,13 +180,14 @@ def _issue_load(p, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, 
 
 
 @gluon.jit
-def _producer(a_desc, b_desc, full, empty, a_bufs, b_bufs, total, k_tiles, num_pid_m, num_pid_n,
-              GROUP_M: gl.constexpr, STAGES: gl.constexpr, BM: gl.constexpr):
+def _producer(a_desc, b_desc, full, empty, a_bufs, b_bufs, total, k_span, num_pid_m, num_pid_n,
+              GROUP_M: gl.constexpr, STAGES: gl.constexpr, SPLIT_K: gl.constexpr, BM: gl.constexpr):
     for p in range(total):
         # every consumer warp group released the slot's previous block (phase (p // STAGES - 1) & 1); the first
         # round waits on the phase before the barrier's first, which passes at once
         mbarrier.wait(empty.index(p % STAGES), ((p // STAGES) & 1) ^ 1)
-        _issue_load(p, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M, STAGES, BM)
+        _issue_load(p, k_span, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M, STAGES,
+                    SPLIT_K, BM)
 
 
 @gluon.jit
@@ -197,12 +211,11 @@ def _promote(j, acc, prev, num_outstanding: gl.constexpr, empty, STAGES: gl.cons
 
 
 @gluon.jit
-def _store_tile(acc, scale{BIAS}, M, N, j, num_pid_m, num_pid_n, out_desc, out_smem, layout: gl.constexpr,
+def _store_tile(acc, scale{BIAS}, M, N, tile, num_pid_m, num_pid_n, out_desc, out_smem, layout: gl.constexpr,
                 GROUP_M: gl.constexpr, BM: gl.constexpr, WG: gl.constexpr):
-    """The epilogue of this warp group's rows of the program's j-th tile, stored through a TMA store."""
+    """The epilogue of this warp group's rows of output tile `tile`, stored through a TMA store."""
     ROWS: gl.constexpr = out_desc.block_type.shape[0]
     BN: gl.constexpr = out_desc.block_type.shape[1]
-    tile = gl.program_id(0) + j * gl.num_programs(0)
     pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
     off_m = pid_m * BM + WG * ROWS
     off_n = pid_n * BN
@@ -215,12 +228,40 @@ def _store_tile(acc, scale{BIAS}, M, N, j, num_pid_m, num_pid_n, out_desc, out_s
 
 
 @gluon.jit
-def _consume(out_desc, out_smem, scale{BIAS}, M, N, full, empty, a_bufs, b_bufs, my_tiles, k_tiles, num_pid_m,
-             num_pid_n, layout: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, CHUNK: gl.constexpr,
-             BM: gl.constexpr, WG: gl.constexpr):
-    """Accumulate and store warp group WG's 64 rows of each of the program's tiles: chunks of CHUNK K blocks,
-    unrolled, each block's wgmma group issued before the previous block's partial is promoted (CHUNK 1: each
-    block's partial promoted once its own group completes)."""
+def _sum_splits(acc, tile, split, ws_ptr, count_ptr, layout: gl.constexpr, SPLIT_K: gl.constexpr, BM: gl.constexpr,
+                WG: gl.constexpr):
+    """Store this warp group's partial of `tile` into slot `split` of the tile's fp32 workspace and count it on
+    the (tile, warp group) counter. The group that arrives last of SPLIT_K sets the counter back to zero for the
+    next launch and sums the slots in split order (the same sum whichever arrives last: deterministic, no
+    floating-point atomics). The barrier makes every thread's stores precede the release (the atomic is one
+    thread's); the loads read other programs' stores, so they bypass L1. Returns the sum and whether this
+    group holds it."""
+    ROWS: gl.constexpr = acc.shape[0]
+    BN: gl.constexpr = acc.shape[1]
+    rows = WG * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, BN, layout=gl.SliceLayout(0, layout))
+    in_tile = gl.expand_dims(rows, 1) * BN + gl.expand_dims(cols, 0)
+    slots = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BM * BN)
+    gl.store(slots + split * (BM * BN) + in_tile, acc)
+    gl.thread_barrier()
+    counter = count_ptr + tile * (BM // ROWS) + WG
+    last = gl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1
+    if last:
+        gl.store(counter, 0)
+        acc = gl.load(slots + in_tile, cache_modifier=".cg")
+        for s in gl.static_range(1, SPLIT_K):
+            acc += gl.load(slots + s * (BM * BN) + in_tile, cache_modifier=".cg")
+    return acc, last
+
+
+@gluon.jit
+def _consume(out_desc, out_smem, scale{BIAS}{SPLIT}, M, N, full, empty, a_bufs, b_bufs, my_units, k_span,
+             num_pid_m, num_pid_n, layout: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
+             CHUNK: gl.constexpr, SPLIT_K: gl.constexpr, BM: gl.constexpr, WG: gl.constexpr):
+    """Accumulate and store warp group WG's 64 rows of each of the program's units (k_span K blocks each):
+    chunks of CHUNK K blocks, unrolled, each block's wgmma group issued before the previous block's partial is
+    promoted (CHUNK 1: each block's partial promoted once its own group completes). With SPLIT_K > 1 the last
+    of a tile's splits to finish sums them and stores the tile."""
     gl.static_assert(CHUNK == 1 or CHUNK % 2 == 0, "a chunk hands its two partials' registers to the next")
     ROWS: gl.constexpr = out_desc.block_type.shape[0]
     BN: gl.constexpr = out_desc.block_type.shape[1]
@@ -228,12 +269,12 @@ def _consume(out_desc, out_smem, scale{BIAS}, M, N, full, empty, a_bufs, b_bufs,
     free_a = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
     free_b = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
     c = 0   # the program's next K block (over all its tiles)
-    for t in range(my_tiles):
+    for t in range(my_units):
         acc = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
-        tail = k_tiles   # CHUNK 1: every block promoted as soon as its group completes (two register sets)
+        tail = k_span   # CHUNK 1: every block promoted as soon as its group completes (two register sets)
         if CHUNK > 1:
-            tail = k_tiles % CHUNK
-            for ch in range(k_tiles // CHUNK):
+            tail = k_span % CHUNK
+            for ch in range(k_span // CHUNK):
                 prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, A_BOXES, WG)
                 spare = free_b
                 for i in gl.static_range(1, CHUNK):
@@ -248,7 +289,16 @@ def _consume(out_desc, out_smem, scale{BIAS}, M, N, full, empty, a_bufs, b_bufs,
             prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, A_BOXES, WG)
             acc, free_a = _promote(c, acc, prev, 0, empty, STAGES)
             c += 1
-        _store_tile(acc, scale{BIAS}, M, N, t, num_pid_m, num_pid_n, out_desc, out_smem, layout, GROUP_M, BM, WG)
+        tile = gl.program_id(0) + t * gl.num_programs(0)
+        if SPLIT_K > 1:
+            tiles = num_pid_m * num_pid_n
+            acc, last = _sum_splits(acc, tile % tiles, tile // tiles, ws_ptr, count_ptr, layout, SPLIT_K, BM, WG)
+            if last:
+                _store_tile(acc, scale{BIAS}, M, N, tile % tiles, num_pid_m, num_pid_n, out_desc, out_smem, layout,
+                            GROUP_M, BM, WG)
+        else:
+            _store_tile(acc, scale{BIAS}, M, N, tile, num_pid_m, num_pid_n, out_desc, out_smem, layout, GROUP_M, BM,
+                        WG)
     tma.store_wait(pendings=0)
 
 
@@ -261,8 +311,10 @@ def gemm_tma_kernel(
     gl.static_assert(BM == {CONSUMERS} * out_desc.block_type.shape[0], "one consumer warp group per 64 rows")
     num_pid_m = gl.cdiv(M, BM)
     num_pid_n = gl.cdiv(N, BN)
-    k_tiles = gl.cdiv(K, a_desc.block_type.shape[1])
-    my_tiles = gl.cdiv(num_pid_m * num_pid_n - gl.program_id(0), gl.num_programs(0))
+    k_span = gl.cdiv(K, a_desc.block_type.shape[1])   # K blocks per unit: all of a tile's, or a split's
+    if SPLIT_K > 1:
+        k_span = gl.cdiv(k_span, SPLIT_K)
+    my_units = gl.cdiv(num_pid_m * num_pid_n * SPLIT_K - gl.program_id(0), gl.num_programs(0))
 
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * (BM // a_desc.block_type.shape[0])]
                                        + a_desc.block_type.shape, a_desc.layout)
@@ -276,8 +328,8 @@ def gemm_tma_kernel(
     layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                      instr_shape=[16, BN, 32])   # a consumer warp group's
     gl.warp_specialize([
-{PARTITIONS}        (_producer, (a_desc, b_desc, full, empty, a_bufs, b_bufs, my_tiles * k_tiles, k_tiles, num_pid_m,
-                     num_pid_n, GROUP_M, STAGES, BM)),
+{PARTITIONS}        (_producer, (a_desc, b_desc, full, empty, a_bufs, b_bufs, my_units * k_span, k_span, num_pid_m,
+                     num_pid_n, GROUP_M, STAGES, SPLIT_K, BM)),
     ], {WORKER_WARPS}, {WORKER_REGS})
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(full.index(i))

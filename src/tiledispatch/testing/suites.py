@@ -136,7 +136,8 @@ def tma_configs() -> list[GemmConfig]:
 
 def gluon_configs() -> list[GemmConfig]:
     """fp8 tma_ws, the Gluon kernel: compiled for sm_90 in the CPU lane (the interpreter cannot run Gluon), with
-    both tile widths, the three-consumer 192-row tile, every bias mode, activations and output types."""
+    both tile widths, the three-consumer 192-row tile, split K, every bias mode, activations and output
+    types."""
     wide = dict(block=(128, 128, 128), align=16)
     return [small_config("tma_ws", "rcr", "fp8e4m3", stages=6, **wide),
             small_config("tma_ws", "rcr", "fp8e4m3", stages=4, out_dtype="fp16", **wide).with_epilogue(
@@ -144,7 +145,12 @@ def gluon_configs() -> list[GemmConfig]:
             small_config("tma_ws", "rcr", "fp8e4m3", block=(128, 64, 128), align=16, stages=8,
                          out_dtype="fp32").with_epilogue(Epilogue("silu", "row")),
             small_config("tma_ws", "rcr", "fp8e4m3", block=(192, 128, 128), align=16, stages=4).with_epilogue(
-                Epilogue("relu", "row"))]
+                Epilogue("relu", "row")),
+            # split K: the last of a tile's splits sums the fp32 slots and runs the epilogue
+            small_config("tma_ws", "rcr", "fp8e4m3", stages=4, split_k=2, **wide).with_epilogue(
+                Epilogue("gelu", "col")),
+            small_config("tma_ws", "rcr", "fp8e4m3", block=(192, 128, 128), align=16, stages=3, split_k=3,
+                         out_dtype="fp16")]
 
 
 def all_configs() -> list[GemmConfig]:

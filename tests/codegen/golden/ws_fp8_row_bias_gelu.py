@@ -49,7 +49,8 @@ ENTRIES = [{'fn': 'gemm_tma_kernel',
              {'name': 'alpha', 'ty': 'fp32', 'value': None, 'divisibility': 1},
              {'name': 'GROUP_M', 'ty': 'constexpr', 'value': 8, 'divisibility': 1},
              {'name': 'STAGES', 'ty': 'constexpr', 'value': 5, 'divisibility': 1},
-             {'name': 'CHUNK', 'ty': 'constexpr', 'value': 2, 'divisibility': 1}],
+             {'name': 'CHUNK', 'ty': 'constexpr', 'value': 2, 'divisibility': 1},
+             {'name': 'SPLIT_K', 'ty': 'constexpr', 'value': 1, 'divisibility': 1}],
   'dialect': 'gluon'}]
 
 
@@ -71,17 +72,21 @@ def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 
 @gluon.jit
-def _issue_load(p, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M: gl.constexpr,
-                STAGES: gl.constexpr, BM: gl.constexpr):
-    """TMA loads of the program's p-th K block (tile p // k_tiles of this program, block p % k_tiles) into slot
-    p % STAGES, completing on that slot's `full` barrier."""
+def _issue_load(p, k_span, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M: gl.constexpr,
+                STAGES: gl.constexpr, SPLIT_K: gl.constexpr, BM: gl.constexpr):
+    """TMA loads of the program's p-th K block (block p % k_span of its unit p // k_span) into slot p % STAGES,
+    completing on that slot's `full` barrier. Units are split-major: unit u is split u // tiles of tile
+    u % tiles, whose K range starts k_span blocks per split further (blocks past K load as zeros)."""
     A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
     A_BOXES: gl.constexpr = BM // A_ROWS
     BN: gl.constexpr = b_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    tile = gl.program_id(0) + (p // k_tiles) * gl.num_programs(0)
+    tile = gl.program_id(0) + (p // k_span) * gl.num_programs(0)
+    k = (p % k_span) * BK
+    if SPLIT_K > 1:
+        k += tile // (num_pid_m * num_pid_n) * k_span * BK
+        tile = tile % (num_pid_m * num_pid_n)
     pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-    k = (p % k_tiles) * BK
     bar = full.index(p % STAGES)
     mbarrier.expect(bar, A_BOXES * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
     for i in gl.static_range(A_BOXES):
@@ -91,13 +96,14 @@ def _issue_load(p, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, 
 
 
 @gluon.jit
-def _producer(a_desc, b_desc, full, empty, a_bufs, b_bufs, total, k_tiles, num_pid_m, num_pid_n,
-              GROUP_M: gl.constexpr, STAGES: gl.constexpr, BM: gl.constexpr):
+def _producer(a_desc, b_desc, full, empty, a_bufs, b_bufs, total, k_span, num_pid_m, num_pid_n,
+              GROUP_M: gl.constexpr, STAGES: gl.constexpr, SPLIT_K: gl.constexpr, BM: gl.constexpr):
     for p in range(total):
         # every consumer warp group released the slot's previous block (phase (p // STAGES - 1) & 1); the first
         # round waits on the phase before the barrier's first, which passes at once
         mbarrier.wait(empty.index(p % STAGES), ((p // STAGES) & 1) ^ 1)
-        _issue_load(p, k_tiles, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M, STAGES, BM)
+        _issue_load(p, k_span, num_pid_m, num_pid_n, a_desc, b_desc, full, a_bufs, b_bufs, GROUP_M, STAGES,
+                    SPLIT_K, BM)
 
 
 @gluon.jit
@@ -121,12 +127,11 @@ def _promote(j, acc, prev, num_outstanding: gl.constexpr, empty, STAGES: gl.cons
 
 
 @gluon.jit
-def _store_tile(acc, scale, bias_ptr, M, N, j, num_pid_m, num_pid_n, out_desc, out_smem, layout: gl.constexpr,
+def _store_tile(acc, scale, bias_ptr, M, N, tile, num_pid_m, num_pid_n, out_desc, out_smem, layout: gl.constexpr,
                 GROUP_M: gl.constexpr, BM: gl.constexpr, WG: gl.constexpr):
-    """The epilogue of this warp group's rows of the program's j-th tile, stored through a TMA store."""
+    """The epilogue of this warp group's rows of output tile `tile`, stored through a TMA store."""
     ROWS: gl.constexpr = out_desc.block_type.shape[0]
     BN: gl.constexpr = out_desc.block_type.shape[1]
-    tile = gl.program_id(0) + j * gl.num_programs(0)
     pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
     off_m = pid_m * BM + WG * ROWS
     off_n = pid_n * BN
@@ -141,12 +146,40 @@ def _store_tile(acc, scale, bias_ptr, M, N, j, num_pid_m, num_pid_n, out_desc, o
 
 
 @gluon.jit
-def _consume(out_desc, out_smem, scale, bias_ptr, M, N, full, empty, a_bufs, b_bufs, my_tiles, k_tiles, num_pid_m,
-             num_pid_n, layout: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, CHUNK: gl.constexpr,
-             BM: gl.constexpr, WG: gl.constexpr):
-    """Accumulate and store warp group WG's 64 rows of each of the program's tiles: chunks of CHUNK K blocks,
-    unrolled, each block's wgmma group issued before the previous block's partial is promoted (CHUNK 1: each
-    block's partial promoted once its own group completes)."""
+def _sum_splits(acc, tile, split, ws_ptr, count_ptr, layout: gl.constexpr, SPLIT_K: gl.constexpr, BM: gl.constexpr,
+                WG: gl.constexpr):
+    """Store this warp group's partial of `tile` into slot `split` of the tile's fp32 workspace and count it on
+    the (tile, warp group) counter. The group that arrives last of SPLIT_K sets the counter back to zero for the
+    next launch and sums the slots in split order (the same sum whichever arrives last: deterministic, no
+    floating-point atomics). The barrier makes every thread's stores precede the release (the atomic is one
+    thread's); the loads read other programs' stores, so they bypass L1. Returns the sum and whether this
+    group holds it."""
+    ROWS: gl.constexpr = acc.shape[0]
+    BN: gl.constexpr = acc.shape[1]
+    rows = WG * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, BN, layout=gl.SliceLayout(0, layout))
+    in_tile = gl.expand_dims(rows, 1) * BN + gl.expand_dims(cols, 0)
+    slots = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BM * BN)
+    gl.store(slots + split * (BM * BN) + in_tile, acc)
+    gl.thread_barrier()
+    counter = count_ptr + tile * (BM // ROWS) + WG
+    last = gl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1
+    if last:
+        gl.store(counter, 0)
+        acc = gl.load(slots + in_tile, cache_modifier=".cg")
+        for s in gl.static_range(1, SPLIT_K):
+            acc += gl.load(slots + s * (BM * BN) + in_tile, cache_modifier=".cg")
+    return acc, last
+
+
+@gluon.jit
+def _consume(out_desc, out_smem, scale, bias_ptr, M, N, full, empty, a_bufs, b_bufs, my_units, k_span,
+             num_pid_m, num_pid_n, layout: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
+             CHUNK: gl.constexpr, SPLIT_K: gl.constexpr, BM: gl.constexpr, WG: gl.constexpr):
+    """Accumulate and store warp group WG's 64 rows of each of the program's units (k_span K blocks each):
+    chunks of CHUNK K blocks, unrolled, each block's wgmma group issued before the previous block's partial is
+    promoted (CHUNK 1: each block's partial promoted once its own group completes). With SPLIT_K > 1 the last
+    of a tile's splits to finish sums them and stores the tile."""
     gl.static_assert(CHUNK == 1 or CHUNK % 2 == 0, "a chunk hands its two partials' registers to the next")
     ROWS: gl.constexpr = out_desc.block_type.shape[0]
     BN: gl.constexpr = out_desc.block_type.shape[1]
@@ -154,12 +187,12 @@ def _consume(out_desc, out_smem, scale, bias_ptr, M, N, full, empty, a_bufs, b_b
     free_a = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
     free_b = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
     c = 0   # the program's next K block (over all its tiles)
-    for t in range(my_tiles):
+    for t in range(my_units):
         acc = gl.zeros((ROWS, BN), dtype=gl.float32, layout=layout)
-        tail = k_tiles   # CHUNK 1: every block promoted as soon as its group completes (two register sets)
+        tail = k_span   # CHUNK 1: every block promoted as soon as its group completes (two register sets)
         if CHUNK > 1:
-            tail = k_tiles % CHUNK
-            for ch in range(k_tiles // CHUNK):
+            tail = k_span % CHUNK
+            for ch in range(k_span // CHUNK):
                 prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, A_BOXES, WG)
                 spare = free_b
                 for i in gl.static_range(1, CHUNK):
@@ -174,7 +207,16 @@ def _consume(out_desc, out_smem, scale, bias_ptr, M, N, full, empty, a_bufs, b_b
             prev = _issue_mma(c, full, a_bufs, b_bufs, free_a, STAGES, A_BOXES, WG)
             acc, free_a = _promote(c, acc, prev, 0, empty, STAGES)
             c += 1
-        _store_tile(acc, scale, bias_ptr, M, N, t, num_pid_m, num_pid_n, out_desc, out_smem, layout, GROUP_M, BM, WG)
+        tile = gl.program_id(0) + t * gl.num_programs(0)
+        if SPLIT_K > 1:
+            tiles = num_pid_m * num_pid_n
+            acc, last = _sum_splits(acc, tile % tiles, tile // tiles, ws_ptr, count_ptr, layout, SPLIT_K, BM, WG)
+            if last:
+                _store_tile(acc, scale, bias_ptr, M, N, tile % tiles, num_pid_m, num_pid_n, out_desc, out_smem, layout,
+                            GROUP_M, BM, WG)
+        else:
+            _store_tile(acc, scale, bias_ptr, M, N, tile, num_pid_m, num_pid_n, out_desc, out_smem, layout, GROUP_M, BM,
+                        WG)
     tma.store_wait(pendings=0)
 
 
@@ -193,14 +235,17 @@ def gemm_tma_kernel(
     GROUP_M: gl.constexpr,
     STAGES: gl.constexpr,
     CHUNK: gl.constexpr,
+    SPLIT_K: gl.constexpr,
 ):
     BM: gl.constexpr = 128
     BN: gl.constexpr = out_desc.block_type.shape[1]
     gl.static_assert(BM == 2 * out_desc.block_type.shape[0], "one consumer warp group per 64 rows")
     num_pid_m = gl.cdiv(M, BM)
     num_pid_n = gl.cdiv(N, BN)
-    k_tiles = gl.cdiv(K, a_desc.block_type.shape[1])
-    my_tiles = gl.cdiv(num_pid_m * num_pid_n - gl.program_id(0), gl.num_programs(0))
+    k_span = gl.cdiv(K, a_desc.block_type.shape[1])   # K blocks per unit: all of a tile's, or a split's
+    if SPLIT_K > 1:
+        k_span = gl.cdiv(k_span, SPLIT_K)
+    my_units = gl.cdiv(num_pid_m * num_pid_n * SPLIT_K - gl.program_id(0), gl.num_programs(0))
 
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * (BM // a_desc.block_type.shape[0])]
                                        + a_desc.block_type.shape, a_desc.layout)
@@ -216,12 +261,12 @@ def gemm_tma_kernel(
     layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                      instr_shape=[16, BN, 32])   # a consumer warp group's
     gl.warp_specialize([
-        (_consume, (out_desc, out_smem0, scale, bias_ptr, M, N, full, empty, a_bufs, b_bufs, my_tiles, k_tiles,
-                    num_pid_m, num_pid_n, layout, GROUP_M, STAGES, CHUNK, BM, 0)),
-        (_consume, (out_desc, out_smem1, scale, bias_ptr, M, N, full, empty, a_bufs, b_bufs, my_tiles, k_tiles,
-                    num_pid_m, num_pid_n, layout, GROUP_M, STAGES, CHUNK, BM, 1)),
-        (_producer, (a_desc, b_desc, full, empty, a_bufs, b_bufs, my_tiles * k_tiles, k_tiles, num_pid_m,
-                     num_pid_n, GROUP_M, STAGES, BM)),
+        (_consume, (out_desc, out_smem0, scale, bias_ptr, M, N, full, empty, a_bufs, b_bufs, my_units,
+                    k_span, num_pid_m, num_pid_n, layout, GROUP_M, STAGES, CHUNK, SPLIT_K, BM, 0)),
+        (_consume, (out_desc, out_smem1, scale, bias_ptr, M, N, full, empty, a_bufs, b_bufs, my_units,
+                    k_span, num_pid_m, num_pid_n, layout, GROUP_M, STAGES, CHUNK, SPLIT_K, BM, 1)),
+        (_producer, (a_desc, b_desc, full, empty, a_bufs, b_bufs, my_units * k_span, k_span, num_pid_m,
+                     num_pid_n, GROUP_M, STAGES, SPLIT_K, BM)),
     ], [4, 1], [240, 24])
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(full.index(i))
