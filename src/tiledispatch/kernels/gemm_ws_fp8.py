@@ -25,6 +25,15 @@ promote without the lag (CHUNK 1), and A arrives as three 64-row boxes (Gluon sh
 H200 they ran 8192^3 in 789 us against 907 us for 128x128 (torch._scaled_mm 765 us) and 16384x4096x14336 in
 1435 against 1760 us (results/profiles/probe_fp8_tall_ws_h200.json).
 
+With split_k > 1 the persistent walk runs over (tile, K range) units, split-major (the programs running together
+read one K range of neighbouring tiles), every unit k_span blocks long (blocks past K load as zeros). Each
+consumer warp group stores its fp32 rows of the unit to the tile's workspace slot and counts itself on a
+(tile, warp group) counter; the group that arrives last of the tile's splits sums the slots in split order
+(deterministic) and runs the epilogue. For few output tiles with a long K: on the H200, 128x128 at 6 stages
+and k2 ran 256x4096x14336 in 39.7 us against 51.0 unsplit (all 64 tiles on 64 SMs) and 40.8 for the best split
+tma_persistent; the fp8 kernels are otherwise bound by how fast L2 feeds the SMs (about 9 TB/s for TMA and
+cp.async alike, results/profiles/probe_tma_ingest_h200.json), which more splits do not change.
+
 Triton's interpreter cannot run Gluon: these kernels run on CUDA devices only (the launcher says so).
 """
 from __future__ import annotations
