@@ -53,7 +53,7 @@ def _dtype_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]
 
 
 def _tile_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    m_legal = BLOCK_MN + WS_FP8_WIDE_M if cfg.family == "tma_ws" and cfg.dtype in SCALED_DTYPES else BLOCK_MN
+    m_legal = BLOCK_MN + WS_FP8_WIDE_M if is_ws_fp8(cfg) else BLOCK_MN
     ok = choice(errors, "block_m", cfg.block_m, m_legal) & choice(errors, "block_n", cfg.block_n, BLOCK_MN)
     ok &= choice(errors, "block_k", cfg.block_k, BLOCK_K) & choice(errors, "num_warps", cfg.num_warps, WARPS)
     ok &= choice(errors, "num_stages", cfg.num_stages, STAGES)
@@ -79,14 +79,14 @@ def _tile_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]])
 def compute_warps(cfg: GemmConfig) -> int:
     """Warps holding the accumulator: a warp-specialized kernel of 4 warps gets two consumer warp groups (fp8:
     one per 64 rows of the tile)."""
-    if cfg.family == "tma_ws" and cfg.dtype in SCALED_DTYPES:
-        return cfg.num_warps * max(1, cfg.block_m // 64)
+    if is_ws_fp8(cfg):
+        return cfg.num_warps * ws_fp8_consumers(cfg)
     return 2 * cfg.num_warps if cfg.family == "tma_ws" else cfg.num_warps
 
 
 def shared_memory_bytes(cfg: GemmConfig) -> int:
     """Shared memory of the pipelined A and B tiles plus, for TMA stores, the output staging subtile."""
-    if cfg.family == "tma_ws" and cfg.dtype in SCALED_DTYPES and cfg.out_dtype in DTYPES:
+    if is_ws_fp8(cfg) and cfg.out_dtype in DTYPES:
         return ws_fp8_shared_memory_bytes(cfg)
     stage = (cfg.block_m * cfg.block_k + cfg.block_k * cfg.block_n) * DTYPES[cfg.dtype].bytes
     staging, tile = 0, cfg.block_m * cfg.block_n
@@ -119,8 +119,7 @@ def streamk_ws_slices(cfg: GemmConfig) -> int:
 
 
 def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
-    ws_fp8 = cfg.family == "tma_ws" and cfg.dtype in SCALED_DTYPES
-    if cfg.family not in SPLIT_FAMILIES and cfg.split_k != 1 and not ws_fp8:
+    if cfg.family not in SPLIT_FAMILIES and cfg.split_k != 1 and not is_ws_fp8(cfg):
         only = " (of tma_ws, only the fp8 form splits K)" if cfg.family == "tma_ws" else ""
         errors.append(("split_k", f"family {cfg.family!r} needs split_k=1{only}, got {cfg.split_k}"))
     if cfg.family == "splitk" or (cfg.family in ("tma_persistent", "tma_ws") and cfg.split_k != 1):
@@ -147,7 +146,7 @@ def _family_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]
     if cfg.family == "tma_ws" and cfg.num_warps != WS_WARPS:
         errors.append(("num_warps", f"warp specialization takes effect on {arch.name} only with num_warps="
                                     f"{WS_WARPS} (Triton ignores it otherwise); got {cfg.num_warps}"))
-    if cfg.family == "tma_ws" and cfg.dtype in SCALED_DTYPES:
+    if is_ws_fp8(cfg):
         _ws_fp8_errors(cfg, errors)
         return
     if cfg.family == "tma_ws" and (cfg.with_c or cfg.num_d or cfg.bias == "row"):
@@ -173,6 +172,18 @@ WS_FP8_BLOCK_N = (64, 128)
 WS_FP8_BLOCK_K = 128
 WS_FP8_SMEM_EXTRA = 256
 WS_FP8_MAX_SPLIT_K = 8       # split K: the last of a tile's splits sums the slots in an unrolled loop
+WS_FP8_GROUP_ROWS = 64       # rows of the tile per consumer warp group
+
+
+def is_ws_fp8(cfg: GemmConfig) -> bool:
+    """Whether cfg is the Gluon form of tma_ws (fp8), whose tiles, warps and shared memory follow its own rules."""
+    return cfg.family == "tma_ws" and cfg.dtype in SCALED_DTYPES
+
+
+def ws_fp8_consumers(cfg: GemmConfig) -> int:
+    """Consumer warp groups of the Gluon form: one per WS_FP8_GROUP_ROWS rows of the tile (at least one, so that
+    estimates of invalid tiles stay defined)."""
+    return max(1, cfg.block_m // WS_FP8_GROUP_ROWS)
 
 
 def _ws_fp8_errors(cfg: GemmConfig, errors: list[tuple[str, str]]) -> None:
@@ -200,7 +211,7 @@ def ws_fp8_shared_memory_bytes(cfg: GemmConfig) -> int:
     consumer warp group, and WS_FP8_SMEM_EXTRA bytes that Triton 3.6 adds for the partitions (152-168 measured
     on sm_90 builds)."""
     stage = (cfg.block_m + cfg.block_n) * cfg.block_k * DTYPES[cfg.dtype].bytes + 16
-    staging = max(1, cfg.block_m // 64) * 64 * cfg.block_n * DTYPES[cfg.out_dtype].bytes
+    staging = ws_fp8_consumers(cfg) * WS_FP8_GROUP_ROWS * cfg.block_n * DTYPES[cfg.out_dtype].bytes
     return max(1, cfg.num_stages) * stage + staging + WS_FP8_SMEM_EXTRA
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from tiledispatch.dtypes import SCALED_DTYPES
+from tiledispatch.configs.validity import is_ws_fp8
 from tiledispatch.errors import InvalidConfig, bad_choice
 
 _GEMM = {"tiled": "gemm_tiled", "splitk": "gemm_splitk", "tma_persistent": "gemm_tma", "tma_ws": "gemm_tma",
@@ -20,7 +20,7 @@ def family_module(cfg: Any) -> ModuleType:
     """The module of cfg's family: entries(cfg), render(cfg) and launch_plan(cfg, ...)."""
     import importlib
 
-    if cfg.op == "gemm" and cfg.family == "tma_ws" and cfg.dtype in SCALED_DTYPES:
+    if cfg.op == "gemm" and is_ws_fp8(cfg):
         return importlib.import_module("tiledispatch.kernels.gemm_ws_fp8")   # the Gluon form
     table = _CONV if cfg.op == "conv" else _GEMM
     if cfg.family not in table:

@@ -39,6 +39,7 @@ Triton's interpreter cannot run Gluon: these kernels run on CUDA devices only (t
 from __future__ import annotations
 
 from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.configs.validity import WS_FP8_GROUP_ROWS, ws_fp8_consumers
 from tiledispatch.dtypes import DTYPES
 from tiledispatch.kernels import gemm_common as common
 from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
@@ -46,7 +47,7 @@ from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
 FN = "gemm_tma_kernel"
 DIALECT = "gluon"
 CHUNK = 2            # K blocks per unrolled chunk of the two-consumer form (see the module docstring)
-WG_ROWS = 64         # rows of the tile per consumer warp group
+WG_ROWS = WS_FP8_GROUP_ROWS   # rows of the tile per consumer warp group
 # Worker partitions (consumer warp groups after the default one, then the producer warp) and the registers each
 # asks for, by consumer count: a 4-warp consumer holds three 64 x block_n fp32 sets with two consumers (the lagged
 # promotion), two with three, and all partitions together fit the SM's 64K registers.
@@ -72,7 +73,7 @@ def chunk(cfg: GemmConfig) -> int:
     """K blocks per chunk: the three-consumer form holds two register sets (accumulator and partial), so it
     promotes each block as soon as its wgmma group completes; its other two warp groups keep the tensor cores
     busy meanwhile."""
-    return CHUNK if cfg.block_m // WG_ROWS == 2 else 1
+    return CHUNK if ws_fp8_consumers(cfg) == 2 else 1
 
 
 def a_box_rows(cfg: GemmConfig) -> int:
@@ -118,7 +119,7 @@ def render(cfg: GemmConfig) -> str:
     bias = ", bias_ptr" if cfg.bias != "none" else ""
     split = ", ws_ptr, count_ptr" if cfg.split_k > 1 else ""
     signature = ",\n    ".join([*runtime, *(f"{p.name}: gl.constexpr" for p in entry.params if p.is_constexpr)])
-    consumers = cfg.block_m // WG_ROWS
+    consumers = ws_fp8_consumers(cfg)
     staging = "".join(f"    out_smem{g} = gl.allocate_shared_memory(out_desc.dtype, out_desc.block_type.shape, "
                       f"out_desc.layout)\n" for g in range(consumers))
     partitions = "".join(f"        (_consume, (out_desc, out_smem{g}, scale{bias}{split}, M, N, full, empty, a_bufs, "
@@ -143,7 +144,7 @@ def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -
     if cfg.split_k == 1:
         return LaunchPlan(grids)
     return LaunchPlan(grids, workspaces=(("ws_ptr", tiles * cfg.split_k * cfg.block_m * cfg.block_n, cfg.acc_dtype),),
-                      counters=(("count_ptr", tiles * (cfg.block_m // WG_ROWS)),))
+                      counters=(("count_ptr", tiles * ws_fp8_consumers(cfg)),))
 
 
 SOURCE = '''\
