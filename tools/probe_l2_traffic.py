@@ -19,16 +19,11 @@ import functools
 import json
 
 import torch
+from probe_space import matrix  # tools/ is the script's directory
 
 import tiledispatch as td
 
 VENDOR = "vendor"
-
-
-def matrix(rows: int, cols: int, dtype: torch.dtype, aligned: bool) -> torch.Tensor:
-    """rows x cols, row-major; with `aligned`, a view of a buffer whose rows are padded to 128 bytes."""
-    width = -(-cols * dtype.itemsize // 128) * 128 // dtype.itemsize if aligned else cols
-    return torch.randn(rows, width, device="cuda").to(dtype)[:, :cols]
 
 
 def case_plans(reg: td.Registry, text: str) -> tuple[str, list[tuple[str, object]]]:

@@ -15,6 +15,7 @@ import functools
 import json
 
 import torch
+from probe_space import pitch  # tools/ is the script's directory
 
 import tiledispatch as td
 from tiledispatch.bench.timer import FLUSH_MB, flushed_event_samples, quantile
@@ -22,13 +23,11 @@ from tiledispatch.runtime.operand_copy import Corner, CornerCopies
 
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 TOLERANCE = {"fp16": 2e-3, "bf16": 1e-2}
-PITCH_BYTES = 128
 
 
 def pitched(rows: int, cols: int, dtype: torch.dtype) -> torch.Tensor:
-    """A zeroed buffer of `rows` rows of at least `cols` elements, padded to PITCH_BYTES."""
-    width = -(-cols * dtype.itemsize // PITCH_BYTES) * PITCH_BYTES // dtype.itemsize
-    return torch.zeros(rows, width, device="cuda", dtype=dtype)
+    """A zeroed buffer of `rows` rows of at least `cols` elements, padded to 128 bytes (probe_space.pitch)."""
+    return torch.zeros(rows, pitch(cols, dtype), device="cuda", dtype=dtype)
 
 
 def _repitched(kern, copies: CornerCopies, pairs: list, a2: torch.Tensor, b2: torch.Tensor,

@@ -12,6 +12,7 @@ A shape's `@` suffix names the operands (A, B, C) whose rows start 128-byte alig
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 
@@ -35,10 +36,16 @@ def grid(opts: argparse.Namespace) -> dict[str, tuple[int, ...]]:
             "align": (16,), "split_k": ints(opts.split_k), "subtile": ints(opts.subtile)}
 
 
+def pitch(cols: int, dtype: torch.dtype) -> int:
+    """Elements per row of a buffer whose rows of `cols` elements are padded to 128 bytes."""
+    return -(-cols * dtype.itemsize // 128) * 128 // dtype.itemsize
+
+
 def matrix(rows: int, cols: int, dtype: torch.dtype, aligned: bool) -> torch.Tensor:
-    """rows x cols, row-major; with `aligned`, a view of a buffer whose rows are padded to 128 bytes."""
-    width = -(-cols * dtype.itemsize // 128) * 128 // dtype.itemsize if aligned else cols
-    return torch.randn(rows, width, device="cuda", dtype=dtype)[:, :cols]
+    """rows x cols of normal values (fp8: cast from fp32), row-major; with `aligned`, a view of a buffer whose
+    rows are padded to 128 bytes."""
+    width = pitch(cols, dtype) if aligned else cols
+    return torch.randn(rows, width, device="cuda").to(dtype)[:, :cols]
 
 
 def time_shape(reg: td.Registry, names: list[str], shape: str, opts: argparse.Namespace,
@@ -52,7 +59,7 @@ def time_shape(reg: td.Registry, names: list[str], shape: str, opts: argparse.Na
     ref = a.float() @ b.float()
     runs = {"torch.mm": lambda: torch.mm(a, b, out=out)}
     for name in names:
-        runs[name] = (lambda kern: lambda: kern.run(a, b, out=out))(reg.get(name))
+        runs[name] = functools.partial(reg.get(name).run, a, b, out=out)
     rows = []
     for name, fn in runs.items():
         out.zero_()
