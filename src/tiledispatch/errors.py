@@ -1,6 +1,8 @@
 """The one exception hierarchy of tiledispatch.
 
-Every error names the offending field and, where there is a closed set, the legal values.
+Every error names the offending field and, where there is a closed set, the legal values. Errors about an
+argument's value also subclass ValueError, about its Python type TypeError (BadInputType, InvalidConfigType),
+about a missing kernel LookupError, so callers may catch either family.
 """
 from __future__ import annotations
 
@@ -15,15 +17,19 @@ class TileDispatchError(Exception):
         self.field = field
 
 
-class InvalidConfig(TileDispatchError):
+class InvalidConfig(TileDispatchError, ValueError):
     """A kernel configuration, name or config file is malformed or invalid for the target."""
+
+
+class InvalidConfigType(InvalidConfig, TypeError):
+    """A kernel configuration field of the wrong Python type (a float tile size, a non-string dtype)."""
 
 
 class UnsupportedProblem(TileDispatchError):
     """No kernel can compute this problem exactly (not even after exact padding)."""
 
 
-class NoKernelFound(TileDispatchError):
+class NoKernelFound(TileDispatchError, LookupError):
     """A registry holds no (built) kernel for the requested problem or name."""
 
 
@@ -35,8 +41,13 @@ class CodegenError(TileDispatchError):
     """Generated kernel source breaks a rule of Triton's front end (a bug of tiledispatch, never skipped)."""
 
 
-class BadInput(TileDispatchError):
+class BadInput(TileDispatchError, ValueError):
     """Tensors or arguments given to a run do not match what the call needs."""
+
+
+class BadInputType(BadInput, TypeError):
+    """An argument of the wrong Python type: a float, bool or string where an int is needed, a list or NumPy
+    array where a torch tensor is."""
 
 
 class CacheError(TileDispatchError):

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
+from collections.abc import Iterable
 from typing import Any
 
 from tiledispatch.dtypes import default_acc_dtype, default_out_dtype, get_dtype
-from tiledispatch.errors import BadInput, bad_choice
+from tiledispatch.errors import BadInput, BadInputType, bad_choice
+from tiledispatch.problems.bounds import as_int, check_elements, mapping, size, unknown_keys
 from tiledispatch.problems.gemm import ACTIVATIONS
 
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
@@ -23,38 +26,37 @@ def channel_align(*channels: int) -> int:
     return max(a for a in CONV_ALIGNS if all(c % a == 0 for c in channels))
 
 
-def _positive(field: str, value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise BadInput(f"{field}={value!r} must be a positive integer", field=field)
-    return value
+def _values(field: str, value: Any, count: int, what: str) -> tuple[Any, ...]:
+    """One value for all `count` entries (an int), or exactly `count` of them (any non-string iterable)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return (value,) * count
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise BadInputType(f"{field}={value!r} must be an int or {what}", field=field)
+    values = tuple(value)
+    if len(values) != count:
+        raise BadInput(f"{field}={value!r} must be an int or {what}", field=field)
+    return values
 
 
 def _per_dim(field: str, value: Any, ndim: int, minimum: int) -> tuple[int, ...]:
-    """One int for every dim, or exactly one per dim; each >= minimum."""
-    values = (value,) * ndim if isinstance(value, int) and not isinstance(value, bool) else tuple(value)
-    if len(values) != ndim or any(not isinstance(v, int) or isinstance(v, bool) for v in values):
-        raise BadInput(f"{field}={value!r} must be an int or {ndim} ints (one per spatial dim)", field=field)
-    if any(v < minimum for v in values):
-        raise BadInput(f"{field}={value!r}: every value must be >= {minimum}", field=field)
-    return values
+    """One int for every dim, or exactly one per dim; each in [minimum, MAX_SIZE]."""
+    return tuple(size(v, field, minimum) for v in _values(field, value, ndim, f"{ndim} ints (one per dim)"))
 
 
 def _padding(value: Any, ndim: int) -> tuple[tuple[int, int], ...]:
     """An int, one int per dim (symmetric), or one (left, right) pair per dim; never negative."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        pairs = ((value, value),) * ndim
-    else:
-        items = tuple(value)
-        if len(items) != ndim:
-            raise BadInput(f"padding={value!r} must be an int, {ndim} ints or {ndim} (left, right) pairs",
-                           field="padding")
-        pairs = tuple((p, p) if isinstance(p, int) and not isinstance(p, bool) else tuple(p) for p in items)
-    if any(len(p) != 2 or any(not isinstance(v, int) or isinstance(v, bool) for v in p) for p in pairs):
-        raise BadInput(f"padding={value!r} must be an int, {ndim} ints or {ndim} (left, right) pairs",
-                       field="padding")
-    if any(v < 0 for p in pairs for v in p):
-        raise BadInput(f"padding={value!r} must not be negative", field="padding")
-    return tuple((int(left), int(right)) for left, right in pairs)
+    pairs = []
+    for item in _values("padding", value, ndim, f"{ndim} ints or {ndim} (left, right) pairs (one per dim)"):
+        pair = _values("padding", item, 2, "a (left, right) pair of ints")
+        pairs.append(tuple(size(v, "padding", 0) for v in pair))
+    return tuple(pairs)  # type: ignore[return-value]
+
+
+def _sizes(field: str, value: Any) -> tuple[int, ...]:
+    """A tuple of sizes (each an int in [1, MAX_SIZE]) from any non-string iterable."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise BadInputType(f"{field}={value!r} must be a tuple of 1, 2 or 3 ints", field=field)
+    return tuple(size(v, field) for v in value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,15 +93,13 @@ class ConvProblem:
         if self.direction not in DIRECTIONS:
             raise bad_choice(BadInput, "direction", self.direction, DIRECTIONS)
         for field in ("n", "c", "k", "groups"):
-            _positive(field, getattr(self, field))
-        spatial, filt = tuple(self.spatial), tuple(self.filter)
+            object.__setattr__(self, field, size(getattr(self, field), field))
+        spatial = _sizes("spatial", self.spatial)
+        filt = _sizes("filter", self.filter)
         if len(spatial) not in NDIMS:
             raise BadInput(f"spatial={self.spatial!r} must have 1, 2 or 3 sizes (the ndim)", field="spatial")
         if len(filt) != len(spatial):
             raise BadInput(f"filter={self.filter!r} must have {len(spatial)} sizes, like spatial", field="filter")
-        for field, values in (("spatial", spatial), ("filter", filt)):
-            for v in values:
-                _positive(field, v)
         for field in ("c", "k"):
             if getattr(self, field) % self.groups:
                 raise BadInput(f"groups={self.groups} does not divide {field}={getattr(self, field)}",
@@ -119,12 +119,20 @@ class ConvProblem:
         self._check_epilogue()
         if self.align is None:
             object.__setattr__(self, "align", channel_align(self.c, self.k))
+        object.__setattr__(self, "align", as_int(self.align, "align"))
         if self.align not in CONV_ALIGNS:
             raise bad_choice(BadInput, "align", self.align, CONV_ALIGNS)
         if any(o <= 0 for o in self.output):
             raise BadInput(f"output size {self.output} is not positive: spatial {self.spatial}, filter "
                            f"{self.filter}, stride {self.stride}, padding {self.padding}, dilation {self.dilation}",
                            field="spatial")
+        self._check_elements()
+
+    def _check_elements(self) -> None:
+        """Input, weight and output within MAX_ELEMENTS (problems/bounds.py)."""
+        check_elements("the input", {"n": self.n, "c": self.c, "spatial": math.prod(self.spatial)})
+        check_elements("the weight", {"k": self.k, "c": self.c_per_group, "filter": math.prod(self.filter)})
+        check_elements("the output", {"n": self.n, "k": self.k, "spatial": math.prod(self.output)})
 
     def _check_epilogue(self) -> None:
         if self.activation not in ACTIVATIONS:
@@ -203,11 +211,8 @@ class ConvProblem:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConvProblem:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - fields)
-        if unknown:
-            raise BadInput(f"unknown ConvProblem field(s) {unknown}; legal fields: {sorted(fields)}",
-                           field=unknown[0])
+        """The problem of a to_dict() result (lists as JSON gives them back; an unknown key raises BadInput)."""
+        unknown_keys(mapping(data, "problem"), {f.name for f in dataclasses.fields(cls)}, "ConvProblem")
         return cls(**data)
 
     def describe(self) -> str:

@@ -6,7 +6,8 @@ from typing import Any
 
 from tiledispatch.dtypes import (ACC_DTYPES, INPUT_DTYPES, OUTPUT_DTYPES, default_acc_dtype,
                                  default_out_dtype, get_dtype)
-from tiledispatch.errors import BadInput, bad_choice
+from tiledispatch.errors import BadInput, BadInputType, bad_choice
+from tiledispatch.problems.bounds import as_int, check_elements, mapping, size, unknown_keys
 
 LAYOUTS = ("rcr", "rrr", "crr", "ccr")
 ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
@@ -29,21 +30,20 @@ class Epilogue:
     with_c: bool = False
 
     def __post_init__(self) -> None:
-        if self.activation not in ACTIVATIONS:
+        if not isinstance(self.activation, str) or self.activation not in ACTIVATIONS:
             raise bad_choice(BadInput, "epilogue.activation", self.activation, ACTIVATIONS)
-        if self.bias not in BIAS_MODES:
+        if not isinstance(self.bias, str) or self.bias not in BIAS_MODES:
             raise bad_choice(BadInput, "epilogue.bias", self.bias, BIAS_MODES)
-        if not isinstance(self.num_d, int) or not 0 <= self.num_d <= MAX_D:
+        num_d = as_int(self.num_d, "epilogue.num_d")
+        if not 0 <= num_d <= MAX_D:
             raise bad_choice(BadInput, "epilogue.num_d", self.num_d, range(MAX_D + 1))
+        object.__setattr__(self, "num_d", num_d)
+        if not isinstance(self.with_c, bool):
+            raise BadInputType(f"epilogue.with_c={self.with_c!r} must be True or False", field="epilogue.with_c")
 
     @property
     def is_identity(self) -> bool:
         return self == Epilogue()
-
-
-def _check_positive(field: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise BadInput(f"{field}={value!r} must be a positive integer", field=field)
 
 
 def contiguous_dims(layout: str) -> tuple[str, ...]:
@@ -84,7 +84,8 @@ class GemmProblem:
 
     def __post_init__(self) -> None:
         for field in ("m", "n", "k", "batch"):
-            _check_positive(field, getattr(self, field))
+            object.__setattr__(self, field, size(getattr(self, field), field))
+        self._check_elements()
         if self.dtype not in INPUT_DTYPES:
             raise bad_choice(BadInput, "dtype", self.dtype, INPUT_DTYPES)
         if self.out_dtype is None:
@@ -101,8 +102,16 @@ class GemmProblem:
             raise BadInput(f"epilogue must be an Epilogue, got {type(self.epilogue).__name__}", field="epilogue")
         if self.align is None:
             object.__setattr__(self, "align", self.natural_align())
+        object.__setattr__(self, "align", as_int(self.align, "align"))
         if self.align not in PROBLEM_ALIGNS:
             raise bad_choice(BadInput, "align", self.align, PROBLEM_ALIGNS)
+
+    def _check_elements(self) -> None:
+        """A, B and the output within MAX_ELEMENTS (problems/bounds.py)."""
+        b, m, n, k = self.batch, self.m, self.n, self.k
+        check_elements("a", {"batch": b, "m": m, "k": k})
+        check_elements("b", {"batch": b, "k": k, "n": n})
+        check_elements("the output", {"batch": b, "m": m, "n": n})
 
     def leading_dims(self) -> tuple[int, int, int]:
         """Leading dimensions (elements) of contiguous A, B and out in this layout."""
@@ -151,8 +160,11 @@ class GemmProblem:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GemmProblem:
-        data = dict(data)
-        epi = data.pop("epilogue", None) or {}
+        """The problem of a to_dict() result (an unknown key raises BadInput naming it)."""
+        data = dict(mapping(data, "problem"))
+        unknown_keys(data, {f.name for f in dataclasses.fields(cls)}, "GemmProblem")
+        epi = mapping(data.pop("epilogue", None) or {}, "epilogue")
+        unknown_keys(epi, {f.name for f in dataclasses.fields(Epilogue)}, "Epilogue", "epilogue.")
         return cls(**data, epilogue=Epilogue(**epi))
 
     def describe(self) -> str:

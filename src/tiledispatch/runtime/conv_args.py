@@ -13,6 +13,7 @@ from typing import Any
 from tiledispatch.dtypes import from_torch, torch_dtype
 from tiledispatch.errors import BadInput
 from tiledispatch.kernels.conv_common import DIMS, OUTPUT_ROLE
+from tiledispatch.problems.bounds import size
 from tiledispatch.problems.conv import CONV_DTYPES, ConvProblem, channel_align
 
 ROLE_FIELDS = {"x": "input", "w": "weight", "y": "output"}
@@ -134,8 +135,7 @@ def conv_problem(direction: str, x_shape: tuple[int, ...], w_shape: tuple[int, .
     if len(w_shape) != len(x_shape):
         raise BadInput(f"weight has shape {tuple(w_shape)}; expected {len(x_shape)} dims like the input",
                        field="weight")
-    if not isinstance(groups, int) or groups <= 0:
-        raise BadInput(f"groups={groups!r} must be a positive integer", field="groups")
+    groups = size(groups, "groups")
     n, c, spatial = x_shape[0], x_shape[1], tuple(x_shape[2:])
     k, filt = w_shape[0], tuple(w_shape[2:])
     if c % groups or k % groups:
