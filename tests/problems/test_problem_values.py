@@ -1,6 +1,6 @@
-"""The one rule for integer arguments (ints; NumPy integers taken as ints; bools, floats and strings refused by a
-typed error naming the field) and the size bounds (problems/bounds.py), applied by GemmProblem, ConvProblem and
-the conv argument parsing alike; from_dict refuses unknown keys by name."""
+"""The one rule for integer arguments (ints; NumPy integers taken as ints; bools, floats and strings refused
+by a typed error naming the field) and the size bounds (problems/bounds.py), applied by GemmProblem,
+ConvProblem and the conv argument parsing alike; from_dict refuses unknown keys by name."""
 from __future__ import annotations
 
 import numpy as np
@@ -32,8 +32,8 @@ def test_conv_problem_refuses_non_integers_by_field(field, value):
     assert isinstance(exc, TypeError) and isinstance(exc, BadInput)
 
 
-@pytest.mark.parametrize("field, value", [("stride", 1.0), ("groups", 2.0), ("groups", True), ("dilation", 1.5),
-                                          ("stride", np.float64(1.0))])
+@pytest.mark.parametrize("field, value", [("stride", 1.0), ("groups", 2.0), ("groups", True),
+                                          ("dilation", 1.5), ("stride", np.float64(1.0))])
 def test_conv_argument_parsing_applies_the_same_rule(field, value):
     """td.conv*'s parsing (conv_problem) refuses what ConvProblem refuses, whatever the call history."""
     kwargs = {"groups": 1, field: value}
@@ -59,9 +59,10 @@ def test_gemm_problem_refuses_non_integers(field, value):
     raises(BadInputType, field, td.GemmProblem, **{"m": 8, "n": 8, "k": 8, field: value})
 
 
-@pytest.mark.parametrize("kwargs, field", [({"num_d": 1.0}, "epilogue.num_d"), ({"num_d": True}, "epilogue.num_d"),
-                                           ({"with_c": 1}, "epilogue.with_c"), ({"activation": None},
-                                                                                "epilogue.activation")])
+@pytest.mark.parametrize("kwargs, field", [({"num_d": 1.0}, "epilogue.num_d"),
+                                           ({"num_d": True}, "epilogue.num_d"),
+                                           ({"with_c": 1}, "epilogue.with_c"),
+                                           ({"activation": None}, "epilogue.activation")])
 def test_epilogue_fields_are_typed(kwargs, field):
     raises(BadInput, field, td.Epilogue, **kwargs)
 
@@ -86,9 +87,11 @@ def test_gemm_1e12_is_refused():
     raises(BadInput, "m", td.GemmProblem, 10**12, 64, 64)
 
 
-@pytest.mark.parametrize("change, field", [({"n": MAX_SIZE + 1}, "n"), ({"c": 2**40, "k": 8, "groups": 1}, "c"),
+@pytest.mark.parametrize("change, field", [({"n": MAX_SIZE + 1}, "n"),
+                                           ({"c": 2**40, "k": 8, "groups": 1}, "c"),
                                            ({"spatial": (MAX_SIZE + 1, 8)}, "spatial"),
-                                           ({"stride": (1, 2**31)}, "stride"), ({"padding": 2**31}, "padding"),
+                                           ({"stride": (1, 2**31)}, "stride"),
+                                           ({"padding": 2**31}, "padding"),
                                            ({"dilation": 2**32}, "dilation"),
                                            ({"n": 2**20, "spatial": (2**15, 2**15)}, "spatial")])
 def test_conv_sizes_above_the_bound(change, field):

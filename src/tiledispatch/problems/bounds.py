@@ -1,5 +1,6 @@
-"""The one rule for integer-valued arguments and the bounds of problem sizes, shared by GemmProblem, ConvProblem,
-the conv argument parsing and the kernel configs, so a value is accepted or refused the same way on every path.
+"""The one rule for integer-valued arguments and the bounds of problem sizes, shared by GemmProblem,
+ConvProblem, the conv argument parsing and the kernel configs: a value is accepted or refused the same way on
+every path.
 
 Integers: Python ints and NumPy integers (taken as ints); bools, floats (even 2.0), strings and anything else
 are refused by a TypeError of the hierarchy naming the field. Bounds: every size (GEMM m, n, k, batch; conv

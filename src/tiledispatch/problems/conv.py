@@ -211,7 +211,7 @@ class ConvProblem:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConvProblem:
-        """The problem of a to_dict() result (lists as JSON gives them back; an unknown key raises BadInput)."""
+        """The problem of a to_dict() result (lists as JSON gives them back); an unknown key raises BadInput."""
         unknown_keys(mapping(data, "problem"), {f.name for f in dataclasses.fields(cls)}, "ConvProblem")
         return cls(**data)
 

@@ -39,7 +39,8 @@ class Epilogue:
             raise bad_choice(BadInput, "epilogue.num_d", self.num_d, range(MAX_D + 1))
         object.__setattr__(self, "num_d", num_d)
         if not isinstance(self.with_c, bool):
-            raise BadInputType(f"epilogue.with_c={self.with_c!r} must be True or False", field="epilogue.with_c")
+            raise BadInputType(f"epilogue.with_c={self.with_c!r} must be True or False",
+                               field="epilogue.with_c")
 
     @property
     def is_identity(self) -> bool:
