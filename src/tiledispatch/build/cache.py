@@ -1,8 +1,9 @@
 """The persistent build cache: <root>/<arch>/<instance name>/<fingerprint>/.
 
 An entry is complete when its manifest.json lists every file with its sha256. Entries are built in a
-private temporary directory and renamed into place, so readers never see half an entry and two builders
-racing for the same entry both end with one intact copy. A corrupt entry is detected and removed.
+private staging directory (<root>/<arch>/.staging/<host>-<pid>-<random>) and renamed into place, so readers never
+see half an entry and two builders racing for the same entry both end with one intact copy. A corrupt entry is
+detected and removed; the staging directory of a builder that died is swept by the next build.
 """
 from __future__ import annotations
 
@@ -10,11 +11,17 @@ import hashlib
 import json
 import os
 import shutil
+import socket
+import time
 import uuid
 from pathlib import Path
 
+from tiledispatch.errors import CacheError
+
 MANIFEST = "manifest.json"
 SOURCE = "kernel.py"
+STAGING = ".staging"
+FOREIGN_STALE_S = 24 * 3600   # a staging dir of another host (shared cache) counts as abandoned after a day
 
 
 def fingerprint(source: str, arch: str) -> str:
@@ -60,10 +67,71 @@ def remove_entry(path: Path) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
+def ensure_root(root: Path) -> None:
+    """Create the cache root, or raise CacheError naming the path when it cannot be a directory."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if root.is_dir():
+            return
+        reason = "it is not a directory"
+    except (FileExistsError, NotADirectoryError):
+        blocker = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), root)
+        reason = f"{blocker} is a file, not a directory"
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+    raise CacheError(f"cannot use the build cache dir {root}: {reason} (set TILEDISPATCH_CACHE_DIR, or pass "
+                     "cache_dir=, to a directory)", field="TILEDISPATCH_CACHE_DIR")
+
+
 def new_staging_dir(root: Path, arch: str) -> Path:
-    staging = root / arch / ".staging" / f"{os.getpid()}-{uuid.uuid4().hex}"
+    staging = root / arch / STAGING / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex}"
     staging.mkdir(parents=True)
     return staging
+
+
+def sweep_staging(root: Path, arch: str) -> list[Path]:
+    """Remove the staging dirs of builders that died (killed mid-compile); returns those removed."""
+    try:
+        children = list((root / arch / STAGING).iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    gone = [child for child in children if _abandoned(child)]
+    for child in gone:
+        shutil.rmtree(child, ignore_errors=True)
+    return gone
+
+
+def _abandoned(staging: Path) -> bool:
+    """A trash dir, the dir of a dead process of this host, or one of another host untouched for a day.
+    Names of older versions were <pid>-<random> (this host)."""
+    if staging.name.startswith(".trash-"):
+        return True
+    parts = staging.name.rsplit("-", 2)
+    host, pid = (parts[0], parts[1]) if len(parts) == 3 else (socket.gethostname(), parts[0])
+    if host == socket.gethostname() and pid.isdigit():
+        return not _pid_alive(int(pid))
+    try:
+        return time.time() - staging.stat().st_mtime > FOREIGN_STALE_S
+    except FileNotFoundError:
+        return False
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process `pid` of this host runs (a zombie waiting to be reaped does not)."""
+    if os.name != "posix":   # os.kill(pid, 0) would terminate the process elsewhere
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # alive, another user's
+        pass
+    if not Path("/proc/self").is_dir():   # no procfs (macOS): zombies count as alive
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):   # it exited meanwhile
+        return False
 
 
 def publish(staging: Path, final: Path, manifest: dict) -> Path:
@@ -90,6 +158,8 @@ def cache_stats(root: Path) -> dict:
 
 
 def clear(root: Path) -> int:
+    if root.exists() and not root.is_dir():
+        ensure_root(root)   # raises CacheError naming the path
     stats = cache_stats(root)
     if root.exists():
         for child in root.iterdir():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from pathlib import Path
 
@@ -53,21 +54,67 @@ def compile_entries(source_path: Path, cc: int, out_dir: Path) -> dict[str, dict
     return resources
 
 
+ATTEMPTS = 3   # a `cache clear` during the build removes the staging dir: the instance starts again
+
+
+class _Cleared(Exception):
+    """The cache was cleared under this build (its staging dir or a file it needed vanished)."""
+
+
 def run_task(task: CompileTask) -> CompileResult:
     """Build one instance into the cache. A compile failure is returned, never raised (any exception: a
-    hand-edited or foreign source can fail at import time with NameError, SyntaxError, ...)."""
+    hand-edited or foreign source can fail at import time with NameError, SyntaxError, ...). A cache cleared
+    meanwhile costs a new attempt, not the build. The staging dir never outlives the call."""
     start = time.perf_counter()
-    root = Path(task.cache_root)
-    staging = cache.new_staging_dir(root, task.arch)
-    source_path = staging / cache.SOURCE
-    source_path.write_text(task.source)
+    reason = ""
+    for _ in range(ATTEMPTS):
+        try:
+            return _attempt(task, start)
+        except _Cleared as exc:
+            reason = str(exc)
+    return CompileResult(task.name, False, time.perf_counter() - start,
+                         f"the cache dir was cleared {ATTEMPTS} times during the build ({reason})"[:500])
+
+
+def _attempt(task: CompileTask, start: float) -> CompileResult:
+    staging = cache.new_staging_dir(Path(task.cache_root), task.arch)
     try:
-        resources = compile_entries(source_path, task.cc, staging)
-    except Exception as exc:  # noqa: BLE001 - recorded per instance in BuildReport.failed
-        cache.remove_entry(staging)
-        reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
-        return CompileResult(task.name, False, time.perf_counter() - start, reason[:500])
-    manifest = {"name": task.name, "arch": task.arch, "fingerprint": task.fingerprint, "resources": resources,
-                "compile_seconds": round(time.perf_counter() - start, 3)}
-    final = cache.publish(staging, task.entry, manifest)
+        source_path = staging / cache.SOURCE
+        source_path.write_text(task.source)
+        try:
+            resources = compile_entries(source_path, task.cc, staging)
+        except Exception as exc:   # any: recorded per instance in BuildReport.failed
+            if _cleared(task, staging, exc):
+                raise _Cleared(_reason(exc)) from exc
+            return CompileResult(task.name, False, time.perf_counter() - start, _reason(exc)[:500])
+        manifest = {"name": task.name, "arch": task.arch, "fingerprint": task.fingerprint,
+                    "resources": resources, "compile_seconds": round(time.perf_counter() - start, 3)}
+        final = cache.publish(staging, task.entry, manifest)
+    except OSError as exc:
+        if _cleared(task, staging, exc):
+            raise _Cleared(_reason(exc)) from exc
+        raise
+    finally:
+        cache.remove_entry(staging)   # still there on every path but a successful publish
     return CompileResult(task.name, True, time.perf_counter() - start, path=str(final))
+
+
+def _cleared(task: CompileTask, staging: Path, exc: BaseException) -> bool:
+    """The staging dir is gone, or a file of the cache vanished (Triton's cache lives in ours, so it goes too)."""
+    if not staging.is_dir():
+        return True
+    root = os.path.join(os.path.abspath(task.cache_root), "")
+    chain: BaseException | None = exc
+    for _ in range(16):   # bounded: a hand-built exception chain may loop
+        if chain is None:
+            break
+        name = chain.filename if isinstance(chain, FileNotFoundError) else None
+        if isinstance(name, str) and os.path.abspath(name).startswith(root):
+            return True
+        chain = chain.__cause__ or chain.__context__
+    return False
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[-1] if text else ''}"
