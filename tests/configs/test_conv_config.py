@@ -104,3 +104,19 @@ def test_gemm_family_mismatch_names_the_field(problem_changes, field):
     reason = conv_problem_mismatch(cfg, problem)
     assert reason is not None and reason.startswith(field), reason
     assert conv_problem_mismatch(cfg, td.ConvProblem(**base)) is None
+
+
+@pytest.mark.parametrize("field, value", [("block_m", 64.0), ("ndim", 2.0), ("split_k", False), ("align", "8"),
+                                          ("kloop", None), ("bias", 0.0), ("direction", 1)])
+def test_fields_refuse_other_types(field, value):
+    """D7: float tile sizes passed validity and broke the name round trip."""
+    with pytest.raises(td.InvalidConfig) as info:
+        ConvConfig(**{field: value})
+    assert info.value.field == field
+
+
+def test_numpy_integers_become_ints():
+    import numpy as np
+
+    cfg = ConvConfig(block_m=np.int64(64), ndim=np.int8(2))
+    assert type(cfg.block_m) is int and td.parse_name(cfg.name) == cfg == ConvConfig(block_m=64)

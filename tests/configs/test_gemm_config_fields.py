@@ -51,3 +51,31 @@ def test_space_yields_only_valid_configs_in_a_deterministic_order():
     assert {c.family for c in first} == {"tiled", "splitk"}
     assert all(c.split_k == 1 for c in first if c.family == "tiled")
     assert {c.split_k for c in first if c.family == "splitk"} == {2, 4, 8, 16}
+
+
+@pytest.mark.parametrize("field, value", [("block_m", 128.0), ("block_k", 32.5), ("num_warps", True),
+                                          ("split_k", "1"), ("align", None), ("num_d", 1.0)])
+def test_int_fields_refuse_other_types(field, value):
+    """D7: a float tile size passed validity (128.0 == 128) and its name '128.0x...' did not parse back."""
+    with pytest.raises(td.InvalidConfig) as info:
+        td.GemmConfig(**{field: value})
+    assert info.value.field == field and isinstance(info.value, TypeError)
+    with pytest.raises(td.InvalidConfig):
+        td.GemmConfig.from_dict({**td.GemmConfig().to_dict(), field: value})
+
+
+@pytest.mark.parametrize("field, value", [("family", None), ("dtype", 16), ("layout", ("r", "c", "r")),
+                                          ("with_c", 1.0), ("with_c", "yes")])
+def test_str_and_bool_fields_refuse_other_types(field, value):
+    with pytest.raises(td.InvalidConfig) as info:
+        td.GemmConfig(**{field: value})
+    assert info.value.field == field
+
+
+def test_numpy_integers_become_ints_and_round_trip():
+    import numpy as np
+
+    cfg = td.GemmConfig(block_m=np.int64(64), block_n=np.int32(64), split_k=np.int64(1))
+    assert type(cfg.block_m) is int and cfg == td.GemmConfig(block_m=64, block_n=64)
+    assert td.parse_name(cfg.name) == cfg
+    assert td.GemmConfig(out_dtype=None).out_dtype == "fp16"   # None: the dtype's default, as ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tiledispatch.configs.fields import config_from_dict, fill_dtype_defaults
+from tiledispatch.configs.fields import check_field_types, config_from_dict, fill_dtype_defaults
 
 # igemm: implicit GEMM on tensor cores (several groups per program when channels per group are few);
 # direct: CUDA-core FMAs vectorized over channels (depthwise, very few channels per group);
@@ -55,6 +55,7 @@ class ConvConfig:
 
     def __post_init__(self) -> None:
         fill_dtype_defaults(self, _IN)
+        check_field_types(self)
 
     @property
     def name(self) -> str:

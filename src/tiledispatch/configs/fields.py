@@ -1,11 +1,15 @@
-"""What every kernel config dataclass does the same way: dtype defaults and construction from a dict."""
+"""What every kernel config dataclass does the same way: dtype defaults, field types and construction from a
+dict."""
 from __future__ import annotations
 
 import dataclasses
+import functools
+import numbers
 from typing import Any, TypeVar
 
 from tiledispatch.dtypes import default_acc_dtype, default_out_dtype
-from tiledispatch.errors import InvalidConfig, legal
+from tiledispatch.errors import InvalidConfig, InvalidConfigType, legal
+from tiledispatch.problems.bounds import as_int
 
 T = TypeVar("T")
 
@@ -13,11 +17,32 @@ T = TypeVar("T")
 def fill_dtype_defaults(cfg: Any, input_dtypes: tuple[str, ...]) -> None:
     """Set an empty out_dtype / acc_dtype of a frozen config to its input dtype's defaults (left empty for an
     unknown input dtype, which the validity predicate reports)."""
-    known = cfg.dtype in input_dtypes
-    if not cfg.out_dtype:
+    known = isinstance(cfg.dtype, str) and cfg.dtype in input_dtypes
+    if cfg.out_dtype is None or cfg.out_dtype == "":
         object.__setattr__(cfg, "out_dtype", default_out_dtype(cfg.dtype) if known else "")
-    if not cfg.acc_dtype:
+    if cfg.acc_dtype is None or cfg.acc_dtype == "":
         object.__setattr__(cfg, "acc_dtype", default_acc_dtype(cfg.dtype) if known else "")
+
+
+@functools.lru_cache(maxsize=None)
+def _declared(cls: type) -> tuple[tuple[str, str], ...]:
+    return tuple((f.name, str(f.type)) for f in dataclasses.fields(cls))
+
+
+def check_field_types(cfg: Any) -> None:
+    """Every field of a frozen config holds its declared type, so names round-trip and validity compares like
+    with like: int fields ints (NumPy integers become ints; floats such as 128.0 and bools are refused), str
+    fields strings, bool fields bools or ints (validity names values other than 0 / 1). Raises
+    InvalidConfigType naming the field."""
+    for name, kind in _declared(type(cfg)):
+        value = getattr(cfg, name)
+        if kind == "int" and type(value) is not int:
+            object.__setattr__(cfg, name, as_int(value, name, InvalidConfigType))
+        elif kind == "str" and not isinstance(value, str):
+            raise InvalidConfigType(f"{name}={value!r} ({type(value).__name__}) must be a string", field=name)
+        elif kind == "bool" and not isinstance(value, numbers.Integral):
+            raise InvalidConfigType(f"{name}={value!r} ({type(value).__name__}) must be True or False",
+                                    field=name)
 
 
 def config_from_dict(cls: type[T], data: dict[str, Any]) -> T:

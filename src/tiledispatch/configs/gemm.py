@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tiledispatch.configs.fields import config_from_dict, fill_dtype_defaults
+from tiledispatch.configs.fields import check_field_types, config_from_dict, fill_dtype_defaults
 from tiledispatch.problems.gemm import Epilogue
 
 GEMM_FAMILIES = ("tiled", "splitk", "tma_persistent", "tma_ws", "streamk")
@@ -38,6 +38,7 @@ class GemmConfig:
 
     def __post_init__(self) -> None:
         fill_dtype_defaults(self, _IN)
+        check_field_types(self)
 
     @property
     def name(self) -> str:
