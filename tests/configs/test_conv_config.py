@@ -106,8 +106,8 @@ def test_gemm_family_mismatch_names_the_field(problem_changes, field):
     assert conv_problem_mismatch(cfg, td.ConvProblem(**base)) is None
 
 
-@pytest.mark.parametrize("field, value", [("block_m", 64.0), ("ndim", 2.0), ("split_k", False), ("align", "8"),
-                                          ("kloop", None), ("bias", 0.0), ("direction", 1)])
+@pytest.mark.parametrize("field, value", [("block_m", 64.0), ("ndim", 2.0), ("split_k", False),
+                                          ("align", "8"), ("kloop", None), ("bias", 0.0), ("direction", 1)])
 def test_fields_refuse_other_types(field, value):
     """D7: float tile sizes passed validity and broke the name round trip."""
     with pytest.raises(td.InvalidConfig) as info:
