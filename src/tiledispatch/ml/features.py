@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -154,11 +155,22 @@ def _matrix(op: str, cols: dict[str, Any], n: int, problems: list, configs: list
 
 
 def _num(cols: dict[str, Any], prefix: str):
-    """Numeric columns with `prefix` as float arrays, the prefix stripped (strings stay in `cols`)."""
+    """Numeric columns with `prefix` as float arrays, the prefix stripped (strings stay in `cols`). A column of
+    Python ints beyond int64 (the FLOPs of a large problem) is an object array: numeric all the same."""
     import numpy as np
 
-    return {k[len(prefix):]: np.asarray(v, dtype=np.float64) for k, v in cols.items()
-            if k.startswith(prefix) and np.asarray(v).dtype.kind in "biuf"}
+    out = {}
+    for key, values in cols.items():
+        array = np.asarray(values)
+        if key.startswith(prefix) and (array.dtype.kind in "biuf" or _numbers(array)):
+            out[key[len(prefix):]] = array.astype(np.float64)
+    return out
+
+
+def _numbers(array) -> bool:
+    """Whether an object array holds only real numbers (never strings or None)."""
+    return array.dtype.kind == "O" and array.size > 0 and all(
+        isinstance(v, numbers.Real) and not isinstance(v, bool) for v in array.flat)
 
 
 def _log2(x):
