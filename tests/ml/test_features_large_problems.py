@@ -16,7 +16,8 @@ ARCH = td.get_arch("sm_90")
 def test_gemm_flops_above_int64():
     problem = td.GemmProblem(2**31 - 1, 2**17, 2**17)     # within every bound; 2**66 FLOPs
     assert problem.flops > 2**63
-    frame = features_for(problem, [td.GemmConfig(dtype="bf16"), td.GemmConfig(dtype="bf16", block_m=64)], ARCH)
+    configs = [td.GemmConfig(dtype="bf16"), td.GemmConfig(dtype="bf16", block_m=64)]
+    frame = features_for(problem, configs, ARCH)
     assert list(frame.columns) == list(feature_names("gemm")) and len(frame) == 2
     assert np.isfinite(frame.to_numpy()).all()
     assert math.isclose(frame["log_flops"].iloc[0], math.log2(problem.flops))

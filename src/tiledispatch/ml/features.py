@@ -155,8 +155,8 @@ def _matrix(op: str, cols: dict[str, Any], n: int, problems: list, configs: list
 
 
 def _num(cols: dict[str, Any], prefix: str):
-    """Numeric columns with `prefix` as float arrays, the prefix stripped (strings stay in `cols`). A column of
-    Python ints beyond int64 (the FLOPs of a large problem) is an object array: numeric all the same."""
+    """Numeric columns with `prefix` as float arrays, the prefix stripped (strings stay in `cols`). A column
+    of Python ints beyond int64 (the FLOPs of a large problem) is an object array: numeric all the same."""
     import numpy as np
 
     out = {}
