@@ -205,7 +205,7 @@ def tune(ctx: Context, reg: Any, problem: Any, args: Any, ref: Any, tol: float) 
 
     plans = reg.plans(problem)
     try:
-        plans = [plan for plan, _ in by_rules(reg, plans, problem)]
+        plans = [plan for plan, _ in by_rules(plans, problem, reg.arch)]
         rules_error = None
     except Exception as exc:  # noqa: BLE001 - without a ranking every plan is still timed, in registry order
         rules_error = f"{type(exc).__name__}: {exc}"[:300]
@@ -294,7 +294,7 @@ def describe_case(case: Any, problem: Any) -> dict[str, Any]:
 
 def run_row(ctx: Context, case: Any, direction: str) -> dict[str, Any]:
     """One (direction, problem): cuDNN, tune over the `_all` preset, auto of the `_essential` preset."""
-    from tiledispatch.registry.conv_kernel import prepare
+    from tiledispatch.registry.kernel import prepare
 
     problem = case.for_direction(direction)
     row: dict[str, Any] = {"direction": direction, **describe_case(case, problem)}

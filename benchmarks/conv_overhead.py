@@ -49,7 +49,7 @@ def measure_layer(case: Any, direction: str, opts: argparse.Namespace) -> dict[s
 
     from tiledispatch.api import default_conv_registry
     from tiledispatch.kernels.conv_common import OUTPUT_ROLE
-    from tiledispatch.registry.conv_kernel import prepare
+    from tiledispatch.registry.kernel import prepare
 
     problem = case.for_direction(direction)
     args = bench.make_args(problem, torch.device("cuda"), seed=0)

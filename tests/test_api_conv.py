@@ -73,68 +73,37 @@ def test_bad_input_names_the_field(call, field):
     assert info.value.field == field, info.value
 
 
-def test_repeated_calls_derive_the_problem_once(monkeypatch):
-    """td.conv* remember the problem and registry of an argument signature; any changed argument derives anew,
-    and a bad argument still raises its typed error."""
-    from tiledispatch import api
-
-    derived, ran = [], []
-
-    class FakeRegistry:
-        def dispatch_conv(self, problem, first, second, **kwargs):
-            ran.append(problem)
-            return problem, None, False   # not remembered: every call takes the checked path
-
-    real = api._conv_problem
-
-    def counting(*args):
-        derived.append(args)
-        return real(*args)
-
-    fake = FakeRegistry()
-    monkeypatch.setattr(api, "_conv_problem", counting)
-    monkeypatch.setattr(api, "default_conv_registry", lambda problem: fake)
-    monkeypatch.setattr(api, "_CONV_DEFAULTS", {})
-    monkeypatch.setattr(api, "_conv_defaults_key", lambda problem: "key")
-    api._CONV_DEFAULTS["key"] = fake
-    monkeypatch.setattr(api, "_CONV_CALLS", {})
-    x = torch.zeros(1, 8, 6, 6).to(memory_format=torch.channels_last)
-    w = torch.zeros(8, 4, 3, 3).to(memory_format=torch.channels_last)
-    first = td.conv(x, w, padding=[1, 1], groups=2)      # a list padding: kept as a tuple in the key
-    assert td.conv(x, w, padding=[1, 1], groups=2) is first and len(derived) == 1
-    assert td.conv(x, w, padding=[1, 1], groups=2, stride=2).stride == (2, 2) and len(derived) == 2
-    with pytest.raises(td.BadInput) as info:
-        td.conv(x, w, padding=[1, 1], groups=3)
-    assert info.value.field == "groups"
-
-
 def test_repeated_calls_go_straight_to_the_bound_launch(monkeypatch):
-    """A repeated argument signature reuses the remembered decision (no checks, no selection) on the new
-    tensors' data; a changed layout takes the checked path again (and fails there when it is bad), as does a
-    call after the default registries changed; `tune` is never remembered."""
-    from tiledispatch import api
+    """The first call of an argument signature derives and checks its problem once and selects once; a repeated
+    signature reuses the remembered decision (no checks, no selection) on the new tensors' data; a changed
+    layout takes the checked path again (and fails there when it is bad), as does a call after the default
+    registries were reset; `tune` is never remembered."""
+    from tiledispatch.dispatch import call, decide, defaults
 
-    checked = []
-    real = api._checked_conv
-    monkeypatch.setattr(api, "_checked_conv", lambda *args, **kwargs: checked.append(1) or real(*args, **kwargs))
-    monkeypatch.setattr(api, "_CONV_MEMO", {})
+    derived, checked, selected = [], [], []
+    for module, name, log in ((call, "conv_problem", derived), (call, "prepare", checked),
+                              (decide, "select", selected)):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, _log=log, **k: _log.append(1) or _real(*a, **k))
     cl = torch.channels_last
     x = torch.randn(1, 8, 5, 5, dtype=torch.float16).contiguous(memory_format=cl)
     w = torch.randn(8, 1, 3, 3, dtype=torch.float16).contiguous(memory_format=cl)
-    td.conv(x, w, padding=1, groups=8)
+    td.conv(x, w, padding=[1, 1], groups=8)                       # a list padding: kept as a tuple in the key
+    assert (len(derived), len(checked), len(selected)) == (1, 1, 1)
     x2 = torch.randn(1, 8, 5, 5, dtype=torch.float16).contiguous(memory_format=cl)
     out = torch.full((1, 8, 5, 5), float("nan"), dtype=torch.float16).contiguous(memory_format=cl)
-    y = td.conv(x2, w, padding=1, groups=8)                       # remembered: new data, same layout
-    assert len(checked) == 1
+    y = td.conv(x2, w, padding=[1, 1], groups=8)                  # remembered: new data, same layout
+    assert (len(derived), len(checked), len(selected)) == (1, 1, 1)
     ref = torch.nn.functional.conv2d(x2.double(), w.double(), padding=1, groups=8)
     assert float((y.double() - ref).norm() / ref.norm()) < 2e-3
-    assert td.conv(x2, w, padding=1, groups=8, out=out) is out and len(checked) == 2   # out= is another signature
-    assert torch.equal(td.conv(x2, w, padding=1, groups=8, out=out), y) and len(checked) == 2
+    assert td.conv(x2, w, padding=[1, 1], groups=8, out=out) is out and len(checked) == 2   # out= is another one
+    assert torch.equal(td.conv(x2, w, padding=[1, 1], groups=8, out=out), y) and len(checked) == 2
     with pytest.raises(td.BadInput) as info:                     # not channels-last: checked, and refused
-        td.conv(x2.contiguous(), w, padding=1, groups=8)
-    assert info.value.field == "input" and len(checked) == 3
-    registry = next(iter(api._CONV_DEFAULTS.values()))
-    api._CONV_DEFAULTS.update({})                                # any change of the defaults: checked again
-    td.conv(x2, w, padding=1, groups=8)
-    assert len(checked) == 4 and registry in api._CONV_DEFAULTS.values()
-    assert api._conv_signature("fwd", x2, w, x2.shape, w.shape, 1, 1, 1, 8, None, None, None, "tune") is None
+        td.conv(x2.contiguous(), w, padding=[1, 1], groups=8)
+    assert info.value.field in ("input", "x") and len(checked) == 3
+    defaults.reset()                                             # the defaults forgotten: checked again
+    td.conv(x2, w, padding=[1, 1], groups=8)
+    assert len(checked) == 4
+    td.conv(x2, w, padding=[1, 1], groups=8, strategy="tune")
+    td.conv(x2, w, padding=[1, 1], groups=8, strategy="tune")
+    assert len(checked) == 6                                     # tune: never remembered

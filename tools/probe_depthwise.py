@@ -23,7 +23,7 @@ from profile_padding import kernels_of
 import tiledispatch as td
 from tiledispatch.configs.naming import parse_name
 from tiledispatch.problems.conv_suites import all_cases
-from tiledispatch.registry.conv_kernel import prepare
+from tiledispatch.registry.kernel import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

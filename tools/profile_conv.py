@@ -18,7 +18,7 @@ from profile_padding import event_us, kernels_of
 import tiledispatch as td
 from tiledispatch.configs.naming import parse_name
 from tiledispatch.problems.conv_suites import all_cases
-from tiledispatch.registry.conv_kernel import prepare
+from tiledispatch.registry.kernel import prepare
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import conv as bench_conv  # benchmarks/conv.py: the benchmark's inputs and cuDNN calls

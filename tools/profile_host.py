@@ -21,7 +21,8 @@ import torch
 import tiledispatch as td
 from tiledispatch import api
 from tiledispatch.runtime.arguments import problem_from_args
-from tiledispatch.runtime.execute import make_gemm_args, run_selection
+from tiledispatch.runtime.arguments import GemmArgs
+from tiledispatch.runtime.execute import run_selection
 
 CALLS = 150          # at most 4 launches per call: 600 stay within the launch queue behind the sleep
 SLEEP_CYCLES = 400_000_000
@@ -67,11 +68,11 @@ def main() -> None:
         a = torch.randn(m, k, device="cuda", dtype=dtype)
         b = torch.randn(n, k, device="cuda", dtype=dtype).t()
         out = torch.empty(m, n, device="cuda", dtype=dtype)
-        registry = api.default_registry(problem_from_args(make_gemm_args(a, b)))
+        registry = api.default_registry(problem_from_args(GemmArgs(a, b)))
         _, selection = registry.run(None, a, b, return_selection=True)
         row = {"shape": shape, "kernel": selection.kernel.name, "padded": selection.padded,
                "td_gemm_us": host_us(lambda: td.gemm(a, b)),
-               "run_selection_us": host_us(lambda: run_selection(selection, make_gemm_args(a, b))),
+               "run_selection_us": host_us(lambda: run_selection(selection, GemmArgs(a, b))),
                "td_gemm_out_us": host_us(lambda: td.gemm(a, b, out=out)),
                "torch_mm_us": host_us(lambda: torch.mm(a, b)),
                "profile": profile_text(lambda: td.gemm(a, b), opts.top)}

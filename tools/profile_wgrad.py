@@ -25,7 +25,7 @@ import tiledispatch as td
 from tiledispatch.configs.conv_validity import conv_problem_mismatch
 from tiledispatch.kernels import conv_im2col, conv_wgrad
 from tiledispatch.problems.conv_suites import all_cases
-from tiledispatch.registry.conv_kernel import prepare
+from tiledispatch.registry.kernel import prepare
 
 SPLITS = (1, 2, 4, 8, 16, 0)   # 0: the instance's automatic split
 

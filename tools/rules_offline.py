@@ -13,13 +13,14 @@ from tiledispatch.presets import load_preset
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.registry.kernel import Kernel
 from tiledispatch.registry.registry import Registry
+from tiledispatch.select.cost_model import shipped_model
 from tiledispatch.select.selector import by_model_or_rules, by_rules, plans_of
 
 
 def _ranked(strategy: str, registry: Registry, plans: list, problem: GemmProblem) -> list:
     if strategy == "rules":
-        return [plan for plan, _ in by_rules(registry, plans, problem)]
-    ranking = by_model_or_rules(registry, plans, problem)
+        return [plan for plan, _ in by_rules(plans, problem, registry.arch)]
+    ranking = by_model_or_rules(plans, problem, registry.arch, *shipped_model(registry.arch.name, problem))
     return [plan for plan, _ in ranking.ranked]
 
 

@@ -11,7 +11,7 @@ from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
 from tiledispatch.kernels import conv_igemm
 from tiledispatch.kernels.conv_common import phase_rows
-from tiledispatch.registry.conv_kernel import prepare
+from tiledispatch.registry.kernel import prepare
 from tiledispatch.runtime.conv_reference import make_conv_args, validate_conv
 from tiledispatch.runtime.launcher import Workspaces
 

@@ -7,7 +7,6 @@ import torch
 from tiledispatch.registry.kernel import Kernel
 from tiledispatch.runtime.launcher import BoundLaunch
 from tiledispatch.runtime.arguments import GemmArgs
-from tiledispatch.runtime.execute import execute
 from tiledispatch.testing import check_against_reference, matrix, poisoned, small_config, suites
 
 A16_TILED = small_config("tiled", "rcr", "fp16", align=16)
@@ -66,7 +65,7 @@ def test_unaligned_problem_uses_the_unaligned_kernel_without_padding(mixed):
 @pytest.mark.parametrize("batch", [None, 3])
 def test_unaligned_problem_on_aligned_only_registry_is_padded_exactly(aligned_only, batch):
     a, b = rcr(20, 24, 17, batch)   # K=17: neither A's nor B's leading dimension is a multiple of 16
-    out, selection = execute(aligned_only, None, a, b, return_selection=True)
+    out, selection = aligned_only.run(None, a, b, return_selection=True)
     assert selection.padded is True
     # the least padding: K 17 -> 24, 16-byte fp16 rows (align 8), all an a16 kernel needs
     assert selection.kernel.config.align == 16 and selection.problem.align == 8 and selection.problem.k == 24
@@ -206,7 +205,7 @@ def test_repeated_padded_calls_reuse_buffers_and_stay_exact(aligned_only, fresh_
     for seed in range(3):
         torch.manual_seed(seed)
         a, b = rcr(20, 24, 17)
-        out = execute(aligned_only, None, a, b)
+        out = aligned_only.run(None, a, b)
         check_against_reference(out, GemmArgs(a, b), "fp16")
     assert len(fresh_pad_cache._CACHE) == 1
     assert len({args.a.data_ptr() for args in seen}) == 1
@@ -214,9 +213,9 @@ def test_repeated_padded_calls_reuse_buffers_and_stay_exact(aligned_only, fresh_
 
 def test_results_never_alias_kept_buffers(aligned_only, fresh_pad_cache):
     a, b = rcr(20, 24, 17)
-    first = execute(aligned_only, None, a, b)
+    first = aligned_only.run(None, a, b)
     kept = first.clone()
-    second = execute(aligned_only, None, a * 2, b)
+    second = aligned_only.run(None, a * 2, b)
     assert first.data_ptr() != second.data_ptr()
     assert torch.equal(first, kept)
 
@@ -250,7 +249,7 @@ def test_out_that_does_not_fit_is_written_from_a_kept_padded_out(aligned_only, f
     for alpha in (1.0, -0.5):
         full = poisoned((19, 24), "fp16")
         out = full[:, :21]
-        result = execute(aligned_only, None, a, b, out=out, alpha=alpha)
+        result = aligned_only.run(None, a, b, out=out, alpha=alpha)
         assert result.data_ptr() == out.data_ptr()
         check_against_reference(out, GemmArgs(a, b, alpha=alpha), "fp16")
         assert torch.isnan(full[:, 21:]).all()        # beyond the caller's columns: untouched poison
@@ -262,7 +261,7 @@ def test_the_cache_keeps_at_most_its_limit(aligned_only, fresh_pad_cache, monkey
     monkeypatch.setattr(fresh_pad_cache, "PAD_CACHE_LIMIT", 2)
     for k in (17, 18, 19):
         a, b = rcr(20, 24, k)
-        check_against_reference(execute(aligned_only, None, a, b), GemmArgs(a, b), "fp16")
+        check_against_reference(aligned_only.run(None, a, b), GemmArgs(a, b), "fp16")
     assert len(fresh_pad_cache._CACHE) == 2
 
 

@@ -46,7 +46,7 @@ def test_each_launch_describes_its_own_tensors(build_registry, fake_cuda):  # no
     (new tensors each call), with the signature's shapes and strides."""
     _, launches, _ = fake_cuda
     kernel = build_registry([TMA_RCR]).get(TMA_RCR.name)
-    spec = kernel._launchers_or_raise()[0].spec
+    spec = kernel.launchers()[0].spec
     position = {p.name: i for i, p in enumerate(spec.params)}
     for _ in range(2):
         a, b = matrix(40, 48, dtype="fp16", batch=3), matrix(48, 24, letter="c", dtype="fp16")

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import tiledispatch as td
-from tiledispatch import api
+from tiledispatch import memo
+from tiledispatch.dispatch import call, decide, defaults
 from tiledispatch.registry import kernel as kernel_mod
-from tiledispatch.registry import registry as registry_mod
-from tiledispatch.runtime import arguments, execute, launcher
+from tiledispatch.runtime import arguments, launcher
 from tiledispatch.runtime.arguments import GemmArgs, problem_from_args
 from tiledispatch.testing import check_against_reference, matrix, small_config, suites, vector
 
@@ -50,8 +50,10 @@ class Counter:
 
 
 @pytest.fixture
-def fresh_memo(monkeypatch):
-    monkeypatch.setattr(api, "_MEMO", {})
+def fresh_memo():
+    defaults.reset()
+    yield
+    defaults.reset()
 
 
 def test_warm_kernel_run_skips_derivation_and_binding(build_registry, monkeypatch):
@@ -64,14 +66,14 @@ def test_warm_kernel_run_skips_derivation_and_binding(build_registry, monkeypatc
         out = kernel.run(a, b, alpha=0.5 + seed)
         check_against_reference(out, GemmArgs(a, b, alpha=0.5 + seed), "fp16")
     assert (derive.calls, plans.calls, values.calls) == (1, 1, 1)
-    assert len(kernel._run_memo) == 1
+    assert len(kernel.launches) == 1
 
 
 def test_warm_registry_run_and_td_gemm_skip_selection(build_registry, monkeypatch, fresh_memo):
     registry = build_registry([TILED_A16, TILED_A1])
-    monkeypatch.setitem(api._DEFAULTS, ("fp16", "rcr", td.Epilogue()), registry)
-    select = Counter(monkeypatch, registry_mod.Registry, "select")
-    derive = Counter(monkeypatch, execute, "problem_from_args")
+    defaults.install(("gemm", "fp16", "rcr", td.Epilogue()), registry)
+    select = Counter(monkeypatch, decide, "_choose")
+    derive = Counter(monkeypatch, call, "problem_from_args")
     for entry in ("registry", "gemm"):
         for seed in range(3):
             a, b = rcr()
@@ -79,8 +81,8 @@ def test_warm_registry_run_and_td_gemm_skip_selection(build_registry, monkeypatc
             result = registry.run(None, a, b, out=out) if entry == "registry" else td.gemm(a, b, out=out)
             assert result is out
             check_against_reference(out, GemmArgs(a, b), "fp16")
-    # td.gemm's first call finds the decision Registry.run made for the same signature on the same registry
-    assert select.calls == 1 and derive.calls == 1
+    # td.gemm's first call derives its problem once and finds the selection Registry.run made for it
+    assert select.calls == 1 and derive.calls == 2
 
 
 def test_misaligned_pointer_never_reuses_an_aligned_plan(build_registry):
@@ -137,7 +139,7 @@ def test_alpha_and_beta_are_values_not_keys(build_registry):
     for alpha, beta in ((1.0, 0.5), (-2.0, 3.0), (0.25, 1.0)):
         out = kernel.run(a, b, c=c, alpha=alpha, beta=beta)
         check_against_reference(out, GemmArgs(a, b, c=c, alpha=alpha, beta=beta), "fp16")
-    assert len(kernel._run_memo) == 1
+    assert len(kernel.launches) == 1
 
 
 def test_c_aliasing_out_is_not_baked_into_the_signature(build_registry):
@@ -183,7 +185,7 @@ def test_a_kernel_pointed_elsewhere_drops_its_memo_and_the_registry_reselects(bu
     kernel.run(a, b)
     entry = kernel.entry_dir
     kernel.entry_dir = None
-    assert not kernel._run_memo and not kernel._launch_memo
+    assert not len(kernel.launches)
     with pytest.raises(td.NoKernelFound) as info:
         kernel.run(a, b)
     assert info.value.field == "kernel"
@@ -196,7 +198,7 @@ def test_a_kernel_pointed_elsewhere_drops_its_memo_and_the_registry_reselects(bu
 
 def test_adding_a_kernel_invalidates_memoized_selections(build_registry, monkeypatch):
     registry = build_registry([TILED_A1])
-    select = Counter(monkeypatch, registry_mod.Registry, "select")
+    select = Counter(monkeypatch, decide, "_choose")
     a, b = rcr(64, 64, 64)
     registry.run(None, a, b)
     registry.run(None, a, b)
@@ -228,16 +230,16 @@ def test_padded_selection_is_remembered_with_a_bound_padded_launch(build_registr
     from tiledispatch.runtime import padding
 
     registry = build_registry([TILED_A16])
-    select = Counter(monkeypatch, registry_mod.Registry, "select")
-    derive = Counter(monkeypatch, execute, "problem_from_args")
-    bind = Counter(monkeypatch, kernel_mod.Kernel, "_bind")
+    select = Counter(monkeypatch, decide, "_choose")
+    derive = Counter(monkeypatch, call, "problem_from_args")
+    bind = Counter(monkeypatch, kernel_mod.GemmKernel, "_bind")
     padding.clear_cache()
     for seed in range(3):
         a, b = rcr(30, 20, 40)
         out, selection = registry.run(None, a, b, alpha=seed - 1.0, return_selection=True)
         assert selection.padded
         check_against_reference(out, GemmArgs(a, b, alpha=seed - 1.0), "fp16")
-    (entry,) = registry._memo.values()
+    (entry,) = registry.calls.values()
     assert isinstance(entry.bound, padding.PaddedLaunch)
     assert (select.calls, derive.calls) == (1, 1)
     assert bind.calls == 1      # the kernel's launch on the kept buffers was bound once
@@ -260,7 +262,7 @@ def test_bound_padded_launch_with_an_out_that_does_not_fit_and_a_bias(build_regi
         assert result.data_ptr() == out.data_ptr()
         check_against_reference(out, GemmArgs(a, b, bias=bias, bias_mode="col", alpha=0.25 * (seed + 1)),
                                 "fp16")
-    (entry,) = registry._memo.values()
+    (entry,) = registry.calls.values()
     assert isinstance(entry.bound, padding.PaddedLaunch)
     (kept,) = padding._CACHE.values()
     assert kept.bound is not None and kept.out is not None and kept.out.shape == (19, 24)
@@ -277,12 +279,12 @@ def test_returned_selections_are_copies(build_registry):
 
 
 def test_the_memo_is_bounded(build_registry, monkeypatch):
-    monkeypatch.setattr(launcher, "MEMO_LIMIT", 3)
+    monkeypatch.setattr(memo, "LIMIT", 3)
     kernel = build_registry([PLAIN]).get(PLAIN.name)
     for m in range(8, 14):
         a, b = rcr(m=m)
         check_against_reference(kernel.run(a, b), GemmArgs(a, b), "fp16")
-    assert len(kernel._run_memo) == 3
+    assert len(kernel.launches) == 3
 
 
 def test_unknown_keyword_arguments_still_reach_execute(build_registry):
@@ -339,7 +341,7 @@ def test_fp8_scales_are_per_call_values(build_registry):
         out = kernel.run(a, b, c=c, bias=bias, d=d, beta=beta, scale_a=scales[0], scale_b=scales[1])
         check_against_reference(out, GemmArgs(a, b, None, c, bias, cfg.bias, d, 1.0, beta, cfg.activation,
                                               cfg.out_dtype, False, *scales), cfg.dtype)
-    assert len(kernel._run_memo) == 1
+    assert len(kernel.launches) == 1
 
 
 def test_small_config_kernels_report_reusable_binds(build_registry):
@@ -362,5 +364,5 @@ def test_kernel_launch_reuses_its_bound_launch(build_registry):
         out = kernel.launch(args, problem)
         assert args.out is out
         check_against_reference(out, GemmArgs(a, b), "fp16")
-    assert len(kernel._launch_memo) == 1
+    assert len(kernel.launches) == 1
 

@@ -73,7 +73,7 @@ def fake_cuda(monkeypatch):
     monkeypatch.setattr(launcher, "_RUNTIME", runtime)
     monkeypatch.setattr(launcher, "uses_interpreter", lambda device: False)
     monkeypatch.setattr(kernel_mod, "uses_interpreter", lambda device: False)
-    monkeypatch.setattr(kernel_mod, "_check_device_arch", lambda device, arch: None)
+    monkeypatch.setattr(kernel_mod, "check_device_arch", lambda device, arch: None)
     monkeypatch.setattr(launcher, "_SM_COUNTS", {0: 132, 1: 114})
     monkeypatch.setattr(launcher.EntryLauncher, "_compiled_kernel",
                         lambda self, index: FakeCompiled(self.spec.fn, launches, options["scratch"]))
@@ -82,7 +82,7 @@ def fake_cuda(monkeypatch):
 
 def expected_args(kernel, args: GemmArgs, entry: int, workspace=None) -> list:
     """The argument list of entry `entry` as the spec orders it (compiled: DOT_F32 stays False)."""
-    spec = kernel._launchers_or_raise()[entry].spec
+    spec = kernel.launchers()[entry].spec
     problem = problem_from_args(args, prefer_layout=kernel.config.layout)
     plan = family_module(kernel.config).launch_plan(kernel.config, problem.m, problem.n, problem.k, problem.batch,
                                                     132)
@@ -106,7 +106,7 @@ def test_each_call_passes_its_own_tensors_in_spec_order(build_registry, fake_cud
         call = launches[-1]
         assert call.stream == STREAM and call.grid == (4, 1, 1) and call.fn == "gemm_tiled_kernel"
         assert same(call.args, expected_args(kernel, GemmArgs(a, b, out, alpha=alpha), 0))
-    assert len(launches) == 3 and len(kernel._run_memo) == 1
+    assert len(launches) == 3 and len(kernel.launches) == 1
 
 
 def test_outputs_are_fresh_per_call_and_small_workspaces_kept_per_stream_and_thread(build_registry, fake_cuda):
@@ -116,7 +116,7 @@ def test_outputs_are_fresh_per_call_and_small_workspaces_kept_per_stream_and_thr
     outs = [kernel.run(a, b) for _ in range(2)]
     assert outs[0] is not outs[1] and outs[0].shape == (32, 32) and outs[0].dtype == torch.float16
     partial1, reduce1, partial2, reduce2 = launches
-    spec = kernel._launchers_or_raise()[0].spec
+    spec = kernel.launchers()[0].spec
     ws = spec.arg_names().index("ws_ptr")
     assert partial1.args[ws] is reduce1.args[0] and partial2.args[ws] is reduce2.args[0]
     assert partial1.args[ws] is partial2.args[ws]          # 8 KB: kept for this stream and thread
@@ -143,7 +143,7 @@ def test_workspaces_above_the_kept_size_are_fresh_per_call(build_registry, fake_
     a, b = matrix(32, 64, dtype="fp16"), matrix(64, 32, letter="c", dtype="fp16")
     kernel.run(a, b)
     kernel.run(a, b)
-    ws = kernel._launchers_or_raise()[0].spec.arg_names().index("ws_ptr")
+    ws = kernel.launchers()[0].spec.arg_names().index("ws_ptr")
     assert launches[0].args[ws] is not launches[2].args[ws] and launches[2].args[ws] is launches[3].args[0]
 
 
@@ -157,7 +157,7 @@ def test_counters_are_zeroed_once_and_kept_while_large_workspaces_are_fresh(buil
     cfg = suites.small_config("tma_persistent", "rcr", "fp16", align=16, split_k=2)   # 32x32 tiles
     kernel = build_registry([cfg]).get(cfg.name)
     a, b = matrix(64, 64, dtype="fp16"), matrix(64, 64, letter="c", dtype="fp16")
-    names = kernel._launchers_or_raise()[0].spec.arg_names()
+    names = kernel.launchers()[0].spec.arg_names()
     ws, count = names.index("ws_ptr"), names.index("count_ptr")
     for _ in range(2):
         kernel.run(a, b)

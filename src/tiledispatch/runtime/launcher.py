@@ -22,12 +22,10 @@ from tiledispatch.kernels.gemm_common import DOT_F32
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan
 from tiledispatch.runtime import descriptors
 
-MEMO_LIMIT = 1024   # argument signatures remembered per Kernel / Registry / td.gemm (oldest dropped first)
 # Slots of the per-call tuple: (a, b, out, c, bias, alpha, beta, scale_a, scale_b, *d, *workspaces)
 A, B, OUT, C, BIAS, ALPHA, BETA, SCALE_A, SCALE_B, D0 = range(10)
 _SLOTS = {"a_ptr": A, "b_ptr": B, "out_ptr": OUT, "c_ptr": C, "bias_ptr": BIAS, "alpha": ALPHA, "beta": BETA,
           "scale_a_ptr": SCALE_A, "scale_b_ptr": SCALE_B}
-_MEMO_LOCK = threading.Lock()
 _torch: Any = None
 
 
@@ -76,14 +74,6 @@ def call_key(a: Any, b: Any, out: Any, c: Any, bias: Any, d: Any, beta: Any, sca
                 interpret_switch(), extra)
     except (AttributeError, TypeError, ValueError, RuntimeError):   # not tensors: the slow path raises BadInput
         return None
-
-
-def remember(memo: dict, key: Any, value: Any) -> None:
-    """Store a memo entry, dropping the oldest beyond MEMO_LIMIT."""
-    with _MEMO_LOCK:
-        while len(memo) >= MEMO_LIMIT:
-            memo.pop(next(iter(memo)))
-        memo[key] = value
 
 
 # -- CUDA runtime hooks ----------------------------------------------------------------------------

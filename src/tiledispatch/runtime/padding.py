@@ -191,6 +191,8 @@ class PaddedLaunch:
     like a kernel's BoundLaunch with the tensors and scalars of a call of that signature (its options, such as
     the bias mode and activation, are the signature's); each stream gets its kept buffers (_Padded)."""
 
+    reusable = True   # keyed by the call signature it was made for
+
     def __init__(self, selection: Selection, first: GemmArgs) -> None:
         self.selection = selection
         self.options = (first.bias_mode, first.activation, first.out_dtype, first.allow_tf32)

@@ -11,12 +11,9 @@ from __future__ import annotations
 import functools
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tiledispatch.problems.conv import ConvProblem
-
-if TYPE_CHECKING:
-    from tiledispatch.select.selector import Plan
 
 MODELS_PACKAGE = "tiledispatch.models"
 
@@ -50,9 +47,3 @@ def _load(arch: str, key: str) -> tuple[Any, str]:
 def shipped_model(arch: str, problem: Any) -> tuple[Any, str]:
     """The shipped model for `problem` on `arch`, or (None, the reason there is none)."""
     return _load(arch, model_key(problem))
-
-
-def by_model(model: Any, plans: list[Plan], request: Any, arch: Any) -> list[tuple[Plan, float]]:
-    """Plans ranked by the model's score (lower is better)."""
-    scores = model.scores(request, [plan.kernel.config for plan in plans], arch)   # padding is a feature
-    return sorted(zip(plans, (float(s) for s in scores)), key=lambda pair: pair[1])

@@ -1,8 +1,10 @@
-"""Selection strategies, each callable alone, chained by `auto`: tuning DB -> (model) -> rules -> first_fit."""
+"""Selection, pure: plans in, choice out. Strategies, each callable alone, chained by `auto`: tuning DB ->
+cost model -> rules -> first_fit. Measuring (`tune`) lives with the timers (bench/tune.py); dispatch calls it
+and hands the timings back to `measured`."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tiledispatch.configs.validity import least_padded
 from tiledispatch.errors import BadInput, bad_choice
@@ -11,26 +13,38 @@ from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.select import conv_rules, rules
 
 if TYPE_CHECKING:
+    from tiledispatch.arch.spec import ArchSpec
     from tiledispatch.registry.kernel import Kernel
-    from tiledispatch.registry.registry import Registry
 
 STRATEGIES = ("auto", "first_fit", "rules", "ml", "tune")
 DEFAULT_TOP_K = 8          # tune without a cost model: the rules' top 8
 MODEL_TOP_K = 5            # tune with a cost model: confirm its top 5
+# the unit of Selection.ranking's scores, by the source of the ranking
+UNITS = {"first_fit": "registry order", "rules": "us predicted", "ml": "model score (log2 us predicted)",
+         "tune": "ms measured", "tuning_db": ""}
 
 
 @dataclasses.dataclass
 class Selection:
+    """The chosen plan, the strategy that decided, why (notes) and the ranking it came from (scores in
+    `ranking_unit`, lower is better)."""
+
     kernel: Kernel
     strategy: str                 # the strategy that decided
-    problem: GemmProblem          # the problem the kernel runs (differs from the request when padded)
+    problem: GemmProblem | ConvProblem   # the problem the kernel runs (differs from the request when padded)
     padded: bool = False
     notes: list[str] = dataclasses.field(default_factory=list)
-    ranking: list[tuple[str, float]] = dataclasses.field(default_factory=list)   # (name, score µs or ms)
+    ranking: list[tuple[str, float]] = dataclasses.field(default_factory=list)   # (plan label, score)
+    ranking_unit: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"kernel": self.kernel.name, "strategy": self.strategy, "padded": self.padded,
-                "notes": self.notes, "ranking": [{"kernel": n, "score": s} for n, s in self.ranking]}
+                "notes": self.notes, "ranking_unit": self.ranking_unit,
+                "ranking": [{"kernel": n, "score": s} for n, s in self.ranking]}
+
+    def copy(self) -> Selection:
+        """A copy whose lists the caller may change (remembered selections are shared)."""
+        return dataclasses.replace(self, notes=list(self.notes), ranking=list(self.ranking))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +53,7 @@ class Plan:
     padded problem, see GemmProblem.padded)."""
 
     kernel: Kernel
-    problem: GemmProblem
+    problem: GemmProblem | ConvProblem
     padded: bool = False
 
     @property
@@ -68,18 +82,18 @@ def first_fit(plans: list[Plan]) -> list[tuple[Plan, float]]:
     return [(plan, float(i)) for i, plan in enumerate(plans)]
 
 
-def by_rules(registry: Registry, plans: list[Plan], request: GemmProblem | ConvProblem
-             ) -> list[tuple[Plan, float]]:
+def by_rules(plans: list[Plan], request: GemmProblem | ConvProblem, arch: ArchSpec) -> list[tuple[Plan, float]]:
+    """Plans ranked by the analytic estimate (µs), padding copies priced in."""
     if isinstance(request, ConvProblem):
-        scored = [(plan, conv_rules.estimate_us(plan.kernel.config, plan.problem, registry.arch)) for plan in plans]
+        scored = [(plan, conv_rules.estimate_us(plan.kernel.config, plan.problem, arch)) for plan in plans]
         return sorted(scored, key=lambda pair: pair[1])
-    pad_us: dict[GemmProblem, float] = {}    # one estimate per padded problem (two at most)
+    pad_us: dict[Any, float] = {}    # one estimate per padded problem (two at most)
     scored = []
     for plan in plans:
         if plan.padded and plan.problem not in pad_us:
-            pad_us[plan.problem] = rules.padding_us(request, plan.problem, registry.arch)
+            pad_us[plan.problem] = rules.padding_us(request, plan.problem, arch)
         extra = pad_us[plan.problem] if plan.padded else 0.0
-        scored.append((plan, rules.estimate_us(plan.kernel.config, plan.problem, registry.arch) + extra))
+        scored.append((plan, rules.estimate_us(plan.kernel.config, plan.problem, arch) + extra))
     return sorted(scored, key=lambda pair: pair[1])
 
 
@@ -94,105 +108,83 @@ class Ranking:
     unranked: list[Plan] = dataclasses.field(default_factory=list)
 
 
-def by_model_or_rules(registry: Registry, plans: list[Plan], request: GemmProblem | ConvProblem) -> Ranking:
-    """The shipped cost model of the request's (arch, op, direction, dtype) ranks the plans of kernel kinds it
-    was trained on; without a matching model, or when it knows none of the plans, the rules rank them all."""
+def by_model_or_rules(plans: list[Plan], request: GemmProblem | ConvProblem, arch: ArchSpec, model: Any,
+                      why_not: str = "no cost model") -> Ranking:
+    """`model` (the shipped cost model of the request, or None: `why_not`) ranks the plans of kernel kinds it
+    was trained on; without a model, or when it knows none of the plans, the rules rank them all."""
     from tiledispatch.ml.model import kernel_kind
-    from tiledispatch.select import cost_model
 
-    model, why_not = cost_model.shipped_model(registry.arch.name, request)
     if model is None:
-        return Ranking(by_rules(registry, plans, request), "rules", f"{why_not}; ranked by rules")
+        return Ranking(by_rules(plans, request, arch), "rules", f"{why_not}; ranked by rules")
     known = [plan for plan in plans if model.knows(plan.kernel.config)]
     unknown = [plan for plan in plans if not model.knows(plan.kernel.config)]
     kinds = ", ".join(sorted({kernel_kind(plan.kernel.config) for plan in unknown}))
     if not known:
-        return Ranking(by_rules(registry, plans, request), "rules",
+        return Ranking(by_rules(plans, request, arch), "rules",
                        f"the cost model ({model.describe()}) was trained on none of the candidates' kernel kinds "
                        f"({kinds}); ranked by rules")
     note = f"ranked by the cost model ({model.describe()})"
     if unknown:
         note += f"; {len(unknown)} candidate(s) of kernel kinds it was not trained on ({kinds}) not ranked"
-    return Ranking(cost_model.by_model(model, known, request, registry.arch), "ml", note, unknown)
+    scores = model.scores(request, [plan.kernel.config for plan in known], arch)   # padding is a feature
+    ranked = sorted(zip(known, (float(s) for s in scores)), key=lambda pair: pair[1])
+    return Ranking(ranked, "ml", note, unknown)
 
 
-def _plan_runner(plan: Plan, args):
-    from tiledispatch.runtime.execute import run_selection
-
-    selection = Selection(plan.kernel, "tune", plan.problem, plan.padded)
-    out = run_selection(selection, dataclasses.replace(args, out=None))
-    fixed = dataclasses.replace(args, out=out)
-    return lambda: run_selection(selection, fixed)
-
-
-def tune(registry: Registry, plans: list[Plan], request: GemmProblem, top_k: int | None,
-         device=None) -> tuple[Plan, dict[str, float]]:
-    """Time the top-k plans of the ranking (the cost model's, else the rules') on `device` (k=None: all),
-    padding included, and store the winner in the tuning DB. Plans the cost model cannot judge are all timed
-    too."""
-    from tiledispatch.bench.timer import time_ms
-    from tiledispatch.runtime.inputs import make_args
-
-    device = device or registry.default_device()
-    ranking = by_model_or_rules(registry, plans, request)
+def to_time(ranking: Ranking, top_k: int | None) -> list[Plan]:
+    """The plans `tune` times: the top k of the ranking (k=None: all; the default k is MODEL_TOP_K when a
+    cost model ranked), plus every plan the model could not judge."""
     ranked = [plan for plan, _ in ranking.ranked]
     if top_k == DEFAULT_TOP_K and ranking.source == "ml":
         top_k = MODEL_TOP_K
-    chosen = (ranked if top_k is None else ranked[: max(1, top_k)]) + ranking.unranked
-    if isinstance(request, ConvProblem):
-        from tiledispatch.runtime.conv_reference import make_conv_args
-
-        conv_args = make_conv_args(request, device)
-        runner = lambda plan: (lambda: plan.kernel.launch(conv_args, plan.problem))  # noqa: E731
-    else:
-        args = make_args(request, device)
-        runner = lambda plan: _plan_runner(plan, args)  # noqa: E731
-    timings = {plan.label: time_ms(runner(plan), device) for plan in chosen}
-    winner = min(chosen, key=lambda plan: timings[plan.label])
-    registry.tuning_db.store(registry.device_name(device), request.signature(), winner.label, timings)
-    return winner, timings
+    return (ranked if top_k is None else ranked[: max(1, top_k)]) + ranking.unranked
 
 
-def from_tuning_db(registry: Registry, plans: list[Plan], request: GemmProblem) -> Plan | None:
-    hit = registry.tuning_db.lookup(registry.device_name(registry.default_device()), request.signature())
-    if hit is None:
-        return None
-    return next((plan for plan in plans if plan.label == hit["kernel"]), None)
-
-
-def choose(registry: Registry, plans: list[Plan], request: GemmProblem, strategy: str,
-           top_k: int | None = DEFAULT_TOP_K) -> Selection:
+def check_strategy(strategy: str) -> None:
     if strategy not in STRATEGIES:
         raise bad_choice(BadInput, "strategy", strategy, STRATEGIES)
-    if strategy == "first_fit":
-        ranking = first_fit(plans)
-        return _selection(ranking[0][0], "first_fit", ranking)
+
+
+def choose(plans: list[Plan], request: GemmProblem | ConvProblem, strategy: str, arch: ArchSpec, *,
+           tuned: str | None = None, model: Any = None, why_not: str = "no cost model") -> Selection:
+    """The choice of every strategy but `tune` (see `measured`). `tuned`: the plan label the tuning DB holds
+    for the request (auto); `model` / `why_not`: the shipped cost model of the request or why there is none."""
+    check_strategy(strategy)
     if strategy == "tune":
-        winner, timings = tune(registry, plans, request, top_k)
-        chosen = _selection(winner, "tune", [])
-        chosen.ranking = sorted(timings.items(), key=lambda kv: kv[1])
-        chosen.notes.append(f"timed {len(timings)} candidates (ms), winner stored in {registry.tuning_db.path}")
-        return chosen
-    if strategy == "auto":
-        hit = from_tuning_db(registry, plans, request)
+        raise BadInput("strategy 'tune' measures: dispatch times the plans and calls selector.measured",
+                       field="strategy")
+    if strategy == "first_fit":
+        return _selection(plans[0], "first_fit", first_fit(plans))
+    if strategy == "auto" and tuned is not None:
+        hit = next((plan for plan in plans if plan.label == tuned), None)
         if hit is not None:
             chosen = _selection(hit, "tuning_db", [])
             chosen.notes.append("measured winner from the tuning DB")
             return chosen
     if strategy == "rules":
-        ranking = by_rules(registry, plans, request)
-        return _selection(ranking[0][0], "rules", ranking)
-    ranking = by_model_or_rules(registry, plans, request)   # ml, or auto without a DB hit
+        ranked = by_rules(plans, request, arch)
+        return _selection(ranked[0][0], "rules", ranked)
+    ranking = by_model_or_rules(plans, request, arch, model, why_not)   # ml, or auto without a DB hit
     chosen = _selection(ranking.ranked[0][0], ranking.source, ranking.ranked)
     chosen.notes.append(ranking.note)
+    return chosen
+
+
+def measured(winner: Plan, timings: dict[str, float], where: str) -> Selection:
+    """The selection of `tune`: the fastest timed plan, with every timing (ms) as its ranking."""
+    chosen = _selection(winner, "tune", [])
+    chosen.ranking = sorted(timings.items(), key=lambda kv: kv[1])
+    chosen.ranking_unit = UNITS["tune"]
+    chosen.notes.append(f"timed {len(timings)} candidates (ms), winner stored in {where}")
     return chosen
 
 
 def _selection(plan: Plan, strategy: str, ranking: list[tuple[Plan, float]]) -> Selection:
     notes = []
     if plan.padded:
-        notes.append(f"padded: runs as {plan.problem.m}x{plan.problem.n}x{plan.problem.k} on zero-padded copies "
+        p = plan.problem
+        notes.append(f"padded: runs as {p.m}x{p.n}x{p.k} on zero-padded copies "   # type: ignore[union-attr]
                      f"of the operands that need them (sizes along unit strides rounded up to multiples of "
-                     f"{plan.problem.align}; exact, padded rows and columns are dropped)")
+                     f"{p.align}; exact, padded rows and columns are dropped)")
     return Selection(plan.kernel, strategy, plan.problem, plan.padded, notes,
-                     [(p.label, round(score, 3)) for p, score in ranking])
+                     [(p.label, round(score, 3)) for p, score in ranking], UNITS.get(strategy, ""))

@@ -36,6 +36,7 @@ class TuningDB:
         self.arch = arch
         self.path = Path(path) if path is not None else default_path(arch)
         self._entries: dict[str, dict] | None = None
+        self.version = 0   # changes whenever the entries this process sees change (memo.Stamp)
 
     def _read(self) -> dict[str, dict]:
         if not self.path.exists():
@@ -55,6 +56,7 @@ class TuningDB:
     def entries(self) -> dict[str, dict]:
         if self._entries is None:
             self._entries = self._read()
+            self.version += 1
         return self._entries
 
     @staticmethod
@@ -74,3 +76,4 @@ class TuningDB:
                 "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
             atomic_write_text(self.path, json.dumps({**_stamp(self.arch), "entries": entries}, indent=1))
             self._entries = entries
+            self.version += 1

@@ -1,0 +1,76 @@
+"""The selection step of the call path: a registry's plans for a problem, chosen by the strategy (pure,
+select/selector.py) or measured (`tune`, bench/tune.py), remembered per (problem, strategy)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tiledispatch.memo import Stamp
+from tiledispatch.problems.conv import ConvProblem
+from tiledispatch.problems.gemm import GemmProblem
+from tiledispatch.registry.store import KernelStore
+from tiledispatch.runtime.launcher import device_token
+from tiledispatch.select import cost_model
+from tiledispatch.select.selector import (DEFAULT_TOP_K, Plan, Selection, by_model_or_rules, check_strategy, choose,
+                                          measured, to_time)
+
+
+@dataclasses.dataclass
+class Decision:
+    """A remembered decision: the selection and its bound launch (None for a select alone), valid while the
+    registry's stamp is the one it was made under."""
+
+    selection: Selection
+    bound: Any
+    registry: KernelStore
+    stamp: Stamp
+
+    def valid(self) -> bool:
+        return self.stamp == self.registry.stamp()
+
+
+def select(registry: KernelStore, problem: GemmProblem | ConvProblem, strategy: str = "auto",
+           top_k: int | None = DEFAULT_TOP_K) -> Selection:
+    """The registry's selection for a checked problem. Every strategy but `tune` is remembered in
+    registry.selections; the returned Selection is shared: copy it before changing it."""
+    check_strategy(strategy)
+    key = None if strategy == "tune" else (problem, strategy, top_k,
+                                           device_token() if strategy == "auto" else None)
+    hit = registry.selections.get(key)
+    if hit is not None and hit.valid():
+        return hit.selection
+    plans = registry.plans(problem)
+    if not plans:
+        raise registry.unsupported(problem)
+    selection = _choose(registry, plans, problem, strategy, top_k)
+    if key is not None:
+        registry.selections.put(key, Decision(selection, None, registry, registry.stamp()))
+    return selection
+
+
+def _choose(registry: KernelStore, plans: list[Plan], problem: GemmProblem | ConvProblem, strategy: str,
+            top_k: int | None) -> Selection:
+    arch = registry.arch
+    if strategy in ("first_fit", "rules"):
+        return choose(plans, problem, strategy, arch)
+    model, why_not = cost_model.shipped_model(arch.name, problem)
+    if strategy == "tune":
+        return _tune(registry, plans, problem, top_k, model, why_not)
+    tuned = None
+    if strategy == "auto":
+        hit = registry.tuning_db.lookup(registry.device_name(registry.default_device()), problem.signature())
+        tuned = None if hit is None else hit["kernel"]
+    return choose(plans, problem, strategy, arch, tuned=tuned, model=model, why_not=why_not)
+
+
+def _tune(registry: KernelStore, plans: list[Plan], problem: GemmProblem | ConvProblem, top_k: int | None,
+          model: Any, why_not: str) -> Selection:
+    """Time the top-k plans of the ranking on the current device and store the winner in the tuning DB."""
+    from tiledispatch.bench.tune import time_plans
+
+    ranking = by_model_or_rules(plans, problem, registry.arch, model, why_not)
+    device = registry.default_device()
+    winner, timings = time_plans(to_time(ranking, top_k), problem, device)
+    db = registry.tuning_db
+    db.store(registry.device_name(device), problem.signature(), winner.label, timings)
+    return measured(winner, timings, str(db.path))

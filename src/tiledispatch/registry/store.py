@@ -1,0 +1,249 @@
+"""KernelStore: declare instances, build them (parallel, cached) and look them up: the Registry without its call
+path (selection and runs live in dispatch/)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Iterator
+from typing import TypeVar
+from pathlib import Path
+from typing import Any
+
+from tiledispatch import settings
+from tiledispatch.arch.spec import ArchSpec, detect, get_arch
+from tiledispatch.build import cache
+from tiledispatch.build.compile import CompileResult, CompileTask
+from tiledispatch.codegen.lint import check_source
+from tiledispatch.codegen.render import render_source
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.configs.conv_validity import check_conv_config, conv_config_errors
+from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.configs.naming import parse_name
+from tiledispatch.configs.validity import check_gemm_config, gemm_config_errors
+from tiledispatch.errors import InvalidConfig, NoKernelFound, UnsupportedProblem
+from tiledispatch.problems.conv import ConvProblem
+from tiledispatch.problems.gemm import Epilogue, GemmProblem
+from tiledispatch.progress import progress_bar
+from tiledispatch.memo import Memo, Stamp, build_epoch
+from tiledispatch.registry.kernel import Kernel, Support, make_kernel
+from tiledispatch.select.selector import Plan, plans_of
+from tiledispatch.select.tuning_db import TuningDB
+
+
+S = TypeVar("S", bound="KernelStore")
+
+
+@dataclasses.dataclass
+class BuildReport:
+    built: list[str] = dataclasses.field(default_factory=list)
+    cached: list[str] = dataclasses.field(default_factory=list)
+    failed: dict[str, str] = dataclasses.field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def __str__(self) -> str:
+        return (f"{len(self.built)} built, {len(self.cached)} from cache, {len(self.failed)} failed "
+                f"in {self.seconds:.2f} s")
+
+
+class KernelStore:
+    """Declared kernels of one arch, their build state and the decisions remembered for them."""
+
+    def __init__(self, arch: str | ArchSpec | None = None, *, cache_dir: str | Path | None = None,
+                 tuning_db: str | Path | None = None) -> None:
+        self._arch = get_arch(arch) if isinstance(arch, (str, int)) else arch
+        self._cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._tuning_db_path = tuning_db
+        self._tuning_db: TuningDB | None = None
+        self._kernels: dict[str, Kernel] = {}
+        self._sources: dict[str, str] = {}
+        self._version = 0
+        self.skipped: dict[str, str] = {}
+        self.calls: Memo[Any] = Memo()        # Registry.run: argument signature -> dispatch.Decision
+        self.selections: Memo[Any] = Memo()   # Registry.select: (problem, strategy, top_k, device) -> Decision
+
+    # -- declaration ------------------------------------------------------------------------------
+    @property
+    def arch(self) -> ArchSpec:
+        if self._arch is None:
+            self._arch = detect()
+        return self._arch
+
+    @property
+    def cache_dir(self) -> Path:
+        return self._cache_dir or settings.cache_dir()
+
+    def add(self, config: GemmConfig | ConvConfig | str, source: str | None = None) -> Kernel:
+        """Declare one instance (a config or its name); raises InvalidConfig if it cannot exist on this arch."""
+        cfg = parse_name(config) if isinstance(config, str) else config
+        if not isinstance(cfg, (GemmConfig, ConvConfig)):
+            raise InvalidConfig(f"expected a GemmConfig, a ConvConfig or an instance name, got "
+                                f"{type(config).__name__}", field="config")
+        if isinstance(cfg, ConvConfig):
+            check_conv_config(cfg, self.arch)
+        else:
+            check_gemm_config(cfg, self.arch)
+        if cfg.name not in self._kernels:
+            self._kernels[cfg.name] = make_kernel(cfg, self.arch)
+            self._version += 1
+            if source is not None:
+                self._sources[cfg.name] = source
+        return self._kernels[cfg.name]
+
+    def add_preset(self, name: str, epilogue: Epilogue | tuple[str, bool] | None = None) -> list[Kernel]:
+        """Add a packaged preset; configs invalid on this arch are skipped and recorded in `skipped`.
+        epilogue: an Epilogue for GEMM presets, (activation, bias) for conv presets."""
+        from tiledispatch.presets import load_preset
+
+        added = []
+        for cfg in load_preset(name):
+            if epilogue is not None:
+                cfg = cfg.with_epilogue(*epilogue) if isinstance(cfg, ConvConfig) else cfg.with_epilogue(epilogue)
+            errors = (conv_config_errors if isinstance(cfg, ConvConfig) else gemm_config_errors)(cfg, self.arch)
+            if errors:
+                self.skipped[cfg.name] = "; ".join(reason for _, reason in errors)
+                continue
+            added.append(self.add(cfg))
+        return added
+
+    def add_codegen_output(self, path: str | Path) -> list[Kernel]:
+        """Add the instances a `tiledispatch codegen` run wrote; those files are what build compiles."""
+        from tiledispatch.codegen.writer import read_manifest
+
+        _, rows = read_manifest(path)
+        return [self.add(cfg, source) for cfg, source in rows]
+
+    @property
+    def kernels(self) -> list[Kernel]:
+        return list(self._kernels.values())
+
+    def __len__(self) -> int:
+        return len(self._kernels)
+
+    def __iter__(self) -> Iterator[Kernel]:
+        return iter(self.kernels)
+
+    def get(self, name: str) -> Kernel:
+        if name not in self._kernels:
+            parse_name(name)  # a malformed name raises InvalidConfig rather than NoKernelFound
+            raise NoKernelFound(f"no kernel named {name!r} in this registry ({len(self)} kernels)", field="kernel")
+        return self._kernels[name]
+
+    # -- building ---------------------------------------------------------------------------------
+    def _task(self, kernel: Kernel) -> CompileTask:
+        source = self._sources.get(kernel.name) or render_source(kernel.config)
+        fp = cache.fingerprint(source, self.arch.name)
+        return CompileTask(kernel.name, self.arch.name, self.arch.cc, fp, source, str(self.cache_dir))
+
+    def build(self, max_workers: int | None = None, progress: bool | None = None) -> BuildReport:
+        """Compile every declared instance not already in the cache, in spawned worker processes."""
+        from tiledispatch.build.pool import run_tasks
+
+        start = time.perf_counter()
+        report = BuildReport()
+        todo: list[CompileTask] = []
+        for kernel in self.kernels:
+            task = self._task(kernel)
+            entry = task.entry
+            existed = entry.exists()   # checked first: entries appear complete, by atomic rename
+            if cache.read_entry(entry) is not None:
+                kernel.entry_dir = entry
+                report.cached.append(kernel.name)
+                continue
+            if existed:   # present before we read it, yet unreadable: corrupt or half-deleted, rebuild
+                cache.remove_entry(entry)
+            check_source(task.source, kernel.name)   # before compiling, once per cache miss: raises CodegenError
+            todo.append(task)
+        with progress_bar(f"building {len(todo)} kernels for {self.arch.name}", len(todo), progress) as advance:
+            def done(result: CompileResult) -> None:
+                if result.ok:
+                    self._kernels[result.name].entry_dir = Path(result.path)
+                    report.built.append(result.name)
+                else:
+                    report.failed[result.name] = result.reason
+                advance()
+
+            run_tasks(todo, max_workers or settings.max_workers(), done)
+        self._version += 1
+        report.seconds = time.perf_counter() - start
+        return report
+
+    # -- lookup ---------------------------------------------------------------------------------------
+    @property
+    def tuning_db(self) -> TuningDB:
+        if self._tuning_db is None:
+            self._tuning_db = TuningDB(self.arch.name, self._tuning_db_path)
+        return self._tuning_db
+
+    def default_device(self) -> Any:
+        """The current CUDA device, else the CPU (Triton's interpreter)."""
+        import torch
+
+        from tiledispatch.arch.spec import cuda_available
+
+        return torch.device("cuda", torch.cuda.current_device()) if cuda_available() else torch.device("cpu")
+
+    @staticmethod
+    def device_name(device: Any) -> str:
+        import torch
+
+        return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu-interpreter"
+
+    def stamp(self) -> Stamp:
+        """What a decision remembered for this registry depends on (see memo.Stamp)."""
+        db = self._tuning_db
+        return Stamp(self._version, build_epoch(), -1 if db is None else db.version)
+
+    def plans(self, problem: GemmProblem | ConvProblem) -> list[Plan]:
+        """Every built kernel that computes `problem` directly, then those that compute it exactly on padded
+        operands (selector.plan_for: each on the least padding it supports), in registry order."""
+        return plans_of([k for k in self.kernels if k.built], problem)
+
+    def is_supported(self, problem: GemmProblem | ConvProblem) -> Support:
+        """Whether some kernel computes `problem`, directly or on exactly padded operands (as `select` does)."""
+        reasons = {k.name: k.is_supported(problem).reason for k in self.kernels}
+        if any(not r for r in reasons.values()) or plans_of(self.kernels, problem):
+            return Support(True)
+        if not reasons:
+            return Support(False, "the registry is empty")
+        return Support(False, summarize(reasons))
+
+    def unsupported(self, problem: GemmProblem | ConvProblem) -> Exception:
+        """The error for a problem no built kernel runs (NoKernelFound when none is built)."""
+        if not any(k.built for k in self.kernels):
+            return NoKernelFound("no kernel of this registry is built; call build() first", field="registry")
+        reasons = {k.name: k.is_supported(problem).reason for k in self.kernels}
+        return UnsupportedProblem(f"no kernel supports {problem.describe()}: {summarize(reasons)}",
+                                  field="problem")
+
+    # -- serialization ----------------------------------------------------------------------------
+    def to_json(self) -> str:
+        return json.dumps({"format": 1, "arch": self.arch.name, "kernels": [k.name for k in self.kernels]},
+                          indent=1)
+
+    @classmethod
+    def from_json(cls: type[S], text: str, **kwargs: Any) -> S:
+        try:
+            data = json.loads(text)
+            arch, names = data["arch"], data["kernels"]
+            if not isinstance(names, list):
+                raise TypeError(f"'kernels' must be a list of instance names, got {type(names).__name__}")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidConfig(f"registry JSON is malformed ({exc}); expected {{'arch', 'kernels'}}",
+                                field="registry") from exc
+        registry = cls(arch, **kwargs)
+        for name in names:
+            registry.add(name)
+        return registry
+
+
+def summarize(reasons: dict[str, str]) -> str:
+    counts: dict[str, int] = {}
+    for reason in reasons.values():
+        key = reason.split(":", 1)[0] + ":" + reason.split(":", 1)[1][:80] if ":" in reason else reason
+        counts[key] = counts.get(key, 0) + 1
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:3]
+    return "; ".join(f"{n} kernel(s) reject it ({r})" for r, n in top)
