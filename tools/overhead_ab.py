@@ -6,9 +6,9 @@ then one summary per row and variant: each side's median over its runs and after
 Usage:  python tools/overhead_ab.py --before .baseline --out DIR [--after .] [--rounds 2] [--limit-us 0.5]
             [options passed to the benchmark, e.g. --trials 15, or --smoke on CPU]
 A tree is a checkout (its src/ is used) or a src/ folder. Each side runs with PYTHONPATH=<its src> and a build
-cache of its own (<--cache-root>/<side>). DIR receives dispatch_overhead_<side>_r<round>.json with their logs and
-dispatch_overhead_ab.json / .md (the summary). Exit 0: every judged delta within the limit; 1: not; 2: a run
-failed or measured another tree than it was given.
+cache of its own (<--cache-root>/<side>). DIR receives dispatch_overhead_<side>_r<round>.json and .log, and the
+summary dispatch_overhead_ab.json / .md, rewritten after each round. Exit 0: every judged delta within the
+limit; 1: not; 2: a run failed or measured another tree than it was given.
 """
 from __future__ import annotations
 
@@ -110,19 +110,26 @@ def all_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 def summary(runs: dict[str, list[dict[str, Any]]], trees: dict[str, Path], opts: argparse.Namespace,
             extra: list[str]) -> dict[str, Any]:
     rows, kernels = compare(runs, opts.limit_us)
-    head = runs["after"][0]
+    head, rounds = runs["after"][0], len(runs["after"])
     sides = {side: {"tree": str(trees[side]), "code": runs[side][0]["code"],
-                    "files": [f"dispatch_overhead_{side}_r{i}.json" for i in range(1, opts.rounds + 1)]}
+                    "files": [f"dispatch_overhead_{side}_r{i}.json" for i in range(1, rounds + 1)]}
              for side in SIDES}
     same_code = sides["before"]["code"]["sources_sha256"] == sides["after"]["code"]["sources_sha256"]
     return {"benchmark": "dispatch_overhead_ab", "mode": head["mode"], "gpu": head["gpu"],
             "host_cpu": head["host_cpu"], "torch": head["torch"], "triton": head["triton"],
             "date": datetime.datetime.now().isoformat(timespec="seconds"), "limit_us": opts.limit_us,
-            "rounds": opts.rounds, "order": [f"{side} r{i}" for i in range(1, opts.rounds + 1) for side in SIDES],
+            "rounds": rounds, "order": [f"{side} r{i}" for i in range(1, rounds + 1) for side in SIDES],
             "benchmark_args": extra, "protocol": head["protocol"], "judged": head["judged"], "sides": sides,
             "same_code": same_code, "rows": rows, "kernels": kernels,
-            "same_kernels": all(k["same"] for k in kernels),
+            "same_kernels": all(k["same"] for k in kernels), "left_out": left_out(runs),
             "pass": all(r["pass"] for r in rows if r["judged"])}
+
+
+def left_out(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, str]]:
+    """The variants a side's runs left out (an API or internal the benchmark could not call), with the reason."""
+    seen = {(side, r["id"], variant): why for side in SIDES for run in runs[side] for r in all_rows(run)
+            for variant, why in r.get("unavailable", {}).items()}
+    return [{"side": side, "row": row, "variant": variant, "why": why} for (side, row, variant), why in seen.items()]
 
 
 def fmt(value: float | None, sign: bool = False) -> str:
@@ -147,6 +154,7 @@ def markdown(data: dict[str, Any]) -> str:
     changed = [k for k in data["kernels"] if not k["same"]]
     lines += ["", "Kernels picked: " + ("the same on both sides." if not changed else "DIFFER: " + "; ".join(
         f"{k['row']} {k['field']}: {k['before']} -> {k['after']}" for k in changed))]
+    lines += [f"Left out ({m['side']}): {m['row']} {m['variant']}: {m['why']}" for m in data["left_out"]]
     if data["same_code"]:
         lines.append("Warning: both sides measured the same sources.")
     lines.append(f"Result: {'PASS' if data['pass'] else 'FAIL'}")
@@ -183,10 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     for round_ in range(1, opts.rounds + 1):
         for side in SIDES:
             runs[side].append(run_side(side, trees[side], round_, opts, extra))
-    data = summary(runs, trees, opts, extra)
-    (opts.out / "dispatch_overhead_ab.json").write_text(json.dumps(data, indent=1))
-    text = markdown(data)
-    (opts.out / "dispatch_overhead_ab.md").write_text(text)
+        data = summary(runs, trees, opts, extra)   # after every round: a session cut short keeps the rounds done
+        (opts.out / "dispatch_overhead_ab.json").write_text(json.dumps(data, indent=1))
+        text = markdown(data)
+        (opts.out / "dispatch_overhead_ab.md").write_text(text)
     print(text + f"wrote {opts.out / 'dispatch_overhead_ab.json'} and .md", flush=True)
     return 0 if data["pass"] else 1
 

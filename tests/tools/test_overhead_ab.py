@@ -22,7 +22,8 @@ with open(out.parent / "order.log", "a") as log:
     log.write(args["--label"] + "\\n")
 d = tiledispatch.DELAY
 us = lambda base: {"direct": base, "td_gemm": base + 4 + d}
-row = lambda rid, base: {"id": rid, "kernel": tiledispatch.KERNEL, "per_call_us": us(base), "issue_us": us(base)}
+row = lambda rid, base: {"id": rid, "kernel": tiledispatch.KERNEL, "per_call_us": us(base), "issue_us": us(base),
+                         "unavailable": {} if d else {"registry_run": "TypeError: run() takes 3 arguments"}}
 conv = {"id": "conv fwd", "td_conv_kernel": "conv-a", "per_call_us": {"td_api": 20 + d, "torch": 15.0},
         "issue_us": {"td_api": 6 + d, "torch": 5.0}}
 out.write_text(json.dumps({
@@ -84,7 +85,11 @@ def test_a_slowdown_over_the_limit_and_another_kernel_fail(ab, tmp_path):
     data = json.loads((out / "dispatch_overhead_ab.json").read_text())
     assert not data["pass"] and not data["same_kernels"]
     assert [r["pass"] for r in data["rows"] if r["judged"]] == [False, False]
-    assert "DIFFER: gemm 64x64x64 kernel: gemm-a -> gemm-b" in (out / "dispatch_overhead_ab.md").read_text()
+    text = (out / "dispatch_overhead_ab.md").read_text()
+    assert "DIFFER: gemm 64x64x64 kernel: gemm-a -> gemm-b" in text
+    assert data["left_out"] == [{"side": "before", "row": "gemm 64x64x64", "variant": "registry_run",
+                                 "why": "TypeError: run() takes 3 arguments"}]
+    assert "Left out (before): gemm 64x64x64 registry_run: TypeError: run() takes 3 arguments" in text
 
 
 def test_a_run_that_measured_another_tree_stops_the_comparison(ab, tmp_path, monkeypatch):
