@@ -27,8 +27,8 @@ def load(name: str):
 def test_smoke_run_measures_every_call_path(tmp_path, isolated_cache):
     out = tmp_path / "overhead.json"
     env = {**os.environ, "TILEDISPATCH_CACHE_DIR": str(isolated_cache), "PYTHONPATH": str(ROOT / "src")}
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "dispatch_overhead.py"), "--smoke", "--calls", "20",
-           "--trials", "1", "--issue-calls", "5", "--label", "after", "--out", str(out)]
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "dispatch_overhead.py"), "--smoke", "--smoke-kernels", "1",
+           "--calls", "20", "--trials", "1", "--issue-calls", "5", "--label", "after", "--out", str(out)]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, check=False)
     assert result.returncode in (0, 1), result.stderr[-3000:]
     data = json.loads(out.read_text())
