@@ -28,7 +28,7 @@ BENCHMARK = ROOT / "benchmarks" / "dispatch_overhead.py"
 SIDES = ("before", "after")
 METRICS = ("per_call_us", "issue_us")
 KERNEL_FIELDS = ("kernel", "registry_kernel", "td_gemm_kernel", "td_conv_kernel")
-GIT_STATE = {(True, False): "", (True, True): " with uncommitted changes", (False, None): " (an untracked copy)"}
+GIT_STATE = {(True, False): "", (True, True): " with uncommitted changes", (False, None): " (package not tracked by git there)"}
 
 
 def source_dir(tree: str) -> Path:
