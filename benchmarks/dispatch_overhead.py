@@ -3,13 +3,13 @@ launch of the same compiled kernel and torch's own call. Only the direct launch 
 one script measures the code before and after a redesign (tools/overhead_ab.py runs it on both, compares).
 
 Protocol: per variant, `--calls` calls in a loop then torch.cuda.synchronize(); wall time / calls; median of
-`--trials` trials after one warm-up trial (`per_call_us`). `issue_us` times the loop alone (after a sync, without
-the final sync, `--issue-calls` calls: fewer than the launch queue holds): the host time per call. GEMM overhead =
-variant - direct; the limit is met when every overhead is at most 5 us. Outputs are checked against torch in fp32
-before timing. Kernel.run / Registry.run run the rules pick of the preset gemm_bf16_rcr_essential, td.* their own.
+`--trials` trials after one warm-up trial (`per_call_us`). `issue_us` times the loop alone (after a sync,
+without the final sync, `--issue-calls` calls: fewer than the launch queue holds): the host time per call.
+GEMM overhead = variant - direct; the limit is met when every overhead is at most 5 us. Outputs are checked
+against torch in fp32 before timing. Kernel.run / Registry.run run the rules pick of gemm_bf16_rcr_essential.
 
 Usage (GPU):  python benchmarks/dispatch_overhead.py [--label before] [--calls 2000] [--trials 7] [--out PATH]
-Usage (CPU):  python benchmarks/dispatch_overhead.py --smoke     (Triton's interpreter with its launches skipped,
+Usage (CPU):  python benchmarks/dispatch_overhead.py --smoke   (Triton's interpreter, its launches skipped,
               presets cut to --smoke-kernels configs: the control flow only, its times are the interpreter's)
 """
 from __future__ import annotations
@@ -36,10 +36,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PRESET = "gemm_bf16_rcr_essential"
 CONV_PRESET = "conv_{}_bf16_2d_essential"
 PROBLEMS = ((64, 64, 64), (1, 4096, 4096))
-# (direction, N, C, K, input H x W, filter R x S, padding): bf16 channels-last, stride 1, dilation 1, one group
+# (direction, N, C, K, input H x W, filter R x S, padding): bf16 channels-last, stride 1, dilation 1, 1 group
 CONV_PROBLEMS = (("fwd", 32, 64, 64, (56, 56), (3, 3), 1), ("fwd", 1, 64, 64, (14, 14), (3, 3), 1),
                  ("bwd_data", 32, 64, 64, (56, 56), (3, 3), 1), ("bwd_data", 1, 64, 64, (14, 14), (3, 3), 1),
-                 ("bwd_weight", 32, 64, 64, (56, 56), (3, 3), 1), ("bwd_weight", 1, 64, 64, (14, 14), (3, 3), 1))
+                 ("bwd_weight", 32, 64, 64, (56, 56), (3, 3), 1),
+                 ("bwd_weight", 1, 64, 64, (14, 14), (3, 3), 1))
 LIMIT_US = 5.0
 TOLERANCE = 2e-2      # relative error vs torch in fp32 (bf16 outputs)
 GRAPH_CALLS = 100     # Kernel.run calls captured in one CUDA graph
@@ -48,10 +49,10 @@ DISPATCH = ("kernel_run", "registry_run", "td_gemm")   # compared with `direct`
 CONV_VARIANTS = ("td_api", "torch")   # td.conv / conv_bwd_data / conv_bwd_weight, and torch's cuDNN call
 JUDGED = {"gemm": "td_gemm", "conv": "td_api"}   # the variants a before/after comparison judges (must run)
 WRITTEN = {"fwd": "y", "bwd_data": "x", "bwd_weight": "w"}   # the tensor each conv direction writes
-API_CHANGE = (ImportError, AttributeError, TypeError)   # what a renamed internal or a changed signature raises
+API_CHANGE = (ImportError, AttributeError, TypeError)   # raised by a renamed internal or a changed signature
 
 
-# -- timing -----------------------------------------------------------------------------------------------------
+# -- timing --------------------------------------------------------------------------------------------------
 def per_call_us(fn: Callable[[], Any], calls: int, trials: int, sync: Callable[[], None]) -> float:
     """Median over trials of (wall time of `calls` calls + one sync) / calls, after a warm-up trial."""
     samples = []
@@ -80,7 +81,7 @@ def issue_us(fn: Callable[[], Any], calls: int, trials: int, sync: Callable[[], 
 
 
 def graph_replay_us(fn: Callable[[], Any], calls: int, trials: int) -> float:
-    """Per call cost of fn captured GRAPH_CALLS times in one CUDA graph and replayed calls / GRAPH_CALLS times."""
+    """Per call cost of fn captured GRAPH_CALLS times in a CUDA graph, replayed calls / GRAPH_CALLS times."""
     import torch
 
     side = torch.cuda.Stream()
@@ -93,16 +94,22 @@ def graph_replay_us(fn: Callable[[], Any], calls: int, trials: int) -> float:
         for _ in range(GRAPH_CALLS):
             fn()
     replays = max(1, calls // GRAPH_CALLS)
-    return per_call_us(lambda: [graph.replay() for _ in range(replays)], 1, trials, torch.cuda.synchronize) / (
-        replays * GRAPH_CALLS)
+
+    def replay() -> None:
+        for _ in range(replays):
+            graph.replay()
+
+    return per_call_us(replay, 1, trials, torch.cuda.synchronize) / (replays * GRAPH_CALLS)
 
 
 def timings(fns: dict[str, Callable[[], Any]], opts: argparse.Namespace, env: Any) -> dict[str, Any]:
-    return {"per_call_us": {name: per_call_us(fn, opts.calls, opts.trials, env.sync) for name, fn in fns.items()},
-            "issue_us": {name: issue_us(fn, opts.issue_calls, opts.trials, env.sync) for name, fn in fns.items()}}
+    return {"per_call_us": {name: per_call_us(fn, opts.calls, opts.trials, env.sync)
+                            for name, fn in fns.items()},
+            "issue_us": {name: issue_us(fn, opts.issue_calls, opts.trials, env.sync)
+                         for name, fn in fns.items()}}
 
 
-# -- variants that may be missing -------------------------------------------------------------------------------
+# -- variants that may be missing ----------------------------------------------------------------------------
 def optional(make: Callable[[], Any]) -> tuple[Any, str | None]:
     """(make(), None), or (None, the reason) where make raises what a renamed internal or a changed signature
     raises: a variant that is not judged is then left out of the row (and named in it), not the whole run."""
@@ -114,9 +121,9 @@ def optional(make: Callable[[], Any]) -> tuple[Any, str | None]:
 
 def first_calls(fns: dict[str, Callable[[], Any]], written: Any, reference: Any, judged: str
                 ) -> tuple[dict[str, float], dict[str, str]]:
-    """Call every variant once (before timing): the relative error of its output against `reference` (None: not
-    checked) after `written` was poisoned with NaN, and the variants left out (removed from fns) with the reason.
-    The judged variant must run: its errors propagate."""
+    """Call every variant once (before timing): the relative error of its output against `reference` (None:
+    not checked) after `written` was poisoned with NaN, and the variants left out (removed from fns) with the
+    reason. The judged variant must run: its errors propagate."""
     errors, missing = {}, {}
     for name, fn in list(fns.items()):
         if reference is not None:
@@ -136,11 +143,12 @@ def rel_err(out: Any, ref: Any) -> float:
     return err if math.isfinite(err) else math.inf   # NaN (an unwritten element) counts as wrong
 
 
-# -- GEMM -------------------------------------------------------------------------------------------------------
+# -- GEMM ----------------------------------------------------------------------------------------------------
 def direct_launch(kernel: Any, a: Any, b: Any, out: Any, stream: int) -> Callable[[], Any]:
-    """The floor the GEMM overheads are taken from: every entry of `kernel` launched with all arguments prebuilt
-    (CompiledKernel.run through Triton's launcher; on the smoke path the interpreted function). The one part of
-    this script that reaches into tiledispatch internals: where they changed, `optional` leaves it out."""
+    """The floor the GEMM overheads are taken from: every entry of `kernel` launched with all arguments
+    prebuilt (CompiledKernel.run through Triton's launcher; on the smoke path the interpreted function). The
+    one part of this script that reaches into tiledispatch internals: where they changed, `optional` leaves it
+    out."""
     import torch
 
     from tiledispatch.runtime import descriptors
@@ -149,7 +157,7 @@ def direct_launch(kernel: Any, a: Any, b: Any, out: Any, stream: int) -> Callabl
 
     args = GemmArgs(a, b, out)
     if a.is_cuda:
-        ensure_scratch_allocator()   # tma_ws kernels create descriptors in global scratch (as Kernel.run does)
+        ensure_scratch_allocator()   # tma_ws kernels create descriptors in global scratch (as Kernel.run)
     bound = kernel.bound_launch(args, problem_from_args(args, prefer_layout=kernel.config.layout))
     dyn = (a, b, out, None, None, 1.0, 0.0, None, None)
     dyn += tuple((torch.zeros if zeroed else torch.empty)(n, dtype=dtype, device=a.device)
@@ -175,8 +183,8 @@ def direct_launch(kernel: Any, a: Any, b: Any, out: Any, stream: int) -> Callabl
 
 
 def pick_kernel(registry: Any, problem: Any) -> Any:
-    """The registry's rules pick, or where it runs on padded operands the first built kernel that runs `problem`
-    directly (a direct launch needs unpadded operands); looked up by name as a user would."""
+    """The registry's rules pick, or where it runs on padded operands the first built kernel that runs
+    `problem` directly (a direct launch needs unpadded operands); looked up by name as a user would."""
     chosen = registry.select(problem, "rules").kernel
     if not chosen.is_supported(problem):
         chosen = next(k for k in registry.kernels if k.built and k.is_supported(problem))
@@ -213,9 +221,10 @@ def measure_gemm(registry: Any, shape: tuple[int, int, int], opts: argparse.Name
     if opts.smoke:
         del fns["torch_mm"]   # a real CPU matmul: not comparable with skipped launches
     reference = None if opts.smoke else a.float() @ b.float()
-    row: dict[str, Any] = {"id": f"gemm {m}x{n}x{k}", "m": m, "n": n, "k": k, "dtype": "bf16", "layout": "rcr",
-                           "kernel": kernel.name, "registry_kernel": registry.select(problem, "rules").kernel.name,
-                           "td_gemm_kernel": registry.select(problem, "auto").kernel.name}   # td.gemm's preset
+    row: dict[str, Any] = {"id": f"gemm {m}x{n}x{k}", "m": m, "n": n, "k": k, "dtype": "bf16",
+                           "layout": "rcr", "kernel": kernel.name,
+                           "registry_kernel": registry.select(problem, "rules").kernel.name,
+                           "td_gemm_kernel": registry.select(problem, "auto").kernel.name}   # td.gemm's
     row["rel_err"], row["unavailable"] = first_calls(fns, out, reference, JUDGED["gemm"])
     if why is not None:
         row["unavailable"]["direct"] = why
@@ -241,15 +250,15 @@ def overheads(row: dict[str, Any]) -> dict[str, Any]:
             "issue_pass": max(issue_over.values(), default=0.0) <= LIMIT_US}   # host time alone
 
 
-# -- convolutions -----------------------------------------------------------------------------------------------
+# -- convolutions --------------------------------------------------------------------------------------------
 def conv_id(case: tuple) -> str:
     direction, n, c, k, spatial, filt, pad = case
     return f"conv {direction} {n}x{c}x{'x'.join(map(str, spatial))} k{k} {'x'.join(map(str, filt))} pad{pad}"
 
 
 def conv_tensors(case: tuple, device: Any) -> SimpleNamespace:
-    """x (N, C, H, W), w (K, C, R, S) and y (N, K, P, Q) in bf16 channels-last: y is the forward output and the
-    backward directions' gradient input; each direction writes one of them (WRITTEN)."""
+    """x (N, C, H, W), w (K, C, R, S) and y (N, K, P, Q) in bf16 channels-last: y is the forward output and
+    the backward directions' gradient input; each direction writes one of them (WRITTEN)."""
     import torch
 
     _, n, c, k, spatial, filt, pad = case
@@ -309,7 +318,7 @@ def measure_conv(case: tuple, registries: dict[str, Any], opts: argparse.Namespa
     reference = None if opts.smoke else conv_reference(case, t)
     row: dict[str, Any] = {"id": conv_id(case), "direction": direction, "n": n, "c": c, "k": k,
                            "spatial": list(spatial), "filter": list(filt), "padding": pad, "dtype": "bf16",
-                           "td_conv_kernel": registry.select(problem, "auto").kernel.name}   # td.conv*'s preset
+                           "td_conv_kernel": registry.select(problem, "auto").kernel.name}   # td.conv*'s
     row["rel_err"], row["unavailable"] = first_calls(fns, getattr(t, WRITTEN[direction]), reference,
                                                      JUDGED["conv"])
     row["valid"] = all(err < TOLERANCE for err in row["rel_err"].values())
@@ -317,7 +326,7 @@ def measure_conv(case: tuple, registries: dict[str, Any], opts: argparse.Namespa
     return row
 
 
-# -- environment ------------------------------------------------------------------------------------------------
+# -- environment ---------------------------------------------------------------------------------------------
 def gpu_slug(name: str) -> str:
     """'NVIDIA H200' -> 'h200', 'NVIDIA H100 80GB HBM3' -> 'h100_80gb_hbm3'."""
     name = re.sub(r"^nvidia\s+", "", name.strip().lower())
@@ -333,9 +342,9 @@ def host_cpu() -> str:
 
 
 def code_revision() -> dict[str, Any]:
-    """Which tiledispatch this run measured: its directory, a digest of its sources (.py and preset .json), and
-    the git commit of the repository around it (git_tracked: whether that repository tracks the package; an
-    ignored copy such as .baseline/src is not; git_dirty: uncommitted changes to it)."""
+    """Which tiledispatch this run measured: its directory, a digest of its sources (.py and preset .json),
+    and the git commit of the repository around it (git_tracked: whether that repository tracks the package;
+    an ignored copy such as .baseline/src is not; git_dirty: uncommitted changes to it)."""
     import tiledispatch
 
     package = Path(tiledispatch.__file__).resolve().parent
@@ -346,16 +355,17 @@ def code_revision() -> dict[str, Any]:
 
     def git(*args: str) -> str | None:
         try:
-            done = subprocess.run(["git", "-C", str(package), *args], capture_output=True, text=True, timeout=60,
-                                  check=False)
+            done = subprocess.run(["git", "-C", str(package), *args], capture_output=True, text=True,
+                                  timeout=60, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return None
         return done.stdout.strip() if done.returncode == 0 else None
 
     rev = git("rev-parse", "HEAD")
     tracked = rev is not None and git("ls-files", "--error-unmatch", "__init__.py") is not None
+    dirty = bool(git("status", "--porcelain", "--", ".")) if tracked else None
     return {"package": str(package), "sources_sha256": digest.hexdigest()[:16], "git_rev": rev,
-            "git_tracked": tracked, "git_dirty": bool(git("status", "--porcelain", "--", ".")) if tracked else None}
+            "git_tracked": tracked, "git_dirty": dirty}
 
 
 def header(opts: argparse.Namespace) -> dict[str, Any]:
@@ -366,18 +376,20 @@ def header(opts: argparse.Namespace) -> dict[str, Any]:
 
     return {"benchmark": "dispatch_overhead", "mode": "smoke" if opts.smoke else "gpu",
             "label": getattr(opts, "label", None), "code": code_revision(),
-            "gpu": "cpu (Triton interpreter, launches skipped)" if opts.smoke else torch.cuda.get_device_name(),
+            "gpu": "cpu (Triton interpreter, launches skipped)" if opts.smoke else
+            torch.cuda.get_device_name(),
             "host_cpu": host_cpu(), "tiledispatch": td.__version__, "triton": triton.__version__,
             "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-            "date": datetime.datetime.now().isoformat(timespec="seconds"), "preset": PRESET, "limit_us": LIMIT_US,
-            "calls": opts.calls, "issue_calls": opts.issue_calls, "trials": opts.trials, "graph_calls": GRAPH_CALLS,
+            "date": datetime.datetime.now().isoformat(timespec="seconds"), "preset": PRESET,
+            "limit_us": LIMIT_US, "calls": opts.calls, "issue_calls": opts.issue_calls, "trials": opts.trials,
+            "graph_calls": GRAPH_CALLS,
             "protocol": __doc__.split("\n\n")[1].replace("\n", " ").removeprefix("Protocol: "),
             "argv": sys.argv[1:]}
 
 
 def smoke_environment(opts: argparse.Namespace) -> SimpleNamespace:
-    """CPU tensors run Triton's interpreter, whose launches this makes no-ops (counted), and every preset is cut
-    to its first --smoke-kernels configs (builds take seconds): tiledispatch itself is not touched."""
+    """CPU tensors run Triton's interpreter, whose launches this makes no-ops (counted), and every preset is
+    cut to its first --smoke-kernels configs (builds take seconds): tiledispatch itself is not touched."""
     import torch
     from triton.runtime.interpreter import InterpretedFunction
 
@@ -416,17 +428,18 @@ def preset_registry(name: str, opts: argparse.Namespace) -> tuple[Any, str]:
     return registry, str(registry.build())
 
 
-# -- main -------------------------------------------------------------------------------------------------------
+# -- main ----------------------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--label", help="names the code measured (e.g. before / after), kept in the JSON")
     parser.add_argument("--calls", type=int, help="calls per timed loop (default 2000; smoke 500)")
     parser.add_argument("--issue-calls", type=int, default=200, help="calls per issue-only loop")
-    parser.add_argument("--trials", type=int, help="timed trials per variant, median reported (default 7; smoke 3)")
+    parser.add_argument("--trials", type=int,
+                        help="timed trials per variant, median reported (default 7; smoke 3)")
     parser.add_argument("--out", help="JSON path (default: see default_out)")
     parser.add_argument("--smoke", action="store_true", help="no GPU: check the control flow on CPU")
-    parser.add_argument("--smoke-kernels", type=int, default=2, help="configs per preset built in a smoke run")
+    parser.add_argument("--smoke-kernels", type=int, default=2, help="configs per preset in a smoke run")
     parser.add_argument("--no-conv", action="store_true", help="GEMM rows only")
     opts = parser.parse_args(argv)
     opts.calls = opts.calls or (500 if opts.smoke else 2000)
@@ -435,9 +448,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def default_out(result: dict[str, Any]) -> Path:
-    """smoke: /tmp/dispatch_overhead_smoke[_<label>].json; GPU: benchmarks/results/dispatch_overhead_<gpu>.json
-    (rendered into BENCHMARKS.md), or with a label benchmarks/results/dispatch_ab_<gpu>/dispatch_overhead_<label>
-    .json (a folder tables.py does not render; tools/overhead_ab.py writes the same names)."""
+    """smoke: /tmp/dispatch_overhead_smoke[_<label>].json. GPU:
+    benchmarks/results/dispatch_overhead_<gpu>.json (rendered into BENCHMARKS.md), or with a label
+    benchmarks/results/dispatch_ab_<gpu>/dispatch_overhead_<label>.json (a folder tables.py does not render;
+    tools/overhead_ab.py writes the same file names)."""
     label = result.get("label")
     if result["mode"] == "smoke":
         return Path(tempfile.gettempdir()) / f"dispatch_overhead_smoke{'_' + label if label else ''}.json"
@@ -450,10 +464,12 @@ def default_out(result: dict[str, Any]) -> Path:
 def print_row(row: dict[str, Any]) -> None:
     cells = " | ".join(f"{name} {us:.2f}" for name, us in row["per_call_us"].items())
     issue = " | ".join(f"{name} {us:.2f}" for name, us in row["issue_us"].items())
-    line = f"{row['id']} {row.get('kernel') or row.get('td_conv_kernel')}: {cells} us/call (issue only: {issue})"
+    kernel = row.get("kernel") or row.get("td_conv_kernel")
+    line = f"{row['id']} {kernel}: {cells} us/call (issue only: {issue})"
     if row.get("overhead_us"):
         over = ", ".join(f"{name} {us:+.2f}" for name, us in row["overhead_us"].items())
-        line += f" | overhead vs direct: {over} -> {'PASS' if row['pass'] else 'FAIL'} (limit {LIMIT_US:g} us)"
+        verdict = "PASS" if row["pass"] else "FAIL"
+        line += f" | overhead vs direct: {over} -> {verdict} (limit {LIMIT_US:g} us)"
     print(line + ("" if row["valid"] else " | WRONG OUTPUT"), flush=True)
 
 

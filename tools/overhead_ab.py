@@ -1,14 +1,14 @@
-"""Host overhead before and after a change of the dispatch path (issue 34): benchmarks/dispatch_overhead.py run
-on two source trees in one session, alternating before, after, before, after (host drift falls on both sides),
-then one summary per row and variant: each side's median over its runs and after - before, judged (within
---limit-us, per call and issue only) for the variants the benchmark names (td.gemm, td.conv*).
+"""Host overhead before and after a change of the dispatch path (issue 34): benchmarks/dispatch_overhead.py
+run on two source trees in one session, alternating before, after, before, after (host drift falls on both
+sides), then one summary per row and variant: each side's median over its runs and after - before, judged
+(within --limit-us, per call and issue only) for the variants the benchmark names (td.gemm, td.conv*).
 
 Usage:  python tools/overhead_ab.py --before .baseline --out DIR [--after .] [--rounds 2] [--limit-us 0.5]
             [options passed to the benchmark, e.g. --trials 15, or --smoke on CPU]
-A tree is a checkout (its src/ is used) or a src/ folder. Each side runs with PYTHONPATH=<its src> and a build
-cache of its own (<--cache-root>/<side>). DIR receives dispatch_overhead_<side>_r<round>.json and .log, and the
-summary dispatch_overhead_ab.json / .md, rewritten after each round. Exit 0: every judged delta within the
-limit; 1: not; 2: a run failed or measured another tree than it was given.
+A tree is a checkout (its src/ is used) or a src/ folder. Each side runs with PYTHONPATH=<its src> and a
+build cache of its own (<--cache-root>/<side>). DIR receives dispatch_overhead_<side>_r<round>.json and .log,
+and the summary dispatch_overhead_ab.json / .md, rewritten after each round. Exit 0: every judged delta
+within the limit; 1: not; 2: a run failed or measured another tree than it was given.
 """
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ BENCHMARK = ROOT / "benchmarks" / "dispatch_overhead.py"
 SIDES = ("before", "after")
 METRICS = ("per_call_us", "issue_us")
 KERNEL_FIELDS = ("kernel", "registry_kernel", "td_gemm_kernel", "td_conv_kernel")
-GIT_STATE = {(True, False): "", (True, True): " with uncommitted changes", (False, None): " (package not tracked by git there)"}
+GIT_STATE = {(True, False): "", (True, True): " with uncommitted changes",
+             (False, None): " (package not tracked by git there)"}
 
 
 def source_dir(tree: str) -> Path:
@@ -56,7 +57,7 @@ def run_side(side: str, src: Path, round_: int, opts: argparse.Namespace, extra:
                                   timeout=opts.run_timeout, check=False)
     except subprocess.TimeoutExpired:
         raise SystemExit(fail(f"{side} round {round_} ran past {opts.run_timeout} s", log)) from None
-    if done.returncode not in (0, 1) or not out.is_file():   # 1: the benchmark's own 5 us limit, not a failure
+    if done.returncode not in (0, 1) or not out.is_file():   # 1: the benchmark's own 5 us limit, not failure
         raise SystemExit(fail(f"{side} round {round_} exited {done.returncode}", log))
     result = json.loads(out.read_text())
     package = Path(result["code"]["package"])
@@ -83,7 +84,8 @@ def compare(runs: dict[str, list[dict[str, Any]]], limit_us: float) -> tuple[lis
     rows, kernels = [], []
     first = {side: {row["id"]: row for row in all_rows(runs[side][0])} for side in SIDES}
     for row_id in dict.fromkeys([*first["before"], *first["after"]]):
-        variants = dict.fromkeys(v for side in SIDES for v in first[side].get(row_id, {}).get("per_call_us", {}))
+        variants = dict.fromkeys(v for side in SIDES
+                                 for v in first[side].get(row_id, {}).get("per_call_us", {}))
         for variant in variants:
             entry: dict[str, Any] = {"row": row_id, "variant": variant, "judged": variant in judged}
             for metric in METRICS:
@@ -94,12 +96,14 @@ def compare(runs: dict[str, list[dict[str, Any]]], limit_us: float) -> tuple[lis
                 entry[f"delta_{metric}"] = None if before is None or after is None else after - before
                 entry[f"runs_{metric}"] = values
             deltas = [entry[f"delta_{metric}"] for metric in METRICS]
-            entry["pass"] = (all(d is not None and d <= limit_us for d in deltas) if entry["judged"] else None)
+            within = all(d is not None and d <= limit_us for d in deltas)
+            entry["pass"] = within if entry["judged"] else None
             rows.append(entry)
         for field in KERNEL_FIELDS:
             picks = {side: first[side].get(row_id, {}).get(field) for side in SIDES}
             if any(picks.values()):
-                kernels.append({"row": row_id, "field": field, **picks, "same": picks["before"] == picks["after"]})
+                same = picks["before"] == picks["after"]
+                kernels.append({"row": row_id, "field": field, **picks, "same": same})
     return rows, kernels
 
 
@@ -126,10 +130,11 @@ def summary(runs: dict[str, list[dict[str, Any]]], trees: dict[str, Path], opts:
 
 
 def left_out(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, str]]:
-    """The variants a side's runs left out (an API or internal the benchmark could not call), with the reason."""
+    """The variants a side's runs left out (an API or internal the benchmark could not call), with why."""
     seen = {(side, r["id"], variant): why for side in SIDES for run in runs[side] for r in all_rows(run)
             for variant, why in r.get("unavailable", {}).items()}
-    return [{"side": side, "row": row, "variant": variant, "why": why} for (side, row, variant), why in seen.items()]
+    return [{"side": side, "row": row, "variant": variant, "why": why}
+            for (side, row, variant), why in seen.items()]
 
 
 def fmt(value: float | None, sign: bool = False) -> str:
@@ -138,12 +143,14 @@ def fmt(value: float | None, sign: bool = False) -> str:
 
 def markdown(data: dict[str, Any]) -> str:
     sides = data["sides"]
-    lines = [f"## Dispatch overhead before / after ({data['gpu']}, host {data['host_cpu']}, {data['date']})", "",
+    title = f"## Dispatch overhead before / after ({data['gpu']}, host {data['host_cpu']}, {data['date']})"
+    options = " ".join(data["benchmark_args"]) or "-"
+    lines = [title, "",
              *(f"- {side}: `{s['code']['package']}` sources {s['code']['sources_sha256']}, git "
                f"{s['code']['git_rev'] or '?'}{GIT_STATE[(s['code']['git_tracked'], s['code']['git_dirty'])]}"
                for side, s in sides.items()),
-             (f"- order {', '.join(data['order'])}; benchmark options {' '.join(data['benchmark_args']) or '-'}; "
-              f"median of each side's runs; judged: after - before <= +{data['limit_us']:g} µs in both metrics"),
+             (f"- order {', '.join(data['order'])}; benchmark options {options}; median of each side's runs; "
+              f"judged: after - before <= +{data['limit_us']:g} µs in both metrics"),
              "", "| row | variant | per call before | after | Δ | issue before | after | Δ | verdict |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in data["rows"]:
@@ -165,13 +172,14 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--before", required=True, help="the tree measured first in each round")
-    parser.add_argument("--after", default=str(ROOT), help="the tree measured second (default: this checkout)")
+    parser.add_argument("--after", default=str(ROOT), help="the tree measured second (default: this one)")
     parser.add_argument("--out", required=True, type=Path, help="folder for the runs and the summary")
     parser.add_argument("--rounds", type=int, default=2, help="before/after pairs (default 2)")
     parser.add_argument("--limit-us", type=float, default=0.5, help="allowed after - before (default 0.5)")
-    parser.add_argument("--cache-root", type=Path, help="build caches <root>/before, <root>/after (default: a "
-                        "new temporary folder)")
-    parser.add_argument("--shared-cache", action="store_true", help="both sides use TILEDISPATCH_CACHE_DIR as set")
+    parser.add_argument("--cache-root", type=Path,
+                        help="build caches <root>/before, <root>/after (default: a new temporary folder)")
+    parser.add_argument("--shared-cache", action="store_true",
+                        help="both sides use TILEDISPATCH_CACHE_DIR as set")
     parser.add_argument("--run-timeout", type=float, default=900.0, help="seconds one benchmark run may take")
     opts, extra = parser.parse_known_args(argv)
     if opts.rounds < 1:
@@ -191,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     for round_ in range(1, opts.rounds + 1):
         for side in SIDES:
             runs[side].append(run_side(side, trees[side], round_, opts, extra))
-        data = summary(runs, trees, opts, extra)   # after every round: a session cut short keeps the rounds done
+        data = summary(runs, trees, opts, extra)   # after every round: a session cut short keeps those done
         (opts.out / "dispatch_overhead_ab.json").write_text(json.dumps(data, indent=1))
         text = markdown(data)
         (opts.out / "dispatch_overhead_ab.md").write_text(text)

@@ -27,8 +27,8 @@ def load(name: str):
 def test_smoke_run_measures_every_call_path(tmp_path, isolated_cache):
     out = tmp_path / "overhead.json"
     env = {**os.environ, "TILEDISPATCH_CACHE_DIR": str(isolated_cache), "PYTHONPATH": str(ROOT / "src")}
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "dispatch_overhead.py"), "--smoke", "--smoke-kernels", "1",
-           "--calls", "20", "--trials", "1", "--issue-calls", "5", "--label", "after", "--out", str(out)]
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "dispatch_overhead.py"), "--smoke", "--smoke-kernels",
+           "1", "--calls", "20", "--trials", "1", "--issue-calls", "5", "--label", "after", "--out", str(out)]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, check=False)
     assert result.returncode in (0, 1), result.stderr[-3000:]
     data = json.loads(out.read_text())
@@ -70,7 +70,8 @@ def test_rows_render_in_the_benchmarks_table(tmp_path):
 def test_a_missing_direct_launch_leaves_the_limit_unjudged():
     bench = load("dispatch_overhead")
     row = {"valid": True, "per_call_us": {"td_gemm": 9.0}, "issue_us": {"td_gemm": 5.0}}
-    assert bench.overheads(row) == {"overhead_us": {}, "issue_overhead_us": {}, "pass": None, "issue_pass": None}
+    unjudged = {"overhead_us": {}, "issue_overhead_us": {}, "pass": None, "issue_pass": None}
+    assert bench.overheads(row) == unjudged
 
 
 def test_first_calls_leave_out_a_changed_api_but_not_the_judged_variant():
@@ -94,12 +95,14 @@ def test_first_calls_leave_out_a_changed_api_but_not_the_judged_variant():
 
 def test_gpu_slug_defaults_and_output_names():
     bench = load("dispatch_overhead")
-    assert bench.gpu_slug("NVIDIA H100 80GB HBM3") == "h100_80gb_hbm3" and bench.gpu_slug("NVIDIA H200") == "h200"
+    assert bench.gpu_slug("NVIDIA H100 80GB HBM3") == "h100_80gb_hbm3"
+    assert bench.gpu_slug("NVIDIA H200") == "h200"
     opts = bench.parse_args([])
     assert (opts.calls, opts.trials, opts.label) == (2000, 7, None)
     assert bench.default_out({"mode": "gpu", "gpu": "NVIDIA H200"}).name == "dispatch_overhead_h200.json"
     labelled = bench.default_out({"mode": "gpu", "gpu": "NVIDIA H200", "label": "before"})
-    assert labelled.relative_to(ROOT).as_posix() == "benchmarks/results/dispatch_ab_h200/dispatch_overhead_before.json"
+    expected = "benchmarks/results/dispatch_ab_h200/dispatch_overhead_before.json"
+    assert labelled.relative_to(ROOT).as_posix() == expected
     assert bench.default_out({"mode": "smoke", "label": "after"}).name == "dispatch_overhead_smoke_after.json"
     assert bench.per_call_us(lambda: None, 10, 2, lambda: None) >= 0
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# Writes what benchmarks/dispatch_overhead.py writes, from the tiledispatch its PYTHONPATH holds: that package's
-# DELAY (µs) is added to every time; every run is appended to order.log next to --out.
+# Writes what benchmarks/dispatch_overhead.py writes, from the tiledispatch its PYTHONPATH holds: that
+# package's DELAY (µs) is added to every time; every run is appended to order.log next to --out.
 FAKE_BENCHMARK = '''
 import json, os, sys
 from pathlib import Path
@@ -22,7 +22,8 @@ with open(out.parent / "order.log", "a") as log:
     log.write(args["--label"] + "\\n")
 d = tiledispatch.DELAY
 us = lambda base: {"direct": base, "td_gemm": base + 4 + d}
-row = lambda rid, base: {"id": rid, "kernel": tiledispatch.KERNEL, "per_call_us": us(base), "issue_us": us(base),
+row = lambda rid, base: {"id": rid, "kernel": tiledispatch.KERNEL, "per_call_us": us(base),
+                         "issue_us": us(base),
                          "unavailable": {} if d else {"registry_run": "TypeError: run() takes 3 arguments"}}
 conv = {"id": "conv fwd", "td_conv_kernel": "conv-a", "per_call_us": {"td_api": 20 + d, "torch": 15.0},
         "issue_us": {"td_api": 6 + d, "torch": 5.0}}
@@ -74,7 +75,8 @@ def test_sides_alternate_and_a_small_slowdown_passes(ab, tmp_path):
     assert gemm["runs_per_call_us"]["after"] == [14.4, 14.4]
     torch_row = next(r for r in data["rows"] if r["variant"] == "torch")
     assert torch_row["pass"] is None and torch_row["delta_per_call_us"] == 0.0
-    assert "| gemm 64x64x64 | td_gemm | 14.00 | 14.40 | +0.40 |" in (out / "dispatch_overhead_ab.md").read_text()
+    text = (out / "dispatch_overhead_ab.md").read_text()
+    assert "| gemm 64x64x64 | td_gemm | 14.00 | 14.40 | +0.40 |" in text
 
 
 def test_a_slowdown_over_the_limit_and_another_kernel_fail(ab, tmp_path):
@@ -96,7 +98,8 @@ def test_a_run_that_measured_another_tree_stops_the_comparison(ab, tmp_path, mon
     before, after = tree(tmp_path / "old", 0.0), tree(tmp_path / "new", 0.0)
     monkeypatch.setenv("FAKE_PACKAGE", str(after / "src" / "tiledispatch"))   # as if PYTHONPATH did not take
     with pytest.raises(SystemExit) as exc:
-        ab.main(["--before", str(before), "--after", str(after), "--out", str(tmp_path / "ab"), "--shared-cache"])
+        ab.main(["--before", str(before), "--after", str(after), "--out", str(tmp_path / "ab"),
+                 "--shared-cache"])
     assert exc.value.code == 2 and not (tmp_path / "ab" / "dispatch_overhead_ab.json").exists()
 
 
