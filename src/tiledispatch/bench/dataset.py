@@ -2,17 +2,21 @@
 
     DIR/manifest.json            schema version, op, direction, dtype, GPU, tiledispatch version, creation date
     DIR/parts/part-*.parquet     rows (schema.make_row), zstd-compressed; a part appears whole or not at all
+    DIR/corrupt/                 parts found unreadable (damaged after writing), moved aside by writers
 
-A pair (problem, kernel) is in the dataset once it is in some part; `--resume` skips those pairs. One sweep at a
-time writes a directory (a file lock says so). Data of another schema version or another GPU is refused.
+A pair (problem, kernel) is in the dataset once it is in some readable part; `--resume` skips those pairs. A
+damaged part is reported once by name and skipped, so its pairs count as missing. One sweep at a time writes a
+directory (a file lock says so). Data of another schema version or another GPU is refused.
 """
 from __future__ import annotations
 
 import datetime
 import io
 import json
+import logging
+import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +27,20 @@ from tiledispatch.version import __version__
 
 MANIFEST = "manifest.json"
 KIND = "tiledispatch-dataset"
+CORRUPT = "corrupt"
+
+
+def _log_warning(message: str) -> None:
+    logging.getLogger("tiledispatch").warning("%s", message)
 
 
 class Dataset:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, warn: Callable[[str], None] = _log_warning) -> None:
+        """warn: where a damaged part is reported (once per part and Dataset); the logger by default."""
         self.path = Path(path)
         self.parts_dir = self.path / "parts"
+        self.warn = warn
+        self.corrupt: list[Path] = []     # damaged parts met so far (where they were found)
 
     # -- manifest ---------------------------------------------------------------------------------
     @property
@@ -95,23 +107,50 @@ class Dataset:
         atomic_write_bytes(final, buffer.getvalue())
         return final
 
-    def frame(self, columns: Iterable[str] | None = None):
-        """Every row as a pandas DataFrame (empty when there are no parts)."""
+    def frame(self, columns: Iterable[str] | None = None, quarantine: bool = False):
+        """Every row of the readable parts as a pandas DataFrame (empty when there are none). A damaged part is
+        reported and skipped; with quarantine=True (for writers holding the lock) it is also moved to DIR/corrupt/,
+        out of every later read."""
         import pandas as pd
 
-        parts = self.parts()
         cols = list(columns) if columns is not None else None
-        if not parts:
+        frames = [frame for frame in (self._read(p, cols, quarantine) for p in self.parts()) if frame is not None]
+        if not frames:
             return pd.DataFrame(columns=cols or [])
-        return pd.concat([pd.read_parquet(p, columns=cols) for p in parts], ignore_index=True)
+        return pd.concat(frames, ignore_index=True)
+
+    def _read(self, part: Path, columns: list[str] | None, quarantine: bool):
+        import pandas as pd
+        import pyarrow as pa
+
+        try:
+            return pd.read_parquet(part, columns=columns)
+        except FileNotFoundError:
+            raise
+        except (pa.ArrowException, OSError) as exc:
+            self._damaged(part, exc, quarantine)
+            return None
+
+    def _damaged(self, part: Path, exc: Exception, quarantine: bool) -> None:
+        """Report a part that cannot be read (one line, once) and, for a writer, move it to DIR/corrupt/."""
+        if quarantine:
+            (self.path / CORRUPT).mkdir(exist_ok=True)
+            os.replace(part, self.path / CORRUPT / part.name)
+        if part in self.corrupt:
+            return
+        self.corrupt.append(part)
+        fate = f"moved to {CORRUPT}/, its pairs count as missing" if quarantine else \
+            "skipped (`sweep --resume` measures its pairs again)"
+        self.warn(f"damaged part {part} ({type(exc).__name__}) {fate}")
 
     def compact(self) -> Path | None:
         """Rewrite every part as one (the new part is complete before the old ones go: a compaction killed
         in between leaves pairs twice, which `tiledispatch data summary` reports as duplicates)."""
+        frame = self.frame(quarantine=True)
         old = self.parts()
         if len(old) <= 1:
             return old[0] if old else None
-        return self.rewrite(self.frame().to_dict("records"))
+        return self.rewrite(frame.to_dict("records"))
 
     def rewrite(self, rows: list[dict[str, Any]]) -> Path | None:
         """Replace every part by one part of `rows` (none when empty), written before the old parts go."""
@@ -125,20 +164,22 @@ class Dataset:
         """Remove the rows of these kernel families and kernel names (so that `--resume` measures them again
         after their code changed); returns how many went. Written like `compact`: the kept rows as one new
         part before the old parts go."""
-        frame = self.frame()
+        frame = self.frame(quarantine=True)
+        if frame.empty:
+            return 0
         gone = frame["family"].isin(set(families)) | frame["kernel"].isin(set(kernels))
         if gone.any():
             self.rewrite(frame[~gone].to_dict("records"))
         return int(gone.sum())
 
-    def done_pairs(self) -> set[tuple[str, str]]:
-        """(problem, kernel) pairs already recorded."""
-        df = self.frame(["problem", "kernel"])
+    def done_pairs(self, quarantine: bool = False) -> set[tuple[str, str]]:
+        """(problem, kernel) pairs already recorded (in readable parts; see `frame` for quarantine)."""
+        df = self.frame(["problem", "kernel"], quarantine)
         return set(zip(df["problem"], df["kernel"]))
 
 
-def load_frame(path: str | Path):
-    """The rows of a dataset directory (manifest checked) as a DataFrame."""
-    dataset = Dataset(path)
+def load_frame(path: str | Path, warn: Callable[[str], None] = _log_warning):
+    """The rows of a dataset directory (manifest checked) as a DataFrame (damaged parts reported, skipped)."""
+    dataset = Dataset(path, warn)
     dataset.manifest()
     return dataset.frame()

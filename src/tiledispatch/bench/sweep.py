@@ -5,7 +5,8 @@
 The kernels are built first (in parallel, cached). Pairs a kernel cannot run (`unsupported`) or could not be
 built (`compile_error`) are recorded without touching a device; the rest go, one batch per problem, to the
 executor. Rows are written in atomic parts as they come, so a sweep killed at any moment loses at most the
-rows not yet written, and `resume=True` measures exactly the pairs that are missing.
+rows not yet written, and `resume=True` measures exactly the pairs that are missing (those of a damaged part too:
+it is reported and moved aside).
 """
 from __future__ import annotations
 
@@ -62,6 +63,7 @@ class SweepReport:
     measure_seconds: float = 0.0   # from the first worker ready to the last row (worker start-up excluded)
     workers: list[str] = dataclasses.field(default_factory=list)
     gpu: str = ""
+    damaged_parts: list[str] = dataclasses.field(default_factory=list)   # unreadable, moved aside on resume
 
     @property
     def pairs_per_second(self) -> float:
@@ -99,12 +101,13 @@ def run_sweep(spec: SweepSpec, on_status: Callable[[str], None] = lambda _: None
     op, direction, dtype = _sweep_kind(spec.problems)
     gpus, gpu_name = _devices(spec)
     registry, failed, build_s = _build(spec, on_status)
-    dataset = Dataset(spec.out)
+    dataset = Dataset(spec.out, on_status)
     with dataset.lock():
         dataset.open(op, direction, dtype, gpu_name, spec.resume,
                      {"presets": list(spec.presets), "configs": len(spec.configs), "problems": len(spec.problems)})
-        done = dataset.done_pairs() if spec.resume else set()
-        report = SweepReport(str(spec.out), build_seconds=build_s, gpu=gpu_name)
+        done = dataset.done_pairs(quarantine=True) if spec.resume else set()
+        report = SweepReport(str(spec.out), build_seconds=build_s, gpu=gpu_name,
+                             damaged_parts=[str(p) for p in dataset.corrupt])
         sweep_id = uuid.uuid4().hex[:12]
         stamp = _main_stamp(registry.arch.name, gpu_name, sweep_id)
         writer = _Writer(dataset, report, spec.flush_rows, spec.flush_s)

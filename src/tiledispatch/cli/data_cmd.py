@@ -23,9 +23,11 @@ CsvOpt = Annotated[Path | None, typer.Option("--csv", help="also write the oracl
 
 
 def _load(directory: Path):
-    from tiledispatch.bench.dataset import Dataset, load_frame
+    """The manifest and the rows (a damaged part is named once on stderr and skipped)."""
+    from tiledispatch.bench.dataset import Dataset
 
-    return Dataset(directory).manifest(), load_frame(directory)
+    dataset = Dataset(directory, note)
+    return dataset.manifest(), dataset.frame()
 
 
 def _pct(value: float) -> str:
@@ -142,7 +144,7 @@ def data_compact(directory: DirArg) -> None:
     """Rewrite a dataset's parts as one parquet file (for committing or copying it)."""
     from tiledispatch.bench.dataset import Dataset
 
-    dataset = Dataset(directory)
+    dataset = Dataset(directory, note)
     manifest = dataset.manifest()
     with dataset.lock():
         before = len(dataset.parts())
@@ -166,7 +168,7 @@ def data_drop(directory: DirArg, family: FamilyOpt = None, kernel: KernelOpt = N
 
     if not family and not kernel:
         raise BadInput("name what to drop: --family and/or --kernel", field="family")
-    dataset = Dataset(directory)
+    dataset = Dataset(directory, note)
     manifest = dataset.manifest()
     with dataset.lock():
         count = dataset.drop(family or (), kernel or ())
