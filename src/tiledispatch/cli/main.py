@@ -33,6 +33,7 @@ class CLIGroup(TyperGroup):
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
         argv = join_per_dim_values(sys.argv[1:] if args is None else args)
         debug = "--debug" in argv
+        literal_help(self)
         try:
             result = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
             code = result if isinstance(result, int) else 0
@@ -45,6 +46,25 @@ class CLIGroup(TyperGroup):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def literal_help(command: Any) -> None:
+    """Escape rich markup in the help of `command` and its subcommands, so `[default: ...]` and `bias[m]` show
+    as written (typer's rich help reads square brackets as style tags and drops them). Done once per command
+    tree: escaping twice would show the backslashes."""
+    from rich.markup import escape
+
+    if getattr(command, "_literal_help", False):
+        return
+    command._literal_help = True
+    for attr in ("help", "short_help", "epilog"):
+        if getattr(command, attr, None):
+            setattr(command, attr, escape(getattr(command, attr)))
+    for param in command.params:
+        if getattr(param, "help", None):
+            param.help = escape(param.help)
+    for sub in getattr(command, "commands", {}).values():
+        literal_help(sub)
 
 
 def _no_args_help(exc: Exception) -> int | None:
