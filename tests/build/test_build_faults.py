@@ -92,6 +92,35 @@ def test_killed_build_takes_its_workers_along_and_the_next_build_sweeps_their_st
     assert result.ok and staging_left(root) == []           # the next build removes the dead builders' dirs
 
 
+INTERRUPTED_BUILD = textwrap.dedent("""
+    import sys
+    from tiledispatch.build.compile import CompileTask
+    from tiledispatch.build.pool import run_tasks
+
+    SOURCE = "import time\\nopen({marks!r} + '/' + {{name!r}}, 'w').close()\\ntime.sleep(3)\\nENTRIES = []\\n"
+    if __name__ == "__main__":
+        names = [f"slow{{i}}" for i in range(5)]
+        run_tasks([CompileTask(n, "sm_90", 90, n, SOURCE.format(name=n), sys.argv[1]) for n in names], 1)
+""")
+
+
+def test_an_interrupted_build_does_not_start_its_queued_tasks(tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    script = tmp_path / "build_job.py"
+    script.write_text(INTERRUPTED_BUILD.format(marks=str(marks)))
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "cache")], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(marks.iterdir()):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)          # Ctrl-C of the build process alone
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0 and len(list(marks.iterdir())) <= 2, sorted(p.name for p in marks.iterdir())
+
+
 # -- D10: staging dirs -----------------------------------------------------------------------------------------
 def test_sweep_staging_removes_the_dirs_of_dead_builders_only(tmp_path):
     folder = tmp_path / "sm_90" / cache.STAGING
