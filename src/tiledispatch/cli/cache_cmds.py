@@ -1,4 +1,7 @@
-"""`tiledispatch cache info|clear`: the build cache (and tuning DB) under $TILEDISPATCH_CACHE_DIR."""
+"""`tiledispatch cache info|clear`: the build cache, Triton's cache and the tuning DB under
+$TILEDISPATCH_CACHE_DIR."""
+from __future__ import annotations
+
 from pathlib import Path
 from typing import Any
 
@@ -7,8 +10,26 @@ import typer
 from tiledispatch import settings
 from tiledispatch.cli.output import emit_json, out_console, table, text
 from tiledispatch.cli.problem_args import JsonOpt
+from tiledispatch.errors import CacheError
 
 cache_app = typer.Typer(help="Inspect or clear the build cache.", no_args_is_help=True)
+TRITON_SUBDIR = ".triton"   # where build workers point TRITON_CACHE_DIR (build/pool.py)
+
+
+def mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
+
+
+def triton_cache_stats(root: Path) -> dict[str, Any]:
+    """Triton's own cache inside ours: one entry per compiled-kernel hash directory."""
+    folder = root / TRITON_SUBDIR
+    entries, size = 0, 0
+    if folder.is_dir():
+        for entry in folder.iterdir():
+            entries += entry.is_dir()
+            files = entry.rglob("*") if entry.is_dir() else [entry]
+            size += sum(f.stat().st_size for f in files if f.is_file())
+    return {"root": str(folder), "entries": entries, "bytes": size}
 
 
 def _per_arch(root: Path) -> dict[str, int]:
@@ -32,14 +53,19 @@ def cache_info(json_out: JsonOpt = False) -> None:
     from tiledispatch.build.cache import cache_stats
 
     root = settings.cache_dir()
+    if root.exists() and not root.is_dir():
+        raise CacheError(f"the cache dir {root} is not a directory (set $TILEDISPATCH_CACHE_DIR to a folder)",
+                         field="cache_dir")
     data: dict[str, Any] = {**cache_stats(root), "per_arch": _per_arch(root),
-                            "tuning_dbs": _tuning_files(root)}
+                            "triton": triton_cache_stats(root), "tuning_dbs": _tuning_files(root)}
     if json_out:
         emit_json(data)
         return
     console = out_console()
     console.print(text(f"cache dir: {data['root']}" + ("" if root.exists() else " (does not exist yet)")))
-    console.print(text(f"{data['entries']} built kernels, {data['bytes'] / 2**20:.1f} MiB"))
+    console.print(text(f"{data['entries']} built kernels, {mib(data['bytes'])}"))
+    triton = data["triton"]
+    console.print(text(f"Triton's cache: {triton['root']} ({triton['entries']} entries, {mib(triton['bytes'])})"))
     if data["per_arch"]:
         rows = table("arch", "kernels #")
         for arch, count in data["per_arch"].items():
@@ -51,7 +77,7 @@ def cache_info(json_out: JsonOpt = False) -> None:
 
 @cache_app.command("clear")
 def cache_clear(json_out: JsonOpt = False) -> None:
-    """Delete everything under the cache dir (built kernels and the tuning DB kept there)."""
+    """Delete everything under the cache dir (built kernels, Triton's cache and the tuning DB kept there)."""
     from tiledispatch.build.cache import clear
 
     root = settings.cache_dir()
@@ -59,7 +85,7 @@ def cache_clear(json_out: JsonOpt = False) -> None:
     if json_out:
         emit_json({"root": str(root), "removed_entries": removed})
         return
-    out_console().print(text(f"removed {removed} built kernels (and any tuning DB) from {root}"))
+    out_console().print(text(f"removed {removed} built kernels (and Triton's cache, any tuning DB) from {root}"))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,12 +1,16 @@
-"""`tiledispatch info`: versions, GPU, arch, cache, presets."""
+"""`tiledispatch info`: versions, GPU, arch, cache, shipped cost models, presets."""
+from __future__ import annotations
+
 import os
 from typing import Any
 
 import typer
 
 from tiledispatch import settings
+from tiledispatch.cli.cache_cmds import mib, triton_cache_stats
 from tiledispatch.cli.output import emit_json, out_console, text
 from tiledispatch.cli.problem_args import JsonOpt
+from tiledispatch.errors import TileDispatchError
 
 NO_GPU = "none (Triton interpreter for CPU tensors)"
 
@@ -32,6 +36,33 @@ def _arch() -> dict[str, Any]:
     return {"name": spec.name, "source": source, "sm_count": spec.sm_count, "known": list(known_archs())}
 
 
+def _models() -> list[dict[str, Any]]:
+    """The cost models shipped in the package (models/<arch>/<key>/meta.json), each with a line of its metadata
+    and whether this version can use it."""
+    from tiledispatch.ml.features import FEATURE_SPEC_VERSION
+    from tiledispatch.ml.model import META_FILE, check_spec, read_meta
+    from tiledispatch.select.cost_model import models_root
+
+    rows = []
+    for folder in sorted(p.parent for p in models_root().glob(f"*/*/{META_FILE}")):
+        row: dict[str, Any] = {"arch": folder.parent.name, "key": folder.name, "path": str(folder)}
+        try:
+            meta = read_meta(folder)
+            check_spec(meta, FEATURE_SPEC_VERSION, folder)
+        except TileDispatchError as exc:
+            rows.append({**row, "usable": False, "summary": f"not used: {exc}"})
+            continue
+        rows.append({**row, "usable": True, "summary": _model_summary(meta)})
+    return rows
+
+
+def _model_summary(meta: dict[str, Any]) -> str:
+    trained = meta.get("trained_on", {})
+    versions = meta.get("versions", {})
+    return (f"{meta['kind']}, {trained.get('problems', '?')} problems ({trained.get('rows', '?')} rows) measured "
+            f"on {meta.get('gpu', '?')}, triton {versions.get('triton', '?')}, {str(meta.get('created', '?'))[:10]}")
+
+
 def collect() -> dict[str, Any]:
     import torch
     import triton
@@ -41,12 +72,12 @@ def collect() -> dict[str, Any]:
     from tiledispatch.select.tuning_db import default_path
     from tiledispatch.version import __version__
 
-    arch = _arch()
+    arch, root = _arch(), settings.cache_dir()
     env = {name: os.environ[name] for name in settings.ENV_VARS if os.environ.get(name)}
     return {
         "tiledispatch": __version__, "triton": triton.__version__, "torch": torch.__version__,
-        "gpu": _gpu(), "arch": arch, "cache": cache_stats(settings.cache_dir()),
-        "tuning_db": str(default_path(arch["name"])), "models": [], "presets": list_presets(),
+        "gpu": _gpu(), "arch": arch, "cache": {**cache_stats(root), "triton": triton_cache_stats(root)},
+        "tuning_db": str(default_path(arch["name"])), "models": _models(), "presets": list_presets(),
         "environment": env,
     }
 
@@ -66,20 +97,40 @@ def _print(data: dict[str, Any]) -> None:
         ("tiledispatch", data["tiledispatch"]), ("triton", data["triton"]), ("torch", data["torch"]),
         ("gpu", gpu["name"] + (f" ({gpu['capability']}, {gpu['count']} visible)" if gpu["count"] else "")),
         ("arch", f"{arch['name']} (from {arch['source']})"),
-        ("cache dir", f"{cache['root']} ({cache['entries']} kernels, {cache['bytes'] / 2**20:.1f} MiB)"),
+        ("cache dir", _cache_line(cache)),
         ("tuning db", data["tuning_db"]),
-        ("cost models", "none shipped yet (selection uses the tuning DB, then rules)"),
     ]
+    rows += _model_rows(data["models"])
     rows += [(f"${name}", value) for name, value in data["environment"].items()]
+    rows.append(("presets", _preset_summary(data["presets"])))
     console = out_console()
     width = max(len(key) for key, _ in rows) + 2
     for key, value in rows:
         console.print(text(f"{key:<{width}}{value}"))
-    from rich.columns import Columns
 
-    count = len(data["presets"])
-    console.print(text(f"{'presets':<{width}}{count} (tiledispatch list --preset NAME shows one)"))
-    console.print(Columns([text(name) for name in data["presets"]], padding=(0, 2)))
+
+def _cache_line(cache: dict[str, Any]) -> str:
+    triton = cache["triton"]
+    return (f"{cache['root']} ({cache['entries']} kernels, {mib(cache['bytes'])}; Triton's cache: "
+            f"{triton['entries']} entries, {mib(triton['bytes'])})")
+
+
+def _preset_summary(names: list[str]) -> str:
+    ops: dict[str, int] = {}
+    for name in names:
+        op = name.split("_", 1)[0]
+        ops[op] = ops.get(op, 0) + 1
+    counts = ", ".join(f"{count} {op}" for op, count in sorted(ops.items()))
+    return f"{len(names)}: {counts} (tiledispatch list shows them by op, list --preset NAME one)"
+
+
+def _model_rows(models: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    if not models:
+        return [("cost models", "none shipped (selection uses the tuning DB, then rules)")]
+    usable = sum(1 for m in models if m["usable"])
+    rows = [("cost models", f"{len(models)} shipped, {usable} usable by this version (strategy auto / ml)")]
+    width = max(len(f"{m['arch']}/{m['key']}") for m in models) + 2
+    return rows + [("", f"{m['arch'] + '/' + m['key']:<{width}}{m['summary']}") for m in models]
 
 
 def register(app: typer.Typer) -> None:
