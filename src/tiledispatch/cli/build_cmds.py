@@ -6,6 +6,7 @@ import typer
 
 from tiledispatch.cli.output import (EXIT_BAD_INPUT, emit_json, fail, note, out_console, show_table, table,
                                      text)
+from tiledispatch.cli.preset_names import check_preset, preselected_option
 from tiledispatch.cli.problem_args import DType, JsonOpt, Layout, TargetOpt, WorkersOpt, _choices, _value
 from tiledispatch.configs.conv import CONV_FAMILIES, ConvConfig
 from tiledispatch.configs.gemm import GEMM_FAMILIES, GemmConfig
@@ -47,8 +48,10 @@ def _default_preset(op: str, wanted: dict[str, object]) -> str:
     if wanted["dtype"] is None:
         raise BadInput("--datatype is required unless --preselected names a preset", field="datatype")
     if op == "conv":
-        return f"conv_{wanted['direction'] or 'fwd'}_{wanted['dtype']}_{wanted['ndim'] or 2}d_essential"
-    return f"gemm_{wanted['dtype']}_{wanted['layout'] or 'rcr'}_essential"
+        name = f"conv_{wanted['direction'] or 'fwd'}_{wanted['dtype']}_{wanted['ndim'] or 2}d_essential"
+    else:
+        name = f"gemm_{wanted['dtype']}_{wanted['layout'] or 'rcr'}_essential"
+    return check_preset(name, "preselected", default=True)
 
 
 def codegen_configs(op: str, wanted: dict[str, object], preselected: str | None,
@@ -98,7 +101,7 @@ def codegen(
     preselected: Annotated[str | None, typer.Option(
         "--preselected", help="preset to generate [default: gemm_<datatype>_<layout>_essential, or "
         "conv_<direction>_<datatype>_<ndim>d_essential]",
-        show_default=False)] = None,
+        show_default=False, callback=preselected_option)] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Generate the Triton source of each instance and a manifest.json (the input of `build --config`)."""
@@ -127,7 +130,7 @@ def codegen(
 
 def build_cmd(
     preselected: Annotated[str | None, typer.Option("--preselected", help="packaged preset to build",
-                                                       show_default=False)] = None,
+                                                       show_default=False, callback=preselected_option)] = None,
     config: Annotated[Path | None, typer.Option(
         "--config", help="JSON file: codegen manifest.json, registry JSON, or a list of instance names / "
         "config dicts", show_default=False)] = None,
@@ -142,7 +145,7 @@ def build_cmd(
         raise fail("give exactly one of --preselected NAME or --config FILE.json", EXIT_BAD_INPUT)
     registry = (registry_from_file(config, gpu_target) if config is not None
                 else registry_from_preset(preselected, gpu_target))  # type: ignore[arg-type]
-    report = build(registry, jobs, quiet=json_out)
+    report = build(registry, jobs, quiet=True)   # the summary is printed below, once
     if json_out:
         emit_json({"arch": registry.arch.name, "cache_dir": str(registry.cache_dir), "kernels": len(registry),
                    "skipped": registry.skipped, **report.to_dict()})
@@ -156,6 +159,8 @@ def _print_report(registry: Registry, report: BuildReport) -> None:
     console = out_console()
     console.print(text(f"{len(registry)} kernels for {registry.arch.name}: {report}"))
     console.print(text(f"cache: {registry.cache_dir}"))
+    if registry.skipped:
+        note(f"skipped {len(registry.skipped)} preset config(s) invalid on {registry.arch.name}")
     if report.failed:
         rows = table("failed kernel", "reason")
         for name, reason in report.failed.items():

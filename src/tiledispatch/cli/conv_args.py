@@ -16,7 +16,8 @@ from typing import Annotated, Any
 
 import typer
 
-from tiledispatch.cli.problem_args import KERNELS_PANEL, PROBLEM_PANEL, _choices, _value
+from tiledispatch.cli.preset_names import preset_option
+from tiledispatch.cli.problem_args import KERNELS_PANEL, PROBLEM_PANEL, _choices, _value, whole_number
 from tiledispatch.errors import BadInput
 from tiledispatch.problems.conv import CONV_DTYPES, DIRECTIONS, ConvProblem
 from tiledispatch.problems.gemm import ACTIVATIONS
@@ -28,6 +29,7 @@ ConvActivation = _choices("ConvActivation", ACTIVATIONS)
 DEFAULT_DTYPE = "bf16"
 PER_DIM_FLAGS = ("--spatial", "--filter", "--stride", "--padding", "--dilation")
 _PER_DIM_VALUE = re.compile(r"-?\d+(:-?\d+)?")
+_INT = re.compile(r"[+-]?\d+")
 
 
 def join_per_dim_values(argv: Sequence[str]) -> list[str]:
@@ -54,10 +56,9 @@ def join_per_dim_values(argv: Sequence[str]) -> list[str]:
 
 
 def _int(field: str, text: str, whole: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise BadInput(f"{field}={whole!r}: {text!r} is not an integer", field=field) from None
+    if not _INT.fullmatch(text):
+        raise BadInput(f"{field}={whole!r}: {text!r} is not an integer", field=field)
+    return int(text)
 
 
 def _items(field: str, text: str) -> list[str]:
@@ -129,7 +130,8 @@ class ConvOptions:
 
 
 def _int_opt(flag: str, help_text: str) -> Any:
-    return typer.Option(flag, help=help_text, rich_help_panel=PROBLEM_PANEL, show_default=False)
+    return typer.Option(flag, help=help_text, rich_help_panel=PROBLEM_PANEL, show_default=False, metavar="INT",
+                        parser=whole_number)
 
 
 def _problem_options(
@@ -145,8 +147,8 @@ def _problem_options(
     filter_size: Annotated[str, typer.Option(
         "--filter", metavar="SIZE...", help="filter size, one per spatial dim, e.g. --filter 3 3",
         rich_help_panel=PROBLEM_PANEL, show_default=False)],
-    groups: Annotated[int, typer.Option("--groups", help="groups (divides --c and --k)",
-                                        rich_help_panel=PROBLEM_PANEL)] = 1,
+    groups: Annotated[int, typer.Option("--groups", help="groups (divides --c and --k)", metavar="INT",
+                                        rich_help_panel=PROBLEM_PANEL, parser=whole_number)] = 1,
     stride: Annotated[str, typer.Option("--stride", metavar="INT...", help="one value, or one per dim",
                                         rich_help_panel=PROBLEM_PANEL)] = "1",
     padding: Annotated[str, typer.Option("--padding", metavar="PAD...", help="one value, one per dim, or "
@@ -170,7 +172,7 @@ def _problem_options(
 
 ConvPresetOpt = Annotated[str | None, typer.Option(
     "--preset", help="preset to build [default: conv_<direction>_<dtype>_<ndim>d_essential], specialised to "
-    "the epilogue", show_default=False, rich_help_panel=KERNELS_PANEL)]
+    "the epilogue", show_default=False, rich_help_panel=KERNELS_PANEL, callback=preset_option)]
 
 
 def conv_problem_command(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,10 +1,16 @@
 """`tiledispatch list`: presets (of one op with --op), or the instances of one (optionally only those
-supporting a GEMM)."""
+supporting a GEMM). Text output stays within about a screen per op: presets as a table of instance counts
+(row: dtype / layout or direction / dtype, column: which set), instances as counts per family; --verbose gives
+the full listing, --json every row."""
+from __future__ import annotations
+
+import re
 from typing import Annotated, Any
 
 import typer
 
 from tiledispatch.cli.output import emit_json, note, out_console, show_table, table, text
+from tiledispatch.cli.preset_names import preset_option
 from tiledispatch.cli.problem_args import (ActivationOpt, BatchOpt, BiasOpt, DTypeOpt, JsonOpt, LayoutOpt,
                                            NumDOpt, OutDTypeOpt, TargetOpt, WithCOpt, build_problem)
 from tiledispatch.errors import BadInput, bad_choice
@@ -12,6 +18,9 @@ from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.registry.registry import Registry
 
 OPS = ("gemm", "conv")
+SCREEN_ROWS = 30     # instance listings up to this long are shown in full without --verbose
+SET_ORDER = ("essential", "latency", "memory", "compute", "candidates", "all")
+_PRESET_NAME = re.compile(r"^(?P<stem>.+?)_(?P<set>(\d+d_)?[a-z0-9]+)$")   # conv_fwd_bf16 | 2d_essential
 
 
 def _presets() -> list[dict[str, Any]]:
@@ -26,11 +35,45 @@ def _presets() -> list[dict[str, Any]]:
     return rows
 
 
-def _print_presets(rows: list[dict[str, Any]]) -> None:
-    view = table("preset", "op", "arch", "instances #", "description")
+def _print_presets(rows: list[dict[str, Any]], verbose: bool) -> None:
+    """Verbose: one row per preset, each description once; else one table of instance counts per op."""
+    if verbose:
+        view = table("preset", "op", "arch", "instances #", "description")
+        first: dict[str, str] = {}
+        for row in rows:
+            description = row["description"]
+            shown = f"as {first[description]}" if description in first else description
+            first.setdefault(description, row["name"])
+            view.add_row(*(text(row[k]) for k in ("name", "op", "arch", "instances")), text(shown))
+        out_console().print(view)
+        return
+    for op in dict.fromkeys(row["op"] for row in rows):
+        _print_preset_matrix([row for row in rows if row["op"] == op], op)
+    note("a preset is named <row>_<column>; cells count its instances. --verbose: one row per preset with its "
+         "description; --preset NAME: its instances")
+
+
+def _split_name(name: str) -> tuple[str, str]:
+    match = _PRESET_NAME.match(name)
+    return (match["stem"], match["set"]) if match else (name, "")
+
+
+def _set_key(kind: str) -> tuple[str, int, str]:
+    prefix, _, base = kind.rpartition("_")
+    return prefix, SET_ORDER.index(base) if base in SET_ORDER else len(SET_ORDER), base
+
+
+def _print_preset_matrix(rows: list[dict[str, Any]], op: str) -> None:
+    counts: dict[str, dict[str, int]] = {}
     for row in rows:
-        view.add_row(*(text(row[k]) for k in ("name", "op", "arch", "instances", "description")))
-    out_console().print(view)
+        stem, kind = _split_name(row["name"])
+        counts.setdefault(stem, {})[kind] = row["instances"]
+    kinds = sorted({kind for cells in counts.values() for kind in cells}, key=_set_key)
+    view = table(op, *(f"{kind} #" for kind in kinds))
+    for stem, cells in counts.items():
+        view.add_row(text(stem), *(text(cells.get(kind, "-")) for kind in kinds))
+    archs = ", ".join(sorted({str(row["arch"]) for row in rows}))
+    show_table(f"{len(rows)} {op} presets for {archs}", view)
 
 
 def _kernel_rows(registry: Registry, problem: GemmProblem | None) -> list[dict[str, Any]]:
@@ -45,25 +88,41 @@ def _kernel_rows(registry: Registry, problem: GemmProblem | None) -> list[dict[s
     return rows
 
 
-def _print_kernels(rows: list[dict[str, Any]], title: str) -> None:
+def _print_kernels(rows: list[dict[str, Any]], title: str, verbose: bool) -> None:
+    """Every instance (verbose, or up to SCREEN_ROWS of them), else per family: counts and the values used."""
     keys = ("name", "family", "tile", "split_k", "align", "warps", "stages")
-    view = table("instance", *keys[1:])
-    for row in rows:
-        view.add_row(*(text(row[k]) for k in keys))
+    if verbose or len(rows) <= SCREEN_ROWS:
+        view = table("instance", *keys[1:])
+        for row in rows:
+            view.add_row(*(text(row[k]) for k in keys))
+        show_table(title, view)
+        return
+    view = table("family", "instances #", "tiles #", "split_k", "align", "warps", "stages")
+    for family in dict.fromkeys(row["family"] for row in rows):
+        mine = [row for row in rows if row["family"] == family]
+        view.add_row(text(family), text(len(mine)), text(len({row["tile"] for row in mine})),
+                     *(text(_values(mine, key)) for key in keys[3:]))
     show_table(title, view)
+    note(f"--verbose lists all {len(rows)} instances")
+
+
+def _values(rows: list[dict[str, Any]], key: str) -> str:
+    return ", ".join(str(v) for v in sorted({row[key] for row in rows}))
 
 
 def list_cmd(
     op: Annotated[str | None, typer.Option("--op", help=f"list only presets of this op ({', '.join(OPS)})",
                                            show_default=False)] = None,
     preset: Annotated[str | None, typer.Option("--preset", help="list the instances of this preset",
-                                                  show_default=False)] = None,
+                                                  show_default=False, callback=preset_option)] = None,
     supports: Annotated[tuple[int, int, int] | None, typer.Option(
         "--supports", metavar="M N K", help="keep only instances that support this GEMM (with the problem "
         "options below); without --preset uses gemm_<dtype>_<layout>_essential", show_default=False)] = None,
     batch: BatchOpt = 1, dtype: DTypeOpt = None, layout: LayoutOpt = None, activation: ActivationOpt = None,
     bias: BiasOpt = None, num_d: NumDOpt = None, with_c: WithCOpt = None, out_dtype: OutDTypeOpt = None,
     gpu_target: TargetOpt = None, json_out: JsonOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="list every preset (with its description) "
+                                          "or every instance, not a summary")] = False,
 ) -> None:
     """List presets, or the instances of one; no build is needed."""
     from tiledispatch.cli.problem_args import default_preset
@@ -74,7 +133,7 @@ def list_cmd(
         raise bad_choice(BadInput, "op", op, OPS)
     if preset is None and supports is None:
         rows = [row for row in _presets() if op is None or row["op"] == op]
-        emit_json(rows) if json_out else _print_presets(rows)
+        emit_json(rows) if json_out else _print_presets(rows, verbose)
         return
     problem = None
     if supports is not None and "conv" in (op, preset and preset_info(preset).get("op")):
@@ -92,7 +151,7 @@ def list_cmd(
                    "instances": rows, "skipped": registry.skipped})
         return
     title = f"{name} on {registry.arch.name}: {len(rows)} of {len(registry)} instances"
-    _print_kernels(rows, title + (f" support {problem.describe()}" if problem else ""))
+    _print_kernels(rows, title + (f" support {problem.describe()}" if problem else ""), verbose)
     if problem is not None and not rows:
         note(f"no instance supports it: {registry.is_supported(problem).reason}")
     if problem is not None and problem.align < 16:

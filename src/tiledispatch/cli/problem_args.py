@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from tiledispatch.cli.preset_names import check_preset, preset_option
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.dtypes import INPUT_DTYPES, OUTPUT_DTYPES
 from tiledispatch.errors import BadInput
@@ -32,12 +34,28 @@ DEFAULT_LAYOUT = "rcr"
 PROBLEM_PANEL = "Problem"
 KERNELS_PANEL = "Kernels"
 
-# Sizes are plain ints: GemmProblem rejects 0 and negative values with a message naming the field.
-MArg = Annotated[int, typer.Argument(metavar="M", help="rows of A and of the output", show_default=False)]
-NArg = Annotated[int, typer.Argument(metavar="N", help="columns of B and of the output", show_default=False)]
-KArg = Annotated[int, typer.Argument(metavar="K", help="the reduction size (columns of A, rows of B)",
-                                     show_default=False)]
-BatchOpt = Annotated[int, typer.Option("--batch", help="batch count", rich_help_panel=PROBLEM_PANEL)]
+_WHOLE = re.compile(r"[+-]?\d+")
+
+
+def whole_number(value: str | int) -> int:
+    """Sizes and counts on the command line: whole numbers only (`1e12`, `64.0` and `0x40` are refused while
+    parsing); the problem classes check the range, naming the field."""
+    if isinstance(value, int):
+        return value
+    if not _WHOLE.fullmatch(value.strip()):
+        raise typer.BadParameter(f"{value!r} is not a whole number")
+    return int(value)
+
+
+def _size_arg(metavar: str, help_text: str) -> Any:
+    return typer.Argument(metavar=metavar, help=help_text, show_default=False, parser=whole_number)
+
+
+MArg = Annotated[int, _size_arg("M", "rows of A and of the output")]
+NArg = Annotated[int, _size_arg("N", "columns of B and of the output")]
+KArg = Annotated[int, _size_arg("K", "the reduction size (columns of A, rows of B)")]
+BatchOpt = Annotated[int, typer.Option("--batch", help="batch count", rich_help_panel=PROBLEM_PANEL,
+                                       metavar="INT", parser=whole_number)]
 DTypeOpt = Annotated[DType | None, typer.Option(  # type: ignore[valid-type]
     "--dtype", help=f"input dtype [default: {DEFAULT_DTYPE}, or the --kernel's]", show_default=False,
     rich_help_panel=PROBLEM_PANEL)]
@@ -55,14 +73,14 @@ BiasOpt = Annotated[Bias | None, typer.Option(  # type: ignore[valid-type]
     show_default=False, rich_help_panel=PROBLEM_PANEL)]
 NumDOpt = Annotated[int | None, typer.Option(
     "--num-d", help=f"extra M x N tensors added in the epilogue (0..{MAX_D}) [default: 0, or the --kernel's]",
-    show_default=False, rich_help_panel=PROBLEM_PANEL)]
+    show_default=False, rich_help_panel=PROBLEM_PANEL, metavar="INT", parser=whole_number)]
 WithCOpt = Annotated[bool | None, typer.Option(
     "--with-c/--no-c", help="read beta*C in the epilogue [default: no, or the --kernel's]",
     show_default=False, rich_help_panel=PROBLEM_PANEL)]
 PresetOpt = Annotated[str | None, typer.Option(
     "--preset", help="preset to build [default: gemm_<dtype>_<layout>_essential], specialised to the "
     "epilogue",
-    show_default=False, rich_help_panel=KERNELS_PANEL)]
+    show_default=False, rich_help_panel=KERNELS_PANEL, callback=preset_option)]
 ConfigOpt = Annotated[str | None, typer.Option(
     "--config", help="build the instances of this JSON file instead of a preset (formats as for `build`)",
     show_default=False, rich_help_panel=KERNELS_PANEL)]
@@ -117,7 +135,10 @@ def gemm_problem_maker(m: int, n: int, k: int, batch: int = 1, dtype: enum.Enum 
 
 
 def default_preset(problem: GemmProblem | ConvProblem) -> str:
-    """The essential preset of the problem's op, dtype and layout (conv: direction, dtype and ndim)."""
+    """The essential preset of the problem's op, dtype and layout (conv: direction, dtype and ndim); a one-line
+    error naming the closest presets when none is packaged for them."""
     if isinstance(problem, ConvProblem):
-        return f"conv_{problem.direction}_{problem.dtype}_{problem.ndim}d_essential"
-    return f"gemm_{problem.dtype}_{problem.layout}_essential"
+        name = f"conv_{problem.direction}_{problem.dtype}_{problem.ndim}d_essential"
+    else:
+        name = f"gemm_{problem.dtype}_{problem.layout}_essential"
+    return check_preset(name, default=True)
