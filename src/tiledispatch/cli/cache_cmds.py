@@ -49,7 +49,7 @@ def _tuning_files(root: Path) -> list[str]:
 
 @cache_app.command("info")
 def cache_info(json_out: JsonOpt = False) -> None:
-    """Where the cache is, how many built kernels it holds (per arch) and its size."""
+    """Where the cache is, how many built kernels it holds (per arch), its size, and Triton's cache in it."""
     from tiledispatch.build.cache import cache_stats
 
     root = settings.cache_dir()
