@@ -9,8 +9,6 @@ import re
 import pytest
 from test_cli import PLAIN, assert_one_line_error, invoke
 
-from tiledispatch.errors import TileDispatchError
-from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.select.cost_model import models_root
 
 BOX = re.compile(r"[│╭╮╰╯─┃━┏┓┗┛┡┩┣┫╇╈┳┻]")
@@ -92,17 +90,12 @@ def test_sizes_are_integers(cache, size):
     assert_one_line_error(invoke("select", "gemm", size, "64", "64"), 2, "'M'")
 
 
-def _unbounded() -> bool:
-    try:
-        GemmProblem(10**12, 64, 64)
-    except (TileDispatchError, ValueError):
-        return False
-    return True
-
-
-@pytest.mark.skipif(_unbounded(), reason="GemmProblem has no upper size bound yet (problems/ owns it)")
-def test_size_beyond_addressable_is_refused(cache):
-    assert_one_line_error(invoke("select", "gemm", str(10**12), "64", "64", "--kernel", PLAIN), 2, "m=")
+@pytest.mark.parametrize("args", [["select", "gemm", str(10**12), "64", "64", "--kernel", PLAIN],
+                                  ["select", "conv", "fwd", "--n", str(10**12), "--c", "8", "--k", "8",
+                                   "--spatial", "8", "8", "--filter", "3", "3"]])
+def test_size_beyond_addressable_is_refused(cache, args):
+    """Refused before any build, naming the field."""
+    assert_one_line_error(invoke(*args), 2, "=1000000000000", "largest size")
 
 
 def test_build_summary_once(cache, tmp_path):
