@@ -1,0 +1,114 @@
+"""tiledispatch.nn.convert(model): run a model's conv and linear layers on tiledispatch, in place.
+
+Each torch.nn.Conv1d/2d/3d and Linear (exactly those classes) that tiledispatch can serve becomes its
+tiledispatch.nn counterpart by a class swap: the module object, its parameters (the same Parameter objects;
+conv weights re-laid channels-last in place), buffers and hooks stay. Everything else stays on torch with a
+reason: subclasses (their own forward, e.g. timm's Conv2dSame, lazy modules, MultiheadAttention's out_proj,
+parametrized weights), transposed convs, padding modes other than zeros, unserved dtypes. The report lists
+both and prints as a table.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+import torch
+
+from tiledispatch.nn.modules import SWAPS, conv_reason, dtype_reason
+
+_SERVED = frozenset(SWAPS.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    """One conv / linear layer of a converted model: qualified name, module class, shape, and the reason it
+    stays on torch (None: it runs on tiledispatch)."""
+
+    name: str
+    kind: str
+    shape: str
+    reason: str | None = None
+
+
+@dataclasses.dataclass
+class ConvertReport:
+    """Every conv / linear layer convert saw, in model order: on tiledispatch (`taken`) or left on torch
+    (`left`, with reasons). str() is a table."""
+
+    layers: list[Layer] = dataclasses.field(default_factory=list)
+
+    @property
+    def taken(self) -> list[Layer]:
+        return [layer for layer in self.layers if layer.reason is None]
+
+    @property
+    def left(self) -> list[Layer]:
+        return [layer for layer in self.layers if layer.reason is not None]
+
+    def table(self) -> str:
+        rows = [("layer", "module", "shape", "runs on")]
+        rows += [(x.name or "(root)", x.kind, x.shape, "tiledispatch" if x.reason is None else f"torch: {x.reason}")
+                 for x in self.layers]
+        widths = [max(len(row[i]) for row in rows) for i in range(3)]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3] for row in rows]
+        lines.insert(1, "-" * max(len(line) for line in lines))
+        lines.append(f"{len(self.taken)} layers on tiledispatch, {len(self.left)} left on torch")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def shape_of(module: torch.nn.Module) -> str:
+    """A short description of a conv / linear layer: channels, kernel, stride, groups."""
+    if isinstance(module, torch.nn.Linear):
+        return f"{module.in_features}->{module.out_features}"
+    if isinstance(module, torch.nn.modules.conv._ConvNd):
+        text = f"{module.in_channels}->{module.out_channels} k{'x'.join(map(str, module.kernel_size))}"
+        if any(s != 1 for s in module.stride):
+            text += f" s{'x'.join(map(str, module.stride))}"
+        return text + (f" g{module.groups}" if module.groups > 1 else "")
+    return ""
+
+
+def _reason(module: torch.nn.Module) -> str | None:
+    """Why an exact torch Conv1d/2d/3d or Linear stays on torch (None: it is converted)."""
+    if isinstance(module, torch.nn.modules.conv._ConvNd):
+        reason = conv_reason(module)
+        if reason is not None:
+            return reason
+    return dtype_reason(module.get_parameter("weight").dtype)
+
+
+def _unswappable(module: torch.nn.Module) -> str | None:
+    """Why a conv / linear module that is not exactly one of torch's classes stays as it is."""
+    if isinstance(module, torch.nn.modules.lazy.LazyModuleMixin):
+        return "lazy module: parameters not initialized yet (convert after the first forward)"
+    if isinstance(module, torch.nn.modules.conv._ConvTransposeNd):
+        return "transposed convolution: tiledispatch has no op for it"
+    if torch.nn.utils.parametrize.is_parametrized(module):
+        return "parametrized weight (e.g. weight_norm): its forward recomputes the weight"
+    cls = type(module)
+    return f"subclass {cls.__module__}.{cls.__qualname__} of a torch module: its own forward is kept"
+
+
+def convert(model: torch.nn.Module, *, exclude: Iterable[str] = ()) -> ConvertReport:
+    """Swap every conv / linear layer of `model` that tiledispatch can run (in place) and report what was
+    taken and what was left on torch (and why). `exclude`: qualified module names to leave on torch."""
+    excluded = set(exclude)
+    report = ConvertReport()
+    for name, module in model.named_modules():
+        if not isinstance(module, (torch.nn.modules.conv._ConvNd, torch.nn.Linear)):
+            continue
+        cls = type(module)
+        layer = Layer(name, cls.__name__, shape_of(module))
+        if cls in _SERVED:   # converted before, or built as a tiledispatch module
+            report.layers.append(dataclasses.replace(layer, reason=module.td_reason))   # type: ignore[arg-type]
+            continue
+        reason = ("excluded by the caller" if name in excluded else
+                  _reason(module) if cls in SWAPS else _unswappable(module))
+        if reason is None:
+            module.__class__ = SWAPS[cls]
+            module._td_setup()   # type: ignore[operator]
+        report.layers.append(dataclasses.replace(layer, reason=reason))
+    return report

@@ -1,0 +1,129 @@
+"""tiledispatch.nn.Conv1d / Conv2d / Conv3d / Linear: torch's modules whose forward runs the custom ops.
+
+Subclasses of torch.nn.ConvNd / Linear: same constructor, parameters, buffers and state_dict (a torch checkpoint
+loads unchanged, and theirs loads into torch's). What tiledispatch cannot serve stays on torch: a module whose
+configuration td has no op for keeps `td_reason` (e.g. padding_mode='reflect') and runs torch's forward, as
+does a call with an unserved dtype (float64, ...) or an empty batch. Conv weights are kept channels-last (the layout
+the kernels read, so no per-call copy); inputs in another layout are copied channels-last inside the op, and
+outputs are channels-last. Under autocast the operands are cast to the autocast dtype, as torch does.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from tiledispatch.ops import DTYPES, conv_padding
+from tiledispatch.ops.conv import conv as _conv_op
+from tiledispatch.ops.gemm import gemm as _gemm_op
+from tiledispatch.ops.layout import as_channels_last
+
+
+def conv_reason(module: torch.nn.modules.conv._ConvNd) -> str | None:
+    """Why tiledispatch cannot run this conv module, whatever its dtype (None: it can)."""
+    if module.transposed:
+        return "transposed convolution: tiledispatch has no op for it"
+    if module.padding_mode != "zeros":
+        return f"padding_mode={module.padding_mode!r}: only 'zeros' runs on tiledispatch"
+    return None
+
+
+def dtype_reason(dtype: torch.dtype) -> str | None:
+    """Why tiledispatch cannot run tensors of this dtype (None: it can)."""
+    if dtype not in DTYPES:
+        return f"dtype {dtype}: tiledispatch takes {', '.join(str(d) for d in DTYPES)}"
+    return None
+
+
+def _autocast(device: torch.device, *tensors: Any) -> tuple:
+    """The tensors cast to the autocast dtype when autocast is on for their device (as torch's conv / linear)."""
+    if not torch.is_autocast_enabled(device.type):
+        return tensors
+    dtype = torch.get_autocast_dtype(device.type)
+    return tuple(t if t is None else t.to(dtype) for t in tensors)
+
+
+class _TdConv(torch.nn.modules.conv._ConvNd):
+    """The tiledispatch forward of Conv1d/2d/3d (ahead of torch's class in their method order)."""
+
+    td_reason: str | None
+    _td_geometry: tuple
+
+    def _td_setup(self) -> None:
+        """Decide whether this module runs on tiledispatch and prepare its arguments: called by __init__ and
+        by convert (which swaps the class of an existing torch module)."""
+        self.td_reason = conv_reason(self)
+        if self.td_reason is not None:
+            return
+        stride, dilation = list(self.stride), list(self.dilation)
+        padding = conv_padding(self.padding, tuple(self.kernel_size), stride, dilation)
+        self._td_geometry = (stride, padding, dilation, self.groups)
+        with torch.no_grad():
+            self.weight.data = as_channels_last(self.weight.data)
+
+    def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        spatial = len(self.kernel_size)
+        if (self.td_reason is not None or input.dtype not in DTYPES or input.dim() not in (spatial + 1, spatial + 2)
+                or (input.dim() == spatial + 2 and input.shape[0] == 0)):
+            # torch.nn.Conv1d/2d/3d's, next in the method order of the concrete classes
+            return super()._conv_forward(input, weight, bias)   # type: ignore[misc]
+        batched = input.dim() == spatial + 2
+        x, weight, bias = _autocast(input.device, input if batched else input.unsqueeze(0), weight, bias)
+        y = _conv_op(x, weight, bias, *self._td_geometry, "none")
+        return y if batched else y.squeeze(0)
+
+    def extra_repr(self) -> str:
+        where = "tiledispatch" if self.td_reason is None else f"torch: {self.td_reason}"
+        return f"{super().extra_repr()}, runs on {where}"
+
+
+class Conv1d(_TdConv, torch.nn.Conv1d):
+    """torch.nn.Conv1d running torch.ops.tiledispatch.conv (its constructor, parameters and state_dict)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._td_setup()
+
+
+class Conv2d(_TdConv, torch.nn.Conv2d):
+    """torch.nn.Conv2d running torch.ops.tiledispatch.conv (its constructor, parameters and state_dict)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._td_setup()
+
+
+class Conv3d(_TdConv, torch.nn.Conv3d):
+    """torch.nn.Conv3d running torch.ops.tiledispatch.conv (its constructor, parameters and state_dict)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._td_setup()
+
+
+class Linear(torch.nn.Linear):
+    """torch.nn.Linear running torch.ops.tiledispatch.gemm: x (*, in) @ weight.T (a column-major view) + bias."""
+
+    td_reason: str | None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._td_setup()
+
+    def _td_setup(self) -> None:
+        self.td_reason = None
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        if self.td_reason is not None or input.dtype not in DTYPES or input.numel() == 0:
+            return super().forward(input)
+        x, weight, bias = _autocast(input.device, input.reshape(-1, self.in_features), self.weight, self.bias)
+        y = _gemm_op(x, weight.t(), bias, "none")
+        return y.reshape(*input.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        where = "tiledispatch" if self.td_reason is None else f"torch: {self.td_reason}"
+        return f"{super().extra_repr()}, runs on {where}"
+
+
+SWAPS: dict[type, type] = {torch.nn.Conv1d: Conv1d, torch.nn.Conv2d: Conv2d, torch.nn.Conv3d: Conv3d,
+                           torch.nn.Linear: Linear}

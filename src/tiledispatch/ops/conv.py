@@ -1,0 +1,152 @@
+"""torch.ops.tiledispatch.conv / conv_bwd_data / conv_bwd_weight: td.conv* as PyTorch custom operators.
+
+Each op has a fake kernel (exact output shape and channels-last strides, so torch.compile traces it without
+running it) and autograd: conv differentiates through the two backward ops (and a bias sum), and each
+backward op through the other two (conv* are bilinear), so double backward works too. The kernels take any
+input layout (copied to channels-last first) and write a channels-last output allocated here, with the
+strides the fake kernels promise. Geometry arrives normalized: one stride / dilation per spatial dim and
+padding as [left0, right0, left1, right1, ...].
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+import tiledispatch as td
+from tiledispatch.errors import BadInput
+from tiledispatch.ops.activation import FROM_OUTPUT, activation_backward, needs_pre_activation
+from tiledispatch.ops.layout import as_channels_last, conv_output_size, empty_channels_last, pairs
+
+_GEOMETRY = "int[] stride, int[] padding, int[] dilation, int groups"
+_Ints = Sequence[int]
+
+
+def _check_geometry(x_shape: _Ints, w_shape: _Ints, stride: _Ints, padding: _Ints, dilation: _Ints,
+                    groups: int) -> None:
+    """The checks the fake kernels can make without data (td.conv* make them all again)."""
+    ndim = len(x_shape) - 2
+    if ndim not in (1, 2, 3) or len(w_shape) != len(x_shape):
+        raise BadInput(f"input has shape {tuple(x_shape)} and weight {tuple(w_shape)}; both need 3, 4 or 5 dims "
+                       "(N, C, *spatial)", field="input")
+    if len(stride) != ndim or len(dilation) != ndim or len(padding) != 2 * ndim:
+        raise BadInput(f"stride {list(stride)}, dilation {list(dilation)}, padding {list(padding)}: need "
+                       f"{ndim}, {ndim} and {2 * ndim} values for {ndim}-D", field="stride")
+    if groups < 1 or w_shape[1] * groups != x_shape[1]:
+        raise BadInput(f"weight {tuple(w_shape)} with groups={groups} does not match input channels "
+                       f"{x_shape[1]}", field="groups")
+
+
+# -- forward -----------------------------------------------------------------------------------------------
+@torch.library.custom_op("tiledispatch::conv", mutates_args=(),
+                         schema=f"(Tensor x, Tensor w, Tensor? bias, {_GEOMETRY}, str activation) -> Tensor")
+def conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: _Ints, padding: _Ints,
+         dilation: _Ints, groups: int, activation: str) -> torch.Tensor:
+    """y = activation(conv(x, w) + bias), channels-last."""
+    y = _fake_conv(x, w, bias, stride, padding, dilation, groups, activation)
+    td.conv(as_channels_last(x), as_channels_last(w), None if bias is None else bias.contiguous(),
+            tuple(stride), pairs(padding), tuple(dilation), groups,
+            activation=None if activation == "none" else activation, out=y)
+    return y
+
+
+@conv.register_fake
+def _fake_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: _Ints, padding: _Ints,
+               dilation: _Ints, groups: int, activation: str) -> torch.Tensor:
+    _check_geometry(x.shape, w.shape, stride, padding, dilation, groups)
+    out = conv_output_size(x.shape[2:], w.shape[2:], stride, padding, dilation)
+    return empty_channels_last((x.shape[0], w.shape[0], *out), x.dtype, x.device)
+
+
+def _setup_conv(ctx, inputs, output) -> None:   # type: ignore[no-untyped-def]
+    x, w, bias, stride, padding, dilation, groups, activation = inputs
+    ctx.geometry = (stride, padding, dilation, groups)
+    ctx.activation = activation
+    keep_output = activation in FROM_OUTPUT and activation != "none"
+    ctx.save_for_backward(x, w, bias, output if keep_output else None)
+
+
+def _conv_backward(ctx, grad: torch.Tensor):   # type: ignore[no-untyped-def]
+    x, w, bias, y = ctx.saved_tensors
+    geometry = ctx.geometry
+    pre = conv(x, w, bias, *geometry, "none") if needs_pre_activation(ctx.activation) else None
+    grad = activation_backward(ctx.activation, grad, y, pre)
+    dx = conv_bwd_data(grad, w, list(x.shape), *geometry) if ctx.needs_input_grad[0] else None
+    dw = conv_bwd_weight(x, grad, list(w.shape), *geometry) if ctx.needs_input_grad[1] else None
+    db = None
+    if bias is not None and ctx.needs_input_grad[2]:
+        db = grad.sum(dim=[0, *range(2, grad.dim())]).to(bias.dtype)
+    return dx, dw, db, None, None, None, None, None
+
+
+conv.register_autograd(_conv_backward, setup_context=_setup_conv)
+
+
+# -- gradient with respect to the input ----------------------------------------------------------------
+@torch.library.custom_op("tiledispatch::conv_bwd_data", mutates_args=(),
+                         schema=f"(Tensor dy, Tensor w, SymInt[] input_shape, {_GEOMETRY}) -> Tensor")
+def conv_bwd_data(dy: torch.Tensor, w: torch.Tensor, input_shape: _Ints, stride: _Ints, padding: _Ints,
+                  dilation: _Ints, groups: int) -> torch.Tensor:
+    """dx (input_shape, channels-last) of y = conv(x, w), given dy."""
+    dx = _fake_bwd_data(dy, w, input_shape, stride, padding, dilation, groups)
+    td.conv_bwd_data(as_channels_last(dy), as_channels_last(w), tuple(input_shape), tuple(stride),
+                     pairs(padding), tuple(dilation), groups, out=dx)
+    return dx
+
+
+@conv_bwd_data.register_fake
+def _fake_bwd_data(dy: torch.Tensor, w: torch.Tensor, input_shape: _Ints, stride: _Ints, padding: _Ints,
+                   dilation: _Ints, groups: int) -> torch.Tensor:
+    _check_geometry(input_shape, w.shape, stride, padding, dilation, groups)
+    return empty_channels_last(input_shape, dy.dtype, dy.device)
+
+
+def _setup_bwd_data(ctx, inputs, output) -> None:   # type: ignore[no-untyped-def]
+    dy, w, _input_shape, stride, padding, dilation, groups = inputs
+    ctx.geometry = (stride, padding, dilation, groups)
+    ctx.save_for_backward(dy, w)
+
+
+def _bwd_data_backward(ctx, grad: torch.Tensor):   # type: ignore[no-untyped-def]
+    dy, w = ctx.saved_tensors
+    g_dy = conv(grad, w, None, *ctx.geometry, "none") if ctx.needs_input_grad[0] else None
+    g_w = conv_bwd_weight(grad, dy, list(w.shape), *ctx.geometry) if ctx.needs_input_grad[1] else None
+    return g_dy, g_w, None, None, None, None, None
+
+
+conv_bwd_data.register_autograd(_bwd_data_backward, setup_context=_setup_bwd_data)
+
+
+# -- gradient with respect to the weight ---------------------------------------------------------------
+@torch.library.custom_op("tiledispatch::conv_bwd_weight", mutates_args=(),
+                         schema=f"(Tensor x, Tensor dy, SymInt[] weight_shape, {_GEOMETRY}) -> Tensor")
+def conv_bwd_weight(x: torch.Tensor, dy: torch.Tensor, weight_shape: _Ints, stride: _Ints, padding: _Ints,
+                    dilation: _Ints, groups: int) -> torch.Tensor:
+    """dw (weight_shape, channels-last) of y = conv(x, w), given x and dy."""
+    dw = _fake_bwd_weight(x, dy, weight_shape, stride, padding, dilation, groups)
+    td.conv_bwd_weight(as_channels_last(x), as_channels_last(dy), tuple(weight_shape), tuple(stride),
+                       pairs(padding), tuple(dilation), groups, out=dw)
+    return dw
+
+
+@conv_bwd_weight.register_fake
+def _fake_bwd_weight(x: torch.Tensor, dy: torch.Tensor, weight_shape: _Ints, stride: _Ints, padding: _Ints,
+                     dilation: _Ints, groups: int) -> torch.Tensor:
+    _check_geometry(x.shape, weight_shape, stride, padding, dilation, groups)
+    return empty_channels_last(weight_shape, dy.dtype, dy.device)
+
+
+def _setup_bwd_weight(ctx, inputs, output) -> None:   # type: ignore[no-untyped-def]
+    x, dy, _weight_shape, stride, padding, dilation, groups = inputs
+    ctx.geometry = (stride, padding, dilation, groups)
+    ctx.save_for_backward(x, dy)
+
+
+def _bwd_weight_backward(ctx, grad: torch.Tensor):   # type: ignore[no-untyped-def]
+    x, dy = ctx.saved_tensors
+    g_x = conv_bwd_data(dy, grad, list(x.shape), *ctx.geometry) if ctx.needs_input_grad[0] else None
+    g_dy = conv(x, grad, None, *ctx.geometry, "none") if ctx.needs_input_grad[1] else None
+    return g_x, g_dy, None, None, None, None, None
+
+
+conv_bwd_weight.register_autograd(_bwd_weight_backward, setup_context=_setup_bwd_weight)

@@ -1,0 +1,61 @@
+"""torch.compile(fullgraph=True) of converted models on the CPU lane: no graph breaks (fullgraph raises on
+one), the custom ops stay in the graph, and the compiled forward and backward match eager."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import tiledispatch.nn as tdnn
+
+pytestmark = pytest.mark.slow
+
+
+def _model() -> nn.Sequential:
+    """conv + bn + relu, a depthwise conv, pooling and a linear head (the registries other CPU-lane tests
+    build: 2-D fp32 convs without bias, a linear with bias)."""
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5))
+
+
+def _ops_in(graph_module: torch.fx.GraphModule) -> list[str]:
+    return [str(node.target) for node in graph_module.graph.nodes
+            if node.op == "call_function" and "tiledispatch" in str(node.target)]
+
+
+def test_fullgraph_compile_keeps_the_ops_in_one_graph():
+    """Dynamo captures the converted model in one graph holding the tiledispatch ops (no kernel runs:
+    a backend that only records the graph)."""
+    model = _model()
+    tdnn.convert(model)
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch.compile(model, backend=record, fullgraph=True)(torch.randn(2, 3, 9, 8))
+    assert len(graphs) == 1
+    assert _ops_in(graphs[0]) == ["tiledispatch.conv.default"] * 2 + ["tiledispatch.gemm.default"]
+
+
+def test_inductor_fullgraph_matches_eager_forward_and_backward():
+    torch.manual_seed(7)
+    model = _model()
+    tdnn.convert(model)
+    compiled_model = copy.deepcopy(model)
+    compiled = torch.compile(compiled_model, fullgraph=True)
+    x = torch.randn(2, 3, 9, 8)
+    xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ye, yc = model(xe), compiled(xc)
+    assert torch.allclose(yc, ye, rtol=1e-4, atol=1e-5)
+    grad = torch.randn(ye.shape)
+    ye.backward(grad)
+    yc.backward(grad)
+    assert torch.allclose(xc.grad, xe.grad, rtol=1e-4, atol=1e-5)
+    for (name, p), q in zip(compiled_model.named_parameters(), model.parameters()):
+        assert torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-5), name

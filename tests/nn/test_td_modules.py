@@ -1,0 +1,116 @@
+"""tiledispatch.nn.Conv1d/2d/3d and Linear: torch's constructor, parameters and state_dict (checkpoints load
+both ways), what stays on torch and why, and their results against torch's modules (CPU lane)."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+import tiledispatch.nn as tdnn
+
+PAIRS = [(tdnn.Conv1d, torch.nn.Conv1d), (tdnn.Conv2d, torch.nn.Conv2d), (tdnn.Conv3d, torch.nn.Conv3d),
+         (tdnn.Linear, torch.nn.Linear)]
+
+
+CONV_KWARGS = {"in_channels": 4, "out_channels": 6, "kernel_size": 3, "stride": 2, "padding": 1, "dilation": 1, "groups": 2,
+                   "bias": False, "padding_mode": "zeros", "device": "cpu", "dtype": torch.float16}
+LINEAR_KWARGS = {"in_features": 4, "out_features": 6, "bias": False, "device": "cpu", "dtype": torch.float16}
+
+
+@pytest.mark.parametrize("ours, theirs", PAIRS)
+def test_torchs_constructor_keywords_give_the_same_module(ours, theirs):
+    kwargs = LINEAR_KWARGS if theirs is torch.nn.Linear else CONV_KWARGS
+    assert issubclass(ours, theirs)
+    assert set(kwargs) == set(inspect.signature(theirs.__init__).parameters) - {"self"}   # every keyword
+    a, b = ours(**kwargs), theirs(**kwargs)
+    assert a.extra_repr().startswith(b.extra_repr())   # same configuration, plus where it runs
+    assert [(n, p.shape, p.dtype) for n, p in a.named_parameters()] == [
+        (n, p.shape, p.dtype) for n, p in b.named_parameters()]
+
+
+@pytest.mark.parametrize("ours, theirs, args, kwargs", [
+    (tdnn.Conv1d, torch.nn.Conv1d, (4, 6, 3), {"stride": 2, "groups": 2}),
+    (tdnn.Conv2d, torch.nn.Conv2d, (4, 8, (3, 2)), {"padding": "same", "dilation": 2, "bias": False}),
+    (tdnn.Conv3d, torch.nn.Conv3d, (2, 4, 3), {"padding": 1, "groups": 2}),
+    (tdnn.Linear, torch.nn.Linear, (5, 3), {}),
+])
+def test_state_dict_round_trips_with_torchs_modules(ours, theirs, args, kwargs):
+    torch.manual_seed(0)
+    ref = theirs(*args, **kwargs)
+    ours_m = ours(*args, **kwargs)
+    assert ours_m.state_dict().keys() == ref.state_dict().keys()
+    assert [n for n, _ in ours_m.named_parameters()] == [n for n, _ in ref.named_parameters()]
+    ours_m.load_state_dict(ref.state_dict())                       # a torch checkpoint, unchanged
+    for key, value in ref.state_dict().items():
+        assert torch.equal(ours_m.state_dict()[key], value), key
+    back = theirs(*args, **kwargs)
+    back.load_state_dict(ours_m.state_dict())                      # and ours into torch's
+    for key, value in ours_m.state_dict().items():
+        assert torch.equal(back.state_dict()[key], value), key
+
+
+def test_conv_weights_are_kept_channels_last():
+    conv = tdnn.Conv2d(3, 8, 3)
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+    conv.load_state_dict(torch.nn.Conv2d(3, 8, 3).state_dict())
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+    assert tdnn.Conv1d(3, 8, 3).weight.stride() == (3 * 3, 1, 3)
+
+
+def test_what_stays_on_torch_says_why_and_runs_torch():
+    reflect = tdnn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect")
+    assert "padding_mode='reflect'" in reflect.td_reason and "runs on torch" in repr(reflect)
+    ref = torch.nn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect")
+    ref.load_state_dict(reflect.state_dict())
+    x = torch.randn(1, 2, 5, 5)
+    y = reflect(x)
+    assert type(y.grad_fn).__name__ == "ConvolutionBackward0" and torch.allclose(y, ref(x))
+    conv = tdnn.Conv2d(2, 3, 3)
+    assert conv.td_reason is None and "runs on tiledispatch" in repr(conv)
+    double = torch.nn.Conv2d(2, 3, 3).double()
+    conv.double().load_state_dict(double.state_dict())   # float64: not a tiledispatch dtype, torch runs it
+    xd = torch.randn(1, 2, 5, 5, dtype=torch.float64)
+    y = conv(xd)
+    assert type(y.grad_fn).__name__ == "ConvolutionBackward0" and torch.allclose(y, double(xd))
+    linear = tdnn.Linear(4, 2).double()
+    assert linear(torch.randn(0, 4, dtype=torch.float64)).shape == (0, 2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ours, theirs, args, kwargs, x_shape", [
+    (tdnn.Conv1d, torch.nn.Conv1d, (6, 6, 5), {"stride": 2, "padding": 2, "groups": 6}, (2, 6, 13)),
+    (tdnn.Conv1d, torch.nn.Conv1d, (6, 6, 5), {"stride": 2, "padding": 2, "groups": 6}, (6, 13)),   # unbatched
+    (tdnn.Conv2d, torch.nn.Conv2d, (8, 6, 3), {"stride": 2, "padding": 1, "groups": 2, "bias": False}, (2, 8, 7, 9)),
+    (tdnn.Conv2d, torch.nn.Conv2d, (3, 5, (3, 2)), {"padding": "same", "dilation": 2}, (1, 3, 8, 7)),
+    (tdnn.Conv3d, torch.nn.Conv3d, (4, 6, (3, 1, 1)), {"padding": (1, 0, 0), "bias": False}, (1, 4, 5, 4, 3)),
+    (tdnn.Linear, torch.nn.Linear, (7, 4), {}, (2, 3, 7)),
+])
+def test_forward_and_backward_match_torch(ours, theirs, args, kwargs, x_shape):
+    torch.manual_seed(1)
+    ref = theirs(*args, **kwargs).double()
+    mod = ours(*args, **kwargs)
+    mod.load_state_dict(ref.state_dict())
+    x = torch.randn(x_shape)
+    rx = x.double().requires_grad_()
+    x.requires_grad_()
+    y, ry = mod(x), ref(rx)
+    assert y.shape == ry.shape and float((y.double() - ry).norm() / ry.norm()) < 2e-5
+    grad = torch.randn(ry.shape, dtype=torch.float64)
+    y.backward(grad.float())
+    ry.backward(grad)
+    for got, want in [(x.grad, rx.grad), *((p.grad, q.grad) for p, q in zip(mod.parameters(), ref.parameters()))]:
+        assert got.shape == want.shape and float((got.double() - want).norm() / want.norm()) < 2e-5
+
+
+@pytest.mark.slow
+def test_autocast_casts_operands_like_torch():
+    """Under autocast the operands run in the autocast dtype (fp16 here: the interpreter's bf16 dot is wrong)."""
+    torch.manual_seed(2)
+    conv = tdnn.Conv2d(8, 8, 3, padding=1, groups=2, bias=False)
+    x = torch.randn(2, 8, 5, 6)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.float16):
+        y = conv(x)
+    assert y.dtype == torch.float16
+    ref = torch.nn.functional.conv2d(x.double(), conv.weight.double(), None, 1, 1, 1, 2)
+    assert float((y.double() - ref).norm() / ref.norm()) < 2e-3
