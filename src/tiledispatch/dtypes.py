@@ -43,6 +43,11 @@ def default_out_dtype(in_dtype: str) -> str:
             "fp8e4m3": "bf16"}[in_dtype]
 
 
+def legal_out_dtypes(in_dtype: str) -> tuple[str, ...]:
+    """The output dtypes a GEMM of this input dtype may write: int32 for int8, a float type otherwise."""
+    return ("int32",) if in_dtype == "int8" else ("fp16", "bf16", "fp32")
+
+
 def default_acc_dtype(in_dtype: str) -> str:
     return "int32" if in_dtype == "int8" else "fp32"
 

@@ -2,6 +2,7 @@
 silent wrong result). Checks run before any kernel is selected, so td.gemm cases build nothing."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -134,8 +135,8 @@ def test_beta_without_c(registry):
     ({"c": torch.randn(7, 8, dtype=F16), "beta": 1.0}, "c"),
     ({"c": torch.randn(8, 8), "beta": 1.0}, "c"),
     ({"out_dtype": "fp64"}, "out_dtype"),
-    ({"activation": "swish"}, "epilogue.activation"),
-    ({"d": tuple(torch.randn(8, 8, dtype=F16) for _ in range(3))}, "epilogue.num_d"),
+    ({"activation": "swish"}, "activation"),
+    ({"d": tuple(torch.randn(8, 8, dtype=F16) for _ in range(3))}, "d"),
 ])
 def test_bad_epilogue_tensors_and_options(registry, kwargs, field):
     a, b = rcr()
@@ -175,3 +176,95 @@ def test_unbuilt_kernel_cannot_run():
     kernel = td.Registry("sm_90").add(small_config())
     a, b = rcr()
     raises(td.NoKernelFound, "kernel", kernel.run, a, b)
+
+
+# -- checked before any kernel is chosen (problem_from_args): D2, D3, D9, D15 ------------------------------
+def derive(a, b, **kwargs):
+    from tiledispatch.runtime.execute import make_gemm_args
+
+    return problem_from_args(make_gemm_args(a, b, **kwargs))
+
+
+@pytest.mark.parametrize("alias", ["a", "b", "a-view", "b-rows", "c-partial", "bias", "d-shifted"])
+def test_out_sharing_memory_with_an_input_is_refused(alias):
+    """D2: td.gemm(a, b, out=a) returned garbage (the kernel reads a while writing it)."""
+    a = torch.randn(8, 8, dtype=F16)
+    b = torch.randn(8, 8, dtype=F16).t()
+    big = torch.randn(16, 8, dtype=F16)
+    kwargs, out = {}, None
+    if alias == "a":
+        out = a
+    elif alias == "b":
+        out = b = torch.randn(8, 8, dtype=F16)        # row-major B (rrr): the very tensor written
+    elif alias == "a-view":
+        a = big[:8]
+        out = big[4:12]
+    elif alias == "b-rows":
+        base = torch.randn(8, 16, dtype=F16)
+        b, out = base[:, :8].t(), base[:, 8:]      # interleaved rows: conservatively refused
+    elif alias == "c-partial":
+        out, kwargs = big[:8], {"c": big[1:9], "beta": 1.0}
+    elif alias == "bias":
+        out = torch.empty(8, 8, dtype=F16)
+        kwargs = {"bias": out[0]}
+    else:
+        out = big[:8]
+        kwargs = {"d": (big[2:10],)}
+    exc = raises(td.BadInput, "out", derive, a, b, out=out, **kwargs)
+    assert "shares memory" in str(exc)
+
+
+def test_out_may_be_c_or_d_itself():
+    """In place is exact where out is the very tensor read at each written element (BLAS beta semantics)."""
+    a, b = rcr()
+    out = torch.randn(8, 8, dtype=F16)
+    assert derive(a, b, out=out, beta=1.0).epilogue.with_c                 # c defaults to out
+    assert derive(a, b, out=out, c=out[:, :], beta=1.0).epilogue.with_c    # a view of the same elements
+    assert derive(a, b, out=out, d=(out,)).epilogue.num_d == 1
+
+
+@pytest.mark.parametrize("make", [lambda: torch.empty(1, 8, dtype=F16).expand(8, 8),
+                                  lambda: torch.empty(16, dtype=F16).as_strided((8, 8), (1, 1)),
+                                  lambda: torch.empty(2, 1, 8, dtype=F16).expand(2, 8, 8)])
+def test_out_with_overlapping_elements_is_refused(make):
+    """D3: an out whose rows overlap (stride 0) was accepted; several programs would write one element."""
+    a, b = rcr(batch=2) if make().dim() == 3 else rcr()
+    exc = raises(td.BadInput, "out", derive, a, b, out=make())
+    assert "share memory" in str(exc)
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"alpha": "2"}, "alpha"), ({"beta": [1.0]}, "beta"), ({"alpha": True}, "alpha"),
+    ({"alpha": torch.tensor(2.0)}, "alpha"), ({"bias": [1.0] * 8}, "bias"),
+    ({"c": np.zeros((8, 8), np.float16), "beta": 1.0}, "c"), ({"d": torch.randn(8, 8, dtype=F16)}, "d"),
+    ({"bias_mode": "both"}, "bias_mode"), ({"out_dtype": torch.float16}, "out_dtype"),
+    ({"allow_tf32": "yes"}, "allow_tf32"), ({"out": np.zeros((8, 8), np.float16)}, "out"),
+])
+def test_non_tensor_and_non_number_arguments(kwargs, field):
+    """D9: alpha="2" reached the kernel; a list or NumPy array raised AttributeError."""
+    a, b = rcr()
+    exc = raises(td.BadInput, field, derive, a, b, **kwargs)
+    assert isinstance(exc, (TypeError, ValueError))
+
+
+@pytest.mark.parametrize("which", ["a", "b"])
+def test_numpy_and_meta_operands(which):
+    """D9: a NumPy operand and meta tensors are named, never an AttributeError / AssertionError."""
+    a, b = rcr()
+    arrays = {"a": a, "b": b, which: (a if which == "a" else b).numpy()}
+    exc = raises(td.BadInput, which, derive, arrays["a"], arrays["b"])
+    assert isinstance(exc, TypeError) and "torch.from_numpy" in str(exc)
+    meta = {"a": a, "b": b, which: (a if which == "a" else b).to("meta")}
+    meta["a" if which == "b" else "b"] = meta["a" if which == "b" else "b"].to("meta")
+    exc = raises(td.BadInput, which if which == "a" else "a", derive, meta["a"], meta["b"])
+    assert "meta" in str(exc)
+
+
+def test_out_of_another_dtype_names_out():
+    """D15: an fp32 out for fp16 inputs was reported as field 'problem' (no kernel); the output dtype is
+    out_dtype or the inputs' default, and out must have it."""
+    a, b = rcr()
+    exc = raises(td.BadInput, "out", derive, a, b, out=torch.empty(8, 8))
+    assert "out_dtype" in str(exc)
+    assert derive(a, b, out=torch.empty(8, 8), out_dtype="fp32").out_dtype == "fp32"
+    raises(td.BadInput, "out_dtype", derive, a, b, out_dtype="int32")    # no kernel writes int32 from fp16

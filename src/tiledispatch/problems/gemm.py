@@ -5,7 +5,7 @@ import dataclasses
 from typing import Any
 
 from tiledispatch.dtypes import (ACC_DTYPES, INPUT_DTYPES, OUTPUT_DTYPES, default_acc_dtype,
-                                 default_out_dtype, get_dtype)
+                                 default_out_dtype, get_dtype, legal_out_dtypes)
 from tiledispatch.errors import BadInput, BadInputType, bad_choice
 from tiledispatch.problems.bounds import as_int, check_elements, mapping, size, unknown_keys
 
@@ -93,10 +93,14 @@ class GemmProblem:
             object.__setattr__(self, "out_dtype", default_out_dtype(self.dtype))
         if self.out_dtype not in OUTPUT_DTYPES:
             raise bad_choice(BadInput, "out_dtype", self.out_dtype, OUTPUT_DTYPES)
+        if self.out_dtype not in legal_out_dtypes(self.dtype):
+            raise bad_choice(BadInput, "out_dtype", self.out_dtype, legal_out_dtypes(self.dtype))
         if self.acc_dtype is None:
             object.__setattr__(self, "acc_dtype", default_acc_dtype(self.dtype))
         if self.acc_dtype not in ACC_DTYPES:
             raise bad_choice(BadInput, "acc_dtype", self.acc_dtype, ACC_DTYPES)
+        if self.acc_dtype != default_acc_dtype(self.dtype):
+            raise bad_choice(BadInput, "acc_dtype", self.acc_dtype, (default_acc_dtype(self.dtype),))
         if self.layout not in LAYOUTS:
             raise bad_choice(BadInput, "layout", self.layout, LAYOUTS)
         if not isinstance(self.epilogue, Epilogue):

@@ -1,12 +1,18 @@
-"""Tensors of a GEMM call -> validated GemmProblem and the kernel's run-time argument values."""
+"""Tensors of a GEMM call -> validated GemmProblem and the kernel's run-time argument values.
+
+problem_from_args checks every argument before any kernel is chosen or built, and names the caller's argument
+(a, b, out, c, bias, bias_mode, d, activation, alpha, beta, out_dtype, scale_a, scale_b) in its errors.
+"""
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from tiledispatch.dtypes import INPUT_DTYPES, SCALED_DTYPES, default_out_dtype, from_torch
-from tiledispatch.errors import BadInput
-from tiledispatch.problems.gemm import PROBLEM_ALIGNS, Epilogue, GemmProblem, contiguous_sizes
+from tiledispatch.dtypes import INPUT_DTYPES, OUTPUT_DTYPES, SCALED_DTYPES, default_out_dtype, from_torch
+from tiledispatch.errors import BadInput, BadInputType, bad_choice
+from tiledispatch.problems.gemm import (ACTIVATIONS, BIAS_MODES, MAX_D, PROBLEM_ALIGNS, Epilogue, GemmProblem,
+                                        contiguous_sizes)
+from tiledispatch.runtime.tensor_checks import check_written, require_real, require_tensor
 
 
 @dataclasses.dataclass
@@ -59,13 +65,36 @@ def _aligned(t, multiple: int) -> bool:
     return all(s % multiple == 0 for s in t.stride() if s != 1)
 
 
+def check_options(args: GemmArgs) -> None:
+    """The non-tensor arguments: alpha and beta real numbers, activation, bias_mode and out_dtype from their
+    closed sets, d a tuple or list of at most MAX_D tensors, allow_tf32 a bool."""
+    require_real(args.alpha, "alpha")
+    require_real(args.beta, "beta")
+    if not isinstance(args.activation, str) or args.activation not in ACTIVATIONS:
+        raise bad_choice(BadInput, "activation", args.activation, ACTIVATIONS)
+    if not isinstance(args.bias_mode, str) or args.bias_mode not in BIAS_MODES:
+        raise bad_choice(BadInput, "bias_mode", args.bias_mode, BIAS_MODES)
+    out_dtype = args.out_dtype
+    if out_dtype is not None and (not isinstance(out_dtype, str) or out_dtype not in OUTPUT_DTYPES):
+        raise bad_choice(BadInput, "out_dtype", args.out_dtype, OUTPUT_DTYPES)
+    if not isinstance(args.d, (tuple, list)):
+        raise BadInputType(f"d must be a tuple of tensors, got {type(args.d).__name__}", field="d")
+    if len(args.d) > MAX_D:
+        raise BadInput(f"d holds {len(args.d)} tensors; at most {MAX_D} are fused", field="d")
+    if type(args.allow_tf32) is not bool:
+        raise BadInputType(f"allow_tf32={args.allow_tf32!r} must be True or False", field="allow_tf32")
+
+
 def problem_from_args(args: GemmArgs, prefer_layout: str | None = None) -> GemmProblem:
     """The problem the tensors describe. A matrix with a dimension of size 1 is both row- and column-major;
     `prefer_layout` (e.g. the layout of the kernel that will run it) decides such ties."""
+    check_options(args)
     a, b = args.a, args.b
     for field, t in (("a", a), ("b", b)):
-        if not hasattr(t, "dim") or t.dim() not in (2, 3):
-            raise BadInput(f"{field} must be a 2-D or 3-D torch tensor", field=field)
+        require_tensor(t, field)
+        if t.dim() not in (2, 3):
+            raise BadInput(f"{field} has shape {tuple(t.shape)}: a 2-D (M, K) / (K, N) or 3-D batched "
+                           "tensor is needed", field=field)
     if a.shape[-1] != b.shape[-2]:
         raise BadInput(f"b has shape {tuple(b.shape)}: its rows must equal a's columns K={a.shape[-1]}", field="b")
     if a.dim() == 3 and b.dim() == 3 and a.shape[0] != b.shape[0]:
@@ -83,8 +112,11 @@ def problem_from_args(args: GemmArgs, prefer_layout: str | None = None) -> GemmP
         raise BadInput(f"a.dtype={a.dtype} is not an input dtype; legal: {', '.join(INPUT_DTYPES)}", field="a.dtype")
     _check_scales(args, dtype)
     _check_epilogue_tensors(args, m, n, batch)
-    out_dtype = args.out_dtype or (from_torch(args.out.dtype, "out.dtype") if args.out is not None else None)
-    _check_epilogue_dtypes(args, out_dtype or default_out_dtype(dtype))
+    out_dtype = args.out_dtype or default_out_dtype(dtype)
+    _check_epilogue_dtypes(args, out_dtype)
+    if args.out is not None:
+        in_place = ("c", *(f"d[{i}]" for i in range(len(args.d))))   # read at the element written
+        check_written(args.out, "out", _inputs(args), elementwise=in_place)
     prefer = prefer_layout or ""
     layout = _major(a, "a", prefer[:1]) + _major(b, "b", prefer[1:2]) + "r"
     extras = [t for t in (args.c if args.beta != 0 else None, *args.d) if t is not None]
@@ -99,6 +131,13 @@ def problem_from_args(args: GemmArgs, prefer_layout: str | None = None) -> GemmP
     return GemmProblem(m, n, k, batch, dtype, out_dtype, None, layout, epilogue, align=align)
 
 
+def _inputs(args: GemmArgs) -> list[tuple[str, Any]]:
+    """Every tensor the call reads, by the caller's argument name."""
+    named = [("a", args.a), ("b", args.b), ("c", args.c if args.beta != 0 else None), ("bias", args.bias),
+             ("scale_a", args.scale_a), ("scale_b", args.scale_b)]
+    return named + [(f"d[{i}]", t) for i, t in enumerate(args.d)]
+
+
 def _check_epilogue_tensors(args: GemmArgs, m: int, n: int, batch: int) -> None:
     device = args.a.device
     named = [("out", args.out), ("c", args.c if args.beta != 0 else None), ("bias", args.bias)]
@@ -106,6 +145,7 @@ def _check_epilogue_tensors(args: GemmArgs, m: int, n: int, batch: int) -> None:
     for field, t in named:
         if t is None:
             continue
+        require_tensor(t, field)
         if t.device != device:
             raise BadInput(f"{field} is on {t.device} but a is on {device}", field=field)
         if field == "bias":
@@ -139,7 +179,8 @@ def _check_scales(args: GemmArgs, dtype: str) -> None:
             continue
         if dtype not in SCALED_DTYPES:
             raise BadInput(f"{field} is only accepted for the scaled dtypes {SCALED_DTYPES}, not {dtype}", field=field)
-        if not hasattr(t, "numel") or t.numel() != 1 or t.dtype != torch.float32:
+        require_tensor(t, field)
+        if t.numel() != 1 or t.dtype != torch.float32:
             raise BadInput(f"{field} must be a one-element float32 tensor", field=field)
         if t.device != args.a.device:
             raise BadInput(f"{field} is on {t.device} but a is on {args.a.device}", field=field)
@@ -152,10 +193,11 @@ def _check_epilogue_dtypes(args: GemmArgs, out_dtype: str) -> None:
     want = torch_dtype(get_dtype(out_dtype, "out_dtype").name)
     named = [("out", args.out), ("c", args.c if args.beta != 0 else None), ("bias", args.bias)]
     named += [(f"d[{i}]", t) for i, t in enumerate(args.d)]
+    chosen = "given as out_dtype" if args.out_dtype else "the inputs' default; pass out_dtype to choose"
     for field, t in named:
         if t is not None and t.dtype != want:
-            raise BadInput(f"{field} is {t.dtype} but the output dtype is {out_dtype} ({want}); out, c, bias and d "
-                           f"must all have the output dtype", field=field)
+            raise BadInput(f"{field} is {t.dtype} but the output dtype is {out_dtype} ({want}, {chosen}); out, "
+                           "c, bias and d must all have the output dtype", field=field)
 
 
 def _strides3(t) -> tuple[int, int, int]:
