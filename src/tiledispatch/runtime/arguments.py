@@ -105,8 +105,10 @@ def problem_from_args(args: GemmArgs, prefer_layout: str | None = None) -> GemmP
         raise BadInput(f"a is on {a.device} but b is on {b.device}", field="b")
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
-    if min(m, n, k) == 0:
-        raise BadInput(f"empty GEMM {m}x{n}x{k}: sizes must be positive", field="a")
+    if min(m, n, k, batch) == 0:
+        empty = "a" if 0 in a.shape else "b"
+        raise BadInput(f"{empty} has shape {tuple((a if empty == 'a' else b).shape)}: an empty GEMM "
+                       f"{m}x{n}x{k}; sizes must be positive", field=empty)
     dtype = from_torch(a.dtype, "a.dtype", args.allow_tf32)
     if dtype not in INPUT_DTYPES:
         raise BadInput(f"a.dtype={a.dtype} is not an input dtype; legal: {', '.join(INPUT_DTYPES)}", field="a.dtype")

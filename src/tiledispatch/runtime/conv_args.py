@@ -180,10 +180,11 @@ def conv_values(problem: ConvProblem, args: ConvArgs) -> dict[str, Any]:
 
 def conv_problem(direction: str, x_shape: tuple[int, ...], w_shape: tuple[int, ...], *, stride: Any = 1,
                  padding: Any = 0, dilation: Any = 1, groups: int = 1, dtype: str, out_dtype: str | None = None,
-                 bias: bool = False, activation: str = "none", x_field: str = "x", w_field: str = "w"
-                 ) -> ConvProblem:
+                 bias: bool = False, activation: str = "none", x_field: str = "x", w_field: str = "w",
+                 dtype_field: str = "dtype") -> ConvProblem:
     """The problem of tensors with these input and weight shapes (checked against each other; `x_field` and
-    `w_field` name where the caller gave each shape: a tensor's name, or input_shape / weight_shape)."""
+    `w_field` name where the caller gave each shape: a tensor's name, or input_shape / weight_shape;
+    `dtype_field` the tensor whose dtype `dtype` is)."""
     x_shape, w_shape = _shape(x_shape, x_field), _shape(w_shape, w_field)
     if len(x_shape) not in (3, 4, 5):
         raise BadInput(f"{x_field} has {len(x_shape)} dims; expected 3, 4 or 5 (N, C, *spatial)",
@@ -201,7 +202,8 @@ def conv_problem(direction: str, x_shape: tuple[int, ...], w_shape: tuple[int, .
         raise BadInput(f"{w_field} has shape {w_shape}: its second dim must be C/groups = {c // groups}",
                        field=w_field)
     if dtype not in CONV_DTYPES:
-        raise BadInput(f"dtype {dtype} is not a conv dtype; legal: {', '.join(CONV_DTYPES)}", field="dtype")
+        raise BadInput(f"{dtype_field} has dtype {dtype}, not a conv dtype; legal: {', '.join(CONV_DTYPES)}",
+                       field=dtype_field)
     return ConvProblem(direction, n, c, k, groups, spatial, filt, stride, padding, dilation, dtype, out_dtype,
                        bias=bias, activation=activation)
 
