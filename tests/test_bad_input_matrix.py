@@ -475,7 +475,8 @@ CONFIG_ROWS = [
 #   selector.STRATEGIES first);
 # - call._check_pair raises BadInput for a non-tensor and compares a NumPy array's dtype (call
 #   runtime/tensor_checks.require_tensor(t, name) on each tensor first);
-# - the dtype is named "dtype" (pass from_torch(first.dtype, names[0]) and conv_problem(dtype_field=names[0]));
+# - the dtype is named "dtype" (pass from_torch(first.dtype, names[0]) and
+#   conv_problem(dtype_field=names[0]));
 # - input_shape / weight_shape are checked by call._as_shape with BadInput (pass them to conv_problem with
 #   x_field="input_shape" / w_field="weight_shape", which checks each entry).
 # Strict: a fixed row fails here until it leaves this list.
