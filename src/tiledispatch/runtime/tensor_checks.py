@@ -44,24 +44,24 @@ def plain_scalars(*values: Any) -> bool:
     return all(type(v) is float or type(v) is int for v in values)
 
 
-def _extent(t: Any) -> int:
-    """Elements from the first to one past the last addressed element (strides are never negative)."""
-    return sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1
+def byte_extent(t: Any) -> int:
+    """Bytes from t's first addressed element to one past its last (strides are never negative; 0 for an
+    empty tensor). Fixed by shape, strides and dtype: a memo entry may keep it for its signature."""
+    if t.numel() == 0:
+        return 0
+    return (sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1) * t.element_size()
 
 
-def byte_range(t: Any) -> tuple[int, int]:
-    start = t.data_ptr()
-    return start, start + _extent(t) * t.element_size()
+def ranges_meet(start: int, extent: int, other_start: int, other_extent: int) -> bool:
+    """Whether [start, start + extent) and [other_start, other_start + other_extent) intersect."""
+    return extent > 0 and other_extent > 0 and start < other_start + other_extent and other_start < start + extent
 
 
 def overlaps(x: Any, y: Any) -> bool:
     """Whether two tensors of one device may share memory (their address ranges intersect; empty tensors
-    share nothing)."""
-    if x.numel() == 0 or y.numel() == 0:
-        return False
-    x0, x1 = byte_range(x)
-    y0, y1 = byte_range(y)
-    return x0 < y1 and y0 < x1
+    share nothing). A repeated call of one signature may compare data_ptr() with remembered byte_extent()s
+    through ranges_meet instead (about 1 us for three tensors)."""
+    return ranges_meet(x.data_ptr(), byte_extent(x), y.data_ptr(), byte_extent(y))
 
 
 def same_elements(x: Any, y: Any) -> bool:
