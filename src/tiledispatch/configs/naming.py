@@ -5,6 +5,7 @@ import re
 
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.configs.vendor import VendorConfig
 from tiledispatch.errors import InvalidConfig
 
 _GEMM_PATTERN = re.compile(
@@ -18,14 +19,17 @@ _GEMM_TEMPLATE = ("gemm-<family>-<layout>-<dtype>-<out_dtype>-<acc_dtype>-<BMxBN
 _INT_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m", "split_k", "subtile", "align", "num_d")
 
 
-def parse_name(name: str) -> GemmConfig | ConvConfig:
+def parse_name(name: str) -> GemmConfig | ConvConfig | VendorConfig:
     """Parse a canonical instance name back into its config (raises InvalidConfig naming the problem)."""
     if not isinstance(name, str):
         raise InvalidConfig(f"kernel name must be a string, got {type(name).__name__}", field="name")
     if name.startswith("conv-"):
         return _parse_conv_name(name)
+    if name.startswith("vendor-"):
+        return _parse_vendor_name(name)
     if not name.startswith("gemm-"):
-        raise InvalidConfig(f"name {name!r}: unknown op prefix; legal ops: 'gemm', 'conv'", field="name")
+        raise InvalidConfig(f"name {name!r}: unknown op prefix; legal prefixes: 'gemm', 'conv', 'vendor'",
+                            field="name")
     return _parse(name, GemmConfig, _GEMM_PATTERN, _GEMM_TEMPLATE, _INT_FIELDS, "with_c")
 
 
@@ -59,3 +63,20 @@ _CONV_INT_FIELDS = ("ndim", "block_m", "block_n", "block_k", "groups_per_program
 
 def _parse_conv_name(name: str) -> ConvConfig:
     return _parse(name, ConvConfig, _CONV_PATTERN, _CONV_TEMPLATE, _CONV_INT_FIELDS, "bias")  # type: ignore[return-value]
+
+
+_VENDOR_PATTERN = re.compile(r"vendor-(?P<library>[a-z]+)-(?P<op>[a-z]+)(?:-(?P<direction>[a-z_]+))?")
+_VENDOR_TEMPLATE = "vendor-cublas-gemm or vendor-cudnn-conv-<fwd|bwd_data|bwd_weight>"
+
+
+def _parse_vendor_name(name: str) -> VendorConfig:
+    match = _VENDOR_PATTERN.fullmatch(name)
+    if match is None:
+        raise InvalidConfig(f"name {name!r} is malformed; expected {_VENDOR_TEMPLATE}", field="name")
+    try:
+        cfg = VendorConfig(match["op"], match["direction"] or "none")
+    except InvalidConfig as exc:
+        raise InvalidConfig(f"name {name!r}: {exc}; expected {_VENDOR_TEMPLATE}", field="name") from exc
+    if cfg.name != name:
+        raise InvalidConfig(f"name {name!r} is not canonical; canonical form: {cfg.name!r}", field="name")
+    return cfg
