@@ -15,6 +15,7 @@ from typing import Any
 
 from tiledispatch.errors import BadInput
 from tiledispatch.kernels.spec import Param
+from tiledispatch.runtime import triton_internals
 
 _BLOCK = re.compile(r"tensordesc<[^\[]*\[([^\]]*)\](>|,)")   # Gluon's types go on with the box's layout
 SHARED_BATCH_STRIDE = 16   # the batch stride of a 1-deep operand (any multiple of 16 bytes: never stepped)
@@ -55,9 +56,16 @@ def geometry(param: Param, values: dict[str, Any]) -> Geometry:
 class HostDescriptor:
     """What Triton's CUDA launcher reads of a host descriptor argument (base tensor, shape, strides, padding):
     cheaper to make per launch than Triton's TensorDescriptor, which validates its fields each time (what it
-    checks, 16-byte aligned bases and strides, is what a TMA kernel's is_supported already requires)."""
+    checks, 16-byte aligned bases and strides, is what a TMA kernel's is_supported already requires). Under a
+    Triton release whose launcher it was not written for (runtime/triton_internals.py) it makes Triton's
+    TensorDescriptor instead (`checked`)."""
 
-    __slots__ = ("base", "shape", "strides", "block_shape", "padding")
+    __slots__ = ("base", "block_shape", "padding", "shape", "strides")
+
+    def __new__(cls, base: Any, g: Geometry) -> Any:
+        if not triton_internals.known():
+            return checked(base, g)
+        return super().__new__(cls)
 
     def __init__(self, base: Any, g: Geometry) -> None:
         self.base, self.shape, self.strides, self.block_shape, self.padding = base, g.shape, g.strides, g.block, "zero"

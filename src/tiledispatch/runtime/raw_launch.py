@@ -6,12 +6,14 @@ shape and strides that follow it (make_tensordesc_arg). For a kernel that needs 
 C function itself and expands the descriptors the same way (Triton's encoder, the kernel's own descriptor
 metadata), with everything but the base address prepared once per bound launch: a few microseconds less host
 time per launch (benchmarks/dispatch_overhead.py). Kernels it cannot prepare for (scratch, descriptors without
-metadata, fp4 padding, or a launcher of another shape) keep Triton's path (raw_launch returns None).
+metadata, fp4 padding, a launcher of another shape, or a Triton release whose internals it was not written
+against: runtime/triton_internals.py) keep Triton's path (raw_launch returns None).
 """
 from __future__ import annotations
 
 from typing import Any
 
+from tiledispatch.runtime import triton_internals
 from tiledispatch.runtime.descriptors import Geometry
 
 
@@ -21,7 +23,8 @@ def _c_launch(launcher: Any) -> Any:
     code = getattr(launch, "__code__", None)
     if code is None:
         return launch
-    cells = dict(zip(code.co_freevars, (cell.cell_contents for cell in launch.__closure__ or ())))
+    closure = getattr(launch, "__closure__", None) or ()
+    cells = dict(zip(code.co_freevars, (cell.cell_contents for cell in closure)))
     inner = cells.get("launcher")
     return inner if inner is not None and getattr(inner, "__code__", None) is None else None
 
@@ -29,6 +32,8 @@ def _c_launch(launcher: Any) -> Any:
 def raw_launch(kernel: Any, descs: tuple[tuple[int, Geometry], ...]) -> RawLaunch | None:
     """The raw launch of a loaded CompiledKernel whose descriptor arguments sit at `descs` (position, geometry),
     or None where Triton's own launch path must run."""
+    if not triton_internals.known():
+        return None
     launcher = kernel.run
     if getattr(launcher, "global_scratch_size", 1) or getattr(launcher, "profile_scratch_size", 1):
         return None
