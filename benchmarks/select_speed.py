@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import tiledispatch as td
-from tiledispatch.configs.validity import gemm_config_errors
+from tiledispatch.kernels.family import config_errors
 from tiledispatch.presets import load_preset
 
 CANDIDATES = 300
@@ -35,7 +35,7 @@ def _problems(count: int) -> list[td.GemmProblem]:
 
 
 def rank_cold(model, arch, repeats: int = 50) -> dict:
-    configs = [c for c in load_preset("gemm_bf16_rcr_all") if not gemm_config_errors(c, arch)][:CANDIDATES]
+    configs = [c for c in load_preset("gemm_bf16_rcr_all") if not config_errors(c, arch)][:CANDIDATES]
     problems = _problems(repeats + 1)
     start = time.perf_counter()
     model.scores(problems[0], configs, arch)          # the first call of the process: imports, caches empty

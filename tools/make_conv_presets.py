@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tiledispatch.arch import get_arch
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.configs.conv_validity import conv_config_errors
+from tiledispatch.kernels.family import config_errors
 
 OUT = Path(__file__).resolve().parents[1] / "src" / "tiledispatch" / "presets"
 ESSENTIAL = Path(__file__).resolve().parent / "conv_essential.json"
@@ -268,7 +268,7 @@ def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list
         cfg = ConvConfig(family=family, direction=direction, ndim=ndim, dtype=dtype, block_m=bm, block_n=bn,
                          block_k=bk, groups_per_program=gpp, num_warps=warps, num_stages=stages, kloop=kloop,
                          align=align, split_k=split)
-        if not conv_config_errors(cfg, arch) and cfg not in out:
+        if not config_errors(cfg, arch) and cfg not in out:
             out.append(cfg)
     return out
 

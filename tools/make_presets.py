@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tiledispatch.arch import get_arch
 from tiledispatch.configs.gemm import GemmConfig
-from tiledispatch.configs.validity import is_valid_gemm_config
+from tiledispatch.kernels.family import is_valid_config
 
 OUT = Path(__file__).resolve().parents[1] / "src" / "tiledispatch" / "presets"
 # (family, BM, BN, BK, warps, stages, split_k, align)
@@ -100,7 +100,7 @@ def essential(dtype: str, layout: str) -> list[str]:
             bk = max(32, bk // 2)
         cfg = GemmConfig(family, layout, dtype, block_m=bm, block_n=bn, block_k=bk, num_warps=w, num_stages=s,
                          split_k=k, align=a)
-        if is_valid_gemm_config(cfg, arch) and cfg.name not in names:
+        if is_valid_config(cfg, arch) and cfg.name not in names:
             names.append(cfg.name)
     return names
 
@@ -141,7 +141,7 @@ def candidates(dtype: str, layout: str) -> list[str]:
             bk = min(128, 2 * bk)
         cfg = GemmConfig(family, layout, dtype, block_m=bm, block_n=bn, block_k=bk, num_warps=w, num_stages=s,
                          split_k=k, subtile=e, align=a)
-        if is_valid_gemm_config(cfg, arch) and cfg.name not in names:
+        if is_valid_config(cfg, arch) and cfg.name not in names:
             names.append(cfg.name)
     return names
 

@@ -42,7 +42,7 @@ def launch(cfg, spec, kernel, ctas: int, a, b, out) -> None:
     m, k = a.shape
     n = b.shape[0]
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
-    programs = min(tiles, 132 // ctas * tma.programs_per_sm(cfg))
+    programs = min(tiles, 132 // ctas * tma.programs_per_sm(cfg, gemm_tma.resources(cfg)))
     values = {"a_ptr": a, "b_ptr": b, "out_ptr": out, "M": m, "N": n, "K": k, "BATCH": 1, "NUM_PROGRAMS": programs,
               "stride_ab": 0, "stride_ar": k, "stride_bb": 0, "stride_bc": k, "stride_ob": 0, "stride_or": n,
               "alpha": 1.0}

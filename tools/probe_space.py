@@ -21,6 +21,7 @@ import torch
 import tiledispatch as td
 from tiledispatch.bench.timer import FLUSH_MB, flushed_event_samples, quantile
 from tiledispatch.configs.space import gemm_space
+from tiledispatch.kernels.family import is_valid_config
 
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 TOLERANCE = {"fp16": 2e-3, "bf16": 1e-2}
@@ -107,7 +108,8 @@ def main() -> None:
     opts = parser.parse_args()
     arch = td.detect()
     reg = td.Registry(arch)
-    configs = list(gemm_space(opts.dtype, "rcr", arch, tuple(opts.families.split(",")), grid(opts)))
+    configs = list(gemm_space(opts.dtype, "rcr", arch, tuple(opts.families.split(",")), grid(opts),
+                              is_valid=is_valid_config))
     for cfg in configs:
         reg.add(cfg)
     began = time.perf_counter()

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import conv as bench_conv  # benchmarks/conv.py: the benchmark's inputs and cuDNN calls
 
 import tiledispatch as td
-from tiledispatch.configs.conv_validity import conv_problem_mismatch
+from tiledispatch.kernels.family import problem_mismatch
 from tiledispatch.kernels import conv_im2col, conv_wgrad
 from tiledispatch.problems.conv_suites import all_cases
 from tiledispatch.registry.kernel import prepare
@@ -50,7 +50,7 @@ def profile(case, only: set[str] | None = None) -> dict:
     configs = [dataclasses.replace(base, split_k=split) for base in conv_wgrad.candidate_configs(
         problem.dtype, problem.ndim) for split in SPLITS] + conv_im2col.candidate_configs(problem.dtype, problem.ndim)
     for cfg in configs:
-        if conv_problem_mismatch(cfg, problem) is None and (not only or cfg.name in only):
+        if problem_mismatch(cfg, problem) is None and (not only or cfg.name in only):
             reg.add(cfg)
     reg.build()
     for kernel in reg.kernels:

@@ -14,7 +14,7 @@ import pytest
 import tiledispatch as td
 from tiledispatch.build import cache
 from tiledispatch.codegen import render_source
-from tiledispatch.kernels import family_module
+from tiledispatch.kernels.family import family_module
 from tiledispatch.testing import small_config
 
 # Not in the session's shared set: these always compile cold in the test's own cache dir.

@@ -14,7 +14,7 @@ import pytest
 
 import tiledispatch as td
 from tiledispatch.codegen import render_source
-from tiledispatch.kernels import family_module
+from tiledispatch.kernels.family import family_module
 from tiledispatch.testing import suites
 
 GOLDEN_DIR = Path(__file__).parent / "golden"

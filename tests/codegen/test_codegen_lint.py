@@ -10,7 +10,7 @@ import tiledispatch as td
 from tiledispatch.codegen import render_source
 from tiledispatch.codegen.lint import check_source, loop_carry_aliases
 from tiledispatch.errors import CodegenError
-from tiledispatch.kernels import family_module
+from tiledispatch.kernels.family import family_module
 
 
 def _fn(*lines: str) -> str:

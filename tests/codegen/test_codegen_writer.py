@@ -10,7 +10,7 @@ import tiledispatch as td
 from tiledispatch.build.loader import import_source
 from tiledispatch.codegen import read_manifest, render_source, write_instances
 from tiledispatch.codegen.writer import MANIFEST, file_name
-from tiledispatch.kernels import family_module
+from tiledispatch.kernels.family import family_module
 from tiledispatch.testing import suites
 
 CONFIGS = suites.select_configs() + [suites.numeric_configs()[-1]]

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import tiledispatch as td
 from tiledispatch.configs.conv import CONV_FAMILIES, KLOOPS, ConvConfig
-from tiledispatch.configs.conv_validity import check_conv_config, conv_config_errors, conv_problem_mismatch
+from tiledispatch.kernels.family import check_config, config_errors, problem_mismatch
 from tiledispatch.problems.gemm import ACTIVATIONS
 
 ARCH = td.get_arch("sm_90")
@@ -78,9 +78,9 @@ def test_from_dict_names_an_unknown_field():
 ])
 def test_validity_names_the_offending_field(changes, field):
     cfg = dataclasses.replace(ConvConfig(), **changes)
-    assert field in {f for f, _ in conv_config_errors(cfg, ARCH)}
+    assert field in {f for f, _ in config_errors(cfg, ARCH)}
     with pytest.raises(td.InvalidConfig):
-        check_conv_config(cfg, ARCH)
+        check_config(cfg, ARCH)
     with pytest.raises(td.InvalidConfig):
         td.Registry("sm_90").add(cfg)
 
@@ -101,9 +101,9 @@ def test_gemm_family_mismatch_names_the_field(problem_changes, field):
     cfg = ConvConfig(family="gemm", block_m=64, block_n=64, block_k=32)
     base = dict(direction="fwd", n=2, c=16, k=32, groups=1, spatial=(9, 9), filter=(1, 1), dtype="bf16")
     problem = td.ConvProblem(**{**base, **problem_changes})
-    reason = conv_problem_mismatch(cfg, problem)
+    reason = problem_mismatch(cfg, problem)
     assert reason is not None and reason.startswith(field), reason
-    assert conv_problem_mismatch(cfg, td.ConvProblem(**base)) is None
+    assert problem_mismatch(cfg, td.ConvProblem(**base)) is None
 
 
 @pytest.mark.parametrize("field, value", [("block_m", 64.0), ("ndim", 2.0), ("split_k", False),

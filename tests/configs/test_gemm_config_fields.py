@@ -7,7 +7,7 @@ import pytest
 
 import tiledispatch as td
 from tiledispatch.configs.space import gemm_space
-from tiledispatch.configs.validity import is_valid_gemm_config
+from tiledispatch.kernels.family import is_valid_config
 
 
 def test_defaults_derive_output_and_accumulator_dtypes():
@@ -43,9 +43,9 @@ def test_epilogue_view_and_with_epilogue():
 def test_space_yields_only_valid_configs_in_a_deterministic_order():
     arch = td.get_arch("sm_90")
     grid = {"block_m": (32, 64), "block_n": (64,), "block_k": (32, 16), "num_warps": (4,), "num_stages": (2, 9)}
-    first = list(gemm_space("int8", "rcr", arch, grid=grid))
-    assert first == list(gemm_space("int8", "rcr", arch, grid=grid))
-    assert first and all(is_valid_gemm_config(c, arch) for c in first)
+    first = list(gemm_space("int8", "rcr", arch, grid=grid, is_valid=is_valid_config))
+    assert first == list(gemm_space("int8", "rcr", arch, grid=grid, is_valid=is_valid_config))
+    assert first and all(is_valid_config(c, arch) for c in first)
     assert {c.block_k for c in first} == {32}          # int8 with block_k 16 is filtered out
     assert {c.num_stages for c in first} == {2}        # 9 stages is not a legal value
     assert {c.family for c in first} == {"tiled", "splitk"}

@@ -1,4 +1,4 @@
-"""The single validity predicate `gemm_config_errors` and the config-vs-problem match."""
+"""The single validity predicate `config_errors` and the config-vs-problem match."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,10 +7,9 @@ import pytest
 
 import tiledispatch as td
 from tiledispatch.arch.spec import known_archs
-from tiledispatch.configs.conv_validity import conv_config_errors
-from tiledispatch.configs.validity import (MAX_ACC_PER_THREAD, check_gemm_config, gemm_config_errors,
-                                           gemm_problem_mismatch, is_valid_gemm_config, shared_memory_bytes)
 from tiledispatch.dtypes import INPUT_DTYPES
+from tiledispatch.kernels.family import check_config, config_errors, is_valid_config, problem_mismatch, resources
+from tiledispatch.kernels.rules import MAX_ACC_PER_THREAD
 from tiledispatch.presets import list_presets, load_preset, preset_info
 
 H100 = td.get_arch("sm_90")
@@ -25,12 +24,12 @@ def make(**change):
 
 
 def fields_of(cfg, arch=H100):
-    return {field for field, _ in gemm_config_errors(cfg, arch)}
+    return {field for field, _ in config_errors(cfg, arch)}
 
 
 def test_base_config_is_valid():
-    assert gemm_config_errors(BASE, H100) == [] and is_valid_gemm_config(BASE, H100)
-    assert check_gemm_config(BASE, H100) is BASE
+    assert config_errors(BASE, H100) == [] and is_valid_config(BASE, H100)
+    assert check_config(BASE, H100) is BASE
 
 
 @pytest.mark.parametrize("change, field", [
@@ -45,7 +44,7 @@ def test_bad_field_values_are_rejected_with_their_field(change, field):
     cfg = dataclasses.replace(BASE, **change)
     assert field in fields_of(cfg)
     with pytest.raises(td.InvalidConfig) as info:
-        check_gemm_config(cfg, H100)
+        check_config(cfg, H100)
     assert info.value.field == field
     assert cfg.name in str(info.value)
 
@@ -53,7 +52,7 @@ def test_bad_field_values_are_rejected_with_their_field(change, field):
 def test_too_many_accumulators_per_thread():
     cfg = dataclasses.replace(BASE, block_m=256, block_n=256, num_warps=4)
     assert 256 * 256 // (32 * 4) > MAX_ACC_PER_THREAD
-    errors = dict(gemm_config_errors(cfg, H100))
+    errors = dict(config_errors(cfg, H100))
     assert "num_warps" in errors and "accumulators" in errors["num_warps"]
     ok = dataclasses.replace(cfg, num_warps=16, num_stages=2)
     assert 256 * 256 // (32 * 16) <= MAX_ACC_PER_THREAD and "num_warps" not in fields_of(ok)
@@ -63,9 +62,9 @@ def test_shared_memory_over_the_arch_budget():
     """Valid on sm_90, invalid on sm_86: only the shared-memory budget differs (read from specs.json)."""
     cfg = dataclasses.replace(BASE, block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=4)
     sm86 = td.get_arch("sm_86")
-    assert sm86.smem_per_block < shared_memory_bytes(cfg) <= H100.smem_per_block
-    assert gemm_config_errors(cfg, H100) == []
-    errors = gemm_config_errors(cfg, sm86)
+    assert sm86.smem_per_block < resources(cfg).shared_memory <= H100.smem_per_block
+    assert config_errors(cfg, H100) == []
+    errors = config_errors(cfg, sm86)
     assert [f for f, _ in errors] == ["num_stages"]
     assert "shared memory" in errors[0][1] and str(sm86.smem_per_block) in errors[0][1]
     with pytest.raises(td.InvalidConfig) as info:
@@ -73,12 +72,12 @@ def test_shared_memory_over_the_arch_budget():
     assert info.value.field == "num_stages"
     assert td.Registry("sm_90").add(cfg).config == cfg
     too_big = dataclasses.replace(cfg, num_stages=6)
-    assert shared_memory_bytes(too_big) > H100.smem_per_block and "num_stages" in fields_of(too_big)
+    assert resources(too_big).shared_memory > H100.smem_per_block and "num_stages" in fields_of(too_big)
 
 
 def test_shared_memory_scales_with_dtype_bytes():
-    assert shared_memory_bytes(dataclasses.replace(BASE, dtype="fp32")) == 2 * shared_memory_bytes(BASE)
-    assert shared_memory_bytes(dataclasses.replace(BASE, dtype="int8")) * 2 == shared_memory_bytes(BASE)
+    assert resources(dataclasses.replace(BASE, dtype="fp32")).shared_memory == 2 * resources(BASE).shared_memory
+    assert resources(dataclasses.replace(BASE, dtype="int8")).shared_memory * 2 == resources(BASE).shared_memory
 
 
 def test_int8_rules():
@@ -103,7 +102,7 @@ def test_dtype_support_follows_specs_json(arch, dtype):
 def test_dtype_not_supported_by_the_arch():
     """Every packaged arch supports every input dtype, so a spec without bf16 exercises the rule."""
     no_bf16 = dataclasses.replace(td.get_arch("sm_80"), dtypes=("fp16", "fp32", "tf32", "int8"))
-    errors = dict(gemm_config_errors(make(dtype="bf16"), no_bf16))
+    errors = dict(config_errors(make(dtype="bf16"), no_bf16))
     assert set(errors) == {"dtype"} and "sm_80" in errors["dtype"] and "'fp16'" in errors["dtype"]
 
 
@@ -121,7 +120,7 @@ def test_split_k_rules():
 
 
 def test_unknown_family_is_the_only_error_reported():
-    errors = gemm_config_errors(dataclasses.replace(BASE, family="blocked", block_m=7), H100)
+    errors = config_errors(dataclasses.replace(BASE, family="blocked", block_m=7), H100)
     assert [f for f, _ in errors] == ["family"]
     assert "'tiled'" in errors[0][1] and "'splitk'" in errors[0][1]
 
@@ -130,7 +129,7 @@ def test_several_errors_are_all_reported_and_the_first_is_raised():
     cfg = dataclasses.replace(BASE, block_m=48, group_m=3, align=2)
     assert fields_of(cfg) == {"block_m", "group_m", "align"}
     with pytest.raises(td.InvalidConfig, match=r"\(\+2 more\)") as info:
-        check_gemm_config(cfg, H100)
+        check_config(cfg, H100)
     assert info.value.field == "block_m"
 
 
@@ -138,7 +137,7 @@ def test_several_errors_are_all_reported_and_the_first_is_raised():
 def test_every_preset_config_is_valid_on_sm_90(preset):
     assert preset_info(preset).get("arch", preset_info(preset).get("space", {}).get("arch")) == "sm_90"
     bad = [(cfg.name, errs) for cfg in load_preset(preset)
-           if (errs := (conv_config_errors if cfg.op == "conv" else gemm_config_errors)(cfg, H100))]
+           if (errs := config_errors(cfg, H100))]
     assert not bad, bad[:3]
 
 
@@ -156,33 +155,33 @@ def test_add_preset_on_a_smaller_arch_records_what_it_skips():
 def test_problem_mismatch_names_the_field():
     cfg = dataclasses.replace(BASE, align=1)
     ok = td.GemmProblem(33, 65, 17, dtype="fp16")
-    assert gemm_problem_mismatch(cfg, ok) is None
+    assert problem_mismatch(cfg, ok) is None
     cases = {"layout": dataclasses.replace(ok, layout="rrr"), "dtype": td.GemmProblem(33, 65, 17, dtype="bf16"),
              "out_dtype": td.GemmProblem(33, 65, 17, dtype="fp16", out_dtype="fp32"),
              "epilogue": td.GemmProblem(33, 65, 17, dtype="fp16", epilogue=td.Epilogue("relu"))}
     for field, problem in cases.items():
-        assert gemm_problem_mismatch(cfg, problem).startswith(field + ":"), field
+        assert problem_mismatch(cfg, problem).startswith(field + ":"), field
 
 
 def test_aligned_kernel_needs_an_aligned_problem_and_unaligned_runs_anything():
     a16, a1 = BASE, dataclasses.replace(BASE, align=1)
     aligned, unaligned = td.GemmProblem(64, 64, 64, dtype="fp16"), td.GemmProblem(64, 64, 17, dtype="fp16")
     assert aligned.align == 16 and unaligned.align == 1
-    assert gemm_problem_mismatch(a16, aligned) is None and gemm_problem_mismatch(a1, aligned) is None
-    assert gemm_problem_mismatch(a1, unaligned) is None
-    assert gemm_problem_mismatch(a16, unaligned).startswith("align:")
+    assert problem_mismatch(a16, aligned) is None and problem_mismatch(a1, aligned) is None
+    assert problem_mismatch(a1, unaligned) is None
+    assert problem_mismatch(a16, unaligned).startswith("align:")
 
 
 def test_grid_limit_on_batch_times_split():
     cfg = dataclasses.replace(BASE, family="splitk", split_k=64, align=1)
-    assert gemm_problem_mismatch(cfg, td.GemmProblem(16, 16, 16, batch=1023, dtype="fp16")) is None
-    assert gemm_problem_mismatch(cfg, td.GemmProblem(16, 16, 16, batch=1024, dtype="fp16")).startswith("batch:")
+    assert problem_mismatch(cfg, td.GemmProblem(16, 16, 16, batch=1023, dtype="fp16")) is None
+    assert problem_mismatch(cfg, td.GemmProblem(16, 16, 16, batch=1024, dtype="fp16")).startswith("batch:")
 
 
 def test_deep_pipelines_are_valid_while_their_stages_fit_in_shared_memory():
     """Up to 16 stages (small tiles of the memory-bound shapes); shared memory bounds the depth of larger ones."""
     small = dataclasses.replace(BASE, block_m=64, block_n=32, block_k=128, num_stages=8)
-    assert not gemm_config_errors(small, H100)
+    assert not config_errors(small, H100)
     assert fields_of(dataclasses.replace(small, block_n=128, num_stages=16)) == {"num_stages"}
     assert fields_of(dataclasses.replace(small, num_stages=9)) == {"num_stages"}   # not among the depths offered
 
@@ -190,8 +189,8 @@ def test_deep_pipelines_are_valid_while_their_stages_fit_in_shared_memory():
 def test_tma_family_rules_name_their_field():
     """What Triton 3.6 on sm_90 can and cannot do with the TMA families, each refused by field."""
     ws = td.GemmConfig("tma_ws", "rcr", "bf16", block_m=128, block_n=128, block_k=64, num_warps=4)
-    assert not gemm_config_errors(ws, H100)
-    assert not gemm_config_errors(dataclasses.replace(ws, num_stages=4), H100)
+    assert not config_errors(ws, H100)
+    assert not config_errors(dataclasses.replace(ws, num_stages=4), H100)
     cases = [
         (dataclasses.replace(ws, num_warps=8), "num_warps"),           # warp specialization needs 4 warps
         (dataclasses.replace(ws, with_c=True), "with_c"),               # wrong results reading C
@@ -204,8 +203,8 @@ def test_tma_family_rules_name_their_field():
         (dataclasses.replace(ws, family="tma_persistent", num_warps=8, dtype="fp8e4m3", layout="rrr"), "layout"),
     ]
     for cfg, field in cases:
-        assert field in [f for f, _ in gemm_config_errors(cfg, H100)], (cfg.name, field)
-    assert "needs TMA" in " ".join(r for _, r in gemm_config_errors(ws, td.get_arch("sm_86")))
+        assert field in [f for f, _ in config_errors(cfg, H100)], (cfg.name, field)
+    assert "needs TMA" in " ".join(r for _, r in config_errors(ws, td.get_arch("sm_86")))
     batched = td.GemmProblem(256, 256, 256, batch=2, dtype="bf16")
-    assert gemm_problem_mismatch(ws, batched).startswith("batch")
-    assert gemm_problem_mismatch(dataclasses.replace(ws, family="tma_persistent"), batched) is None
+    assert problem_mismatch(ws, batched).startswith("batch")
+    assert problem_mismatch(dataclasses.replace(ws, family="tma_persistent"), batched) is None

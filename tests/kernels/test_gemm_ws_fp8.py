@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import tiledispatch as td
-from tiledispatch.configs.validity import gemm_config_errors, shared_memory_bytes
-from tiledispatch.kernels import family_module, gemm_ws_fp8
+from tiledispatch.kernels import gemm_ws_fp8
+from tiledispatch.kernels.family import config_errors, family_module, resources
 from tiledispatch.runtime import descriptors
 from tiledispatch.testing import suites
 
@@ -39,7 +39,7 @@ def test_builds_within_the_estimated_shared_memory(registry, cfg):
     entry = registry.get(cfg.name)
     manifest = json.loads((entry.entry_dir / "manifest.json").read_text())
     shared = manifest["resources"]["gemm_tma_kernel"]["shared"]
-    assert shared <= shared_memory_bytes(cfg) <= shared + 1024, (shared, shared_memory_bytes(cfg))
+    assert shared <= resources(cfg).shared_memory <= shared + 1024, (shared, resources(cfg).shared_memory)
     assert shared <= ARCH.smem_per_block
 
 
@@ -138,19 +138,19 @@ def test_interpreter_refuses_it_by_name(registry):
 ])
 def test_validity_names_the_field(change, field):
     cfg = dataclasses.replace(CONFIGS[0], **change)
-    assert field in dict(gemm_config_errors(cfg, ARCH))
+    assert field in dict(config_errors(cfg, ARCH))
 
 
 def test_deeper_rings_than_triton_ws_are_legal_for_the_gluon_form():
     """tma_ws's Triton form stops at 4 stages (its pipeline was wrong deeper); the Gluon form runs its own ring,
     bounded by shared memory only: 6 stages of 128x128 and 8 of 128x64."""
-    assert not gemm_config_errors(dataclasses.replace(CONFIGS[0], num_stages=6), ARCH)
-    assert not gemm_config_errors(dataclasses.replace(CONFIGS[0], block_n=64, num_stages=8), ARCH)
+    assert not config_errors(dataclasses.replace(CONFIGS[0], num_stages=6), ARCH)
+    assert not config_errors(dataclasses.replace(CONFIGS[0], block_n=64, num_stages=8), ARCH)
     bf16 = td.GemmConfig("tma_ws", "rcr", "bf16", block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=6)
-    assert "num_stages" in dict(gemm_config_errors(bf16, ARCH))
+    assert "num_stages" in dict(config_errors(bf16, ARCH))
 
 
 def test_only_the_fp8_form_of_tma_ws_splits_k():
     bf16 = td.GemmConfig("tma_ws", "rcr", "bf16", block_m=128, block_n=128, block_k=64, num_warps=4, split_k=2)
-    assert "only the fp8 form splits K" in dict(gemm_config_errors(bf16, ARCH))["split_k"]
-    assert not gemm_config_errors(dataclasses.replace(CONFIGS[0], num_stages=4, split_k=4), ARCH)
+    assert "only the fp8 form splits K" in dict(config_errors(bf16, ARCH))["split_k"]
+    assert not config_errors(dataclasses.replace(CONFIGS[0], num_stages=4, split_k=4), ARCH)

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 import tiledispatch as td
-from tiledispatch.kernels import family_module, gemm_splitk, gemm_tiled
+from tiledispatch.kernels import gemm_splitk, gemm_tiled
+from tiledispatch.kernels.family import family_module
 from tiledispatch.kernels.spec import EntrySpec, Param
 from tiledispatch.testing import small_config
 
@@ -48,14 +49,14 @@ def test_alignment_assumptions_follow_the_config(align, dtype, bytes_):
 def test_aligned_pointer_kernels_take_16_byte_rows():
     """A bf16 a16 tiled kernel runs a problem whose sizes are multiples of 8 (16-byte rows) unpadded; an fp8 one
     needs multiples of 16 (16 bytes) and runs it padded."""
-    from tiledispatch.configs.validity import gemm_problem_mismatch, least_padded
+    from tiledispatch.kernels.family import least_padded, problem_mismatch
 
     bf16 = small_config("tiled", "rcr", "bf16", align=16)
     problem = td.GemmProblem(1000, 1000, 1000, dtype="bf16")
-    assert problem.align == 8 and gemm_problem_mismatch(bf16, problem) is None
+    assert problem.align == 8 and problem_mismatch(bf16, problem) is None
     fp8 = small_config("tiled", "rcr", "fp8e4m3", align=16)
     problem = td.GemmProblem(1000, 1000, 1000, dtype="fp8e4m3")
-    assert gemm_problem_mismatch(fp8, problem).startswith("align:")
+    assert problem_mismatch(fp8, problem).startswith("align:")
     assert least_padded(fp8, problem).align == 16
 
 

@@ -19,8 +19,8 @@ import torch
 
 import tiledispatch as td
 import tiledispatch.runtime.arguments
-from tiledispatch.configs.validity import gemm_problem_mismatch
 from tiledispatch.kernels import gemm_streamk
+from tiledispatch.kernels.family import problem_mismatch
 from tiledispatch.runtime.arguments import GemmArgs
 from tiledispatch.testing import check_against_reference, matrix, poisoned, suites, vector
 
@@ -88,8 +88,8 @@ def test_split_tma_persistent_is_one_launch_whose_last_unit_per_tile_reduces():
     """split_k > 1: (tile, K range) units store fp32 partials into per-tile slots and count their arrival; the
     last unit of a tile sums the slots and runs the epilogue through pointers (no TMA store, so subtiling does
     not apply), with one zero-initialised counter per tile."""
-    from tiledispatch.configs.validity import gemm_config_errors
     from tiledispatch.kernels import gemm_tma
+    from tiledispatch.kernels.family import config_errors
 
     arch = td.get_arch("sm_90")
     cfg = next(c for c in CONFIGS if c.family == "tma_persistent" and c.split_k == 3)
@@ -99,8 +99,8 @@ def test_split_tma_persistent_is_one_launch_whose_last_unit_per_tile_reduces():
     assert plan.grids == ((min(tiles * 3, plan.grids[0][0]), 1, 1),)
     assert plan.workspaces == (("ws_ptr", tiles * 3 * 32 * 32, "fp32"),)
     assert plan.counters == (("count_ptr", tiles),)
-    assert "subtile" in dict(gemm_config_errors(td.GemmConfig(**{**cfg.to_dict(), "subtile": 2}), arch))
-    assert "split_k" in dict(gemm_config_errors(td.GemmConfig(**{**cfg.to_dict(), "family": "tma_ws",
+    assert "subtile" in dict(config_errors(td.GemmConfig(**{**cfg.to_dict(), "subtile": 2}), arch))
+    assert "split_k" in dict(config_errors(td.GemmConfig(**{**cfg.to_dict(), "family": "tma_ws",
                                                                  "split_k": 2}), arch))
 
 
@@ -159,14 +159,14 @@ def test_tma_families_run_16_byte_rows_without_padding(registry, cfg):
                                      alpha=args.alpha, beta=args.beta)
     check_against_reference(out, args, cfg.dtype)
     tiled = next(c for c in suites.aligned_configs() if c.family == "tiled" and c.align == 16)
-    assert gemm_problem_mismatch(tiled.with_epilogue(cfg.epilogue), problem) is None
+    assert problem_mismatch(tiled.with_epilogue(cfg.epilogue), problem) is None
 
 
 def test_fp8_needs_16_element_rows_for_descriptors():
     cfg = next(c for c in CONFIGS if c.dtype == "fp8e4m3" and c.family == "tma_persistent")
     for (m, n, k), ok in (((24, 40, 56), False), ((24, 48, 64), True)):
         problem = td.GemmProblem(m, n, k, dtype="fp8e4m3", epilogue=cfg.epilogue)
-        reason = gemm_problem_mismatch(cfg, problem)
+        reason = problem_mismatch(cfg, problem)
         assert (reason is None) if ok else reason.startswith("align"), reason
 
 
@@ -181,10 +181,10 @@ EDGE_CONFIGS = [td.GemmConfig("tma_ws", "rcr", "bf16", block_m=128, block_n=256,
 
 @pytest.mark.parametrize("cfg", EDGE_CONFIGS, ids=lambda c: c.name)
 def test_shared_memory_estimate_never_undercounts_the_build(build_registry, cfg):
-    from tiledispatch.configs.validity import is_valid_gemm_config, shared_memory_bytes
+    from tiledispatch.kernels.family import is_valid_config, resources
 
     entry = build_registry([cfg]).get(cfg.name)
     shared = json.loads((entry.entry_dir / "manifest.json").read_text())["resources"]["gemm_tma_kernel"]["shared"]
-    assert shared <= shared_memory_bytes(cfg), (shared, shared_memory_bytes(cfg))
+    assert shared <= resources(cfg).shared_memory, (shared, resources(cfg).shared_memory)
     deeper = dataclasses.replace(cfg, num_stages=cfg.num_stages + 2)
-    assert not is_valid_gemm_config(deeper, td.get_arch("sm_90"))   # 64 KiB more: past the limit
+    assert not is_valid_config(deeper, td.get_arch("sm_90"))   # 64 KiB more: past the limit

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tiledispatch.kernels import family_module
+from tiledispatch.kernels.family import family_module
 from tiledispatch.registry import kernel as kernel_mod
 from tiledispatch.runtime import launcher
 from tiledispatch.runtime.arguments import GemmArgs, argument_values, problem_from_args

@@ -36,7 +36,7 @@ class ConvConfig:
     block_m: int = 128       # rows of the implicit GEMM (pixels; bwd_weight: output channels per group)
     block_n: int = 64        # columns (output channels per group; bwd_weight: taps x input channels)
     block_k: int = 32        # reduction chunk (tma bwd_weight: output pixels per box; direct: taps unrolled or
-                             # accumulated per program, configs/conv_validity)
+                             # accumulated per program, kernels/conv_direct)
     groups_per_program: int = 1
     num_warps: int = 4
     num_stages: int = 2      # igemm / gemm: pipeline stages of the dot operands; direct: stages of the pipelined

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.gemm import GemmConfig
-from tiledispatch.configs.validity import is_valid_gemm_config
 
 DEFAULT_GRID: dict[str, tuple[Any, ...]] = {
     "block_m": (16, 32, 64, 128, 256),
@@ -22,8 +21,10 @@ SPLIT_K_GRID = (2, 4, 8, 16)
 
 
 def gemm_space(dtype: str, layout: str, arch: ArchSpec, families: tuple[str, ...] = ("tiled", "splitk"),
-               grid: dict[str, tuple[Any, ...]] | None = None) -> Iterator[GemmConfig]:
-    """Every valid config of `families` over the grid, in a deterministic order."""
+               grid: dict[str, tuple[Any, ...]] | None = None, *,
+               is_valid: Callable[[GemmConfig, ArchSpec], bool]) -> Iterator[GemmConfig]:
+    """Every config of `families` over the grid that `is_valid` accepts on `arch` (the validity predicate,
+    kernels/family.is_valid_config), in a deterministic order."""
     grid = {**DEFAULT_GRID, **(grid or {})}
     keys = list(grid)
     for family in families:
@@ -31,5 +32,5 @@ def gemm_space(dtype: str, layout: str, arch: ArchSpec, families: tuple[str, ...
         for values in itertools.product(*(grid[k] for k in keys if k != "split_k"), splits):
             fields = dict(zip([k for k in keys if k != "split_k"] + ["split_k"], values))
             cfg = GemmConfig(family=family, layout=layout, dtype=dtype, **fields)
-            if is_valid_gemm_config(cfg, arch):
+            if is_valid(cfg, arch):
                 yield cfg

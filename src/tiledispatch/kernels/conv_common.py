@@ -25,6 +25,9 @@ SIZE_NAMES = ("N", "C", "K", "G", "CG", "KG")
 DIM_FIELDS = ("in", "out", "flt", "str", "pad", "dil")
 # which forward-role tensor each direction writes
 OUTPUT_ROLE = {"fwd": "y", "bwd_data": "x", "bwd_weight": "w"}
+ROW_KLOOPS = ("diagrow", "taprow")   # igemm / tma bwd_weight: a filter row of taps per program, an accumulator each
+ROW_TAPS = 3                         # their taps of a filter row unrolled (filter widths <= 3)
+DIAG_KLOOPS = ("diag", "diagrow")    # igemm block-diagonal channel tiles (bwd_weight: rows and columns alike)
 CONV_SLOTS = {"x_ptr": 0, "w_ptr": 1, "y_ptr": 2, "bias_ptr": 3}   # per-call tensors of a bound conv launch
 
 

@@ -42,8 +42,11 @@ import dataclasses
 import math
 from collections.abc import Callable
 
+from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.configs.fields import choice
 from tiledispatch.dtypes import DTYPES
+from tiledispatch.kernels import rules
 from tiledispatch.kernels.conv_common import (
     REDUCE_KINDS,
     REDUCE_WARPS,
@@ -61,7 +64,7 @@ from tiledispatch.kernels.conv_common import (
     tl_type,
 )
 from tiledispatch.kernels.gemm_common import signature_text
-from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param, Resources
 from tiledispatch.problems.conv import ConvProblem
 
 KINDS = ("dw", "grouped")    # compute entries of every direction, in entry order (fwd / bwd_data: DATA_KINDS)
@@ -82,7 +85,14 @@ PACK_WARPS = 4
 WORKSPACE_DTYPE = "fp32"
 WS_PARAM = Param("ws_ptr", "*" + DTYPES[WORKSPACE_DTYPE].triton, divisibility=ALIGN_BYTES)
 PROGRAMS_PER_SM = 8         # bwd_weight: programs per SM the automatic split aims for
-MAX_GRID_YZ = 65535
+MAX_GRID_YZ = rules.MAX_GRID_YZ
+BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+UNROLL = (1, 2, 3, 4, 5, 7)      # fwd / bwd_data, and roll: innermost filter taps unrolled (block_k)
+TAP_CHUNKS = (1, 3, 9)           # bwd_weight: filter taps accumulated per program (block_k)
+MAX_WGRAD_ACC_PER_THREAD = 96    # bwd_weight and roll: accumulator tiles x tile values per thread (spills above)
+KLOOPS = ("tap", "roll")         # one tile per tap, or depthwise rows rolled (kernels/conv_roll.py)
+MAX_CG = 16                      # input channels per group it loops over (beyond: igemm's domain)
+MAX_INDEX = 2 ** 30              # it indexes pixels and weight elements in int32
 I = "    "
 
 
@@ -498,3 +508,80 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     return LaunchPlan((*_pick(grid, kind, cfg.direction), *reduce_grids(per_split, sms)),
                       scalars=(("SPAN", span), ("SPLIT", split)),
                       workspaces=(("ws_ptr", split * per_split, WORKSPACE_DTYPE),))
+
+
+
+# -- rules (also the roll k-loop's, kernels/conv_roll.py) -------------------------------------------------
+def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None:
+    per_thread = tile_errors(cfg, errors)
+    if cfg.kloop not in KLOOPS:
+        errors.append(("kloop", f"family 'direct' takes kloop 'tap' or 'roll', got {cfg.kloop!r}"))
+    resource_errors(cfg, arch, per_thread, errors)
+
+
+def tile_errors(cfg: ConvConfig, errors: rules.Errors) -> int:
+    """The rules of the tile and of block_k; returns the values per thread of one [block_m, block_n] tile."""
+    choice(errors, "block_m", cfg.block_m, BLOCKS)
+    choice(errors, "block_n", cfg.block_n, BLOCKS)
+    per_thread = cfg.block_m * cfg.block_n // (32 * max(cfg.num_warps, 1))
+    if cfg.direction == "bwd_weight" and cfg.kloop != "roll":
+        if cfg.block_k not in TAP_CHUNKS:
+            errors.append(("block_k", f"family 'direct' bwd_weight takes block_k = filter taps accumulated per "
+                                      f"program, one of {TAP_CHUNKS}; got {cfg.block_k}"))
+        elif cfg.block_k * per_thread > MAX_WGRAD_ACC_PER_THREAD:
+            errors.append(("block_k", f"{cfg.block_k} taps x a {cfg.block_m}x{cfg.block_n} tile with "
+                                      f"{cfg.num_warps} warps hold {cfg.block_k * per_thread} accumulators per "
+                                      f"thread (max {MAX_WGRAD_ACC_PER_THREAD})"))
+    elif cfg.block_k not in UNROLL:
+        errors.append(("block_k", f"family 'direct' takes block_k = taps of the innermost filter dim unrolled "
+                                  f"(1: none), one of {UNROLL}; got {cfg.block_k}"))
+    if cfg.groups_per_program != 1:
+        errors.append(("groups_per_program", "family 'direct' vectorizes over channels; groups_per_program "
+                                             f"must be 1, got {cfg.groups_per_program}"))
+    return per_thread
+
+
+def resource_errors(cfg: ConvConfig, arch: ArchSpec, per_thread: int, errors: rules.Errors) -> None:
+    if per_thread > rules.MAX_ACC_PER_THREAD:
+        errors.append(("num_warps", f"a {cfg.block_m}x{cfg.block_n} tile with {cfg.num_warps} warps holds more "
+                                    f"than {rules.MAX_ACC_PER_THREAD} accumulators per thread"))
+    smem = resources(cfg).shared_memory
+    if smem > arch.smem_per_block:
+        errors.append(("num_stages", f"{cfg.num_stages} pipelined stages of {cfg.name} need up to {smem} B of "
+                                     f"shared memory; {arch.name} has {arch.smem_per_block} B per block"))
+
+
+def shared_memory_bytes(cfg: ConvConfig) -> int:
+    """Shared memory of the pipelined loads (conv_common.loop_range), an upper estimate: num_stages - 1 buffers
+    of the [block_m, block_n] tiles one loop trip loads: a tap loop one per unrolled filter column (block_k;
+    bwd_weight: one per tap of its chunk and its dy tile), a roll walk at stride 2 two source rows per filter
+    column (bwd_weight: and its dy tile)."""
+    tile = cfg.block_m * cfg.block_n * DTYPES[cfg.dtype].bytes if cfg.dtype in DTYPES else 0
+    loads = cfg.block_k * (2 if cfg.kloop == "roll" else 1) + (cfg.direction == "bwd_weight")
+    return max(0, cfg.num_stages - 1) * loads * tile
+
+
+def resources(cfg: ConvConfig) -> Resources:
+    """The pipelined loads' shared memory and the accumulator tiles: one, bwd_weight one per tap of its chunk."""
+    per_thread = cfg.block_m * cfg.block_n // (32 * max(cfg.num_warps, 1))
+    tiles = cfg.block_k if cfg.direction == "bwd_weight" else 1
+    return Resources(shared_memory_bytes(cfg), tiles * per_thread, cfg.num_warps)
+
+
+def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    if cfg.direction != "bwd_weight" and cfg.block_k > 1 and problem.filter[-1] > cfg.block_k:
+        return (f"filter: the kernel unrolls {cfg.block_k} taps of the innermost filter dim; the problem's filter "
+                f"{problem.filter} is wider")
+    if problem.c_per_group > MAX_CG:
+        return (f"c_per_group: family 'direct' loops over at most {MAX_CG} input channels per group "
+                f"(CUDA-core FMAs); the problem has {problem.c_per_group}")
+    pixels = problem.n * max(math.prod(problem.spatial), math.prod(problem.output))
+    weights = problem.k * problem.c_per_group * math.prod(problem.filter)
+    for field, count in (("spatial", pixels), ("k", weights)):
+        if count >= MAX_INDEX:
+            what = "N x pixels" if field == "spatial" else "weight elements"
+            return f"{field}: family 'direct' indexes {what} in int32 (< {MAX_INDEX}); the problem has {count}"
+    channels = problem.c if problem.direction == "bwd_data" else problem.k
+    if -(-channels // cfg.block_n) > MAX_GRID_YZ:
+        return f"block_n: {channels} channels need more than {MAX_GRID_YZ} channel tiles of {cfg.block_n}"
+    return rules.phases_mismatch(problem)

@@ -18,17 +18,22 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from types import ModuleType
+
+from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
-from tiledispatch.errors import BadInput
 from tiledispatch.dtypes import DTYPES
-from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan
+from tiledispatch.errors import BadInput
+from tiledispatch.kernels import gemm_splitk, gemm_tiled, gemm_tma, rules
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Resources
 from tiledispatch.problems.conv import ConvProblem
 
 LAYOUTS = {"fwd": "rcr", "bwd_data": "rrr", "bwd_weight": "crr"}
 # GEMM operands by forward role: (A, B, out); slots of kernels/conv_common.CONV_SLOTS
 ROLES = {"fwd": ("x", "w", "y"), "bwd_data": ("y", "w", "x"), "bwd_weight": ("y", "x", "w")}
 _ROLE_SLOT = {"x": 0, "w": 1, "y": 2}
+GEMM_MODULES = {"tiled": gemm_tiled, "splitk": gemm_splitk, "tma_persistent": gemm_tma}   # by gemm_config's family
 
 
 def gemm_config(cfg: ConvConfig) -> GemmConfig:
@@ -55,10 +60,15 @@ def gemm_align(cfg: ConvConfig) -> int:
     return cfg.align * DTYPES[cfg.dtype].bytes if cfg.align > 1 else 1
 
 
-def _gemm_module(cfg: ConvConfig) -> Any:
-    from tiledispatch.kernels import family_module
+def _gemm_module(cfg: ConvConfig) -> ModuleType:
+    return GEMM_MODULES[gemm_config(cfg).family]
 
-    return family_module(gemm_config(cfg))
+
+def gemm_errors(gemm: GemmConfig, arch: ArchSpec, errors: rules.Errors) -> None:
+    """The GEMM instance's validity (the GEMM predicate, kernels/family.config_errors), each reason prefixed."""
+    found: rules.Errors = []
+    rules.gemm_errors(gemm, arch, GEMM_MODULES[gemm.family], found)
+    errors.extend((field, f"as GEMM: {reason}") for field, reason in found)
 
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
@@ -125,3 +135,45 @@ def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any])
     else:                        # B = w: (K, C) row-major
         values.update({"stride_br": w_rows, "stride_bc": 1})
     return values
+
+
+
+# -- rules ---------------------------------------------------------------------------------------------------
+def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None:
+    """The GEMM instance must be valid; split_k picks it (gemm_config): fwd / bwd_data 0 (tma_persistent when
+    aligned) or, aligned, 1 (tiled); bwd_weight 1 (tiled) or the split-K GEMM family, whose split count
+    (split_k >= 2) is fixed at build time."""
+    wants = [("groups_per_program", cfg.groups_per_program, 1), ("kloop", cfg.kloop, "tap")]
+    if cfg.direction != "bwd_weight":
+        if cfg.split_k not in ((0, 1) if cfg.align == 8 else (0,)):
+            errors.append(("split_k", f"family 'gemm' {cfg.direction} runs one GEMM: split_k 0 (tma_persistent "
+                                      f"when aligned) or, at align 8, 1 (the tiled GEMM); got {cfg.split_k} at "
+                                      f"align {cfg.align}"))
+    elif cfg.split_k not in (1, *rules.SPLIT_K):
+        errors.append(("split_k", f"family 'gemm' bwd_weight splits the pixel reduction over a fixed number of "
+                                  f"programs, one of {(1, *rules.SPLIT_K)} (1: unsplit); got {cfg.split_k}"))
+        return
+    for field, value, want in wants:
+        if value != want:
+            errors.append((field, f"family 'gemm' needs {field}={want!r}, got {value!r}"))
+    if cfg.dtype in DTYPES and cfg.out_dtype in DTYPES:
+        gemm_errors(gemm_config(cfg), arch, errors)
+
+
+def resources(cfg: ConvConfig) -> Resources:
+    return _gemm_module(cfg).resources(gemm_config(cfg))
+
+
+def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    if any(f != 1 for f in problem.filter):
+        return f"filter: family 'gemm' computes 1x1 convolutions, not filter {problem.filter}"
+    if any(s != 1 for s in problem.stride):
+        return f"stride: family 'gemm' needs stride 1, got {problem.stride}"
+    if any(p != (0, 0) for p in problem.padding):
+        return f"padding: family 'gemm' needs no padding, got {problem.padding}"
+    if problem.groups != 1:
+        return f"groups: family 'gemm' computes one group, got groups={problem.groups}"
+    if problem.direction == "bwd_weight" and cfg.align == 8 and (problem.c % 16 or problem.k % 16):
+        return (f"c: family 'gemm' bwd_weight at align 8 runs a GEMM compiled for channel totals that are "
+                f"multiples of 16; the problem has C={problem.c}, K={problem.k}")
+    return None

@@ -34,7 +34,7 @@ ws[split, written pixel, channel] (dense, channels innermost) and the reduce ent
 order (no atomics), applies the bias and activation and writes the output; with SPLITS == 1 the main entry
 writes the output itself and the reduce entry is not launched.
 
-align=8 instances also require C/G and K/G to be multiples of 8 (configs/conv_validity._igemm_mismatch; 'diag'
+align=8 instances also require C/G and K/G to be multiples of 8 (align8_group_mismatch; 'diag'
 instances only the channel totals), so every channel run of 8 is 16-byte aligned; the kernel states it so that
 loads vectorize.
 """
@@ -43,10 +43,15 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.configs.fields import choice
+from tiledispatch.dtypes import DTYPES
 from tiledispatch.kernels import conv_common as common
+from tiledispatch.kernels import rules
+from tiledispatch.kernels.conv_common import DIAG_KLOOPS, ROW_KLOOPS, ROW_TAPS
 from tiledispatch.kernels.gemm_common import DOT_F32, signature_text
-from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param, aligned16
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param, Resources, aligned16
 from tiledispatch.problems.conv import ConvProblem
 
 FN = "conv_igemm_kernel"
@@ -54,6 +59,10 @@ VEC = 8   # elements per 16-byte vector of a 16-bit dtype: the channel alignment
 UNREACHABLE = 1 << 30   # a lower bound no tap shift reaches: masks every load of the rows past the end
 REDUCE_FN = "conv_igemm_reduce_kernel"
 MIN_ITERS_PER_SPLIT = 2   # auto split: each split runs at least this many loop iterations
+DOT_BLOCKS = (16, 32, 64, 128, 256)
+GROUPS_PER_PROGRAM = (1, 2, 4, 8, 16, 32, 64)
+DIAG_GROUP_CHANNELS = (1, 2, 4, 8, 16, 32, 64)   # kloop 'diag': C/G == K/G it is built for (block_k)
+KLOOP_OWNERS = {"roll": "direct", "im2col": "gemm"}   # kloops of one other family only
 
 
 _ROLES = common.ROLES
@@ -441,3 +450,92 @@ def _reduce_source(cfg: ConvConfig, entry: EntrySpec, kind: str) -> str:
     body += (f"    tl.store({r.o_ptr} + ({' + '.join(reversed(offset))}), acc.to({common.tl_type(cfg.out_dtype)}), "
              "mask=ok)\n")
     return f"@triton.jit\ndef {entry.fn}(\n    {signature_text(list(entry.params))},\n):\n" + body
+
+
+# -- rules (shared by bwd_weight, kernels/conv_wgrad.py, and family tma) -------------------------------------------
+def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None:
+    igemm_errors(cfg, arch, errors)
+
+
+def igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> bool:
+    """The implicit-GEMM rules of every direction; whether the tile was legal enough to estimate its resources."""
+    if cfg.kloop in KLOOP_OWNERS:
+        errors.append(("kloop", f"kloop {cfg.kloop!r} belongs to family {KLOOP_OWNERS[cfg.kloop]!r}; igemm walks "
+                                "'tap', 'flat', 'diag', 'diagrow' or 'taprow'"))
+    if cfg.kloop in ROW_KLOOPS and cfg.direction != "bwd_weight":
+        errors.append(("kloop", f"kloop {cfg.kloop!r} exists for direction 'bwd_weight' only, not {cfg.direction!r}"))
+    if cfg.kloop == "taprow" and cfg.groups_per_program != 1:
+        errors.append(("groups_per_program", f"kloop 'taprow' takes one group per program; groups_per_program must "
+                                             f"be 1, got {cfg.groups_per_program}"))
+    ok = choice(errors, "block_m", cfg.block_m, DOT_BLOCKS) & choice(errors, "block_n", cfg.block_n, DOT_BLOCKS)
+    if cfg.kloop != "diag" or cfg.direction == "bwd_weight":   # fwd / bwd_data diag: block_k = C/G (below)
+        ok &= choice(errors, "block_k", cfg.block_k, DOT_BLOCKS)
+    ok &= choice(errors, "groups_per_program", cfg.groups_per_program, GROUPS_PER_PROGRAM)
+    if not ok or cfg.num_warps not in rules.CONV_WARPS or cfg.dtype not in DTYPES:
+        return False
+    held = resources(cfg)
+    if held.accumulators > rules.MAX_ACC_PER_THREAD:
+        tiles = cfg.groups_per_program * (ROW_TAPS if cfg.kloop in ROW_KLOOPS else 1)
+        errors.append(("num_warps", f"{tiles} x {cfg.block_m}x{cfg.block_n} tile with "
+                                    f"{cfg.num_warps} warps holds {held.accumulators} accumulators per thread "
+                                    f"(max {rules.MAX_ACC_PER_THREAD})"))
+    if held.shared_memory > arch.smem_per_block:
+        errors.append(("num_stages", f"{cfg.num_stages} stages of {cfg.name} need {held.shared_memory} B of shared "
+                                     f"memory; {arch.name} has {arch.smem_per_block} B per block"))
+    if cfg.kloop in DIAG_KLOOPS:
+        _diag_errors(cfg, errors)
+    return True
+
+
+def _diag_errors(cfg: ConvConfig, errors: rules.Errors) -> None:
+    """kloop 'diag': fwd / bwd_data do one block-diagonal dot per tap over the channel tile itself (block_k =
+    C/G); bwd_weight 'diag' and 'diagrow' (kernels/conv_wgrad.py) tile the same channels as rows and columns
+    (block_m == block_n) and reduce over pixels (block_k)."""
+    if cfg.direction == "bwd_weight":
+        if cfg.block_m != cfg.block_n:
+            errors.append(("block_m", f"bwd_weight kloop {cfg.kloop!r} uses one channel tile for rows and columns: "
+                                      f"block_m must equal block_n={cfg.block_n}, got {cfg.block_m}"))
+    elif cfg.block_k not in DIAG_GROUP_CHANNELS or cfg.block_n % cfg.block_k:
+        errors.append(("block_k", f"kloop 'diag' takes block_k = channels per group, one of {DIAG_GROUP_CHANNELS} "
+                                  f"dividing block_n={cfg.block_n}; got {cfg.block_k}"))
+    if cfg.groups_per_program != 1:
+        errors.append(("groups_per_program", f"kloop {cfg.kloop!r} tiles the channels of all groups at once; "
+                                             f"groups_per_program must be 1, got {cfg.groups_per_program}"))
+
+
+def resources(cfg: ConvConfig) -> Resources:
+    """The pipelined operand tiles (estimate) and the accumulator tiles: one per group of the program, times
+    ROW_TAPS for the filter-row kloops (an x tile and an accumulator per unrolled tap)."""
+    row_taps = ROW_TAPS if cfg.kloop in ROW_KLOOPS else 1
+    # fwd / bwd_data diag reduce over the channel tile
+    red = cfg.block_n if cfg.kloop == "diag" and cfg.direction != "bwd_weight" else cfg.block_k
+    stage = cfg.groups_per_program * (cfg.block_m * red + row_taps * red * cfg.block_n) * DTYPES[cfg.dtype].bytes
+    tiles = cfg.groups_per_program * row_taps
+    return Resources(max(1, cfg.num_stages) * stage, tiles * cfg.block_m * cfg.block_n // (32 * cfg.num_warps),
+                     cfg.num_warps)
+
+
+def align8_group_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    """Align-8 igemm kernels (not 'diag') read 16-byte channel runs inside each group."""
+    if cfg.align == 8 and (problem.c_per_group % 8 or problem.k_per_group % 8):
+        return (f"align: align-8 igemm kernels need channels per group that are multiples of 8 (16-byte channel "
+                f"runs); the problem has C/G={problem.c_per_group}, K/G={problem.k_per_group}")
+    return None
+
+
+def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    """Row indices are int32, phases sit on grid axis 1."""
+    if cfg.groups_per_program > problem.groups:
+        return (f"groups_per_program: the kernel merges {cfg.groups_per_program} groups per program, the problem "
+                f"has {problem.groups}")
+    if cfg.kloop == "diag":
+        if problem.c_per_group != cfg.block_k or problem.k_per_group != cfg.block_k:
+            return (f"c_per_group: kloop 'diag' with block_k={cfg.block_k} computes C/G == K/G == {cfg.block_k}; "
+                    f"the problem has C/G={problem.c_per_group}, K/G={problem.k_per_group}")
+    elif reason := align8_group_mismatch(cfg, problem):
+        return reason
+    rows = common.phase_rows(problem)
+    programs = grid(cfg, problem)[0]
+    if rows + cfg.block_m > rules.INT32_LIMIT or programs > rules.INT32_LIMIT:
+        return f"spatial: {rows} GEMM rows in {programs} programs exceed the kernel's int32 row indexing"
+    return rules.phases_mismatch(problem)

@@ -37,10 +37,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.dtypes import DTYPES
 from tiledispatch.errors import BadInput
+from tiledispatch.kernels import conv_gemm, gemm_tma, rules
 from tiledispatch.kernels.conv_common import (
     dims,
     fast_divisor_params,
@@ -54,7 +56,7 @@ from tiledispatch.kernels.conv_common import (
     tl_type,
 )
 from tiledispatch.kernels.conv_direct import header, indented, tap_loop_nest
-from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param, aligned16
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param, Resources, aligned16
 from tiledispatch.problems.conv import ConvProblem
 
 FN = "conv_im2col_kernel"
@@ -104,12 +106,6 @@ def gemm_config(cfg: ConvConfig) -> GemmConfig:
                       activation=cfg.activation, bias="col" if cfg.bias else "none")
 
 
-def _gemm_module(cfg: ConvConfig) -> Any:
-    from tiledispatch.kernels import family_module
-
-    return family_module(gemm_config(cfg))
-
-
 def _tiles(cfg: ConvConfig) -> tuple[tuple[str, int], ...]:
     table = GATHER_TILES if cfg.direction == "bwd_data" else TILES
     return table.get(cfg.align, table[1])
@@ -157,7 +153,7 @@ def packed_weight(cfg: ConvConfig) -> str:
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
     """[weight repack (align 1)], then fwd / bwd_weight: the copy and the GEMM; bwd_data: the GEMM and the
     gather."""
-    gemm = _gemm_module(cfg).entries(gemm_config(cfg))
+    gemm = gemm_tma.entries(gemm_config(cfg))
     copy = EntrySpec(GATHER_FN if cfg.direction == "bwd_data" else FN, tuple(_copy_params(cfg)), IM2COL_WARPS, 1)
     pack = [_wpack_entry(cfg)] if packs_weight(cfg) else []
     return [*pack, *gemm, copy] if cfg.direction == "bwd_data" else [*pack, copy, *gemm]
@@ -296,7 +292,7 @@ def _copy_entry(cfg: ConvConfig) -> EntrySpec:
 
 
 def render(cfg: ConvConfig) -> str:
-    gemm = _gemm_module(cfg).render(gemm_config(cfg))
+    gemm = gemm_tma.render(gemm_config(cfg))
     aligned = cfg.align == 8
     if cfg.direction == "bwd_data":
         parts = [_col2im_source(cfg) if aligned else _col2im_transposed_source(cfg)]
@@ -349,7 +345,7 @@ def workspace_elements(problem: ConvProblem, cfg: ConvConfig | None = None) -> i
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     m, n, k = sizes(problem, cfg)
-    gemm = _gemm_module(cfg).launch_plan(gemm_config(cfg), m, n, k, 1, sms)
+    gemm = gemm_tma.launch_plan(gemm_config(cfg), m, n, k, 1, sms)
     tile = dict(_tiles(cfg))
     copied = problem.n * math.prod(problem.spatial) if problem.direction == "bwd_data" else pixels(problem)
     if "BLOCK_C" in tile:   # pixel blocks x (copy: taps x) channel runs
@@ -411,9 +407,7 @@ def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any])
 
 def _rows(t: Any, field: str) -> int:
     """The pixel stride of a channels-last activation the GEMM reads or writes as a matrix (16-byte rows)."""
-    from tiledispatch.kernels.conv_gemm import pixel_stride
-
-    step = pixel_stride(t, field)
+    step = conv_gemm.pixel_stride(t, field)
     if step % 8:
         raise BadInput(f"{field} has strides {tuple(t.stride())}: the tensor-copy GEMM takes its pixels as rows "
                        "whose stride is a multiple of 8 elements (16 bytes)", field=field)
@@ -435,6 +429,71 @@ def _check_weight_rows(w: Any, problem: ConvProblem, unit: int) -> None:
                        f"taps x channels as one row (strides {want} after the first, a row stride that is a "
                        f"multiple of {unit}); pass a contiguous channels-last weight", field="weight")
 
+
+
+# -- rules ---------------------------------------------------------------------------------------------------
+IM2COL_SPLITS = tuple(s for s in (1, *rules.SPLIT_K) if s in rules.CONV_SPLIT_K)
+
+
+def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None:
+    """A bf16 / fp16 forward or weight gradient through an im2col workspace and the tma_persistent GEMM, whose
+    instance (split_k: its fixed split count, 1 forward) must be valid."""
+    if cfg.direction not in DIRECTIONS:
+        errors.append(("direction", f"kloop 'im2col' computes {', '.join(DIRECTIONS)}, not {cfg.direction!r}"))
+    if cfg.dtype not in ("bf16", "fp16"):
+        errors.append(("dtype", f"kloop 'im2col' runs a 16-bit GEMM; dtype {cfg.dtype!r} is not one"))
+    if cfg.groups_per_program != 1:
+        errors.append(("groups_per_program", f"kloop 'im2col' needs groups_per_program=1, got "
+                                             f"{cfg.groups_per_program}"))
+    if cfg.align not in (1, 8):
+        errors.append(("align", f"kloop 'im2col' takes align 8 (channel totals multiples of 16) or 1 (any input "
+                                f"channel count, in workspace rows padded to 16 bytes); got {cfg.align}"))
+    elif cfg.align == 1 and cfg.direction == "bwd_weight" and cfg.split_k < 2:
+        errors.append(("split_k", "kloop 'im2col' bwd_weight at align 1 writes dw (rows of taps x C elements, not "
+                                  f"16-byte aligned) through its split epilogue: split_k must be >= 2, got {cfg.split_k}"))
+    if cfg.split_k not in IM2COL_SPLITS:
+        errors.append(("split_k", f"kloop 'im2col' splits the GEMM's reduction a fixed number of times (the split "
+                                  f"reduce runs the epilogue), one of {IM2COL_SPLITS}; got {cfg.split_k}"))
+    if not errors and cfg.dtype in DTYPES and cfg.out_dtype in DTYPES:
+        conv_gemm.gemm_errors(gemm_config(cfg), arch, errors)
+
+
+def resources(cfg: ConvConfig) -> Resources:
+    """The GEMM's (the copies hold no more)."""
+    return gemm_tma.resources(gemm_config(cfg))
+
+
+def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    """One group, align 8 channel totals multiples of 16 (align 1: output channels multiples of 8, a filter
+    that needs the copy), a workspace within IM2COL_MAX_ELEMENTS, pixel counts (dx's too) within int32."""
+    if problem.groups != 1:
+        return f"groups: kloop 'im2col' computes one group, got groups={problem.groups}"
+    if problem.n * math.prod(problem.spatial) > rules.INT32_LIMIT:
+        return f"spatial: N x input pixels ({problem.n * math.prod(problem.spatial)}) exceed the int32 pixel index"
+    if cfg.align == 8 and (problem.c % 16 or problem.k % 16):
+        return (f"c: kloop 'im2col' copies 16-byte channel runs and runs a GEMM over rows of multiples of 16 "
+                f"elements; the problem has C={problem.c}, K={problem.k}")
+    if problem.k % 8:
+        return (f"k: kloop 'im2col' runs a tensor-copy GEMM over the output channels as 16-byte rows; K must be a "
+                f"multiple of 8, got {problem.k}")
+    image = math.prod(problem.spatial) * problem.c
+    if cfg.align != 8 and image > rules.INT32_LIMIT:
+        return (f"spatial: kloop 'im2col' at align 1 offsets within one image in int32; an image of "
+                f"{problem.spatial} x {problem.c} channels has {image} elements")
+    if cfg.align != 8 and reads_x(problem):
+        return ("filter: a 1x1 convolution at stride 1 without padding needs no im2col; kloop 'im2col' runs it at "
+                "align 8 only (its GEMM reads or writes x's pixel rows)")
+    workspace = workspace_elements(problem, cfg)
+    if workspace > IM2COL_MAX_ELEMENTS:
+        return f"spatial: the im2col workspace would hold {workspace} elements, more than {IM2COL_MAX_ELEMENTS}"
+    m, n, _ = sizes(problem, cfg)
+    if cfg.split_k > 1 and cfg.split_k * m * n > IM2COL_MAX_ELEMENTS:
+        return (f"split_k: {cfg.split_k} fp32 partials of the {m} x {n} GEMM output would hold "
+                f"{cfg.split_k * m * n} elements, more than {IM2COL_MAX_ELEMENTS}")
+    if pixels(problem) > rules.INT32_LIMIT:
+        return (f"spatial: N x output pixels ({pixels(problem)}) exceed the int32 pixel index of the im2col copy "
+                "and GEMM")
+    return None
 
 # (block_m, block_n, block_k, warps, stages, split_k) per (direction, align): bwd_weight wide tiles for many
 # columns (taps x C) and split reductions for few tiles; fwd / bwd_data the large-tile GEMM shapes (many pixels,

@@ -35,8 +35,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.configs.conv_validity import ROLL_H_STRIDES, ROLL_SLOTS
+from tiledispatch.kernels import conv_direct, rules
 from tiledispatch.kernels.conv_common import (
     REDUCE_KINDS,
     activation_line,
@@ -62,9 +63,11 @@ from tiledispatch.kernels.conv_direct import (
     stride_hints,
     vec,
 )
-from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param, Resources
 from tiledispatch.problems.conv import ConvProblem
 
+ROLL_SLOTS = 3              # rolling accumulators (filter heights up to 3)
+ROLL_H_STRIDES = {"fwd": (1, 2), "bwd_data": (1,), "bwd_weight": (1, 2)}   # the strides along H it walks
 MAX_ROWS = 32               # written rows per program at most
 ROLL_PROGRAMS_PER_SM = 3    # rows_plan aims for this many programs per SM (results/profiles/roll_chunking_h200.log)
 FN = {"fwd": "conv_roll_fwd_s{}_kernel", "bwd_data": "conv_roll_dgrad_kernel",
@@ -358,3 +361,52 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
         return LaunchPlan(computes, scalars=(("ROWS", rows),))
     return LaunchPlan(((_cdiv(taps_k, PACK_BLOCK), 1, 1), *computes), scalars=(("ROWS", rows),),
                       workspaces=(("ws_ptr", taps_k, WORKSPACE_DTYPE),))
+
+
+
+# -- rules ---------------------------------------------------------------------------------------------------
+def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None:
+    """The direct family's rules with these: depthwise, 2-D and 3-D (it rolls down H, inside W); block_k
+    filter columns unrolled in every direction (checked with the tap loop's unroll); ROLL_SLOTS accumulator
+    tiles (bwd_weight: one per filter row and column), the split given by its row strips."""
+    per_thread = conv_direct.tile_errors(cfg, errors)
+    if cfg.ndim not in (2, 3):
+        errors.append(("ndim", f"kloop 'roll' rolls down the rows of 2-D and 3-D images, not ndim={cfg.ndim}"))
+    tiles = ROLL_SLOTS * (cfg.block_k if cfg.direction == "bwd_weight" else 1)
+    if tiles * per_thread > conv_direct.MAX_WGRAD_ACC_PER_THREAD:
+        errors.append(("num_warps", f"kloop 'roll' keeps {tiles} {cfg.block_m}x{cfg.block_n} accumulator tiles: "
+                                    f"{tiles * per_thread} values per thread with {cfg.num_warps} warps "
+                                    f"(max {conv_direct.MAX_WGRAD_ACC_PER_THREAD})"))
+    if cfg.direction == "bwd_weight" and cfg.split_k not in (0, 1):
+        errors.append(("split_k", f"kloop 'roll' splits bwd_weight by its row strips; split_k must be 0, got "
+                                  f"{cfg.split_k}"))
+    conv_direct.resource_errors(cfg, arch, per_thread, errors)
+
+
+def resources(cfg: ConvConfig) -> Resources:
+    """The pipelined source rows' shared memory and the ROLL_SLOTS accumulator tiles (bwd_weight: per filter
+    column)."""
+    per_thread = cfg.block_m * cfg.block_n // (32 * max(cfg.num_warps, 1))
+    tiles = ROLL_SLOTS * (cfg.block_k if cfg.direction == "bwd_weight" else 1)
+    return Resources(conv_direct.shared_memory_bytes(cfg), tiles * per_thread, cfg.num_warps)
+
+
+def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    """Depthwise, filter rows up to ROLL_SLOTS walked with dilation 1 and a stride of ROLL_H_STRIDES along H
+    (bwd_data: stride 1 in every dim), the filter width within the unroll; then the direct family's rules."""
+    if problem.c_per_group != 1 or problem.k_per_group != 1:
+        return (f"c_per_group: kloop 'roll' computes depthwise convolutions (C/G = K/G = 1); the problem has "
+                f"C/G={problem.c_per_group}, K/G={problem.k_per_group}")
+    if problem.filter[-2] > ROLL_SLOTS:
+        return f"filter: kloop 'roll' rolls filters up to {ROLL_SLOTS} rows high; the problem's is {problem.filter}"
+    if problem.filter[-1] > cfg.block_k:
+        return (f"filter: the kernel unrolls {cfg.block_k} filter columns; the problem's filter {problem.filter} "
+                f"is wider")
+    if problem.dilation[-2] != 1:
+        return f"dilation: kloop 'roll' needs dilation 1 along H, got {problem.dilation}"
+    if problem.direction == "bwd_data" and any(s != 1 for s in problem.stride):
+        return f"stride: kloop 'roll' computes bwd_data of stride 1 in every dim, got {problem.stride}"
+    if problem.stride[-2] not in ROLL_H_STRIDES[problem.direction]:
+        strides = " or ".join(map(str, ROLL_H_STRIDES[problem.direction]))
+        return f"stride: kloop 'roll' rolls down H with stride {strides}, got {problem.stride}"
+    return conv_direct.problem_mismatch(cfg, problem)

@@ -50,12 +50,13 @@ from __future__ import annotations
 
 import math
 
+from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.kernels import conv_common as common
-from tiledispatch.kernels import conv_igemm
+from tiledispatch.kernels import conv_igemm, rules
 from tiledispatch.kernels.conv_igemm import is_split
 from tiledispatch.kernels.gemm_common import DOT_F32, signature_text
-from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param, Resources
 from tiledispatch.kernels.tma_common import REG_OVERHEAD, REGS_PER_SM, SMEM_PER_SM
 from tiledispatch.problems.conv import ConvProblem
 
@@ -126,9 +127,7 @@ def tiles(cfg: ConvConfig, problem: ConvProblem) -> int:
 
 def programs_per_sm(cfg: ConvConfig) -> int:
     """Resident programs per SM, from the pipelined tiles' shared memory and the accumulator registers."""
-    from tiledispatch.configs.conv_validity import shared_memory_bytes
-
-    by_smem = SMEM_PER_SM // max(1, shared_memory_bytes(cfg))
+    by_smem = SMEM_PER_SM // max(1, resources(cfg).shared_memory)
     by_regs = REGS_PER_SM // (cfg.num_warps * 32 * (cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
                                                    + REG_OVERHEAD))
     return max(1, min(by_smem, by_regs))
@@ -159,6 +158,65 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
                       (("NUM_PROGRAMS", programs[0]), ("SPLITS", splits)),
                       workspaces=(("ws_ptr", elements * splits if splits > 1 else 0, "fp32"),))
 
+
+
+# -- rules (also the weight gradient's, kernels/conv_tma_wgrad.py) ----------------------------------------
+def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None:
+    tma_errors(cfg, errors)
+    conv_igemm.igemm_errors(cfg, arch, errors)
+
+
+def tma_errors(cfg: ConvConfig, errors: rules.Errors) -> None:
+    """2-D dots of one group over tensor-copy boxes; fwd / bwd_data walk the taps (kloop 'tap', block_m pixels
+    per box), bwd_weight a filter row per program (kloop 'taprow', block_k pixels per box). The implicit-GEMM
+    rules follow."""
+    if cfg.dtype not in ("bf16", "fp16"):
+        errors.append(("dtype", f"family 'tma' runs 16-bit tensor-core dots; dtype {cfg.dtype!r} is not one"))
+    wgrad = cfg.direction == "bwd_weight"
+    for field, value, want in (("groups_per_program", cfg.groups_per_program, 1),
+                               ("kloop", cfg.kloop, "taprow" if wgrad else "tap"), ("align", cfg.align, 8)):
+        if value != want:
+            errors.append((field, f"family 'tma' {cfg.direction} needs {field}={want!r}, got {value!r}"))
+    if cfg.split_k == 1 and not wgrad:
+        errors.append(("split_k", f"family 'tma' {cfg.direction} takes split_k 0 (one range) or >= 2 (at most that "
+                                  "many reduction ranges), not 1"))
+    box, field = box_unit(cfg.ndim), "block_k" if wgrad else "block_m"   # the pixels of one box
+    pixels = getattr(cfg, field)
+    if pixels % box or pixels < box:
+        errors.append((field, f"family 'tma' tiles {cfg.ndim}-D pixels in boxes of {box}-pixel rows; {field} "
+                              f"must be a multiple of {box}, got {pixels}"))
+
+
+def resources(cfg: ConvConfig) -> Resources:
+    return conv_igemm.resources(cfg)
+
+
+def channel_mismatch(problem: ConvProblem) -> str | None:
+    """Stride 1 and 16-byte channel runs per group (both directions)."""
+    if any(s != 1 for s in problem.stride):
+        return f"stride: family 'tma' shifts whole pixel boxes per tap and needs stride 1, got {problem.stride}"
+    if problem.c_per_group % 8 or problem.k_per_group % 8:
+        return (f"c_per_group: family 'tma' reads 16-byte channel runs per group; the problem has "
+                f"C/G={problem.c_per_group}, K/G={problem.k_per_group}")
+    return None
+
+
+def index_mismatch(problem: ConvProblem, count: int) -> str | None:
+    """`count` (tiles or boxes) and the pixel coordinates fit the kernel's int32 indices."""
+    if count > rules.INT32_LIMIT or max(problem.spatial + problem.output) + 2 * max(
+            max(p) for p in problem.padding) >= rules.INT32_LIMIT:
+        return f"spatial: {problem.n} x {problem.spatial} pixels exceed the kernel's int32 grid and coordinates"
+    return None
+
+
+def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    """Grouped bwd_data reduces whole chunks of output channels per group."""
+    if reason := channel_mismatch(problem):
+        return reason
+    if problem.direction == "bwd_data" and problem.groups > 1 and problem.k_per_group % cfg.block_k:
+        return (f"k_per_group: grouped bwd_data on family 'tma' reduces whole chunks of block_k={cfg.block_k} "
+                f"output channels per group; the problem has K/G={problem.k_per_group}")
+    return index_mismatch(problem, tiles(cfg, problem))
 
 # -- source pieces -----------------------------------------------------------------------------------------
 def hints(cfg: ConvConfig) -> str:

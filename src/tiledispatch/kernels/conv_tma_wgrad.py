@@ -38,19 +38,20 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.configs.conv_validity import ROW_TAPS
 from tiledispatch.kernels import conv_common as common
-from tiledispatch.kernels import conv_wgrad
+from tiledispatch.kernels import conv_tma, conv_wgrad, rules
+from tiledispatch.kernels.conv_common import ROW_TAPS
 from tiledispatch.kernels.conv_tma import box_of, hints
 from tiledispatch.kernels.gemm_common import DOT_F32, signature_text
-from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param, Resources
 from tiledispatch.problems.conv import ConvProblem
 
 FN = "conv_tma_wgrad_kernel"
 MIN_BOXES_PER_SPLIT = 8     # auto split: each split reduces at least this many boxes
 MAX_SPLITS = 1024
-MAX_GRID_YZ = 65535
+MAX_GRID_YZ = rules.MAX_GRID_YZ
 I = "    "
 
 
@@ -102,6 +103,26 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
                       scalars=(("SPLITS", splits), ("BPS", per)),
                       workspaces=(("ws_ptr", elements * splits if splits > 1 else 0, "fp32"),))
 
+
+
+# -- rules ---------------------------------------------------------------------------------------------------
+def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None:
+    """Family tma's rules, then the implicit-GEMM weight gradient's."""
+    conv_tma.tma_errors(cfg, errors)
+    conv_wgrad.config_errors(cfg, arch, errors)
+
+
+def resources(cfg: ConvConfig) -> Resources:
+    return conv_wgrad.resources(cfg)
+
+
+def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    """Filter rows of at most ROW_TAPS taps, the groups on grid axis 2, the boxes within int32."""
+    if reason := conv_tma.channel_mismatch(problem) or conv_wgrad.row_mismatch(cfg, problem):
+        return reason
+    if problem.groups > MAX_GRID_YZ:
+        return f"groups: family 'tma' bwd_weight puts the {problem.groups} groups on a grid axis of {MAX_GRID_YZ}"
+    return conv_tma.index_mismatch(problem, boxes(cfg, problem))
 
 # -- source pieces -----------------------------------------------------------------------------------------
 def _prologue(cfg: ConvConfig) -> str:

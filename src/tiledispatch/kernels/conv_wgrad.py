@@ -40,9 +40,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.configs.conv_validity import DIAG_KLOOPS, ROW_KLOOPS, ROW_TAPS
+from tiledispatch.kernels import conv_igemm, rules
 from tiledispatch.kernels.conv_common import (
+    DIAG_KLOOPS,
     REDUCE_KINDS,
     REDUCE_WARPS,
     auto_splits,
@@ -51,6 +53,8 @@ from tiledispatch.kernels.conv_common import (
     fast_divisor_scalars,
     fast_divmod_lines,
     reduce_fns,
+    ROW_KLOOPS,
+    ROW_TAPS,
     reduce_grids,
     split_index,
     split_sum_lines,
@@ -59,14 +63,14 @@ from tiledispatch.kernels.conv_common import (
     tl_type,
 )
 from tiledispatch.kernels.gemm_common import DOT_F32, signature_text
-from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param, Resources
 from tiledispatch.problems.conv import ConvProblem
 
 FN = "conv_wgrad_kernel"
 REDUCE_FN = "conv_wgrad_reduce_kernel"
 MIN_CHUNKS_PER_SPLIT = 8     # auto split: each split reduces at least this many block_k chunks
 MAX_AUTO_SPLITS = 1024
-MAX_GRID_YZ = 65535
+MAX_GRID_YZ = rules.MAX_GRID_YZ
 
 
 def row_taps(cfg: ConvConfig) -> int:
@@ -417,6 +421,62 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
                                *fast_divisor_scalars({s: o for s, o in zip(dims(cfg), problem.output)})),
                       workspaces=(("ws_ptr", elements * splits if splits > 1 else 0, "fp32"),))
 
+
+
+# -- rules (also the tma weight gradient's, kernels/conv_tma_wgrad.py) ------------------------------------
+def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None:
+    """The implicit-GEMM rules, then: both kloops and every groups_per_program compile (a batched 3-D dot when
+    > 1); 16 warps leave 128 registers per thread, so at most 64 of them may hold accumulators."""
+    if not conv_igemm.igemm_errors(cfg, arch, errors):
+        return
+    acc = cfg.groups_per_program * cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
+    if cfg.num_warps == 16 and acc > 64:
+        errors.append(("num_warps", f"{cfg.groups_per_program} x {cfg.block_m}x{cfg.block_n} tile with 16 warps "
+                                    f"holds {acc} accumulators per thread in a 128-register budget (max 64)"))
+
+
+def resources(cfg: ConvConfig) -> Resources:
+    return conv_igemm.resources(cfg)
+
+
+def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    """Channel runs as the alignment promises, then the grid."""
+    if cfg.kloop in DIAG_KLOOPS:
+        reason = _diag_mismatch(cfg, problem)
+    else:
+        reason = conv_igemm.align8_group_mismatch(cfg, problem)
+    return reason or row_mismatch(cfg, problem) or _grid_mismatch(cfg, problem)
+
+
+def row_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    if cfg.kloop in ROW_KLOOPS and problem.filter[-1] > ROW_TAPS:
+        return (f"filter: kloop {cfg.kloop!r} unrolls {ROW_TAPS} taps of the innermost filter dim; the problem's "
+                f"filter is {problem.filter}")
+    return None
+
+
+def _diag_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    cg = problem.c_per_group
+    if cg != problem.k_per_group or cg > cfg.block_n:
+        return (f"c_per_group: bwd_weight kloop {cfg.kloop!r} needs C/G == K/G <= block_n={cfg.block_n}; the "
+                f"problem has C/G={cg}, K/G={problem.k_per_group}")
+    if cfg.align == 8 and (cfg.block_n // cg) * cg % 8:
+        return (f"align: align-8 'diag' tiles of {cfg.block_n // cg} groups of C/G={cg} channels do not start on "
+                f"multiples of 8 channels")
+    return None
+
+
+def _grid_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
+    """Pixel indices are int32, splits and group blocks sit on grid axes 1 and 2."""
+    if (pixel_chunks(cfg, problem) + 1) * cfg.block_k > rules.INT32_LIMIT:
+        return f"spatial: {problem.n} x {problem.output} output pixels exceed the kernel's int32 pixel indexing"
+    tiles_m, tiles_n, group_blocks = tile_counts(cfg, problem)
+    if group_blocks > MAX_GRID_YZ:
+        return (f"groups: {group_blocks} blocks of {cfg.groups_per_program} groups exceed the grid limit "
+                f"{MAX_GRID_YZ}; use a larger groups_per_program")
+    if tiles_m * tiles_n > rules.INT32_LIMIT or math.prod(problem.filter) * problem.c_per_group > rules.INT32_LIMIT:
+        return f"filter: {problem.filter} taps x {problem.c_per_group} channels exceed the kernel's int32 columns"
+    return None
 
 # -- preset candidates -----------------------------------------------------------------------------------
 # (block_m, block_n, block_k, groups_per_program, num_warps, num_stages, kloop, align): untuned starting points

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from tiledispatch.arch.spec import ArchSpec
+from tiledispatch.configs.fields import choice
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.kernels import gemm_common as common
+from tiledispatch.kernels import rules
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param, Resources
 from tiledispatch.kernels.tma_common import indent_block as indent
-from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
+from tiledispatch.problems.gemm import GemmProblem
 
 PARTIAL_FN = "gemm_splitk_partial_kernel"
 REDUCE_FN = "gemm_splitk_reduce_kernel"
@@ -200,3 +204,19 @@ def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -
                           counters=(("count_ptr", tiles * batch),))
     folds = ((grid[0], cfg.split_k // FOLD, batch),) if is_folded(cfg) else ()
     return LaunchPlan(((tiles, cfg.split_k, batch), *folds, grid), scalars=(row,), workspaces=(workspace,))
+
+
+# -- rules ------------------------------------------------------------------------------------------------------
+def config_errors(cfg: GemmConfig, arch: ArchSpec, errors: rules.Errors) -> None:
+    choice(errors, "split_k", cfg.split_k, rules.SPLIT_K)
+    rules.subtile_errors(cfg, errors, subtiles=False)
+
+
+def problem_mismatch(cfg: GemmConfig, problem: GemmProblem) -> str | None:
+    """The splits share grid dim 1 with the batch."""
+    return rules.grid_mismatch(problem.batch * cfg.split_k)
+
+
+def resources(cfg: GemmConfig) -> Resources:
+    """The pipelined A and B tiles of the partial kernel; every warp holds accumulators."""
+    return rules.tile_resources(cfg, cfg.num_warps)

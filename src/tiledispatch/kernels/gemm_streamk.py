@@ -13,12 +13,14 @@ registers and 1128 bytes of stack).
 """
 from __future__ import annotations
 
+from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.gemm import GemmConfig
-from tiledispatch.configs.validity import streamk_ws_slices
+from tiledispatch.dtypes import DTYPES
 from tiledispatch.kernels import gemm_common as common
-from tiledispatch.kernels import gemm_tma
+from tiledispatch.kernels import gemm_tma, rules
 from tiledispatch.kernels import tma_common as tma
-from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param, Resources
+from tiledispatch.problems.gemm import GemmProblem
 
 MAIN_FN = "gemm_streamk_kernel"
 FIXUP_FN = "gemm_streamk_fixup_kernel"
@@ -27,6 +29,7 @@ SK_PARAMS = ("DP_TILES", "SK_ITERS", "SK_SLOTS", "SK_GROUP")   # whole tiles; K 
 MAX_SK_GROUP = 4             # lanes span a column's tile rows only when M has at most this many tiles
 FIXUP_ROWS = 32              # tile rows one fixup program sums (a memory-bound pass wants many small programs)
 FIXUP_WARPS = 4
+WS_SLICE_BYTES = 32 * 1024   # at most this much of a partial tile per workspace store
 
 
 def _sk_params() -> list[Param]:
@@ -77,7 +80,7 @@ def _ws_store(cfg: GemmConfig, indent: str) -> str:
     if cfg.subtile == 0:      # from registers through pointers: no staging buffer, nothing waits on the store
         return (f"{indent}{WS_ROWS.format(rows='tl.arange(0, BLOCK_M)')}\n"
                 f"{indent}tl.store({WS_POINTERS}, acc)\n")
-    lines, slices = column_slices("acc", "BLOCK_N", streamk_ws_slices(cfg))
+    lines, slices = column_slices("acc", "BLOCK_N", ws_slices(cfg))
     lines.append("ws_row = (sk_tile * SK_SLOTS + slot) * BLOCK_M")
     lines += [f"ws_desc.store([ws_row, {col}], {var})" for var, col, _ in slices]
     return "".join(f"{indent}{line}\n" for line in lines)
@@ -88,7 +91,7 @@ def _ws_descriptor(cfg: GemmConfig) -> str:
         return ""
     return ("    ws_desc = tl.make_tensor_descriptor(\n"
             "        ws_ptr, shape=[(num_tiles - DP_TILES) * SK_SLOTS * BLOCK_M, BLOCK_N], strides=[BLOCK_N, 1],\n"
-            f"        block_shape=[BLOCK_M, BLOCK_N // {streamk_ws_slices(cfg)}])\n")
+            f"        block_shape=[BLOCK_M, BLOCK_N // {ws_slices(cfg)}])\n")
 
 
 def _main_source(cfg: GemmConfig, entry: EntrySpec) -> str:
@@ -180,7 +183,7 @@ def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -
     tiles = common.tile_count(cfg, m, n, batch)
     k_tiles = -(-k // cfg.block_k)
     group = sk_group(cfg, m)
-    programs = min(tiles * k_tiles, sms * tma.programs_per_sm(cfg))
+    programs = min(tiles * k_tiles, sms * tma.programs_per_sm(cfg, resources(cfg)))
     programs = max(group, programs // group * group)
     dp_tiles, sk_iters, slots = split_plan(tiles, k_tiles, programs, group)
     sk_tiles = tiles - dp_tiles
@@ -191,3 +194,36 @@ def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -
     fixup_programs = sk_tiles * (cfg.block_m // fixup_rows(cfg))
     grids = ((programs, 1, 1),) + (((fixup_programs, 1, 1),) if sk_tiles else ())
     return LaunchPlan(grids, scalars, (workspace,))
+
+
+def ws_slices(cfg: GemmConfig) -> int:
+    """Column slices (a power of two, each >= 16 columns) of the fp32 partial tile that a program stores
+    through the workspace descriptor."""
+    slices = 1
+    while cfg.block_m * cfg.block_n * 4 // slices > WS_SLICE_BYTES and cfg.block_n // (2 * slices) >= 16:
+        slices *= 2
+    return slices
+
+
+# -- rules ------------------------------------------------------------------------------------------------------
+def config_errors(cfg: GemmConfig, arch: ArchSpec, errors: rules.Errors) -> None:
+    rules.unsplit_errors(cfg, errors)
+    rules.subtile_errors(cfg, errors, subtiles=True)
+    tma.tma_errors(cfg, arch, errors)
+
+
+def problem_mismatch(cfg: GemmConfig, problem: GemmProblem) -> str | None:
+    return rules.grid_mismatch(problem.batch)
+
+
+def resources(cfg: GemmConfig) -> Resources:
+    """The pipelined A and B tiles, the stage barriers and the output staging: a subtile, at least a column
+    slice of the fp32 partial tile (stored through the same staging), or with subtile 0 the scratch of the
+    layout conversion before the pointer stores (half the fp32 partial tile bounds it)."""
+    tile, staging = cfg.block_m * cfg.block_n, 0
+    if cfg.split_k == 1 and cfg.out_dtype in DTYPES:
+        if cfg.subtile == 0:
+            staging = tile * 4 // 2
+        else:
+            staging = max(tile // cfg.subtile * DTYPES[cfg.out_dtype].bytes, tile * 4 // ws_slices(cfg))
+    return rules.tile_resources(cfg, cfg.num_warps, staging + tma.TMA_BARRIER_BYTES)

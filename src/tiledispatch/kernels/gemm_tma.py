@@ -18,13 +18,19 @@ why).
 """
 from __future__ import annotations
 
+from tiledispatch.arch.spec import ArchSpec
+from tiledispatch.configs.fields import choice
 from tiledispatch.configs.gemm import GemmConfig
+from tiledispatch.dtypes import DTYPES
 from tiledispatch.kernels import gemm_common as common
-from tiledispatch.kernels import gemm_splitk
+from tiledispatch.kernels import gemm_splitk, rules
 from tiledispatch.kernels import tma_common as tma
-from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param, Resources
+from tiledispatch.problems.gemm import GemmProblem
 
 FN = "gemm_tma_kernel"
+MAX_SPLIT_K = 64               # a split tma_persistent kernel sums its partials in one unrolled reduce
+MAX_WS_STAGES = 4              # the deepest tma_ws pipeline measured correct (benchmarks/results/profiles)
 
 
 def _rank(cfg: GemmConfig) -> int:
@@ -177,7 +183,7 @@ def _split_source(cfg: GemmConfig) -> str:
 
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
     units = common.tile_count(cfg, m, n, batch) * cfg.split_k
-    programs = min(units, sms * tma.programs_per_sm(cfg))
+    programs = min(units, sms * tma.programs_per_sm(cfg, resources(cfg)))
     scalars = (("BATCH", batch), ("NUM_PROGRAMS", programs))
     if cfg.split_k == 1:
         return LaunchPlan(((programs, 1, 1),), scalars=scalars)
@@ -186,3 +192,60 @@ def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -
                       workspaces=(("ws_ptr", tiles * cfg.split_k * cfg.block_m * cfg.block_n, cfg.acc_dtype),),
                       counters=(("count_ptr", tiles),))
 
+
+
+# -- rules ------------------------------------------------------------------------------------------------------
+def config_errors(cfg: GemmConfig, arch: ArchSpec, errors: rules.Errors) -> None:
+    ws = cfg.family == "tma_ws"
+    if ws:
+        rules.unsplit_errors(cfg, errors, " (of tma_ws, only the fp8 form splits K)")
+    if cfg.split_k != 1:
+        choice(errors, "split_k", cfg.split_k, rules.SPLIT_K)
+    if not ws and cfg.split_k > MAX_SPLIT_K:
+        errors.append(("split_k", f"a split tma_persistent kernel sums its partials in one unrolled reduce: split_k "
+                                  f"at most {MAX_SPLIT_K}, got {cfg.split_k}"))
+    if not ws and cfg.split_k != 1 and cfg.subtile != 1:
+        errors.append(("subtile", "a split tma_persistent kernel runs its epilogue where it sums the partials "
+                                  f"(pointer stores); subtile must be 1, got {cfg.subtile}"))
+    rules.subtile_errors(cfg, errors, subtiles=not ws)
+    tma.tma_errors(cfg, arch, errors)
+    if ws:
+        tma.ws_warps_errors(cfg, arch, errors)
+        _ws_errors(cfg, errors)
+
+
+def _ws_errors(cfg: GemmConfig, errors: rules.Errors) -> None:
+    if cfg.with_c or cfg.num_d or cfg.bias == "row":
+        field = "with_c" if cfg.with_c else ("num_d" if cfg.num_d else "bias")
+        errors.append((field, "tma_ws epilogues read nothing indexed by output rows (C, D, a row bias): Triton "
+                              "3.6's warp-specialized code computed wrong results for them on H200"))
+    if cfg.num_stages > MAX_WS_STAGES:
+        errors.append(("num_stages", f"Triton 3.6's warp-specialized pipeline computed wrong results on H200 with "
+                                     f"6 and 8 stages (128x64 and 128x128 tiles, every shape tried); tma_ws needs "
+                                     f"num_stages <= {MAX_WS_STAGES}, got {cfg.num_stages}"))
+    if cfg.block_m < 128 and cfg.block_n > 128:
+        errors.append(("block_n", f"Triton 3.6 cannot split a {cfg.block_m}x{cfg.block_n} tile between the two "
+                                  f"consumer warp groups of tma_ws (compile fails); use block_n <= 128 or "
+                                  f"block_m >= 128"))
+
+
+def problem_mismatch(cfg: GemmConfig, problem: GemmProblem) -> str | None:
+    if cfg.family == "tma_ws" and (reason := tma.ws_batch_mismatch(cfg, problem)):
+        return reason
+    return rules.grid_mismatch(problem.batch)
+
+
+def resources(cfg: GemmConfig) -> Resources:
+    """The pipelined A and B tiles, the stage barriers and the output staging: tma_ws a block_n // subtile
+    slice; tma_persistent (unsplit) a subtile, or with subtile 0 the scratch of the accumulator's layout
+    conversion before the pointer stores (sm_90: 8 KiB for 128x128 over 4 warps, 32 KiB for 128x256 over 8;
+    half the stored tile bounds it). tma_ws holds its accumulator in two consumer warp groups."""
+    tile = cfg.block_m * cfg.block_n
+    out = DTYPES[cfg.out_dtype].bytes if cfg.out_dtype in DTYPES else 0   # unknown: reported, stages nothing
+    if cfg.family == "tma_ws":
+        staging = tile // cfg.subtile * out if cfg.subtile else 0
+        return rules.tile_resources(cfg, 2 * cfg.num_warps, staging + tma.TMA_BARRIER_BYTES)
+    staging = 0
+    if cfg.split_k == 1:
+        staging = tile * out // 2 if cfg.subtile == 0 else tile // cfg.subtile * out
+    return rules.tile_resources(cfg, cfg.num_warps, staging + tma.TMA_BARRIER_BYTES)

@@ -38,16 +38,28 @@ Triton's interpreter cannot run Gluon: these kernels run on CUDA devices only (t
 """
 from __future__ import annotations
 
+from tiledispatch.arch.spec import ArchSpec
+from tiledispatch.configs.fields import choice
 from tiledispatch.configs.gemm import GemmConfig
-from tiledispatch.configs.validity import WS_FP8_GROUP_ROWS, ws_fp8_consumers
 from tiledispatch.dtypes import DTYPES
+from tiledispatch.errors import legal
 from tiledispatch.kernels import gemm_common as common
-from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param
+from tiledispatch.kernels import rules
+from tiledispatch.kernels import tma_common as tma
+from tiledispatch.kernels.spec import ALIGN_BYTES, EntrySpec, LaunchPlan, Param, Resources
+from tiledispatch.problems.gemm import GemmProblem
 
 FN = "gemm_tma_kernel"
 DIALECT = "gluon"
 CHUNK = 2            # K blocks per unrolled chunk of the two-consumer form (see the module docstring)
-WG_ROWS = WS_FP8_GROUP_ROWS   # rows of the tile per consumer warp group
+WG_ROWS = 64         # rows of the tile per consumer warp group
+# 128-row tiles promote one block late in chunks of two, 192-row tiles (less register room per group) each
+# block once its group completes: both fit the partitions' registers for these tiles.
+BLOCK_M = (128, 192)
+BLOCK_N = (64, 128)
+BLOCK_K = 128
+SMEM_EXTRA = 256     # bytes Triton 3.6 adds for the partitions (152-168 measured on sm_90 builds)
+MAX_SPLIT_K = 8      # split K: the last of a tile's splits sums the slots in an unrolled loop
 # Worker partitions (consumer warp groups after the default one, then the producer warp) and the registers each
 # asks for, by consumer count: a 4-warp consumer holds three 64 x block_n fp32 sets with two consumers (the lagged
 # promotion), two with three, and all partitions together fit the SM's 64K registers.
@@ -69,11 +81,17 @@ def _descriptor(name: str, dtype: str, rows: int, cols: int, geometry: str) -> P
     return Param(f"{name}_desc", ty, geometry)
 
 
+def consumers(cfg: GemmConfig) -> int:
+    """Consumer warp groups: one per WG_ROWS rows of the tile (at least one, so that estimates of invalid tiles
+    stay defined)."""
+    return max(1, cfg.block_m // WG_ROWS)
+
+
 def chunk(cfg: GemmConfig) -> int:
     """K blocks per chunk: the three-consumer form holds two register sets (accumulator and partial), so it
     promotes each block as soon as its wgmma group completes; its other two warp groups keep the tensor cores
     busy meanwhile."""
-    return CHUNK if ws_fp8_consumers(cfg) == 2 else 1
+    return CHUNK if consumers(cfg) == 2 else 1
 
 
 def a_box_rows(cfg: GemmConfig) -> int:
@@ -119,14 +137,14 @@ def render(cfg: GemmConfig) -> str:
     bias = ", bias_ptr" if cfg.bias != "none" else ""
     split = ", ws_ptr, count_ptr" if cfg.split_k > 1 else ""
     signature = ",\n    ".join([*runtime, *(f"{p.name}: gl.constexpr" for p in entry.params if p.is_constexpr)])
-    consumers = ws_fp8_consumers(cfg)
+    groups = consumers(cfg)
     staging = "".join(f"    out_smem{g} = gl.allocate_shared_memory(out_desc.dtype, out_desc.block_type.shape, "
-                      f"out_desc.layout)\n" for g in range(consumers))
+                      f"out_desc.layout)\n" for g in range(groups))
     partitions = "".join(f"        (_consume, (out_desc, out_smem{g}, scale{bias}{split}, M, N, full, empty, a_bufs, "
                          f"b_bufs, my_units,\n                    k_span, num_pid_m, num_pid_n, layout, GROUP_M, "
-                         f"STAGES, CHUNK, SPLIT_K, BM, {g})),\n" for g in range(consumers))
-    warps, regs = WORKER_BUDGET[consumers]
-    fills = {"{PARTITIONS}": partitions, "{STAGING}": staging, "{CONSUMERS}": str(consumers),
+                         f"STAGES, CHUNK, SPLIT_K, BM, {g})),\n" for g in range(groups))
+    warps, regs = WORKER_BUDGET[groups]
+    fills = {"{PARTITIONS}": partitions, "{STAGING}": staging, "{CONSUMERS}": str(groups),
              "{BLOCK_M}": str(cfg.block_m), "{WORKER_WARPS}": str(warps), "{WORKER_REGS}": str(regs),
              "{BIAS}": bias, "{SPLIT}": split, "{EPILOGUE}\n": _epilogue_lines(cfg), "{SIGNATURE}": signature}
     source = SOURCE
@@ -144,7 +162,49 @@ def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -
     if cfg.split_k == 1:
         return LaunchPlan(grids)
     return LaunchPlan(grids, workspaces=(("ws_ptr", tiles * cfg.split_k * cfg.block_m * cfg.block_n, cfg.acc_dtype),),
-                      counters=(("count_ptr", tiles * ws_fp8_consumers(cfg)),))
+                      counters=(("count_ptr", tiles * consumers(cfg)),))
+
+
+
+# -- rules ------------------------------------------------------------------------------------------------------
+def config_errors(cfg: GemmConfig, arch: ArchSpec, errors: rules.Errors) -> None:
+    if cfg.split_k != 1:
+        choice(errors, "split_k", cfg.split_k, rules.SPLIT_K)
+    rules.subtile_errors(cfg, errors, subtiles=False)
+    tma.tma_errors(cfg, arch, errors)
+    tma.ws_warps_errors(cfg, arch, errors)
+    form = "fp8 tma_ws (the Gluon kernel of 64-row consumer warp groups)"
+    if cfg.block_m not in BLOCK_M:
+        errors.append(("block_m", f"{form} needs block_m in {legal(BLOCK_M)}, got {cfg.block_m}"))
+    if cfg.block_m in rules.WS_FP8_WIDE_M and cfg.block_n != 128:
+        errors.append(("block_n", f"{form} runs 192-row tiles with block_n=128 only (three warp groups of 64 "
+                                  f"rows share the registers), got {cfg.block_n}"))
+    if cfg.block_n not in BLOCK_N:
+        errors.append(("block_n", f"{form} needs block_n in {legal(BLOCK_N)} (wider tiles run out of "
+                                  f"registers for the lagged promotion), got {cfg.block_n}"))
+    if cfg.block_k != BLOCK_K:
+        errors.append(("block_k", f"{form} needs block_k={BLOCK_K}, got {cfg.block_k}"))
+    if cfg.with_c or cfg.num_d:
+        errors.append(("with_c" if cfg.with_c else "num_d", f"{form} reads no C or D tensors; tma_persistent "
+                                                             f"and tiled fp8 kernels do"))
+    if cfg.split_k > MAX_SPLIT_K:
+        errors.append(("split_k", f"{form} sums a tile's split partials in one unrolled reduce: split_k at most "
+                                  f"{MAX_SPLIT_K}, got {cfg.split_k}"))
+
+
+def problem_mismatch(cfg: GemmConfig, problem: GemmProblem) -> str | None:
+    return tma.ws_batch_mismatch(cfg, problem) or rules.grid_mismatch(problem.batch)
+
+
+def resources(cfg: GemmConfig) -> Resources:
+    """The ring of A and B slots with their two barriers, a WG_ROWS-row output staging buffer per consumer warp
+    group, and SMEM_EXTRA bytes for the partitions; each consumer warp group holds its rows' accumulator."""
+    warps = cfg.num_warps * consumers(cfg)
+    if cfg.out_dtype not in DTYPES:   # reported by validity; the ring and barriers alone
+        return rules.tile_resources(cfg, warps, tma.TMA_BARRIER_BYTES)
+    ring = 16 * max(1, cfg.num_stages)   # the barriers of each slot
+    staging = consumers(cfg) * WG_ROWS * cfg.block_n * DTYPES[cfg.out_dtype].bytes
+    return rules.tile_resources(cfg, warps, ring + staging + SMEM_EXTRA)
 
 
 SOURCE = '''\

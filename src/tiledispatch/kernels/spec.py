@@ -90,3 +90,13 @@ class LaunchPlan:
         """Every buffer the launcher provides, workspaces then counters: (name, elements, dtype, zeroed)."""
         return (tuple((name, n, dtype, False) for name, n, dtype in self.workspaces)
                 + tuple((name, n, "int32", True) for name, n in self.counters))
+
+
+@dataclasses.dataclass(frozen=True)
+class Resources:
+    """What one program of an instance holds, as its family estimates it: shared memory in bytes, accumulator
+    values per thread (the registers its validity rules bound) and the warps holding the accumulator."""
+
+    shared_memory: int
+    accumulators: int
+    warps: int

@@ -7,15 +7,42 @@ never read a neighbouring batch. An operand shared by every batch (batch stride 
 """
 from __future__ import annotations
 
+from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.gemm import GemmConfig
-from tiledispatch.configs.validity import compute_warps, shared_memory_bytes
 from tiledispatch.dtypes import DTYPES
 from tiledispatch.kernels import gemm_common as common
-from tiledispatch.kernels.spec import Param
+from tiledispatch.kernels.spec import Param, Resources
+from tiledispatch.problems.gemm import GemmProblem
 
 SMEM_PER_SM = 232448          # bytes of shared memory per SM on sm_90 (228 KiB)
 REGS_PER_SM = 65536
 REG_OVERHEAD = 64             # registers per thread besides the accumulator (addresses, operands, indices)
+TMA_BARRIER_BYTES = 1024      # the TMA families' stage mbarriers (24 B for 3 stages; tma_ws 376-488 B on sm_90)
+WS_WARPS = 4                  # Triton 3.6 on sm_90 warp-specializes only kernels compiled with 4 warps
+
+
+def tma_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
+    """The rules of every family reading its operands through tensor descriptors."""
+    if not arch.tma:
+        errors.append(("family", f"family {cfg.family!r} needs TMA (sm_90+); {arch.name} has none"))
+    if cfg.align != 16:
+        errors.append(("align", f"family {cfg.family!r} reads through tensor descriptors, which need 16-byte "
+                                f"aligned strides: align must be 16, got {cfg.align}"))
+
+
+def ws_warps_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
+    """tma_ws (both forms): warp specialization needs WS_WARPS warps."""
+    if cfg.num_warps != WS_WARPS:
+        errors.append(("num_warps", f"warp specialization takes effect on {arch.name} only with num_warps="
+                                    f"{WS_WARPS} (Triton ignores it otherwise); got {cfg.num_warps}"))
+
+
+def ws_batch_mismatch(cfg: GemmConfig, problem: GemmProblem) -> str | None:
+    """tma_ws (both forms) computes one matrix."""
+    if problem.batch > 1:
+        return (f"batch: tma_ws computes one matrix (batch={problem.batch}); Triton 3.6 hangs warp-specializing "
+                f"the rank-3 descriptors that batches need")
+    return None
 
 
 def persistent_params(cfg: GemmConfig) -> list[Param]:
@@ -123,10 +150,11 @@ def indent_block(text: str, extra: str) -> str:
     return "".join(extra + line if line.strip() else line for line in text.splitlines(keepends=True))
 
 
-def programs_per_sm(cfg: GemmConfig) -> int:
-    """Resident programs per SM, from shared memory and accumulator registers (at least 1)."""
-    by_smem = SMEM_PER_SM // max(1, shared_memory_bytes(cfg))
-    warps = compute_warps(cfg) + (cfg.num_warps if cfg.family == "tma_ws" else 0)   # + producer group
-    acc_per_thread = cfg.block_m * cfg.block_n // (32 * compute_warps(cfg))
+def programs_per_sm(cfg: GemmConfig, held: Resources) -> int:
+    """Resident programs per SM, from shared memory and accumulator registers (at least 1); `held`: the family's
+    resource estimate of cfg."""
+    by_smem = SMEM_PER_SM // max(1, held.shared_memory)
+    warps = held.warps + (cfg.num_warps if cfg.family == "tma_ws" else 0)   # + producer group
+    acc_per_thread = cfg.block_m * cfg.block_n // (32 * held.warps)
     by_regs = REGS_PER_SM // (warps * 32 * (acc_per_thread + REG_OVERHEAD))
     return max(1, min(by_smem, by_regs))

@@ -93,7 +93,7 @@ def objects_from_columns(op: str, cols: dict[str, Any], config_fields: Sequence[
 
 @functools.lru_cache(maxsize=64)
 def _family_module(op: str, family: str, direction: str) -> Any:
-    from tiledispatch.kernels import family_module
+    from tiledispatch.kernels.family import family_module
 
     cfg = GemmConfig(family=family) if op == "gemm" else ConvConfig(family=family, direction=direction)
     return family_module(cfg)
@@ -128,8 +128,8 @@ def object_features(problems: Sequence, configs: Sequence, padded: Sequence[bool
 
 
 def _padded_run(cfg: Any, problem: GemmProblem, arch: ArchSpec) -> tuple[GemmProblem, float]:
-    """The padded problem a kernel of cfg runs for `problem` (validity.least_padded) and the padding's cost."""
-    from tiledispatch.configs.validity import least_padded
+    """The padded problem a kernel of cfg runs for `problem` (family.least_padded) and the padding's cost."""
+    from tiledispatch.kernels.family import least_padded
     from tiledispatch.select import rules
 
     padded = least_padded(cfg, problem)

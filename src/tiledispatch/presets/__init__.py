@@ -39,8 +39,10 @@ def load_preset(name: str) -> list[GemmConfig | ConvConfig]:
         return [_config(entry) for entry in data["configs"]]
     from tiledispatch.arch.spec import get_arch
     from tiledispatch.configs.space import gemm_space
+    from tiledispatch.kernels.family import is_valid_config
 
     space = dict(data["space"])
     families = tuple(space.pop("families"))
     grid = {k: tuple(v) for k, v in space.pop("grid", {}).items()}
-    return list(gemm_space(space["dtype"], space["layout"], get_arch(space["arch"]), families, grid))
+    return list(gemm_space(space["dtype"], space["layout"], get_arch(space["arch"]), families, grid,
+                           is_valid=is_valid_config))

@@ -99,7 +99,7 @@ TMA_FAMILIES = ("tma_persistent", "tma_ws", "streamk")
 
 
 def family_epilogue(family: str, epilogue: Epilogue) -> Epilogue:
-    """`epilogue` as `family` accepts it: tma_ws reads nothing indexed by output rows (configs.validity), so
+    """`epilogue` as `family` accepts it: tma_ws reads nothing indexed by output rows (kernels/gemm_tma.py), so
     it keeps the activation and takes a column bias where a row bias was asked for."""
     if family != "tma_ws":
         return epilogue
