@@ -3,7 +3,6 @@ dict."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import numbers
 from typing import Any, TypeVar
 
@@ -24,9 +23,14 @@ def fill_dtype_defaults(cfg: Any, input_dtypes: tuple[str, ...]) -> None:
         object.__setattr__(cfg, "acc_dtype", default_acc_dtype(cfg.dtype) if known else "")
 
 
-@functools.lru_cache(maxsize=None)
+_DECLARED: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
 def _declared(cls: type) -> tuple[tuple[str, str], ...]:
-    return tuple((f.name, str(f.type)) for f in dataclasses.fields(cls))
+    """(name, declared type) of every field of a config class, read once per class."""
+    if cls not in _DECLARED:
+        _DECLARED[cls] = tuple((f.name, str(f.type)) for f in dataclasses.fields(cls))
+    return _DECLARED[cls]
 
 
 def check_field_types(cfg: Any) -> None:

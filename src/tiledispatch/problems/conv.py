@@ -47,9 +47,9 @@ def _padding(value: Any, ndim: int) -> tuple[tuple[int, int], ...]:
     """An int, one int per dim (symmetric), or one (left, right) pair per dim; never negative."""
     pairs = []
     for item in _values("padding", value, ndim, f"{ndim} ints or {ndim} (left, right) pairs (one per dim)"):
-        pair = _values("padding", item, 2, "a (left, right) pair of ints")
-        pairs.append(tuple(size(v, "padding", 0) for v in pair))
-    return tuple(pairs)  # type: ignore[return-value]
+        left, right = _values("padding", item, 2, "a (left, right) pair of ints")
+        pairs.append((size(left, "padding", 0), size(right, "padding", 0)))
+    return tuple(pairs)
 
 
 def _sizes(field: str, value: Any) -> tuple[int, ...]:
