@@ -1,7 +1,9 @@
 """Test configuration shared by every lane.
 
-- markers: `gpu` (skipped without a CUDA device) and `slow` (long CPU-lane tests; they still run by default,
-  deselect with `-m "not slow"`);
+- markers (declared in pyproject.toml): `gpu` (skipped without a CUDA device) and `slow` (long CPU-lane tests,
+  left out by default through pyproject's addopts; `-m slow` runs only them, `-m ""` everything);
+- the session's temporary files (pytest's tmp_path dirs, the build cache, Triton's cache, TMPDIR of the build
+  workers) live in one private directory, removed when the session ends (unless --basetemp names one);
 - the whole session uses a private TILEDISPATCH_CACHE_DIR (and Triton cache), never ~/.cache; tests that need
   a clean cache point TILEDISPATCH_CACHE_DIR at their own tmp_path with monkeypatch;
 - a fixed torch seed per test;
@@ -14,22 +16,50 @@ its build workers must compile.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 import pytest
 import torch
 
 import tiledispatch as td
 
+_TEMP_KEY = pytest.StashKey[tuple]()
 ISOLATED_ENV = ("TILEDISPATCH_TUNING_DB", "TILEDISPATCH_INTERPRET", "TILEDISPATCH_MAX_WORKERS", "TILEDISPATCH_ARCH")
 
 
+@pytest.hookimpl(tryfirst=True)    # before pytest's tmpdir plugin reads --basetemp
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one)")
-    config.addinivalue_line("markers", "slow: long CPU-lane test (runs by default; deselect with -m 'not slow')")
+    _private_temp_dir(config)
     # Triton 3.6's interpreter warns on every scalar conversion (NumPy >= 1.25) and on exp overflow in
     # saturating activations (exp(-x) -> inf gives the correct limit); recording ~10^4 warnings costs minutes.
     config.addinivalue_line("filterwarnings", "ignore:Conversion of an array with ndim > 0:DeprecationWarning")
     config.addinivalue_line("filterwarnings", "ignore:overflow encountered in exp:RuntimeWarning")
+
+
+def _private_temp_dir(config: pytest.Config) -> None:
+    """One directory for everything the session writes to temp: pytest's base temp dir inside it, TMPDIR (for
+    Triton's compiler files in this process and in build workers) pointed at it."""
+    if config.option.basetemp is not None:
+        return
+    root = tempfile.mkdtemp(prefix="tiledispatch-tests-")
+    config.option.basetemp = os.path.join(root, "pytest")
+    scratch = os.path.join(root, "tmp")
+    os.mkdir(scratch)
+    config.stash[_TEMP_KEY] = (root, os.environ.get("TMPDIR"), tempfile.tempdir)
+    os.environ["TMPDIR"] = tempfile.tempdir = scratch
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _TEMP_KEY not in config.stash:
+        return
+    root, tmpdir, tempdir = config.stash[_TEMP_KEY]
+    if tmpdir is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = tmpdir
+    tempfile.tempdir = tempdir
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
