@@ -179,10 +179,14 @@ def test_unbuilt_kernel_cannot_run():
 
 
 # -- checked before any kernel is chosen (problem_from_args): D2, D3, D9, D15 ------------------------------
-def derive(a, b, **kwargs):
-    from tiledispatch.runtime.execute import make_gemm_args
-
-    return problem_from_args(make_gemm_args(a, b, **kwargs))
+def derive(a, b, *, out=None, c=None, bias=None, bias_mode=None, d=(), activation=None, alpha=1.0, beta=0.0,
+           out_dtype=None, allow_tf32=False):
+    """problem_from_args of td.gemm's arguments, as the dispatch path builds them (c = out when beta != 0)."""
+    if beta != 0 and c is None:
+        c = out
+    mode = bias_mode or ("col" if bias is not None else "none")
+    return problem_from_args(GemmArgs(a, b, out, c, bias, mode, d, alpha, beta, activation or "none", out_dtype,
+                                      allow_tf32))
 
 
 @pytest.mark.parametrize("alias", ["a", "b", "a-view", "b-rows", "c-partial", "bias", "d-shifted"])
