@@ -168,8 +168,10 @@ class GemmLaunch:
             (lambda t: t.unsqueeze(0)) if out_dim == 3 else (lambda t: t.squeeze(0)))
         epi = problem.epilogue
         self.with_c, self.num_d = epi.with_c, epi.num_d
+        # a row bias is a column (M, 1); a 1-D column bias stays 1-D: addmm fuses it into the GEMM (cuBLASLt)
         self.bias_view = None if args.bias is None else (
-            (lambda t: t.unsqueeze(-1)) if epi.bias == "row" else (lambda t: t.unsqueeze(-2)))
+            (lambda t: t.unsqueeze(-1)) if epi.bias == "row" else
+            (lambda t: t.unsqueeze(-2)) if args.bias.dim() == 2 else (lambda t: t))
         self.addends = int(epi.with_c) + int(args.bias is not None) + epi.num_d
         self.act = activation_fn(epi.activation, inplace=True)
         self.precision = _precision("matmul", problem.dtype, args.a.device)
@@ -236,6 +238,7 @@ class ConvLaunch:
 
         p = problem
         self.direction, self.written = p.direction, OUTPUT_ROLE[p.direction]
+        self.out_slot = ("x", "w", "y").index(self.written)
         self.device = next(t for t in (args.x, args.w, args.y) if t is not None).device
         self.out_shape, self.out_dtype = shapes(p)[self.written], torch_dtype(p.dtype)
         self.flat = p.ndim == 1   # run as 2-D of height 1
@@ -248,7 +251,7 @@ class ConvLaunch:
         self.conv = {2: F.conv2d, 3: F.conv3d}[ndim]
         self.conv_transpose = {2: F.conv_transpose2d, 3: F.conv_transpose3d}[ndim]
         self.backward = torch.ops.aten.convolution_backward.default
-        self.zeros = [0] * ndim
+        self.zeros, self.mask = [0] * ndim, [False, True, False]
         # bwd_data: the output padding that gives back the input size (torch's transposed-conv rule)
         self.output_padding = [*lead[1:], *((size + 2 * left - dil * (f - 1) - 1) % s for size, f, s, (left, _), dil
                                              in zip(p.spatial, p.filter, p.stride, p.padding, p.dilation))]
@@ -257,7 +260,7 @@ class ConvLaunch:
         self.precision = _precision("conv", p.dtype, self.device)
 
     def __call__(self, x: Any, w: Any, y: Any, bias: Any) -> Any:
-        out = (x, w, y)[("x", "w", "y").index(self.written)]
+        out = (x, w, y)[self.out_slot]
         result = self.run(x, w, y, bias) if self.precision is None else self.precision.run(self.run, x, w, y, bias)
         if self.flat:
             result = result.squeeze(2)
@@ -268,22 +271,24 @@ class ConvLaunch:
             return empty_channels_last(self.out_shape, self.out_dtype, self.device).copy_(result)
         return result
 
-    def _view(self, t: Any) -> Any:
-        return t.unsqueeze(2) if self.flat else t
-
     def _fwd(self, x: Any, w: Any, y: Any, bias: Any) -> Any:
-        result = self.conv(self._view(x), self._view(w), bias, self.stride, self.padding, self.dilation,
-                           self.groups)
+        if self.flat:
+            x, w = x.unsqueeze(2), w.unsqueeze(2)
+        result = self.conv(x, w, bias, self.stride, self.padding, self.dilation, self.groups)
         if self.act is not None:
             self.act(result)
         return result
 
     def _bwd_data(self, x: Any, w: Any, dy: Any, bias: Any) -> Any:
-        return self.conv_transpose(self._view(dy), self._view(w), None, self.stride, self.padding,
-                                   self.output_padding, self.groups, self.dilation)
+        if self.flat:
+            dy, w = dy.unsqueeze(2), w.unsqueeze(2)
+        return self.conv_transpose(dy, w, None, self.stride, self.padding, self.output_padding, self.groups,
+                                   self.dilation)
 
     def _bwd_weight(self, x: Any, w: Any, dy: Any, bias: Any) -> Any:
         like = w if w is not None else empty_channels_last(self.out_shape, self.out_dtype, self.device)
-        grads = self.backward(self._view(dy), self._view(x), self._view(like), None, self.stride, self.padding,
-                              self.dilation, False, self.zeros, self.groups, [False, True, False])
+        if self.flat:
+            x, like, dy = x.unsqueeze(2), like.unsqueeze(2), dy.unsqueeze(2)
+        grads = self.backward(dy, x, like, None, self.stride, self.padding, self.dilation, False, self.zeros,
+                              self.groups, self.mask)
         return grads[1]
