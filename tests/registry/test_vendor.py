@@ -42,8 +42,8 @@ def test_names_round_trip():
         assert cfg.family == "vendor" and cfg.library == ("cublas" if cfg.op == "gemm" else "cudnn")
 
 
-@pytest.mark.parametrize("fields, field", [(("matmul",), "op"), (("conv",), "direction"), (("gemm", "fwd"), "direction"),
-                                           (("conv", "bwd"), "direction")])
+@pytest.mark.parametrize("fields, field", [(("matmul",), "op"), (("conv",), "direction"),
+                                           (("gemm", "fwd"), "direction"), (("conv", "bwd"), "direction")])
 def test_bad_fields_raise_invalid_config(fields, field):
     with pytest.raises(InvalidConfig) as info:
         VendorConfig(*fields)
@@ -57,7 +57,8 @@ def test_a_non_string_field_raises_invalid_config_type():
 
 
 @pytest.mark.parametrize("name", ["vendor-cudnn-gemm", "vendor-cublas-gemm-none", "vendor-cublas-conv-fwd",
-                                  "vendor-cudnn-conv-up", "vendor-cudnn-conv", "vendor-", "vendor-cudnn-conv-fwd-2d"])
+                                  "vendor-cudnn-conv-up", "vendor-cudnn-conv", "vendor-",
+                                  "vendor-cudnn-conv-fwd-2d"])
 def test_bad_vendor_names_raise_invalid_config(name):
     with pytest.raises(InvalidConfig) as info:
         parse_name(name)
@@ -68,7 +69,7 @@ def test_vendor_kernels_are_always_built():
     assert GEMM.built and GEMM.name == "vendor-cublas-gemm" and "built" in repr(GEMM)
 
 
-# -- support -----------------------------------------------------------------------------------------------------
+# -- support -------------------------------------------------------------------------------------------------
 def geometry(**fields: object) -> dict[str, object]:
     return fields
 
@@ -105,7 +106,7 @@ def test_is_supported_accepts_what_the_library_takes(kernel, problem):
     assert kernel.is_supported(problem)
 
 
-# -- GEMM numerics -------------------------------------------------------------------------------------------------
+# -- GEMM numerics -------------------------------------------------------------------------------------------
 def run_gemm(args, out_given: bool):
     problem = problem_from_args(args)
     assert GEMM.is_supported(problem)
@@ -122,12 +123,13 @@ def run_gemm(args, out_given: bool):
 
 EPILOGUES = [Epilogue(), Epilogue(bias="col"), Epilogue(bias="row", activation="relu"),
              Epilogue(with_c=True), Epilogue(with_c=True, bias="col", activation="gelu"),
-             Epilogue(num_d=1, activation="gelu_tanh"), Epilogue(num_d=2, bias="row", with_c=True, activation="silu"),
+             Epilogue(num_d=1, activation="gelu_tanh"),
+             Epilogue(num_d=2, bias="row", with_c=True, activation="silu"),
              Epilogue(activation="sigmoid"), Epilogue(num_d=1, with_c=True, activation="tanh")]
 
 
 @pytest.mark.parametrize("layout", ["rrr", "rcr", "crr", "ccr"])
-@pytest.mark.parametrize("epilogue", EPILOGUES, ids=lambda e: e.signature() if hasattr(e, "signature") else str(e))
+@pytest.mark.parametrize("epilogue", EPILOGUES, ids=lambda e: f"{e.activation}-{e.bias}-{e.num_d}-{e.with_c}")
 @pytest.mark.parametrize("out_given", [False, True])
 def test_gemm_matches_the_reference(layout, epilogue, out_given):
     problem = GemmProblem(13, 11, 7, dtype="fp32", layout=layout, epilogue=epilogue)
@@ -190,13 +192,13 @@ def test_gemm_bound_launch_is_remembered_and_takes_alpha_per_call():
         check_against_reference(out, args, "fp32")
 
 
-# -- convolution numerics ------------------------------------------------------------------------------------------
+# -- convolution numerics ------------------------------------------------------------------------------------
 CONV_CASES = {
     "1d": geometry(n=2, c=5, k=3, groups=1, spatial=(11,), filter=(3,), stride=2, padding=1, dilation=1),
     "1d-dil-groups": geometry(n=1, c=6, k=9, groups=3, spatial=(13,), filter=(2,), stride=1, padding=2,
                               dilation=3),
-    "2d-groups": geometry(n=2, c=6, k=4, groups=2, spatial=(7, 6), filter=(3, 2), stride=(2, 1), padding=(1, 0),
-                          dilation=(1, 2)),
+    "2d-groups": geometry(n=2, c=6, k=4, groups=2, spatial=(7, 6), filter=(3, 2), stride=(2, 1),
+                          padding=(1, 0), dilation=(1, 2)),
     "2d-depthwise": geometry(n=2, c=5, k=5, groups=5, spatial=(9, 7), filter=(3, 3), stride=2, padding=1),
     "2d-1x1": geometry(n=3, c=7, k=3, groups=1, spatial=(5, 4), filter=(1, 1)),
     "3d": geometry(n=1, c=3, k=4, groups=1, spatial=(5, 6, 4), filter=(3, 2, 3), stride=(1, 2, 2),
@@ -258,7 +260,7 @@ def test_conv_bound_launch_is_remembered():
     assert first is not second and torch.equal(first, second)
 
 
-# -- activations and precision -------------------------------------------------------------------------------------
+# -- activations and precision -------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"])
 def test_activations_are_the_kernels_definitions(name):
     x = torch.randn(64, dtype=torch.float64) * 3
@@ -271,7 +273,8 @@ def test_activations_are_the_kernels_definitions(name):
     assert torch.equal(fn(x), _act(x, name)) and torch.equal(y, _act(x, name))
 
 
-@pytest.mark.parametrize("op, wanted", [("matmul", "tf32"), ("matmul", "ieee"), ("conv", "ieee"), ("conv", "tf32")])
+@pytest.mark.parametrize("op, wanted", [("matmul", "tf32"), ("matmul", "ieee"), ("conv", "ieee"),
+                                        ("conv", "tf32")])
 def test_precision_is_held_for_the_call_and_restored(op, wanted):
     get, set_ = torch._C._get_fp32_precision_getter, torch._C._set_fp32_precision_setter
     before = get("cuda", op)
@@ -284,7 +287,7 @@ def test_precision_is_held_for_the_call_and_restored(op, wanted):
         set_("cuda", op, before)
 
 
-# -- a registry of vendor plans only -------------------------------------------------------------------------------
+# -- a registry of vendor plans only -------------------------------------------------------------------------
 # Registry.add refuses a VendorConfig until store.add accepts it (kernels.family.config_errors knows no family
 # 'vendor'); strict: these tests fail as soon as it does, so the marker is removed with the change.
 NEEDS_STORE_ADD = pytest.mark.xfail(strict=True, raises=InvalidConfig,
@@ -321,10 +324,12 @@ def test_registry_of_the_vendor_convolutions_runs_every_direction(direction):
     for cfg in vendor_configs():
         registry.add(cfg)
     extra = {"bias": True, "activation": "gelu"} if direction == "fwd" else {}
-    problem = ConvProblem(direction, **CONV_CASES["2d-groups"], dtype="bf16", **extra)   # type: ignore[arg-type]
+    problem = ConvProblem(direction, **CONV_CASES["2d-groups"], dtype="bf16",   # type: ignore[arg-type]
+                          **extra)
     assert registry.select(problem, "first_fit").kernel.name == f"vendor-cudnn-conv-{direction}"
     args = make_conv_args(problem, "cpu")
-    first, second = {"fwd": (args.x, args.w), "bwd_data": (args.y, args.w), "bwd_weight": (args.x, args.y)}[direction]
+    inputs = {"fwd": (args.x, args.w), "bwd_data": (args.y, args.w), "bwd_weight": (args.x, args.y)}
+    first, second = inputs[direction]
     ref = conv_reference(problem, args)
     for _ in range(2):
         out = registry.run_conv(problem, first, second, bias=args.bias, strategy="first_fit")

@@ -1,4 +1,4 @@
-"""VendorConfig: the vendor library (cuBLAS for GEMMs, cuDNN for convolutions, called through torch) as a plan.
+"""VendorConfig: the vendor library (cuBLAS for GEMMs, cuDNN for convolutions, through torch) as a plan.
 
 One config per op and direction; it covers every dtype, layout, shape and epilogue the vendor path takes
 (registry/vendor.py says which). Its name (`vendor-cublas-gemm`, `vendor-cudnn-conv-fwd`, ...) is what
@@ -30,13 +30,14 @@ class VendorConfig:
         for field in ("op", "direction"):
             value = getattr(self, field)
             if not isinstance(value, str):
-                raise InvalidConfigType(f"{field}={value!r} ({type(value).__name__}) must be a string", field=field)
+                raise InvalidConfigType(f"{field}={value!r} ({type(value).__name__}) must be a string",
+                                        field=field)
         if self.op not in VENDOR_OPS:
             raise bad_choice(InvalidConfig, "op", self.op, VENDOR_OPS)
         legal = VENDOR_DIRECTIONS[self.op]
         if self.direction not in legal:
-            raise InvalidConfig(f"direction={self.direction!r} is not valid for op {self.op!r}; legal values: "
-                                f"{', '.join(repr(d) for d in legal)}", field="direction")
+            raise InvalidConfig(f"direction={self.direction!r} is not valid for op {self.op!r}; legal "
+                                f"values: {', '.join(repr(d) for d in legal)}", field="direction")
 
     @property
     def library(self) -> str:

@@ -1,4 +1,4 @@
-"""VendorKernel: the vendor library as a plan beside our kernels, so that selection may pick it when it is faster.
+"""VendorKernel: the vendor library as a plan beside our kernels, for selection to pick when it is faster.
 
 GEMMs run torch.mm / addmm / bmm / baddbmm (cuBLAS on CUDA tensors), convolutions F.conv* (fwd),
 F.conv_transpose* (bwd_data: cuDNN's backward-data algorithms) and aten.convolution_backward (bwd_weight); an
@@ -81,8 +81,8 @@ class VendorKernel(Kernel):
         return bound(args.x, args.w, args.y, args.bias)
 
     def bound_launch(self, args: Any, problem: Any) -> Any:
-        """The launch of `problem` on arguments of this signature, remembered per signature (checked arguments,
-        problem supported: as dispatch calls it)."""
+        """The launch of `problem` on arguments of this signature, remembered per signature (arguments checked
+        and problem supported, as dispatch calls it)."""
         key = launch_key(problem, args) if isinstance(args, GemmArgs) else conv_call_key(problem, args)
         bound = self.launches.get(key) if key is not None else None
         if bound is None:
@@ -104,19 +104,20 @@ def _gemm_support(problem: GemmProblem) -> Support:
 
 def _conv_support(problem: ConvProblem) -> Support:
     if problem.dtype not in CONV_DTYPES:
-        return Support(False, f"dtype: the vendor convolution takes {', '.join(CONV_DTYPES)}, not {problem.dtype}")
+        return Support(False, f"dtype: the vendor convolution takes {', '.join(CONV_DTYPES)}, not "
+                              f"{problem.dtype}")
     if problem.out_dtype != problem.dtype:
-        return Support(False, f"out_dtype: the vendor convolution writes its input dtype ({problem.dtype}), not "
-                              f"{problem.out_dtype}")
+        return Support(False, f"out_dtype: the vendor convolution writes its input dtype ({problem.dtype}), "
+                              f"not {problem.out_dtype}")
     if any(left != right for left, right in problem.padding):
         return Support(False, f"padding: cuDNN takes symmetric padding only, not {problem.padding}")
     return Support(True)
 
 
 class _Precision:
-    """Runs a call with torch's fp32 precision of one CUDA op kind ('matmul' or 'conv') set to `wanted` ('ieee'
-    or 'tf32'), switching it only when it differs and restoring it after: torch's setting is process-wide, so
-    another thread's fp32 call that runs meanwhile sees the switched value."""
+    """Runs a call with torch's fp32 precision of one CUDA op kind ('matmul' or 'conv') set to `wanted`
+    ('ieee' or 'tf32'), switching it only when it differs and restoring it after: torch's setting is
+    process-wide, so another thread's fp32 call that runs meanwhile sees the switched value."""
 
     def __init__(self, op: str, wanted: str) -> None:
         import torch
@@ -142,7 +143,7 @@ def _precision(op: str, dtype: str, device: Any) -> _Precision | None:
     return _Precision(op, "tf32" if dtype == "tf32" else "ieee")
 
 
-# -- GEMM ------------------------------------------------------------------------------------------------------
+# -- GEMM ----------------------------------------------------------------------------------------------------
 class GemmLaunch:
     """The vendor GEMM for one argument signature: out = act(alpha * a @ b + beta * c + bias + sum(d)).
 
@@ -220,7 +221,7 @@ class GemmLaunch:
         return total, 1
 
 
-# -- convolution -----------------------------------------------------------------------------------------------
+# -- convolution ---------------------------------------------------------------------------------------------
 class ConvLaunch:
     """The vendor convolution of one direction for one argument signature: call it with (x, w, y, bias) by
     forward role (y is dy in the backward directions); returns the written tensor (the caller's when given).
@@ -253,7 +254,8 @@ class ConvLaunch:
         self.backward = torch.ops.aten.convolution_backward.default
         self.zeros, self.mask = [0] * ndim, [False, True, False]
         # bwd_data: the output padding that gives back the input size (torch's transposed-conv rule)
-        self.output_padding = [*lead[1:], *((size + 2 * left - dil * (f - 1) - 1) % s for size, f, s, (left, _), dil
+        self.output_padding = [*lead[1:], *((size + 2 * left - dil * (f - 1) - 1) % s
+                                             for size, f, s, (left, _), dil
                                              in zip(p.spatial, p.filter, p.stride, p.padding, p.dilation))]
         self.act = activation_fn(p.activation, inplace=True)
         self.run = {"fwd": self._fwd, "bwd_data": self._bwd_data, "bwd_weight": self._bwd_weight}[p.direction]
@@ -261,7 +263,10 @@ class ConvLaunch:
 
     def __call__(self, x: Any, w: Any, y: Any, bias: Any) -> Any:
         out = (x, w, y)[self.out_slot]
-        result = self.run(x, w, y, bias) if self.precision is None else self.precision.run(self.run, x, w, y, bias)
+        if self.precision is None:
+            result = self.run(x, w, y, bias)
+        else:
+            result = self.precision.run(self.run, x, w, y, bias)
         if self.flat:
             result = result.squeeze(2)
         if out is not None:
