@@ -119,7 +119,7 @@ def make_args(problem: Any, device: Any, seed: int) -> Any:
     from tiledispatch.dtypes import torch_dtype
     from tiledispatch.kernels.conv_common import OUTPUT_ROLE
     from tiledispatch.runtime.conv_args import empty_channels_last, shapes
-    from tiledispatch.runtime.conv_reference import make_conv_args
+    from tiledispatch.testing.reference import make_conv_args
 
     args = make_conv_args(problem, device, seed=seed)
     role = OUTPUT_ROLE[problem.direction]

@@ -196,7 +196,7 @@ def _vendor_fields(timing: Timing, flops: int) -> dict[str, float]:
 
 def run_shape(ctx: Context, reg: Any, combo: Combo, shape: Any) -> dict[str, Any]:
     """One row: cuBLAS, every plan (validated, then timed), tune / auto / rules picks (re-timed with cuBLAS)."""
-    from tiledispatch.runtime.inputs import make_args
+    from tiledispatch.testing.inputs import make_args
 
     problem = combo.problem(shape.m, shape.n, shape.k)
     args = make_args(problem, ctx.device, seed=ctx.seed)

@@ -19,7 +19,7 @@ import triton.testing
 
 import tiledispatch as td
 from tiledispatch.runtime.execute import run_selection
-from tiledispatch.runtime.inputs import make_args
+from tiledispatch.testing.inputs import make_args
 from tiledispatch.select.selector import Selection
 
 SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (1024, 1024, 1024), (16, 4096, 4096), (128, 8192, 1024),

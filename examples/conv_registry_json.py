@@ -9,7 +9,7 @@ import argparse
 import torch
 
 import tiledispatch as td
-from tiledispatch.runtime.conv_reference import make_conv_args, validate_conv
+from tiledispatch.testing.reference import make_conv_args, validate_conv
 
 
 def declare(registry: td.Registry, preset: str | None) -> None:

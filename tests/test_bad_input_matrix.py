@@ -480,22 +480,9 @@ CONFIG_ROWS = [
 # - input_shape / weight_shape are checked by call._as_shape with BadInput (pass them to conv_problem with
 #   x_field="input_shape" / w_field="weight_shape", which checks each entry).
 # Strict: a fixed row fails here until it leaves this list.
-DISPATCH_PENDING = {
-    "gemm-strategy-unknown", "conv-strategy-unknown", "conv_bwd_data-strategy-unknown",
-    "conv-x-list", "conv-x-numpy", "conv-w-list", "conv-w-numpy", "conv-x-none", "conv-x-meta",
-    "conv_bwd_data-dy-list", "conv_bwd_data-dy-numpy", "conv_bwd_data-w-numpy", "conv_bwd_data-dy-meta",
-    "conv_bwd_weight-x-list", "conv_bwd_weight-dy-numpy",
-    "conv-x-float64", "conv-x-int32",
-    "conv_bwd_data-input-shape-none", "conv_bwd_data-input-shape-str", "conv_bwd_data-input-shape-float",
-    "conv_bwd_data-input-shape-zero", "conv_bwd_weight-weight-shape-none",
-    "conv_bwd_weight-weight-shape-float", "conv_bwd_weight-weight-shape-rank",
-    "conv_bwd_weight-weight-shape-channels",
-}
-PENDING = pytest.mark.xfail(reason="checked in dispatch/call.py (DISPATCH_PENDING)", strict=True)
-
 ROWS = {"gemm": GEMM_ROWS, "conv": CONV_ROWS, "conv_bwd_data": DGRAD_ROWS, "conv_bwd_weight": WGRAD_ROWS,
         "problem": PROBLEM_ROWS, "config": CONFIG_ROWS}
-CASES = [pytest.param(row, id=name, marks=[PENDING] * (name in DISPATCH_PENDING))
+CASES = [pytest.param(row, id=name)
          for entry, rows in ROWS.items() for row in rows for name in (f"{entry}-{row.id}",)]
 
 
@@ -503,7 +490,7 @@ def test_the_matrix_is_large():
     bad = [row for rows in ROWS.values() for row in rows if row.kind is not None]
     assert len(bad) >= 170, len(bad)
     ids = {f"{entry}-{row.id}" for entry, rows in ROWS.items() for row in rows}
-    assert len(ids) == len(CASES) and DISPATCH_PENDING <= ids
+    assert len(ids) == len(CASES)
 
 
 @pytest.mark.parametrize("row", CASES)

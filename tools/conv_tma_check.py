@@ -16,8 +16,8 @@ import os
 
 import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.configs.conv_validity import conv_config_errors
-from tiledispatch.runtime.conv_reference import check_kernels
+from tiledispatch.kernels.family import config_errors as conv_config_errors
+from tiledispatch.testing.reference import check_kernels
 
 ROWS = [(128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (128, 256, 64, 8, 3),
         (64, 64, 64, 4, 4), (256, 128, 64, 8, 3), (128, 32, 32, 4, 4), (128, 16, 16, 4, 4)]

@@ -4,8 +4,8 @@ import time
 import torch
 
 import tiledispatch as td
-from tiledispatch.runtime.inputs import make_args
-from tiledispatch.runtime.reference import validate
+from tiledispatch.testing.inputs import make_args
+from tiledispatch.testing.reference import validate
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ import torch
 import tiledispatch as td
 from tiledispatch.bench.timer import FLUSH_MB, flushed_event_samples, quantile
 from tiledispatch.runtime.execute import run_selection
-from tiledispatch.runtime.inputs import make_args
+from tiledispatch.testing.inputs import make_args
 from tiledispatch.select.selector import Selection
 
 CALLS = 200

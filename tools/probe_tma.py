@@ -63,7 +63,7 @@ def persistent_jit():
 
     from tiledispatch.build import cache
     from tiledispatch.build.loader import import_source
-    from tiledispatch.kernels import family_module
+    from tiledispatch.kernels.family import family_module
     from tiledispatch.runtime.arguments import GemmArgs, argument_values
 
     k = _reg(family="tma_persistent", block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=3)
@@ -94,8 +94,8 @@ def streamk():
 def wsgrid():
     """tma_ws over epilogue kinds and shapes: which combinations leave elements unwritten or wrong."""
     import tiledispatch as td
-    from tiledispatch.runtime.inputs import make_args
-    from tiledispatch.runtime.reference import validate
+    from tiledispatch.testing.inputs import make_args
+    from tiledispatch.testing.reference import validate
 
     reg = td.Registry(td.detect())
     epilogues = [td.Epilogue(), td.Epilogue(with_c=True), td.Epilogue(num_d=1), td.Epilogue(bias="col"),

@@ -16,7 +16,7 @@ from profile_padding import event_us, kernels_of
 import tiledispatch as td
 from tiledispatch.configs.naming import parse_name
 from tiledispatch.runtime.execute import run_selection
-from tiledispatch.runtime.inputs import make_args
+from tiledispatch.testing.inputs import make_args
 from tiledispatch.select.selector import Selection, plans_of
 
 

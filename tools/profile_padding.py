@@ -16,7 +16,7 @@ import torch
 
 import tiledispatch as td
 from tiledispatch.runtime.execute import run_selection
-from tiledispatch.runtime.inputs import make_args
+from tiledispatch.testing.inputs import make_args
 from tiledispatch.select.selector import Selection, plans_of
 
 

@@ -13,6 +13,8 @@ ENV_VARS = {
     "TILEDISPATCH_TUNING_DB": "path of the tuning database file (default: under the cache dir)",
     "TILEDISPATCH_PROGRESS": "0 disables progress bars (default: on when stderr is a terminal)",
     "TILEDISPATCH_INTERPRET": "1 forces Triton's interpreter even for CUDA tensors (debugging)",
+    "TILEDISPATCH_MEASURE": "0 stops `auto` from timing its top plans when the cost model is unsure (default on)",
+    "TILEDISPATCH_MEASURE_TOP_K": "plans `auto` times when unsure, besides those the model cannot rank (default 3)",
 }
 
 
@@ -56,3 +58,22 @@ def progress_enabled() -> bool | None:
 
 def force_interpreter() -> bool:
     return _get("TILEDISPATCH_INTERPRET") in ("1", "true", "yes")
+
+
+def measure_when_unsure() -> bool:
+    """Whether `auto` times its top plans on the GPU when the cost model is unsure (see dispatch/decide.py)."""
+    return _get("TILEDISPATCH_MEASURE") not in ("0", "false", "no")
+
+
+def measure_top_k() -> int:
+    value = _get("TILEDISPATCH_MEASURE_TOP_K")
+    if value is None:
+        return 3
+    try:
+        k = int(value)
+    except ValueError:
+        raise BadInput(f"TILEDISPATCH_MEASURE_TOP_K={value!r} is not an integer",
+                       field="TILEDISPATCH_MEASURE_TOP_K") from None
+    if k < 1:
+        raise BadInput(f"TILEDISPATCH_MEASURE_TOP_K={k} must be >= 1", field="TILEDISPATCH_MEASURE_TOP_K")
+    return k

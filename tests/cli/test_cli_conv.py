@@ -19,7 +19,7 @@ from tiledispatch.cli.measure import check, make_inputs
 from tiledispatch.codegen.writer import file_name
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.naming import parse_name
-from tiledispatch.runtime.vendor import conv_vendor
+from tiledispatch.bench.vendor import conv_vendor
 
 FWD = "conv-gemm-fwd-2d-fp16-fp16-fp32-64x64x32-g1-w4-s3-k0-tap-a8-none-b0"
 FWD_A1 = "conv-gemm-fwd-2d-fp16-fp16-fp32-64x64x32-g1-w4-s3-k0-tap-a1-none-b0"

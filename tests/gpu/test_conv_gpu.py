@@ -11,7 +11,7 @@ import torch
 import tiledispatch as td
 from tiledispatch.kernels.conv_common import OUTPUT_ROLE
 from tiledispatch.presets import list_presets
-from tiledispatch.runtime.conv_reference import check_kernels, make_conv_args, validate_conv
+from tiledispatch.testing.reference import check_kernels, make_conv_args, validate_conv
 from tiledispatch.testing.conv_fuzz import call_api, random_problems
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

@@ -10,7 +10,7 @@ import torch
 
 import tiledispatch as td
 from tiledispatch.kernels import conv_im2col
-from tiledispatch.runtime.conv_reference import check_kernels
+from tiledispatch.testing.reference import check_kernels
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

@@ -6,8 +6,8 @@ import torch
 
 import tiledispatch as td
 from tiledispatch.dtypes import torch_dtype
-from tiledispatch.runtime.inputs import make_args
-from tiledispatch.runtime.reference import validate
+from tiledispatch.testing.inputs import make_args
+from tiledispatch.testing.reference import validate
 from tiledispatch.testing import suites
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

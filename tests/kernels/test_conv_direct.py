@@ -9,9 +9,10 @@ import pytest
 
 import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
+from tiledispatch.kernels.family import config_errors as conv_config_errors
+from tiledispatch.kernels.family import problem_mismatch as conv_problem_mismatch
 from tiledispatch.kernels import conv_direct
-from tiledispatch.runtime.conv_reference import run_and_validate
+from tiledispatch.testing.reference import run_and_validate
 
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
 # align 1: fp32, 16x8 tiles, 1 warp (bwd_weight: 4 values per thread, so 9 taps per chunk);

@@ -8,9 +8,10 @@ import torch
 
 import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
+from tiledispatch.kernels.family import config_errors as conv_config_errors
+from tiledispatch.kernels.family import problem_mismatch as conv_problem_mismatch
 from tiledispatch.kernels.conv_gemm import entries, gemm_config
-from tiledispatch.runtime.conv_reference import run_and_validate
+from tiledispatch.testing.reference import run_and_validate
 
 # align 8 runs the tma_persistent GEMM, align 1 the pointer-loading tiled GEMM
 CONFIGS = {(d, a): ConvConfig(family="gemm", direction=d, ndim=2, dtype="fp16", block_m=64, block_n=64, block_k=32,

@@ -8,11 +8,12 @@ import pytest
 
 import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
+from tiledispatch.kernels.family import config_errors as conv_config_errors
+from tiledispatch.kernels.family import problem_mismatch as conv_problem_mismatch
 from tiledispatch.kernels import conv_igemm
 from tiledispatch.kernels.conv_common import phase_rows
 from tiledispatch.registry.kernel import prepare
-from tiledispatch.runtime.conv_reference import make_conv_args, validate_conv
+from tiledispatch.testing.reference import make_conv_args, validate_conv
 from tiledispatch.runtime.launcher import Workspaces
 
 DIRECTIONS = ("fwd", "bwd_data")

@@ -10,9 +10,10 @@ import torch
 
 import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
+from tiledispatch.kernels.family import config_errors as conv_config_errors
+from tiledispatch.kernels.family import problem_mismatch as conv_problem_mismatch
 from tiledispatch.kernels import conv_im2col
-from tiledispatch.runtime.conv_reference import run_and_validate
+from tiledispatch.testing.reference import run_and_validate
 
 
 def _cfg(ndim: int, split: int = 1, direction: str = "bwd_weight", align: int = 8, **epilogue) -> ConvConfig:
@@ -202,7 +203,7 @@ def test_weight_with_gaps_raises_bad_input(registry):
     w = torch.empty(32, 16, 3, 3, dtype=torch.float16)   # contiguous (K, C, Y, X): taps are not channel-major
     with pytest.raises(td.BadInput) as info:
         registry.get(CASES[0][1].name).run(problem, x=x, y=dy, w=w)
-    assert info.value.field == "weight"
+    assert info.value.field == "w"
 
 
 def test_candidates_compile_for_sm90(build_registry):

@@ -7,9 +7,11 @@ import pytest
 
 import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
-from tiledispatch.kernels import conv_roll, family_module
-from tiledispatch.runtime.conv_reference import run_and_validate
+from tiledispatch.kernels.family import config_errors as conv_config_errors
+from tiledispatch.kernels.family import problem_mismatch as conv_problem_mismatch
+from tiledispatch.kernels import conv_roll
+from tiledispatch.kernels.family import family_module
+from tiledispatch.testing.reference import run_and_validate
 
 # align 8: fp16, two 8-channel vectors per 16-channel tile (24 channels: a half-masked second tile), fwd with
 # bias and an activation; align 1: fp32, 5 channels (odd), a 2-wide unroll where the filter allows it

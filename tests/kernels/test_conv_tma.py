@@ -9,9 +9,10 @@ import pytest
 
 import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
+from tiledispatch.kernels.family import config_errors as conv_config_errors
+from tiledispatch.kernels.family import problem_mismatch as conv_problem_mismatch
 from tiledispatch.kernels import conv_igemm, conv_tma, conv_tma_wgrad
-from tiledispatch.runtime.conv_reference import run_and_validate
+from tiledispatch.testing.reference import run_and_validate
 
 ARCH = td.get_arch("sm_90")
 # the smallest boxes per ndim: 1-D 16 pixels, 2-D 2x8, 3-D 1x8x8

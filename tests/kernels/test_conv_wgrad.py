@@ -8,9 +8,10 @@ import pytest
 
 import tiledispatch as td
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.configs.conv_validity import conv_config_errors, conv_problem_mismatch
+from tiledispatch.kernels.family import config_errors as conv_config_errors
+from tiledispatch.kernels.family import problem_mismatch as conv_problem_mismatch
 from tiledispatch.kernels import conv_wgrad
-from tiledispatch.runtime.conv_reference import run_and_validate
+from tiledispatch.testing.reference import run_and_validate
 
 
 def _cfg(ndim: int, kloop: str, gpp: int = 1, align: int = 8, split: int = 0, dtype: str = "fp16") -> ConvConfig:

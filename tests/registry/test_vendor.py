@@ -288,13 +288,6 @@ def test_precision_is_held_for_the_call_and_restored(op, wanted):
 
 
 # -- a registry of vendor plans only -------------------------------------------------------------------------
-# Registry.add refuses a VendorConfig until store.add accepts it (kernels.family.config_errors knows no family
-# 'vendor'); strict: these tests fail as soon as it does, so the marker is removed with the change.
-NEEDS_STORE_ADD = pytest.mark.xfail(strict=True, raises=InvalidConfig,
-                                    reason="KernelStore.add does not accept a VendorConfig yet")
-
-
-@NEEDS_STORE_ADD
 def test_registry_of_the_vendor_gemm_selects_and_runs_it():
     registry = td.Registry("sm_90")
     registry.add("vendor-cublas-gemm")
@@ -317,7 +310,6 @@ def relu_args(a, b, bias):
     return GemmArgs(a, b, None, None, bias, "col", (), 2.0, 0.0, "relu")
 
 
-@NEEDS_STORE_ADD
 @pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
 def test_registry_of_the_vendor_convolutions_runs_every_direction(direction):
     registry = td.Registry.from_json(td.Registry("sm_90").to_json())

@@ -9,8 +9,8 @@ import torch
 import tiledispatch as td
 from tiledispatch.dtypes import INPUT_DTYPES
 from tiledispatch.runtime.arguments import GemmArgs
-from tiledispatch.runtime.inputs import make_args
-from tiledispatch.runtime.reference import TOLERANCES, errors, reference, validate
+from tiledispatch.testing.inputs import make_args
+from tiledispatch.testing.reference import TOLERANCES, errors, reference, validate
 from tiledispatch.testing import check_against_reference
 
 F64 = torch.float64

@@ -29,13 +29,13 @@ class ProblemBench:
         self.problem, self.device = problem, device
         exact = device.type == "cpu"     # float64 on the CPU; float32 (no TF32) on the GPU at real sizes
         if isinstance(problem, ConvProblem):
-            from tiledispatch.runtime.conv_reference import conv_reference, make_conv_args
+            from tiledispatch.testing.reference import conv_reference, make_conv_args
 
             self.args = make_conv_args(problem, device, seed, poison=True)
             self.reference = conv_reference(problem, self.args, exact=exact)
         else:
-            from tiledispatch.runtime.inputs import make_args
-            from tiledispatch.runtime.reference import reference
+            from tiledispatch.testing.inputs import make_args
+            from tiledispatch.testing.reference import reference
 
             self.args = make_args(problem, device, seed)
             self.reference = reference(self.args, exact=exact)
@@ -71,13 +71,13 @@ class ProblemBench:
         return lambda: run_selection(selection, args)
 
     def rel_err(self, out: Any) -> float:
-        from tiledispatch.runtime.reference import errors
+        from tiledispatch.testing.reference import errors
 
         return errors(out, self.reference)["rel_err"]
 
     def tolerance(self) -> float:
-        from tiledispatch.runtime.conv_reference import CONV_TOLERANCES
-        from tiledispatch.runtime.reference import TOLERANCES
+        from tiledispatch.testing.reference import CONV_TOLERANCES
+        from tiledispatch.testing.reference import TOLERANCES
 
         return (CONV_TOLERANCES if isinstance(self.problem, ConvProblem) else TOLERANCES)[self.problem.dtype]
 
@@ -109,7 +109,7 @@ def measure_kernel(bench: ProblemBench, kernel: Kernel, padded: bool, timer: Swe
 def measure_vendor(bench: ProblemBench, timer: SweepTimer) -> tuple[str, Outcome]:
     """The vendor library's time on the same inputs (its result checked like a kernel's)."""
     from tiledispatch.errors import UnsupportedProblem
-    from tiledispatch.runtime.vendor import CUBLAS, CUDNN, vendor_call
+    from tiledispatch.bench.vendor import CUBLAS, CUDNN, vendor_call
 
     try:
         label, fn = vendor_call(bench.problem, bench.args)

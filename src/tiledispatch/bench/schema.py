@@ -1,4 +1,4 @@
-"""The dataset schema of sweeps: one row per (problem, kernel), long format (DESIGN.md §7).
+"""The dataset schema of sweeps: one row per (problem, kernel), long format.
 
 A row holds the problem (its signature, its JSON, and every field as a `p_` column, per-dim tuples spread over
 `_0.._2` columns), the kernel (its name and every config field as a `c_` column), the outcome (status, error,

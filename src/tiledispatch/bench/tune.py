@@ -26,12 +26,14 @@ def _gemm_runner(plan: Plan, args: Any) -> Callable[[], Any]:
     return lambda: run_selection(selection, fixed)
 
 
-def time_plans(plans: list[Plan], request: GemmProblem | ConvProblem, device: Any) -> tuple[Plan, dict[str, float]]:
-    """(the fastest plan, median ms of every plan by label) on `device`."""
-    from tiledispatch.runtime.inputs import make_args
+def time_plans(plans: list[Plan], request: GemmProblem | ConvProblem, device: Any, quick: bool = False
+               ) -> tuple[Plan, dict[str, float]]:
+    """(the fastest plan, median ms of every plan by label) on `device`; quick: a short budget (about 2 ms of
+    warm-up and 10 ms of timed runs per plan: what `auto` spends when unsure)."""
+    from tiledispatch.testing.inputs import make_args
 
     if isinstance(request, ConvProblem):
-        from tiledispatch.runtime.conv_reference import make_conv_args
+        from tiledispatch.testing.reference import make_conv_args
 
         conv_args = make_conv_args(request, device)
 
@@ -42,6 +44,7 @@ def time_plans(plans: list[Plan], request: GemmProblem | ConvProblem, device: An
 
         def runner(plan: Plan) -> Callable[[], Any]:
             return _gemm_runner(plan, args)
-    timings = {plan.label: time_ms(runner(plan), device) for plan in plans}
+    budget = {"warmup_ms": 2, "rep_ms": 10} if quick else {}
+    timings = {plan.label: time_ms(runner(plan), device, **budget) for plan in plans}
     winner = min(plans, key=lambda plan: timings[plan.label])
     return winner, timings

@@ -74,8 +74,8 @@ def codegen_configs(op: str, wanted: dict[str, object], preselected: str | None,
 
 def config_errors(cfg: GemmConfig | ConvConfig, arch) -> list[tuple[str, str]]:
     """The validity predicate of the config's op."""
-    from tiledispatch.configs.conv_validity import conv_config_errors
-    from tiledispatch.configs.validity import gemm_config_errors
+    from tiledispatch.kernels.family import config_errors as conv_config_errors
+    from tiledispatch.kernels.family import config_errors as gemm_config_errors
 
     return (conv_config_errors if isinstance(cfg, ConvConfig) else gemm_config_errors)(cfg, arch)
 

@@ -43,7 +43,7 @@ def _say(label: str, value: Any, style: str = "") -> None:
 def demo(gpu_target: TargetOpt = None, jobs: WorkersOpt = None) -> None:
     """A tour: 5 fp16 instances with a fused bias+GELU epilogue -> build -> select -> run -> validate."""
     from tiledispatch.cli.registries import build_for_use
-    from tiledispatch.runtime.inputs import make_args
+    from tiledispatch.testing.inputs import make_args
 
     registry = Registry(gpu_target)
     for cfg in demo_configs():

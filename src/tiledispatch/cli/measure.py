@@ -64,10 +64,10 @@ def throughput(problem: Problem, time_ms: float) -> dict[str, float]:
 def make_inputs(problem: Problem, device: Any, seed: int = 0) -> Any:
     """Random inputs of the problem on `device` (GemmArgs, or ConvArgs with a NaN-poisoned written tensor)."""
     if isinstance(problem, ConvProblem):
-        from tiledispatch.runtime.conv_reference import make_conv_args
+        from tiledispatch.testing.reference import make_conv_args
 
         return make_conv_args(problem, device, seed=seed, poison=True)
-    from tiledispatch.runtime.inputs import make_args
+    from tiledispatch.testing.inputs import make_args
 
     return make_args(problem, device, seed=seed)
 
@@ -75,20 +75,20 @@ def make_inputs(problem: Problem, device: Any, seed: int = 0) -> Any:
 def reference_of(problem: Problem, args: Any) -> Any:
     """The float64 result the problem's output is checked against."""
     if isinstance(problem, ConvProblem):
-        from tiledispatch.runtime.conv_reference import conv_reference
+        from tiledispatch.testing.reference import conv_reference
 
         return conv_reference(problem, args)
-    from tiledispatch.runtime.reference import reference
+    from tiledispatch.testing.reference import reference
 
     return reference(args)
 
 
 def _tolerance(problem: Problem) -> float:
     if isinstance(problem, ConvProblem):
-        from tiledispatch.runtime.conv_reference import CONV_TOLERANCES
+        from tiledispatch.testing.reference import CONV_TOLERANCES
 
         return CONV_TOLERANCES[problem.dtype]
-    from tiledispatch.runtime.reference import TOLERANCES
+    from tiledispatch.testing.reference import TOLERANCES
 
     return TOLERANCES[problem.dtype]
 
@@ -131,7 +131,7 @@ def measure(selection: Selection, request: Problem, args: Any, target: Target, *
 def check(out: Any, args: Any, problem: Problem, reference: Any = None) -> dict[str, Any]:
     """Relative and max errors of `out` against the float64 reference (computed unless given), and whether
     they are within the problem dtype's tolerance."""
-    from tiledispatch.runtime.reference import errors
+    from tiledispatch.testing.reference import errors
 
     expected = reference_of(problem, args) if reference is None else reference
     result: dict[str, Any] = dict(errors(out, expected))

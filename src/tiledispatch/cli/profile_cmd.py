@@ -42,7 +42,7 @@ from tiledispatch.cli.problem_args import (
 from tiledispatch.errors import TileDispatchError, UnsupportedProblem
 from tiledispatch.registry.kernel import Kernel
 from tiledispatch.registry.registry import Registry
-from tiledispatch.runtime.vendor import CUBLAS, CUDNN, vendor_call
+from tiledispatch.bench.vendor import CUBLAS, CUDNN, vendor_call
 from tiledispatch.select.selector import Plan, Selection
 
 VENDORS = (CUBLAS, CUDNN)

@@ -24,9 +24,11 @@ from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.registry.kernel import prepare
 from tiledispatch.registry.store import KernelStore
 from tiledispatch.runtime.arguments import GemmArgs, problem_from_args
-from tiledispatch.runtime.conv_args import ConvArgs, conv_problem
+from tiledispatch.runtime.conv_args import ConvArgs, conv_problem, plain_geometry
 from tiledispatch.runtime.launcher import call_key, device_token, interpret_switch, tensor_key
 from tiledispatch.runtime.padding import PaddedLaunch
+from tiledispatch.runtime.tensor_checks import byte_extent, ranges_meet, require_tensor
+from tiledispatch.select.selector import check_strategy
 
 if TYPE_CHECKING:
     import torch
@@ -56,7 +58,8 @@ def gemm(site: Site, a: Any, b: Any, out: Any, c: Any, bias: Any, bias_mode: str
         (bias_mode, activation, out_dtype, allow_tf32, strategy, problem,
          device_token() if strategy == "auto" else None))   # auto reads the current GPU's tuning DB
     hit = site.memo.get(key)
-    if hit is not None and hit.stamp == hit.registry.stamp():
+    if (hit is not None and hit.stamp == hit.registry.stamp() and type(alpha) in _REAL and type(beta) in _REAL
+            and (out is None or not _meets(hit, out, a, b))):
         return hit.bound(a, b, out, c, bias, d, alpha, beta, scale_a, scale_b), hit
     args = GemmArgs(a, b, out, c, bias, bias_mode or ("col" if bias is not None else "none"),
                     tuple(d) if isinstance(d, (tuple, list)) else d, alpha, beta, activation or "none", out_dtype,
@@ -66,6 +69,7 @@ def gemm(site: Site, a: Any, b: Any, out: Any, c: Any, bias: Any, bias_mode: str
 
 def _first_gemm(site: Site, key: Any, args: GemmArgs, strategy: str, expected: GemmProblem | None
                 ) -> tuple[Any, Decision]:
+    check_strategy(strategy)
     problem = problem_from_args(args, prefer_layout=expected.layout if expected is not None else None)
     if expected is not None:
         _check_matches(expected, problem)
@@ -79,8 +83,27 @@ def _first_gemm(site: Site, key: Any, args: GemmArgs, strategy: str, expected: G
                 args.scale_b)
     decision = Decision(selection, bound, registry, registry.stamp())
     if key is not None and bound.reusable:
+        decision.extents = _extents(args.out, args.a, args.b)
         site.memo.put(key, decision)
     return out, decision
+
+
+_REAL = (int, float)
+
+
+def _extents(out: Any, *inputs: Any) -> tuple[int, ...]:
+    """Byte extents of a signature's written tensor and inputs (fixed by shapes and strides)."""
+    return tuple(byte_extent(t) if t is not None else 0 for t in (out, *inputs))
+
+
+def _meets(hit: Decision, out: Any, *inputs: Any) -> bool:
+    """Whether a remembered call's `out` shares memory with one of its inputs (the checked path then names it)."""
+    extents = hit.extents
+    if not extents:
+        return True
+    start = out.data_ptr()
+    return any(t is not None and ranges_meet(start, extents[0], t.data_ptr(), extent)
+               for t, extent in zip(inputs, extents[1:]))
 
 
 def _check_matches(problem: GemmProblem, derived: GemmProblem) -> None:
@@ -116,7 +139,7 @@ def conv(site: Site, direction: str, first: Any, second: Any, shape: Geometry | 
     the call's Geometry (td.conv*) or a ConvProblem (Registry.run)."""
     key = _conv_key(first, second, shape, bias, activation, out, strategy)
     hit = site.memo.get(key)
-    if hit is not None and hit.stamp == hit.registry.stamp():
+    if hit is not None and hit.stamp == hit.registry.stamp() and (out is None or not _meets(hit, out, first, second)):
         return hit.bound(*role_tuple(direction, first, second, out, bias)), hit
     return _first_conv(site, key, direction, first, second, shape, bias, activation, out, strategy)
 
@@ -125,8 +148,8 @@ def _conv_key(first: Any, second: Any, shape: Any, bias: Any, activation: str | 
               strategy: str) -> tuple | None:
     """Every argument a decision reads (tensors by shape, strides, dtype, device and alignment), or None for
     `tune` and for arguments that cannot be keys (the checked path names the bad one)."""
-    if strategy == "tune":
-        return None
+    if strategy == "tune" or (type(shape) is tuple and not plain_geometry(*shape[3:])):
+        return None   # 1.0, True and np.int64(1) equal 1 as keys: such calls take the checked path every time
     try:
         key = (shape, activation, strategy, tensor_key(first), tensor_key(second),
                None if out is None else tensor_key(out), None if bias is None else tensor_key(bias),
@@ -141,6 +164,7 @@ def _first_conv(site: Site, key: Any, direction: str, first: Any, second: Any, s
                 activation: str | None, out: Any, strategy: str) -> tuple[Any, Decision]:
     names = _CALLER_NAMES[direction]
     _check_pair(first, second, names)
+    check_strategy(strategy)
     args = ConvArgs(*role_tuple(direction, first, second, out, bias))
     if isinstance(shape, ConvProblem):
         problem = shape
@@ -148,31 +172,25 @@ def _first_conv(site: Site, key: Any, direction: str, first: Any, second: Any, s
         _, x_shape, w_shape, stride, padding, dilation, groups = shape
         x_field = "input_shape" if direction == "bwd_data" else names[0]
         w_field = "weight_shape" if direction == "bwd_weight" else "w"
-        problem = conv_problem(direction, _as_shape(x_shape, x_field), _as_shape(w_shape, w_field), stride=stride,
-                               padding=padding,
-                               dilation=dilation, groups=groups, dtype=from_torch(first.dtype, "dtype"),
-                               bias=bias is not None, activation=activation or "none")
+        problem = conv_problem(direction, x_shape, w_shape, stride=stride, padding=padding, dilation=dilation,
+                               groups=groups, dtype=from_torch(first.dtype, names[0]), bias=bias is not None,
+                               activation=activation or "none", x_field=x_field, w_field=w_field,
+                               dtype_field=names[0])
     checked = prepare(problem, args)
     registry = site.registry_for(checked)
     selection = decide.select(registry, checked, strategy)
     bound = selection.kernel.bound_launch(args, checked)
     decision = Decision(selection, bound, registry, registry.stamp())
     if key is not None and bound.reusable:
+        decision.extents = _extents(out, first, second)
         site.memo.put(key, decision)
     return bound(args.x, args.w, args.y, args.bias), decision
-
-
-def _as_shape(value: Any, field: str) -> tuple[int, ...]:
-    if not isinstance(value, (tuple, list)):
-        raise BadInput(f"{field} must be a shape (a tuple of ints), got {type(value).__name__}", field=field)
-    return tuple(value)
 
 
 def _check_pair(first: Any, second: Any, names: tuple[str, str, str]) -> None:
     """The two input tensors of a call: torch tensors of one dtype on one device."""
     for field, t in zip(names, (first, second)):
-        if not hasattr(t, "dtype") or not hasattr(t, "device"):
-            raise BadInput(f"{field} must be a torch tensor, got {type(t).__name__}", field=field)
+        require_tensor(t, field)
     if first.dtype != second.dtype:
         raise BadInput(f"{names[1]} is {second.dtype} but {names[0]} is {first.dtype}: the tensors must have one "
                        "dtype", field=names[1])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tiledispatch import settings
 from tiledispatch.memo import Stamp
 from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import GemmProblem
@@ -12,7 +13,7 @@ from tiledispatch.registry.store import KernelStore
 from tiledispatch.runtime.launcher import device_token
 from tiledispatch.select import cost_model
 from tiledispatch.select.selector import (DEFAULT_TOP_K, Plan, Selection, by_model_or_rules, check_strategy, choose,
-                                          measured, to_time)
+                                          from_ranking, measured, to_measure, to_time, tuned_plan, unsure)
 
 
 @dataclasses.dataclass
@@ -24,6 +25,7 @@ class Decision:
     bound: Any
     registry: KernelStore
     stamp: Stamp
+    extents: tuple[int, ...] = ()   # byte extents of the written tensor and inputs of a remembered call
 
     def valid(self) -> bool:
         return self.stamp == self.registry.stamp()
@@ -56,11 +58,40 @@ def _choose(registry: KernelStore, plans: list[Plan], problem: GemmProblem | Con
     model, why_not = cost_model.shipped_model(arch.name, problem)
     if strategy == "tune":
         return _tune(registry, plans, problem, top_k, model, why_not)
-    tuned = None
-    if strategy == "auto":
-        hit = registry.tuning_db.lookup(registry.device_name(registry.default_device()), problem.signature())
-        tuned = None if hit is None else hit["kernel"]
-    return choose(plans, problem, strategy, arch, tuned=tuned, model=model, why_not=why_not)
+    if strategy == "ml":
+        return choose(plans, problem, strategy, arch, model=model, why_not=why_not)
+    device = registry.default_device()
+    hit = registry.tuning_db.lookup(registry.device_name(device), problem.signature())
+    tuned = None if hit is None else tuned_plan(plans, hit["kernel"])
+    if tuned is not None:
+        return tuned
+    ranking = by_model_or_rules(plans, problem, arch, model, why_not)
+    why = unsure(ranking)
+    if why is not None and _can_measure(device):
+        return _measure(registry, to_measure(ranking, settings.measure_top_k()), problem, device, why)
+    return from_ranking(ranking)
+
+
+def _can_measure(device: Any) -> bool:
+    """Unsure -> measure runs on a GPU (not Triton's interpreter), when allowed, and never while a CUDA graph
+    is being captured (timing would break the capture)."""
+    if device.type != "cuda" or not settings.measure_when_unsure() or settings.force_interpreter():
+        return False
+    import torch
+
+    return not torch.cuda.is_current_stream_capturing()
+
+
+def _measure(registry: KernelStore, plans: list[Plan], problem: GemmProblem | ConvProblem, device: Any,
+             why: str) -> Selection:
+    """`auto` when unsure: time the candidate plans once with a short budget, remember the winner in the
+    tuning DB (later calls of the problem, in any process sharing the DB, are a lookup)."""
+    from tiledispatch.bench.tune import time_plans
+
+    winner, timings = time_plans(plans, problem, device, quick=True)
+    db = registry.tuning_db
+    db.store(registry.device_name(device), problem.signature(), winner.label, timings)
+    return measured(winner, timings, str(db.path), "measured", why)
 
 
 def _tune(registry: KernelStore, plans: list[Plan], problem: GemmProblem | ConvProblem, top_k: int | None,

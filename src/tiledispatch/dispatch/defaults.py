@@ -1,11 +1,13 @@
 """The default registries of td.gemm / td.conv*: per (dtype, layout, epilogue) or (direction, dtype, ndim,
-epilogue), the essential preset specialised to the epilogue, built (or loaded from the cache) on first use.
-`GEMM` and `CONV` are the call sites of td.gemm and td.conv*; `reset` forgets every default and decision."""
+epilogue), the essential preset specialised to the epilogue, built (or loaded from the cache) on first use, and
+the vendor library's plan (cuBLAS / cuDNN through torch), which `auto` measures against the best of ours on a
+GPU. `GEMM` and `CONV` are the call sites of td.gemm and td.conv*; `reset` forgets every default and decision."""
 from __future__ import annotations
 
 import logging
 import threading
 
+from tiledispatch.configs.vendor import VendorConfig
 from tiledispatch.dispatch.call import Site
 from tiledispatch.memo import Memo
 from tiledispatch.problems.conv import ConvProblem
@@ -20,17 +22,17 @@ _LOG = logging.getLogger("tiledispatch")
 def gemm_registry(problem: GemmProblem) -> Registry:
     """The registry td.gemm uses for problems like this one."""
     key = ("gemm", problem.dtype, problem.layout, problem.epilogue)
-    return _built(key, f"gemm_{problem.dtype}_{problem.layout}_essential", problem.epilogue)
+    return _built(key, f"gemm_{problem.dtype}_{problem.layout}_essential", problem.epilogue, VendorConfig("gemm"))
 
 
 def conv_registry(problem: ConvProblem) -> Registry:
     """The registry td.conv* use for problems like this one."""
     key = ("conv", problem.direction, problem.dtype, problem.ndim, problem.activation, problem.bias)
     return _built(key, f"conv_{problem.direction}_{problem.dtype}_{problem.ndim}d_essential",
-                  (problem.activation, problem.bias))
+                  (problem.activation, problem.bias), VendorConfig("conv", problem.direction))
 
 
-def _built(key: tuple, preset: str, epilogue: Epilogue | tuple[str, bool]) -> Registry:
+def _built(key: tuple, preset: str, epilogue: Epilogue | tuple[str, bool], vendor: VendorConfig) -> Registry:
     registry = _REGISTRIES.get(key)
     if registry is not None:
         return registry
@@ -38,6 +40,7 @@ def _built(key: tuple, preset: str, epilogue: Epilogue | tuple[str, bool]) -> Re
         if key not in _REGISTRIES:
             registry = Registry()
             registry.add_preset(preset, epilogue)
+            registry.add(vendor)
             _LOG.info("building the default registry %s (%d kernels) on first use", preset, len(registry))
             report = registry.build()
             _LOG.info("default registry %s: %s", preset, report)

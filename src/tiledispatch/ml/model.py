@@ -42,7 +42,7 @@ class ModelMismatch(InvalidConfig):
 def kernel_kind(config: Any) -> str:
     """What a model must have seen measured to rank a config: its family (conv: its k-loop, and for the
     direct family whether it unrolls filter taps)."""
-    if config.op != "conv":
+    if config.family == "vendor" or config.op != "conv":
         return config.family
     unrolled = "/unrolled" if config.family == "direct" and config.block_k > 1 else ""
     return f"{config.family}/{config.kloop}{unrolled}"

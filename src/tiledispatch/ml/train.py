@@ -1,4 +1,4 @@
-"""`train(data_dir, out_dir)`: one sweep dataset in, one cost model out (DESIGN.md §5 `ml`, §7 Models).
+"""`train(data_dir, out_dir)`: one sweep dataset in, one cost model out.
 
 1. Targets: kernel rows with status ok and a finite positive time (vendor rows never count).
 2. Hold-out: the problems are ordered by sha256(f"{seed}:{signature}") and the first ceil(holdout x count) are

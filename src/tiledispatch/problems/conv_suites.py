@@ -1,31 +1,6 @@
-"""Convolution problem suites taken from public model definitions (layer shapes only).
-
-Every entry is the forward problem of one convolution layer at a given batch size; `with_direction` turns it
-into the backward-data or backward-weight problem of the same layer. Suites (ImageNet input 224x224 for 2D):
-
-- `resnet50`: ResNet-50 (He et al. 2016, torchvision `resnet50`, v1.5: the stride sits on the 3x3 conv of a
-  bottleneck). Every distinct conv: the 7x7 stride-2 stem, the 1x1 reduce / expand convs, the 3x3 convs
-  (stride 1 and 2) and the 1x1 stride-2 projection shortcuts. Category `dense2d`.
-- `resnext50_32x4d`: ResNeXt-50 32x4d (Xie et al. 2017, torchvision `resnext50_32x4d`): the grouped 3x3 convs,
-  32 groups, widths 128/256/512/1024 (4, 8, 16, 32 channels per group), stride 2 in the first block of
-  stages 2-4. Category `grouped`.
-- `mobilenet_v2`: MobileNetV2 (Sandler et al. 2018, torchvision `mobilenet_v2`, width 1.0): the depthwise
-  3x3 convs of every inverted-residual stage (expansion factor 6; 1 in the first block), stride 1 and 2.
-  Category `depthwise`.
-- `video3d`: 3D video networks, 16-frame clips:
-  * X3D-M (Feichtenhofer 2020, PyTorchVideo `x3d_m`, 16x224x224): the dense 1x3x3 stem and 1x1x1 convs
-    (`dense3d`), the depthwise 5x1x1 temporal stem conv and the channel-wise 3x3x3 convs of every stage, stride
-    (1, 2, 2) in the first block (`depthwise3d`);
-  * ResNeXt-101 3D 32x4d (Hara et al. 2018, "Can spatiotemporal 3D CNNs retrace the history of 2D CNNs and
-    ImageNet?", 16x112x112): the grouped 3x3x3 convs, 32 groups, widths 128/256/512/1024, stride 2 in the
-    first block of stages 2-4 (`grouped3d`);
-  * R3D-18 (Tran et al. 2018, torchvision `r3d_18`, 16x112x112): the dense 3x7x7 stem, 3x3x3 convs of each
-    stage and a 1x1x1 stride-2 shortcut (`dense3d`).
-
-1x1 convolutions are `dense`. Padding is symmetric everywhere (as torch takes it). A suite is deterministic
-and de-duplicated: a problem that appears again (same shapes, stride, padding) keeps its first name.
-Importing this module does no work.
-"""
+"""Convolution problem suites taken from public model definitions (layer shapes only): resnet50,
+resnext50_32x4d, mobilenet_v2, video3d. Each entry is the forward problem of one layer at a batch size;
+`with_direction` gives its backward problems. Sources and layer choices: docs/design/problems.md."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,19 +1,6 @@
-"""The problem corpus: the problem sets sweeps run over, and their JSON files.
-
-- `gemm_corpus`: LLM projections (`models.LLM_PROJECTIONS`) at many token counts M, square and square-ish
-  shapes, small-K and large-K shapes, plus log-uniform random (M, N, K) of which a fraction is not a multiple
-  of 8 (odd sizes). Capped by FLOPs and bytes per problem, so a GPU sweep stays fast.
-- `conv_corpus`: every layer of `models.CONV_MODELS` (which includes `conv_suites`) at several batch sizes, in
-  one direction, plus log-uniform random valid problems (dense / grouped / depthwise, odd channels, stride 2,
-  dilation, asymmetric padding). Capped by FLOPs and bytes.
-- `named_suite`: the sets by name (`SUITE_NAMES`), including the small benchmark suites and tiny smoke sets
-  for Triton's CPU interpreter.
-
-Every set is de-duplicated (first tag wins), deterministic for a seed (a private `random.Random(seed)`) and in
-a stable order: model-derived problems first, then random ones. Each problem carries a short tag saying where
-it came from (`llama3_8b.qkv@m128`, `resnet50/layer1.0.conv2@n32`, `random`).
-Importing this module does no work.
-"""
+"""The problem corpus: the problem sets sweeps run over (`gemm_corpus`, `conv_corpus`, `named_suite`) and their
+JSON files. Sets are de-duplicated, deterministic for a seed and tagged with where each problem came from;
+what each set holds: docs/design/problems.md."""
 from __future__ import annotations
 
 import dataclasses

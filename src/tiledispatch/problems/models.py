@@ -1,53 +1,6 @@
-"""Layer tables of public model definitions (shapes only) for the problem corpus, beyond `conv_suites`.
-
-Every conv table is a list of batch-free `Layer`s (the forward problem of one layer; `conv_suites.problem_of`
-adds the batch). ImageNet models take 224x224 inputs; the layer names follow the usual module paths. Only
-distinct shapes are listed: repeated blocks appear once per distinct (channels, size, stride).
-
-2D:
-- `resnet18_34`: ResNet-18 / ResNet-34 (He et al. 2016, torchvision `resnet18` / `resnet34`): basic blocks of
-  two 3x3 convs; both nets have the same distinct layers (only the repeats differ). Dense.
-- `resnext101_32x8d`: ResNeXt-101 32x8d (Xie et al. 2017, torchvision `resnext101_32x8d`): bottlenecks whose
-  3x3 conv has 32 groups of 8/16/32/64 channels, stride on the 3x3 (v1.5), and their dense 1x1 convs.
-- `regnetx_400mf`: RegNetX-400MF (Radosavovic et al. 2020, pycls / torchvision `regnet_x_400mf`): widths
-  32/64/160/384, group width 16, bottleneck ratio 1, stride 2 in the first block of each stage.
-- `regnety_1_6gf`: RegNetY-1.6GF (same paper, torchvision `regnet_y_1_6gf`): widths 48/120/336/888, group
-  width 24 (2, 5, 14, 37 groups); the squeeze-excitation FCs are left out (GEMVs, not convs).
-- `efficientnet_b0`: EfficientNet-B0 (Tan & Le 2019, torchvision `efficientnet_b0`): MBConv blocks with
-  depthwise 3x3 and 5x5 convs (stride 1 and 2), their 1x1 expand / project convs, stem and head.
-- `mobilenet_v3_large`: MobileNetV3-Large (Howard et al. 2019, torchvision `mobilenet_v3_large`): depthwise
-  3x3 and 5x5 convs with expansion widths 64..960 (72, 184 and 200 among them), 1x1 convs, stem and last conv.
-- `convnext_tiny`: ConvNeXt-T (Liu et al. 2022, torchvision `convnext_tiny`): the 4x4 stride-4 patchify stem,
-  depthwise 7x7 convs of dims 96/192/384/768, the 2x2 stride-2 downsampling convs and the inverted-bottleneck
-  pointwise layers written as 1x1 convs (they are per-pixel linear layers).
-- `conformer_subsampling`: the 2D conv front end of Conformer-S/M/L (Gulati et al. 2020): two 3x3 stride-2
-  unpadded convs over an 80-bin log-mel spectrogram of 1000 frames (10 s), to d = 144 / 256 / 512.
-
-3D (16-frame clips unless said):
-- `r2plus1d_18`: R(2+1)D-18 (Tran et al. 2018, torchvision `r2plus1d_18`, 16x112x112): every 3x3x3 conv
-  factored into a 1x3x3 spatial conv to `midplanes` channels (45, 144, 230, 288, 460, 576, 921, 1152) and a
-  3x1x1 temporal conv, stride (1, 2, 2) then (2, 1, 1); 1x1x1 stride-2 shortcuts. Dense.
-- `ir_csn_101`: ir-CSN-101 (Tran et al. 2019, "Video Classification with Channel-Separated Convolutional
-  Networks"; PyTorchVideo `create_csn`, 8x224x224): ResNet-101 bottlenecks whose 3x3x3 conv is depthwise,
-  stride (2, 2, 2) in the first block of stages 2-4, and their dense 1x1x1 convs and 3x7x7 stem.
-- `mobilenet_v2_3d`: 3D-MobileNetV2 (Köpüklü et al. 2019, "Resource Efficient 3D Convolutional Neural
-  Networks", 16x112x112): depthwise 3x3x3 inverted-residual convs, stride (2, 2, 2), and their 1x1x1 convs.
-
-1D:
-- `wav2vec2_encoder`: the feature encoder of wav2vec 2.0 (Baevski et al. 2020, fairseq / HF
-  `Wav2Vec2FeatureEncoder`) on 1 s of 16 kHz audio: 7 unpadded 512-channel convs (kernel 10 stride 5, then
-  3/2 and 2/2), and the grouped positional conv of wav2vec2-base (768 channels, 16 groups, kernel 128).
-- `conformer_conv`: the conv module of Conformer-S/M/L (d = 144 / 256 / 512, 250 frames after 4x subsampling):
-  1x1 conv to 2d (GLU), depthwise conv of kernel 31 ("same" padding), 1x1 conv back.
-- `mamba_conv`: the short depthwise causal conv of Mamba blocks (Gu & Dao 2023, `mamba_ssm`): kernel 4,
-  padding 3 (as torch runs it, the tail is dropped), d_inner 1536 / 4096 / 5120 (130M / 1.4B / 2.8B), 2048
-  tokens.
-
-GEMM: `LLM_PROJECTIONS` holds (N, K) of the linear layers of public LLMs (out = x @ W^T, M = tokens): the
-values are the models' hidden, FFN, head and vocabulary sizes; q/k/v and gate/up are fused.
-
-Importing this module does no work.
-"""
+"""Layer tables of public model definitions (shapes only) for the problem corpus, beyond `conv_suites`: 1-D,
+2-D and 3-D conv tables (batch-free `Layer`s) and `LLM_PROJECTIONS` (N, K) of LLM linear layers. Sources
+and layer choices of every table: docs/design/problems.md."""
 from __future__ import annotations
 
 from collections.abc import Callable

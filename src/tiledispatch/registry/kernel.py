@@ -8,26 +8,42 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.configs.conv_validity import conv_problem_mismatch
 from tiledispatch.configs.gemm import GemmConfig
-from tiledispatch.configs.validity import gemm_problem_mismatch
 from tiledispatch.dtypes import torch_dtype
 from tiledispatch.errors import BadInput, NoKernelFound, UnsupportedProblem
-from tiledispatch.kernels import family_module
 from tiledispatch.kernels.conv_common import CONV_SLOTS, OUTPUT_ROLE
+from tiledispatch.kernels.family import family_module, problem_mismatch
 from tiledispatch.memo import Memo, bump_build_epoch
 from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.runtime.arguments import GemmArgs, problem_from_args
-from tiledispatch.runtime.conv_args import (ConvArgs, check_args, conv_values, empty_channels_last, shapes,
-                                            tensor_align)
-from tiledispatch.runtime.launcher import (BoundLaunch, EntryLaunches, EntryLauncher, bind, buffer_slots, call_key,
-                                           cuda_runtime, interpret_switch, load_launchers, sm_count, tensor_key,
-                                           uses_interpreter)
+from tiledispatch.runtime.conv_args import (
+    KERNEL_FIELDS,
+    ConvArgs,
+    check_args,
+    conv_values,
+    empty_channels_last,
+    shapes,
+    tensor_align,
+)
+from tiledispatch.runtime.launcher import (
+    BoundLaunch,
+    EntryLauncher,
+    EntryLaunches,
+    bind,
+    buffer_slots,
+    call_key,
+    cuda_runtime,
+    interpret_switch,
+    load_launchers,
+    sm_count,
+    tensor_key,
+    uses_interpreter,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -91,11 +107,11 @@ class Kernel:
         if isinstance(cfg, ConvConfig):
             if not isinstance(problem, ConvProblem):
                 return Support(False, f"op: {self.name} computes convolutions, not {type(problem).__name__}")
-            reason = conv_problem_mismatch(cfg, problem)
+            reason = problem_mismatch(cfg, problem)
         elif not isinstance(problem, GemmProblem):
             return Support(False, f"op: {self.name} computes GEMMs, not {type(problem).__name__}")
         else:
-            reason = gemm_problem_mismatch(cfg, problem)
+            reason = problem_mismatch(cfg, problem)
         return Support(reason is None, reason or "")
 
     def launchers(self) -> list[EntryLauncher]:
@@ -172,7 +188,7 @@ class GemmKernel(Kernel):
         device = args.a.device
         check_device_arch(device, self.arch)
         shape = (problem.batch, m, n) if max(args.a.dim(), args.b.dim()) == 3 else (m, n)
-        dtype = torch_dtype(problem.out_dtype)
+        dtype = torch_dtype(cast(str, problem.out_dtype))   # problems fill out_dtype when constructed
         if args.out is None:
             args.out = torch.empty(shape, dtype=dtype, device=device)
         plan = family_module(cfg).launch_plan(cfg, m, n, k, problem.batch, device_sm_count(device, self.arch))
@@ -188,7 +204,7 @@ class ConvKernel(Kernel):
     def run(self, problem: ConvProblem, *, x: torch.Tensor | None = None, w: torch.Tensor | None = None,
             y: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
         args = ConvArgs(x, w, y, bias)
-        problem = prepare(problem, args)
+        problem = prepare(problem, args, KERNEL_FIELDS)
         self._require(problem)
         return self.launch(args, problem)
 
@@ -210,7 +226,7 @@ class ConvKernel(Kernel):
         written = OUTPUT_ROLE[problem.direction]
         device = next(t for t in (args.x, args.w, args.y) if t is not None).device
         check_device_arch(device, self.arch)
-        out_shape, out_dtype = shapes(problem)[written], torch_dtype(problem.out_dtype)
+        out_shape, out_dtype = shapes(problem)[written], torch_dtype(cast(str, problem.out_dtype))
         tensors = {role: args.get(role) for role in _ROLES}
         if tensors[written] is None:
             tensors[written] = empty_channels_last(out_shape, out_dtype, device)
@@ -258,13 +274,13 @@ def make_kernel(config: GemmConfig | ConvConfig, arch: ArchSpec) -> Kernel:
     return ConvKernel(config, arch) if isinstance(config, ConvConfig) else GemmKernel(config, arch)
 
 
-def prepare(problem: ConvProblem, args: ConvArgs) -> ConvProblem:
-    """Check the tensors against the problem; returns the problem with the alignment the tensors guarantee
-    (lowered to 1 when they are less aligned than it claims)."""
+def prepare(problem: ConvProblem, args: ConvArgs, fields: dict[str, str] | None = None) -> ConvProblem:
+    """Check the tensors against the problem (`fields`: how the caller names each role, default td.conv*'s);
+    returns the problem with the alignment the tensors guarantee (lowered to 1 when they are less aligned)."""
     if not isinstance(problem, ConvProblem):
         raise BadInput(f"problem must be a ConvProblem, got {type(problem).__name__}", field="problem")
-    check_args(problem, args)
-    align = min(problem.align, tensor_align(problem, args))
+    check_args(problem, args, fields)
+    align = min(cast(int, problem.align), tensor_align(problem, args))   # filled when constructed
     return problem if align == problem.align else dataclasses.replace(problem, align=align)
 
 

@@ -6,9 +6,8 @@ import dataclasses
 import json
 import time
 from collections.abc import Iterator
-from typing import TypeVar
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tiledispatch import settings
 from tiledispatch.arch.spec import ArchSpec, detect, get_arch
@@ -17,19 +16,20 @@ from tiledispatch.build.compile import CompileResult, CompileTask
 from tiledispatch.codegen.lint import check_source
 from tiledispatch.codegen.render import render_source
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.configs.conv_validity import check_conv_config, conv_config_errors
+from tiledispatch.configs.fields import raise_first_error
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.configs.naming import parse_name
-from tiledispatch.configs.validity import check_gemm_config, gemm_config_errors
-from tiledispatch.errors import InvalidConfig, NoKernelFound, UnsupportedProblem
+from tiledispatch.configs.vendor import VendorConfig
+from tiledispatch.errors import InvalidConfig, InvalidConfigType, NoKernelFound, UnsupportedProblem
+from tiledispatch.kernels.family import config_errors
+from tiledispatch.memo import Memo, Stamp, build_epoch
 from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import Epilogue, GemmProblem
 from tiledispatch.progress import progress_bar
-from tiledispatch.memo import Memo, Stamp, build_epoch
 from tiledispatch.registry.kernel import Kernel, Support, make_kernel
+from tiledispatch.registry.vendor import VendorKernel
 from tiledispatch.select.selector import Plan, plans_of
 from tiledispatch.select.tuning_db import TuningDB
-
 
 S = TypeVar("S", bound="KernelStore")
 
@@ -76,18 +76,18 @@ class KernelStore:
     def cache_dir(self) -> Path:
         return self._cache_dir or settings.cache_dir()
 
-    def add(self, config: GemmConfig | ConvConfig | str, source: str | None = None) -> Kernel:
-        """Declare one instance (a config or its name); raises InvalidConfig if it cannot exist on this arch."""
+    def add(self, config: GemmConfig | ConvConfig | VendorConfig | str, source: str | None = None) -> Kernel:
+        """Declare one instance (a config or its name); raises InvalidConfig if it cannot exist on this arch.
+        A VendorConfig declares the vendor library's plan (nothing to build)."""
         cfg = parse_name(config) if isinstance(config, str) else config
-        if not isinstance(cfg, (GemmConfig, ConvConfig)):
-            raise InvalidConfig(f"expected a GemmConfig, a ConvConfig or an instance name, got "
-                                f"{type(config).__name__}", field="config")
-        if isinstance(cfg, ConvConfig):
-            check_conv_config(cfg, self.arch)
-        else:
-            check_gemm_config(cfg, self.arch)
+        if not isinstance(cfg, (GemmConfig, ConvConfig, VendorConfig)):
+            raise InvalidConfigType(f"expected a GemmConfig, a ConvConfig, a VendorConfig or an instance name, got "
+                                    f"{type(config).__name__}", field="config")
+        if not isinstance(cfg, VendorConfig):   # a vendor plan is valid once constructed, on every arch
+            raise_first_error(cfg, config_errors(cfg, self.arch))
         if cfg.name not in self._kernels:
-            self._kernels[cfg.name] = make_kernel(cfg, self.arch)
+            self._kernels[cfg.name] = (VendorKernel(cfg, self.arch) if isinstance(cfg, VendorConfig)
+                                       else make_kernel(cfg, self.arch))
             self._version += 1
             if source is not None:
                 self._sources[cfg.name] = source
@@ -100,9 +100,14 @@ class KernelStore:
 
         added = []
         for cfg in load_preset(name):
-            if epilogue is not None:
-                cfg = cfg.with_epilogue(*epilogue) if isinstance(cfg, ConvConfig) else cfg.with_epilogue(epilogue)
-            errors = (conv_config_errors if isinstance(cfg, ConvConfig) else gemm_config_errors)(cfg, self.arch)
+            if isinstance(cfg, ConvConfig) and isinstance(epilogue, tuple):
+                cfg = cfg.with_epilogue(*epilogue)
+            elif isinstance(cfg, GemmConfig) and isinstance(epilogue, Epilogue):
+                cfg = cfg.with_epilogue(epilogue)
+            elif epilogue is not None:
+                raise InvalidConfig(f"epilogue for preset {name!r} must be an Epilogue (GEMM) or (activation, bias) "
+                                    f"(conv), got {epilogue!r}", field="epilogue")
+            errors = config_errors(cfg, self.arch)
             if errors:
                 self.skipped[cfg.name] = "; ".join(reason for _, reason in errors)
                 continue
@@ -146,6 +151,8 @@ class KernelStore:
         report = BuildReport()
         todo: list[CompileTask] = []
         for kernel in self.kernels:
+            if isinstance(kernel, VendorKernel):   # the vendor library: nothing to compile
+                continue
             task = self._task(kernel)
             entry = task.entry
             existed = entry.exists()   # checked first: entries appear complete, by atomic rename
@@ -157,7 +164,8 @@ class KernelStore:
                 cache.remove_entry(entry)
             check_source(task.source, kernel.name)   # before compiling, once per cache miss: raises CodegenError
             todo.append(task)
-        with progress_bar(f"building {len(todo)} kernels for {self.arch.name}", len(todo), progress) as advance:
+        what = f"building {len(todo)} kernels for {self.arch.name} into {self.cache_dir} (cached for later runs)"
+        with progress_bar(what, len(todo), progress) as advance:
             def done(result: CompileResult) -> None:
                 if result.ok:
                     self._kernels[result.name].entry_dir = Path(result.path)

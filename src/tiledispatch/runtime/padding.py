@@ -1,23 +1,9 @@
 """Runs of a GEMM on zero-padded operands (a selection whose kernel needs larger or better aligned sizes).
 
-The padded copies of one call signature (kernel, padded problem, each tensor's shape / strides / dtype / device /
-16-byte alignment, the CUDA stream) are allocated and zeroed once and kept (PAD_CACHE_LIMIT signatures, oldest
-dropped first): a repeated call copies each operand that needs it into the top-left corner of its buffer (the
-margin stays zero: kernels never write their inputs) and launches on the same buffers, so the kernel's bound
-launch is reused too. Operands that already fit are used in place; so is the caller's `out` when M and N stay.
-Calls of one signature on one stream are ordered by the stream; a signature used from several streams gets a
-set of buffers per stream.
-
-PaddedLaunch is the bound launch of a padded selection for one argument signature (what td.gemm and Registry.run
-memoize, as they memoize a kernel's BoundLaunch): its calls skip argument validation and the signature's key (the
-memo key already stands for it), and keep the kernel's bound launch on the buffers of each stream, so a repeated
-call costs the operand copies (runtime/operand_copy.py: one copy launch for A and B), the GEMM's launch and,
-into a caller's out that does not fit, the copy back (tools/profile_host.py).
-
-Without a caller's out, the result of a padded run whose N grew (row-major output) is a view of rows of the
-padded width: `result.stride(-2)` is N rounded up, not N. Such a view is a valid input of any torch op and of
-tiledispatch; `.contiguous()` makes an exact copy where one is needed.
-"""
+The padded buffers of one call signature are allocated and zeroed once and kept (PAD_CACHE_LIMIT signatures);
+a repeated call copies in the operands that need it and reuses the kernel's bound launch. PaddedLaunch is the
+bound launch of a padded selection that dispatch remembers. Without a caller's out, a result whose N grew is a
+view of rows of the padded width. Details: docs/design/dispatch.md."""
 from __future__ import annotations
 
 import dataclasses

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import math
+from typing import cast
 
 from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.gemm import GemmConfig
-from tiledispatch.configs.validity import shared_memory_bytes
 from tiledispatch.dtypes import DTYPES
 from tiledispatch.kernels import gemm_splitk
+from tiledispatch.kernels.family import resources
 from tiledispatch.problems.gemm import GemmProblem
 
 LAUNCH_US = 3.0            # per kernel launch
@@ -24,7 +25,7 @@ FIXUP_PASSES = 2           # stream-K partial tiles are written once and read on
 
 
 def _occupancy(cfg: GemmConfig, arch: ArchSpec) -> int:
-    by_smem = arch.smem_per_sm // max(1, shared_memory_bytes(cfg))
+    by_smem = arch.smem_per_sm // max(1, resources(cfg).shared_memory)
     by_warps = arch.max_warps_per_sm // cfg.num_warps
     return max(1, min(by_smem, by_warps, 4))
 
@@ -88,7 +89,7 @@ def padding_us(problem: GemmProblem, padded: GemmProblem, arch: ArchSpec) -> flo
     output is never copied: without a caller's out the caller gets a view of the padded output
     (runtime/padding.py). Contiguous operands assumed: aligned ones are used in place; when no size grows
     (operands misaligned by their strides), A and B are counted."""
-    in_b, out_b = DTYPES[problem.dtype].bytes, DTYPES[problem.out_dtype].bytes
+    in_b, out_b = DTYPES[problem.dtype].bytes, DTYPES[cast(str, problem.out_dtype)].bytes
     copied = [padded.m * padded.k * in_b if (padded.m, padded.k) != (problem.m, problem.k) else 0,
               padded.k * padded.n * in_b if (padded.k, padded.n) != (problem.k, problem.n) else 0]
     if (padded.m, padded.n) != (problem.m, problem.n):

@@ -4,10 +4,12 @@ and hands the timings back to `measured`."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from tiledispatch.configs.validity import least_padded
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.errors import BadInput, bad_choice
+from tiledispatch.kernels.family import least_padded
 from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.select import conv_rules, rules
@@ -20,8 +22,8 @@ STRATEGIES = ("auto", "first_fit", "rules", "ml", "tune")
 DEFAULT_TOP_K = 8          # tune without a cost model: the rules' top 8
 MODEL_TOP_K = 5            # tune with a cost model: confirm its top 5
 # the unit of Selection.ranking's scores, by the source of the ranking
-UNITS = {"first_fit": "registry order", "rules": "us predicted", "ml": "model score (log2 us predicted)",
-         "tune": "ms measured", "tuning_db": ""}
+UNITS = {"first_fit": "registry order", "rules": "us predicted", "ml": "model score (lower is better)",
+         "tune": "ms measured", "measured": "ms measured", "tuning_db": ""}
 
 
 @dataclasses.dataclass
@@ -67,7 +69,8 @@ def plan_for(kernel: Kernel, problem: GemmProblem | ConvProblem) -> Plan | None:
     checks."""
     if kernel.is_supported(problem):
         return Plan(kernel, problem)
-    padded = least_padded(kernel.config, problem) if isinstance(problem, GemmProblem) else None
+    cfg = kernel.config
+    padded = least_padded(cfg, problem) if isinstance(problem, GemmProblem) and isinstance(cfg, GemmConfig) else None
     return Plan(kernel, padded, True) if padded is not None else None
 
 
@@ -82,18 +85,30 @@ def first_fit(plans: list[Plan]) -> list[tuple[Plan, float]]:
     return [(plan, float(i)) for i, plan in enumerate(plans)]
 
 
+def is_vendor(plan: Plan) -> bool:
+    """Whether a plan runs the vendor library (cuBLAS / cuDNN through torch): no rule or model prices it."""
+    return plan.kernel.config.family == "vendor"
+
+
 def by_rules(plans: list[Plan], request: GemmProblem | ConvProblem, arch: ArchSpec) -> list[tuple[Plan, float]]:
-    """Plans ranked by the analytic estimate (µs), padding copies priced in."""
+    """Plans ranked by the analytic estimate (µs), padding copies priced in. Vendor plans have no estimate:
+    they are ranked only when no other plan exists (in registry order, score 0)."""
+    ours = [plan for plan in plans if not is_vendor(plan)]
+    if not ours:
+        return first_fit(plans)
+    plans = ours
     if isinstance(request, ConvProblem):
-        scored = [(plan, conv_rules.estimate_us(plan.kernel.config, plan.problem, arch)) for plan in plans]
+        scored = [(plan, conv_rules.estimate_us(cast(ConvConfig, plan.kernel.config), cast(ConvProblem, plan.problem),
+                                                arch)) for plan in plans]
         return sorted(scored, key=lambda pair: pair[1])
     pad_us: dict[Any, float] = {}    # one estimate per padded problem (two at most)
     scored = []
     for plan in plans:
-        if plan.padded and plan.problem not in pad_us:
-            pad_us[plan.problem] = rules.padding_us(request, plan.problem, arch)
-        extra = pad_us[plan.problem] if plan.padded else 0.0
-        scored.append((plan, rules.estimate_us(plan.kernel.config, plan.problem, arch) + extra))
+        problem = cast(GemmProblem, plan.problem)
+        if plan.padded and problem not in pad_us:
+            pad_us[problem] = rules.padding_us(request, problem, arch)
+        extra = pad_us[problem] if plan.padded else 0.0
+        scored.append((plan, rules.estimate_us(cast(GemmConfig, plan.kernel.config), problem, arch) + extra))
     return sorted(scored, key=lambda pair: pair[1])
 
 
@@ -114,15 +129,18 @@ def by_model_or_rules(plans: list[Plan], request: GemmProblem | ConvProblem, arc
     was trained on; without a model, or when it knows none of the plans, the rules rank them all."""
     from tiledispatch.ml.model import kernel_kind
 
+    vendor = [plan for plan in plans if is_vendor(plan)]
     if model is None:
+        if len(vendor) < len(plans):   # vendor plans: left for measuring, as kinds no model knows
+            return Ranking(by_rules(plans, request, arch), "rules", f"{why_not}; ranked by rules", vendor)
         return Ranking(by_rules(plans, request, arch), "rules", f"{why_not}; ranked by rules")
-    known = [plan for plan in plans if model.knows(plan.kernel.config)]
-    unknown = [plan for plan in plans if not model.knows(plan.kernel.config)]
+    known = [plan for plan in plans if not is_vendor(plan) and model.knows(plan.kernel.config)]
+    unknown = [plan for plan in plans if is_vendor(plan) or not model.knows(plan.kernel.config)]
     kinds = ", ".join(sorted({kernel_kind(plan.kernel.config) for plan in unknown}))
     if not known:
         return Ranking(by_rules(plans, request, arch), "rules",
                        f"the cost model ({model.describe()}) was trained on none of the candidates' kernel kinds "
-                       f"({kinds}); ranked by rules")
+                       f"({kinds}); ranked by rules", vendor if len(vendor) < len(plans) else [])
     note = f"ranked by the cost model ({model.describe()})"
     if unknown:
         note += f"; {len(unknown)} candidate(s) of kernel kinds it was not trained on ({kinds}) not ranked"
@@ -156,25 +174,57 @@ def choose(plans: list[Plan], request: GemmProblem | ConvProblem, strategy: str,
     if strategy == "first_fit":
         return _selection(plans[0], "first_fit", first_fit(plans))
     if strategy == "auto" and tuned is not None:
-        hit = next((plan for plan in plans if plan.label == tuned), None)
+        hit = tuned_plan(plans, tuned)
         if hit is not None:
-            chosen = _selection(hit, "tuning_db", [])
-            chosen.notes.append("measured winner from the tuning DB")
-            return chosen
+            return hit
     if strategy == "rules":
         ranked = by_rules(plans, request, arch)
         return _selection(ranked[0][0], "rules", ranked)
-    ranking = by_model_or_rules(plans, request, arch, model, why_not)   # ml, or auto without a DB hit
+    return from_ranking(by_model_or_rules(plans, request, arch, model, why_not))   # ml, or auto without a DB hit
+
+
+def tuned_plan(plans: list[Plan], label: str) -> Selection | None:
+    """The selection of the plan the tuning DB names, or None when no plan has that label."""
+    hit = next((plan for plan in plans if plan.label == label), None)
+    if hit is None:
+        return None
+    chosen = _selection(hit, "tuning_db", [])
+    chosen.notes.append("measured winner from the tuning DB")
+    return chosen
+
+
+def from_ranking(ranking: Ranking) -> Selection:
+    """The top plan of a ranking, with the ranking and its note."""
     chosen = _selection(ranking.ranked[0][0], ranking.source, ranking.ranked)
     chosen.notes.append(ranking.note)
     return chosen
 
 
-def measured(winner: Plan, timings: dict[str, float], where: str) -> Selection:
-    """The selection of `tune`: the fastest timed plan, with every timing (ms) as its ranking."""
-    chosen = _selection(winner, "tune", [])
+def unsure(ranking: Ranking) -> str | None:
+    """Why `auto` should time the top of this ranking rather than trust it (None: it is sure): plans the cost
+    model cannot rank (kinds it was not trained on, vendor plans), or a ranking by the rules alone. The shipped
+    models are rankers, whose scores carry no time unit, so a predicted margin is not used yet."""
+    if ranking.unranked:
+        return f"{len(ranking.unranked)} plan(s) of kinds the cost model cannot rank"
+    if ranking.source == "rules" and len(ranking.ranked) > 1:
+        return "ranked by the rules alone"
+    return None
+
+
+def to_measure(ranking: Ranking, top_k: int) -> list[Plan]:
+    """The plans `auto` times when unsure: the ranking's top k and every plan the model cannot rank."""
+    return [plan for plan, _ in ranking.ranked[:top_k]] + ranking.unranked
+
+
+def measured(winner: Plan, timings: dict[str, float], where: str, strategy: str = "tune", why: str = ""
+             ) -> Selection:
+    """The selection of `tune` (or of `auto` when unsure: strategy 'measured'): the fastest timed plan, with
+    every timing (ms) as its ranking."""
+    chosen = _selection(winner, strategy, [])
     chosen.ranking = sorted(timings.items(), key=lambda kv: kv[1])
     chosen.ranking_unit = UNITS["tune"]
+    if why:
+        chosen.notes.append(f"unsure: {why}")
     chosen.notes.append(f"timed {len(timings)} candidates (ms), winner stored in {where}")
     return chosen
 

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 import time
+import uuid
 from pathlib import Path
 
 from filelock import FileLock
@@ -14,6 +17,7 @@ from tiledispatch.fsutil import atomic_write_text
 from tiledispatch.version import __version__
 
 FORMAT_VERSION = 1
+_LOG = logging.getLogger("tiledispatch")
 
 
 def _stamp(arch: str) -> dict:
@@ -39,18 +43,31 @@ class TuningDB:
         self.version = 0   # changes whenever the entries this process sees change (memo.Stamp)
 
     def _read(self) -> dict[str, dict]:
+        """The entries on disk. A file that cannot be read, is not a tuning DB, or was written for other versions
+        is refused: it is moved aside (reported once) and the DB starts empty, so every strategy keeps working."""
         if not self.path.exists():
             return {}
         try:
             data = json.loads(self.path.read_text())
+            if not isinstance(data, dict) or not isinstance(data.get("entries", {}), dict):
+                raise ValueError("not a tuning DB (expected an object with 'entries')")
         except (OSError, ValueError) as exc:
-            raise CacheError(f"tuning DB {self.path} is unreadable ({exc}); delete it to start over",
-                             field="tuning_db") from exc
+            return self._set_aside(f"is unreadable ({exc})")
         stamp = {k: data.get(k) for k in _stamp(self.arch)}
         if stamp != _stamp(self.arch):
-            raise CacheError(f"tuning DB {self.path} was written for {stamp}, this process is {_stamp(self.arch)}; "
-                             "it is refused", field="tuning_db")
+            return self._set_aside(f"was written for {stamp}, this process is {_stamp(self.arch)}")
         return data.get("entries", {})
+
+    def _set_aside(self, why: str) -> dict[str, dict]:
+        tag = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        aside = self.path.with_name(f"{self.path.name}.refused-{tag}")
+        try:
+            os.replace(self.path, aside)
+        except OSError as exc:
+            raise CacheError(f"tuning DB {self.path} {why} and cannot be moved aside ({exc}); delete it",
+                             field="tuning_db") from exc
+        _LOG.warning("tuning DB %s %s: moved to %s, starting an empty one", self.path, why, aside.name)
+        return {}
 
     @property
     def entries(self) -> dict[str, dict]:
@@ -68,7 +85,12 @@ class TuningDB:
 
     def store(self, device: str, signature: str, kernel: str, timings_ms: dict[str, float]) -> None:
         """Merge one winner into the file (locked read-modify-write, atomic replace)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:   # a file where a directory of the path should be
+            raise CacheError(f"cannot create the tuning DB directory {self.path.parent}: {exc}; set "
+                             "TILEDISPATCH_CACHE_DIR or TILEDISPATCH_TUNING_DB to a writable directory",
+                             field="TILEDISPATCH_CACHE_DIR") from exc
         with FileLock(str(self.path) + ".lock"):
             entries = self._read()
             entries[self.key(device, signature)] = {

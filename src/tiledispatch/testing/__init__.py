@@ -72,7 +72,7 @@ def check_against_reference(out: Any, args: GemmArgs, dtype: str) -> dict:
     element-wise (ELEMENT_TOL), with no NaN / poison left. Returns the validation metrics."""
     import torch
 
-    from tiledispatch.runtime.reference import reference, validate
+    from tiledispatch.testing.reference import reference, validate
 
     metrics = validate(out, args, dtype)
     ref = reference(args)

@@ -41,7 +41,7 @@ def _matmul(args: Any) -> Callable[[], Any]:
     import torch
 
     from tiledispatch.dtypes import torch_dtype
-    from tiledispatch.runtime.reference import _act
+    from tiledispatch.testing.reference import _act
 
     out_dtype = torch_dtype(args.out_dtype) if args.out_dtype else args.a.dtype
 
@@ -77,7 +77,7 @@ def conv_vendor(problem: ConvProblem, args: ConvArgs) -> VendorCall:
 def _forward(problem: ConvProblem, args: ConvArgs, padding: list[int]) -> VendorCall:
     import torch.nn.functional as F
 
-    from tiledispatch.runtime.reference import _act
+    from tiledispatch.testing.reference import _act
 
     conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[problem.ndim]
     stride, dilation = list(problem.stride), list(problem.dilation)
