@@ -14,7 +14,7 @@ TOL = 2e-5    # relative (norm-wise) error of fp32 results against float64
 
 
 def _rel(got: torch.Tensor, ref: torch.Tensor) -> float:
-    return float((got.double() - ref).norm() / ref.norm().clamp_min(1e-30))
+    return float((got.detach().double() - ref.detach()).norm() / ref.detach().norm().clamp_min(1e-30))
 
 
 def _leaves(*tensors):

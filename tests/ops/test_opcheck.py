@@ -79,3 +79,17 @@ def test_gemm_fp32_batched_a_with_one_weight():
 def test_gemm_fp16_forward():
     a, b = torch.randn(6, 16, dtype=torch.float16), torch.randn(8, 16, dtype=torch.float16).t()
     _check(OPS.gemm.default, (a, b, None, "none"))
+
+
+def test_gemm_scaled_fp8():
+    """test_schema is left out: it compares inputs before and after with torch.allclose, which torch has no
+    CPU kernel for in float8_e4m3fn; the numbers are checked against a float32 product instead."""
+    a = torch.randn(5, 32).to(torch.float8_e4m3fn)
+    b = torch.randn(16, 32).to(torch.float8_e4m3fn).t()          # K-major B (layout rcr)
+    args = (a, b, torch.tensor([0.5]), torch.tensor([2.0]), None, torch.bfloat16, "none")
+    result = opcheck(OPS.gemm_scaled.default, args,
+                     test_utils=("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"))
+    assert set(result.values()) == {"SUCCESS"}, result
+    out = OPS.gemm_scaled.default(*args)
+    ref = a.float() @ b.float()
+    assert out.dtype == torch.bfloat16 and float((out.float() - ref).norm() / ref.norm()) < 1e-2

@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 from tiledispatch.ops import DTYPES, conv_padding
-from tiledispatch.ops.conv import conv as _conv_op
-from tiledispatch.ops.gemm import gemm as _gemm_op
+from tiledispatch.ops.conv_ops import conv as _conv_op
+from tiledispatch.ops.gemm_ops import gemm as _gemm_op
 from tiledispatch.ops.layout import as_channels_last
 
 

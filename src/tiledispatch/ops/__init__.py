@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 from tiledispatch.errors import BadInput
-from tiledispatch.ops import conv as _conv_ops
-from tiledispatch.ops import gemm as _gemm_ops
+from tiledispatch.ops import conv_ops as _conv_ops
+from tiledispatch.ops import gemm_ops as _gemm_ops
 from tiledispatch.ops.activation import check_activation
 from tiledispatch.ops.layout import padding_pairs, per_dim, same_padding
 

@@ -17,6 +17,7 @@ import tiledispatch as td
 from tiledispatch.errors import BadInput
 from tiledispatch.ops.activation import FROM_OUTPUT, activation_backward, needs_pre_activation
 from tiledispatch.ops.layout import as_channels_last, conv_output_size, empty_channels_last, pairs
+from tiledispatch.ops.registration import define
 
 _GEOMETRY = "int[] stride, int[] padding, int[] dilation, int groups"
 _Ints = Sequence[int]
@@ -38,19 +39,17 @@ def _check_geometry(x_shape: _Ints, w_shape: _Ints, stride: _Ints, padding: _Int
 
 
 # -- forward -----------------------------------------------------------------------------------------------
-@torch.library.custom_op("tiledispatch::conv", mutates_args=(),
-                         schema=f"(Tensor x, Tensor w, Tensor? bias, {_GEOMETRY}, str activation) -> Tensor")
-def conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: _Ints, padding: _Ints,
-         dilation: _Ints, groups: int, activation: str) -> torch.Tensor:
+def _conv_kernel(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: _Ints, padding: _Ints,
+                 dilation: _Ints, groups: int, activation: str) -> torch.Tensor:
     """y = activation(conv(x, w) + bias), channels-last."""
-    y = _fake_conv(x, w, bias, stride, padding, dilation, groups, activation)
+    out = conv_output_size(x.shape[2:], w.shape[2:], stride, padding, dilation)
+    y = empty_channels_last((x.shape[0], w.shape[0], *out), x.dtype, x.device)
     td.conv(as_channels_last(x), as_channels_last(w), None if bias is None else bias.contiguous(),
             tuple(stride), pairs(padding), tuple(dilation), groups,
             activation=None if activation == "none" else activation, out=y)
     return y
 
 
-@conv.register_fake
 def _fake_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: _Ints, padding: _Ints,
                dilation: _Ints, groups: int, activation: str) -> torch.Tensor:
     _check_geometry(x.shape, w.shape, stride, padding, dilation, groups)
@@ -79,22 +78,20 @@ def _conv_backward(ctx, grad: torch.Tensor):   # type: ignore[no-untyped-def]
     return dx, dw, db, None, None, None, None, None
 
 
-conv.register_autograd(_conv_backward, setup_context=_setup_conv)
+conv = define("conv", f"(Tensor x, Tensor w, Tensor? bias, {_GEOMETRY}, str activation) -> Tensor", _conv_kernel,
+              _fake_conv, _conv_backward, _setup_conv)
 
 
 # -- gradient with respect to the input ----------------------------------------------------------------
-@torch.library.custom_op("tiledispatch::conv_bwd_data", mutates_args=(),
-                         schema=f"(Tensor dy, Tensor w, SymInt[] input_shape, {_GEOMETRY}) -> Tensor")
-def conv_bwd_data(dy: torch.Tensor, w: torch.Tensor, input_shape: _Ints, stride: _Ints, padding: _Ints,
-                  dilation: _Ints, groups: int) -> torch.Tensor:
+def _bwd_data_kernel(dy: torch.Tensor, w: torch.Tensor, input_shape: _Ints, stride: _Ints, padding: _Ints,
+                     dilation: _Ints, groups: int) -> torch.Tensor:
     """dx (input_shape, channels-last) of y = conv(x, w), given dy."""
-    dx = _fake_bwd_data(dy, w, input_shape, stride, padding, dilation, groups)
+    dx = empty_channels_last(input_shape, dy.dtype, dy.device)
     td.conv_bwd_data(as_channels_last(dy), as_channels_last(w), tuple(input_shape), tuple(stride),
                      pairs(padding), tuple(dilation), groups, out=dx)
     return dx
 
 
-@conv_bwd_data.register_fake
 def _fake_bwd_data(dy: torch.Tensor, w: torch.Tensor, input_shape: _Ints, stride: _Ints, padding: _Ints,
                    dilation: _Ints, groups: int) -> torch.Tensor:
     _check_geometry(input_shape, w.shape, stride, padding, dilation, groups)
@@ -114,22 +111,20 @@ def _bwd_data_backward(ctx, grad: torch.Tensor):   # type: ignore[no-untyped-def
     return g_dy, g_w, None, None, None, None, None
 
 
-conv_bwd_data.register_autograd(_bwd_data_backward, setup_context=_setup_bwd_data)
+conv_bwd_data = define("conv_bwd_data", f"(Tensor dy, Tensor w, SymInt[] input_shape, {_GEOMETRY}) -> Tensor",
+                       _bwd_data_kernel, _fake_bwd_data, _bwd_data_backward, _setup_bwd_data)
 
 
 # -- gradient with respect to the weight ---------------------------------------------------------------
-@torch.library.custom_op("tiledispatch::conv_bwd_weight", mutates_args=(),
-                         schema=f"(Tensor x, Tensor dy, SymInt[] weight_shape, {_GEOMETRY}) -> Tensor")
-def conv_bwd_weight(x: torch.Tensor, dy: torch.Tensor, weight_shape: _Ints, stride: _Ints, padding: _Ints,
-                    dilation: _Ints, groups: int) -> torch.Tensor:
+def _bwd_weight_kernel(x: torch.Tensor, dy: torch.Tensor, weight_shape: _Ints, stride: _Ints, padding: _Ints,
+                       dilation: _Ints, groups: int) -> torch.Tensor:
     """dw (weight_shape, channels-last) of y = conv(x, w), given x and dy."""
-    dw = _fake_bwd_weight(x, dy, weight_shape, stride, padding, dilation, groups)
+    dw = empty_channels_last(weight_shape, dy.dtype, dy.device)
     td.conv_bwd_weight(as_channels_last(x), as_channels_last(dy), tuple(weight_shape), tuple(stride),
                        pairs(padding), tuple(dilation), groups, out=dw)
     return dw
 
 
-@conv_bwd_weight.register_fake
 def _fake_bwd_weight(x: torch.Tensor, dy: torch.Tensor, weight_shape: _Ints, stride: _Ints, padding: _Ints,
                      dilation: _Ints, groups: int) -> torch.Tensor:
     _check_geometry(x.shape, weight_shape, stride, padding, dilation, groups)
@@ -149,4 +144,6 @@ def _bwd_weight_backward(ctx, grad: torch.Tensor):   # type: ignore[no-untyped-d
     return g_x, g_dy, None, None, None, None, None
 
 
-conv_bwd_weight.register_autograd(_bwd_weight_backward, setup_context=_setup_bwd_weight)
+conv_bwd_weight = define("conv_bwd_weight",
+                         f"(Tensor x, Tensor dy, SymInt[] weight_shape, {_GEOMETRY}) -> Tensor",
+                         _bwd_weight_kernel, _fake_bwd_weight, _bwd_weight_backward, _setup_bwd_weight)

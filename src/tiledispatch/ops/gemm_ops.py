@@ -13,6 +13,7 @@ import torch
 import tiledispatch as td
 from tiledispatch.errors import BadInput
 from tiledispatch.ops.activation import FROM_OUTPUT, activation_backward, needs_pre_activation
+from tiledispatch.ops.registration import define
 
 
 def _matrix(t: torch.Tensor) -> torch.Tensor:
@@ -32,9 +33,7 @@ def _out_shape(a: torch.Tensor, b: torch.Tensor) -> tuple:
     return (*batch, a.shape[-2], b.shape[-1])
 
 
-@torch.library.custom_op("tiledispatch::gemm", mutates_args=(),
-                         schema="(Tensor a, Tensor b, Tensor? bias, str activation) -> Tensor")
-def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str) -> torch.Tensor:
+def _gemm_kernel(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str) -> torch.Tensor:
     """activation(a @ b + bias), row-major."""
     out = _fake_gemm(a, b, bias, activation)
     td.gemm(_matrix(a), _matrix(b), bias=None if bias is None else bias.contiguous(),
@@ -42,7 +41,6 @@ def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation
     return out
 
 
-@gemm.register_fake
 def _fake_gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str) -> torch.Tensor:
     return a.new_empty(_out_shape(a, b))
 
@@ -77,13 +75,11 @@ def _gemm_backward(ctx, grad: torch.Tensor):   # type: ignore[no-untyped-def]
     return da, db, dbias, None
 
 
-gemm.register_autograd(_gemm_backward, setup_context=_setup_gemm)
+gemm = define("gemm", "(Tensor a, Tensor b, Tensor? bias, str activation) -> Tensor", _gemm_kernel, _fake_gemm,
+              _gemm_backward, _setup_gemm)
 
 
-@torch.library.custom_op("tiledispatch::gemm_scaled", mutates_args=(),
-                         schema="(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor? bias, "
-                                "ScalarType out_dtype, str activation) -> Tensor")
-def gemm_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+def _gemm_scaled_kernel(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
                 bias: torch.Tensor | None, out_dtype: torch.dtype, activation: str) -> torch.Tensor:
     """activation(scale_a * scale_b * a @ b + bias) in out_dtype, for fp8 a and b."""
     out = _fake_gemm_scaled(a, b, scale_a, scale_b, bias, out_dtype, activation)
@@ -92,7 +88,15 @@ def gemm_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
     return out
 
 
-@gemm_scaled.register_fake
 def _fake_gemm_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
                       bias: torch.Tensor | None, out_dtype: torch.dtype, activation: str) -> torch.Tensor:
     return a.new_empty(_out_shape(a, b), dtype=out_dtype)
+
+
+def _no_backward(ctx, grad: torch.Tensor):   # type: ignore[no-untyped-def]
+    raise BadInput("tiledispatch::gemm_scaled (fp8) is not differentiable", field="a")
+
+
+gemm_scaled = define("gemm_scaled", "(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor? bias, "
+                     "ScalarType out_dtype, str activation) -> Tensor", _gemm_scaled_kernel, _fake_gemm_scaled,
+                     _no_backward, lambda ctx, inputs, output: None)
