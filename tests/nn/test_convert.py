@@ -144,26 +144,34 @@ def test_convert_leaves_float64_layers_and_subclasses():
     assert not report.taken and type(model[0]) is nn.Conv2d
 
 
+def _forward_backward(model: nn.Module, x: torch.Tensor, grad: torch.Tensor) -> list[torch.Tensor]:
+    """The output, the input gradient and every parameter gradient of one training step, in float64."""
+    x = x.to(next(model.parameters()).dtype).requires_grad_()
+    y = model(x)
+    y.backward(grad.to(y.dtype))
+    return [t.detach().double() for t in (y, x.grad, *(p.grad for p in model.parameters()))]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name, make, x_shape", MIXES)
 def test_converted_model_trains_like_the_stock_one(name, make, x_shape):
     """Forward and backward of the converted model (NCHW input, converted inside the first op) against the
-    stock model with the same weights: outputs, input gradient and every parameter gradient."""
+    stock model with the same weights, both fp32, measured against the stock model in float64: the output, the
+    input gradient and every parameter gradient are as close as the stock fp32 ones (BatchNorm's weight
+    gradients cancel, so fp32 itself is ~1e-3 off there)."""
     torch.manual_seed(5)
     stock = make()
-    model = copy.deepcopy(stock)
+    model, ref = copy.deepcopy(stock), copy.deepcopy(stock).double()
     tdnn.convert(model)
     x = torch.randn(x_shape)
-    xs, xt = x.clone().requires_grad_(), x.clone().requires_grad_()
-    ys, yt = stock(xs), model(xt)
-    assert torch.allclose(yt, ys, rtol=1e-4, atol=1e-5)
-    grad = torch.randn(ys.shape)
-    ys.backward(grad)
-    yt.backward(grad)
-    pairs = [("input", xt.grad, xs.grad)]
-    pairs += [(n, p.grad, q.grad) for (n, p), q in zip(model.named_parameters(), stock.parameters())]
-    for what, got, want in pairs:
-        assert float((got - want).norm() / want.norm().clamp_min(1e-12)) < 1e-4, what
+    grad = torch.randn(stock(x).shape)
+    want = _forward_backward(ref, x, grad)
+    names = ["output", "input grad", *(n for n, _ in stock.named_parameters())]
+    for what, got, fp32, exact in zip(names, _forward_backward(model, x, grad), _forward_backward(stock, x, grad),
+                                      want):
+        scale = exact.norm().clamp_min(1e-12)
+        ours_err, torch_err = float((got - exact).norm() / scale), float((fp32 - exact).norm() / scale)
+        assert ours_err < max(1e-5, 4 * torch_err), (what, ours_err, torch_err)
 
 
 TORCHVISION = ["resnet18", "resnext50_32x4d", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0",
