@@ -45,6 +45,7 @@ def pairs(df):
     return list(zip(df["problem"], df["kernel"]))
 
 
+@pytest.mark.slow
 def test_sweep_records_every_pair_once_with_timings(tmp_path):
     report = run_sweep(spec(tmp_path / "d", configs=NAMES + (UNSUPPORTED.name,)))
     df = load_frame(tmp_path / "d")
@@ -74,6 +75,7 @@ def test_schema_columns_hold_problem_and_config_fields(tmp_path):
     assert Dataset(tmp_path / "d").manifest()["op"] == "gemm"
 
 
+@pytest.mark.slow
 def test_planted_crash_and_hang_cost_one_row_each(tmp_path, monkeypatch):
     monkeypatch.setenv("TD_TEST_CRASH_KERNEL", NAMES[2])
     monkeypatch.setenv("TD_TEST_HANG_KERNEL", NAMES[1])
@@ -99,6 +101,7 @@ def test_slow_kernel_loading_is_not_a_hang(tmp_path, monkeypatch):
     assert list(load_frame(tmp_path / "d").status) == ["ok"]
 
 
+@pytest.mark.slow
 def test_resume_needs_the_flag_and_matching_kind(tmp_path):
     run_sweep(spec(tmp_path / "d", problems=entries(SHAPES[:1]), configs=NAMES[:1]))
     with pytest.raises(BadInput, match="--resume"):
@@ -122,6 +125,7 @@ KILLED_SWEEP = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_sweep_killed_mid_run_resumes_to_every_pair_exactly_once(tmp_path):
     script = tmp_path / "sweep_job.py"
     script.write_text(KILLED_SWEEP.format(here=str(HERE)))

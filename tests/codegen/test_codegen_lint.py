@@ -59,6 +59,7 @@ def test_the_roll_weight_gradient_ring_starts_from_two_zero_tiles():
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
 @pytest.mark.parametrize("ndim", [1, 2, 3])
+@pytest.mark.slow
 def test_every_direct_instance_of_the_all_presets_renders(direction, ndim):
     """Every direct (tap and roll) instance of the bf16 `_all` presets passes the check."""
     reg = td.Registry(td.detect("sm_90"))

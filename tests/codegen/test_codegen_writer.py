@@ -56,6 +56,7 @@ def test_read_manifest_round_trip_and_errors(tmp_path):
         read_manifest(tmp_path / "missing")
 
 
+@pytest.mark.slow
 def test_codegen_output_builds_from_the_cache_of_the_same_sources(tmp_path, build_registry):
     build_registry(CONFIGS)        # compiled once for the session
     write_instances(CONFIGS, tmp_path, "sm_90")

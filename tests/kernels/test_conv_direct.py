@@ -128,12 +128,14 @@ def registry(build_registry):
 
 
 @pytest.mark.parametrize("cfg, problem", [case[1:] for case in NUMERIC], ids=[case[0] for case in NUMERIC])
+@pytest.mark.slow
 def test_matches_reference(registry, cfg, problem):
     assert conv_problem_mismatch(cfg, problem) is None
     _, _, result = run_and_validate(registry.get(cfg.name), problem)
     assert result["passed"], result
 
 
+@pytest.mark.slow
 def test_recommended_instances_compile_for_sm90():
     reg = td.Registry("sm_90")
     for cfg in recommended():
@@ -251,6 +253,7 @@ def test_align_2_and_4_are_direct_only():
 
 
 @pytest.mark.parametrize("sms, kind", [(1, "wide"), (132, "tall")])
+@pytest.mark.slow
 def test_wgrad_reduce_kinds(build_registry, sms, kind):
     """The two reduce entries: 128 channels x 9 taps = 1,152 partial sums per split fill 2 wide programs, as
     many as 2 waves of a 1-SM device wants (wide), and too few for 132 SMs (tall: 32 splits at once); both

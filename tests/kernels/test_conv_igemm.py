@@ -187,6 +187,7 @@ def bounds_checked(monkeypatch):
 
 
 @pytest.mark.parametrize("cfg, problem", [case[1:] for case in NUMERIC], ids=[case[0] for case in NUMERIC])
+@pytest.mark.slow
 def test_matches_reference(registry, bounds_checked, cfg, problem):
     assert conv_problem_mismatch(cfg, problem) is None
     args = make_conv_args(problem, "cpu", poison=True)
@@ -218,6 +219,7 @@ def test_split_count_fills_the_gpu_and_respects_split_k():
     assert conv_igemm.split_count(cfg, big, 132) == 1
 
 
+@pytest.mark.slow
 def test_recommended_instances_compile_for_sm90():
     reg = td.Registry("sm_90")
     for cfg in RECOMMENDED:

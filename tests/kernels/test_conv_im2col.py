@@ -206,6 +206,7 @@ def test_weight_with_gaps_raises_bad_input(registry):
     assert info.value.field == "w"
 
 
+@pytest.mark.slow
 def test_candidates_compile_for_sm90(build_registry):
     reg = td.Registry("sm_90")
     for ndim in (1, 2, 3):

@@ -68,6 +68,7 @@ def registry(request, build_registry):
 
 
 @pytest.mark.parametrize("cfg, problem", [case[1:] for case in CASES], ids=[case[0] for case in CASES])
+@pytest.mark.slow
 def test_matches_reference(registry, cfg, problem):
     assert conv_problem_mismatch(cfg, problem) is None
     _, _, result = run_and_validate(registry.get(cfg.name), problem)
@@ -177,6 +178,7 @@ def test_wgrad_splits_are_the_row_strips(sms):
     assert plan.workspaces == (("ws_ptr", strips * 27 * 40, "fp32"),)
 
 
+@pytest.mark.slow
 def test_bf16_instances_compile_for_sm90():
     reg = td.Registry("sm_90")
     for direction in ("fwd", "bwd_data", "bwd_weight"):

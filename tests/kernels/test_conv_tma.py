@@ -147,6 +147,7 @@ def test_wgrad_rules_and_grid():
     assert "block_k" in dict(conv_config_errors(dataclasses.replace(_wgrad_config(3), block_k=32), ARCH))
 
 
+@pytest.mark.slow
 def test_instances_compile_for_sm90():
     reg = td.Registry("sm_90")
     for direction in ("fwd", "bwd_data"):

@@ -202,6 +202,7 @@ def test_sixteen_warps_limit_accumulators():
 BUILT_CANDIDATES = (0, 4, 5, 8, 9)
 
 
+@pytest.mark.slow
 def test_candidates_compile_for_sm90():
     reg = td.Registry("sm_90")
     candidates = conv_wgrad.candidate_configs("bf16", 2)
