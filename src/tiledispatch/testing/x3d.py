@@ -30,7 +30,7 @@ def round_channels(value: float, divisor: int = 8) -> int:
 
 def _conv_bn(c_in: int, c_out: int, kernel: tuple[int, int, int], stride: tuple[int, int, int] = (1, 1, 1),
              groups: int = 1) -> list[nn.Module]:
-    padding = tuple(k // 2 for k in kernel)
+    padding = (kernel[0] // 2, kernel[1] // 2, kernel[2] // 2)
     return [nn.Conv3d(c_in, c_out, kernel, stride, padding, groups=groups, bias=False), nn.BatchNorm3d(c_out)]
 
 

@@ -1,0 +1,193 @@
+"""Speedups, the run summary (with issue 35's acceptance checks) and the markdown tables of benchmarks/models.py
+results; `models_section(path)` renders a result file for BENCHMARKS.md (benchmarks/tables.py)."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+ACCEPT_EVERY = 1.00          # converted >= stock on every model, eager and compiled (training step)
+ACCEPT_X3D_COMPILED = 1.5    # X3D-M under reduce-overhead
+ACCEPT_GROUP_GEOMEAN = 1.05  # over the 2-D depthwise / grouped models
+ACCEPT_LAYER_ERR = 1e-2      # per-layer y / dx / dw vs fp32
+GROUP = "2d-dw-grouped"
+
+
+def _ratio(num: Any, den: Any) -> float | None:
+    return num / den if num and den else None
+
+
+def _geomean(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+def speedups(row: dict[str, Any]) -> dict[str, Any]:
+    """Per phase: stock / converted wall and GPU time, eager and compiled, and compiled vs eager (stock)."""
+    out: dict[str, Any] = {}
+    for phase, runs in row.get("runs", {}).items():
+        def get(key: str, field: str, runs: dict = runs) -> Any:
+            return runs.get(key, {}).get(field)
+        out[phase] = {f"{mode}_{what}": _ratio(get(f"stock_{mode}", field), get(f"converted_{mode}", field))
+                      for mode in ("eager", "compiled") for what, field in (("wall", "wall_ms"), ("gpu", "gpu_ms"))}
+        out[phase]["stock_compiled_vs_eager"] = _ratio(get("stock_eager", "wall_ms"), get("stock_compiled", "wall_ms"))
+        out[phase]["converted_compiled_vs_eager"] = _ratio(get("converted_eager", "wall_ms"),
+                                                           get("converted_compiled", "wall_ms"))
+    return out
+
+
+def _worst_layer(row: dict[str, Any]) -> float | None:
+    worst = row.get("numerics", {}).get("per_layer", {}).get("worst", {})
+    values = [v for v in worst.values() if v is not None]
+    return max(values) if values else None
+
+
+def summary(models: list[dict[str, Any]]) -> dict[str, Any]:
+    """Geomeans and minima of the speedups per phase and mode, failures, and the acceptance checks."""
+    out: dict[str, Any] = {"failures": [f"{m['model']}: {_failure(m)}" for m in models if _failure(m)]}
+    for phase in ("train", "infer"):
+        for mode in ("eager", "compiled"):
+            key = f"{mode}_wall"
+            pairs = [(m["model"], m.get("speedups", {}).get(phase, {}).get(key)) for m in models]
+            pairs = [(name, v) for name, v in pairs if v]
+            if not pairs:
+                continue
+            low = min(pairs, key=lambda p: p[1])
+            group = [m.get("speedups", {}).get(phase, {}).get(key) for m in models if m.get("group") == GROUP]
+            out[f"{phase}_{mode}"] = {"models": len(pairs), "geomean": _geomean([v for _, v in pairs]),
+                                      "min": low[1], "min_model": low[0], "group_geomean": _geomean(group)}
+    x3d = next((m for m in models if m["model"] == "x3d_m"), {})
+    train = {m["model"]: m.get("speedups", {}).get("train", {}) for m in models}
+    worst = [_worst_layer(m) for m in models]
+    out["acceptance"] = {
+        "every_model_eager_ge_1": _all(v.get("eager_wall") for v in train.values()),
+        "every_model_compiled_ge_1": _all(v.get("compiled_wall") for v in train.values()),
+        "x3d_compiled": x3d.get("speedups", {}).get("train", {}).get("compiled_wall"),
+        "group_geomean_eager": out.get("train_eager", {}).get("group_geomean"),
+        "group_geomean_compiled": out.get("train_compiled", {}).get("group_geomean"),
+        "worst_layer_rel_err": max((w for w in worst if w is not None), default=None),
+        "targets": {"every": ACCEPT_EVERY, "x3d_compiled": ACCEPT_X3D_COMPILED,
+                    "group_geomean": ACCEPT_GROUP_GEOMEAN, "layer_rel_err": ACCEPT_LAYER_ERR},
+    }
+    return out
+
+
+def _all(values: Any) -> bool | None:
+    """False when a measured speedup misses the target, None when none does but one is missing (a model
+    failed or was not measured: no verdict), True otherwise."""
+    vals = list(values)
+    if any(v is not None and v < ACCEPT_EVERY for v in vals):
+        return False
+    return None if not vals or any(v is None for v in vals) else True
+
+
+def _failure(m: dict[str, Any]) -> str:
+    if "error" in m:
+        return m["error"][:160]
+    if "skipped" in m:
+        return "skipped: " + m["skipped"]
+    bad = [f"{phase} {key}: {r.get('error', 'skipped: ' + r.get('skipped', ''))[:160]}"
+           for phase, runs in m.get("runs", {}).items() for key, r in runs.items() if "error" in r or "skipped" in r]
+    bad += [f"{v}: {e['error'][:160]}" for v, e in m.get("errors", {}).items()]
+    if "error" in m.get("numerics", {}):
+        bad.append("numerics: " + m["numerics"]["error"][:160])
+    return "; ".join(bad)
+
+
+# -- markdown --------------------------------------------------------------------------------------------------
+def _f(value: Any, spec: str = ".2f", suffix: str = "") -> str:
+    return "–" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _cell(runs: dict[str, Any], key: str) -> str:
+    r = runs.get(key, {})
+    if "error" in r:
+        return "error"
+    if "wall_ms" not in r:
+        return "–"
+    return f"{r['wall_ms']:.1f} ({_f(r.get('gpu_ms'), '.1f')})"
+
+
+def _phase_table(data: dict[str, Any], phase: str) -> list[str]:
+    lines = [("| model | input | layers td / torch | stock eager | converted eager | speedup (GPU) | "
+             "stock compiled | converted compiled | speedup (GPU) | stock compiled vs eager |"),
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for m in data["models"]:
+        runs, sp = m.get("runs", {}).get(phase, {}), m.get("speedups", {}).get(phase, {})
+        layers = m.get("layers", {})
+        lines.append(f"| {m['model']} | {'x'.join(map(str, m.get('input_shape', [])))} | "
+                     f"{layers.get('taken', '–')} / {layers.get('left', '–')} | {_cell(runs, 'stock_eager')} | "
+                     f"{_cell(runs, 'converted_eager')} | {_f(sp.get('eager_wall'))}× ({_f(sp.get('eager_gpu'))}×) | "
+                     f"{_cell(runs, 'stock_compiled')} | {_cell(runs, 'converted_compiled')} | "
+                     f"{_f(sp.get('compiled_wall'))}× ({_f(sp.get('compiled_gpu'))}×) | "
+                     f"{_f(sp.get('stock_compiled_vs_eager'))}× |")
+    return lines
+
+
+def _breakdown_table(data: dict[str, Any]) -> list[str]:
+    lines = [("| model | variant | GPU ms | conv/GEMM: tiledispatch | conv/GEMM: vendor | norm | elementwise | "
+             "reduction | layout copies | other |"), "|---|---|---|---|---|---|---|---|---|---|"]
+    for m in data["models"]:
+        for key in ("stock_eager", "converted_eager", "stock_compiled", "converted_compiled"):
+            r = m.get("runs", {}).get("train", {}).get(key, {})
+            c = r.get("by_class_ms")
+            if not c:
+                continue
+            lines.append(f"| {m['model']} | {key} | {_f(r.get('gpu_ms'), '.1f')} | " + " | ".join(
+                _f(c.get(k), ".1f") for k in ("tiledispatch", "vendor_conv_gemm", "norm", "elementwise",
+                                              "reduction", "layout_copy", "other")) + " |")
+    return lines
+
+
+def _numerics_table(data: dict[str, Any]) -> list[str]:
+    lines = [("| model | output: stock / converted vs fp32 | first-conv dw: stock / converted vs fp32 | layers | "
+             "worst converted y / dx / dw | worst stock y / dx / dw | over limit |"), "|---|---|---|---|---|---|---|"]
+    for m in data["models"]:
+        n = m.get("numerics", {})
+        if not n or "error" in n:
+            continue
+        e, p = n.get("end_to_end", {}), n.get("per_layer", {})
+        s, c = e.get("stock_vs_ref", {}), e.get("converted_vs_ref", {})
+        w, ws = p.get("worst", {}), p.get("worst_stock", {})
+        lines.append(f"| {m['model']} | {_f(s.get('output'), '.1e')} / {_f(c.get('output'), '.1e')} | "
+                     f"{_f(s.get('first_conv_dw'), '.1e')} / {_f(c.get('first_conv_dw'), '.1e')} | "
+                     f"{p.get('layers', '–')} | " + " / ".join(_f(w.get(k), ".1e") for k in ("y", "dx", "dw"))
+                     + " | " + " / ".join(_f(ws.get(k), ".1e") for k in ("y", "dx", "dw"))
+                     + f" | {len(p.get('over_limit', []))} |")
+    return lines
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """Every table of one result file."""
+    s = data.get("settings", {})
+    summ = data.get("summary", {})
+    lines = [(f"{data.get('gpu')}, torch {data.get('torch')}, timm {data.get('timm')}, torchvision "
+             f"{data.get('torchvision')}, tiledispatch {data.get('tiledispatch')}, triton {data.get('triton')}, CUDA "
+             f"{data.get('cuda')}, cuDNN {data.get('cudnn')}, {data.get('date')}. {s.get('dtype')} channels-last, "
+             f"batch {s.get('batch')} (video {s.get('video_batch')}); wall = median of {s.get('steps')} synchronized "
+             f"steps after warm-up; GPU = summed kernel time per step (torch.profiler, {s.get('profile_steps')} "
+             f"steps); compiled = torch.compile(mode={s.get('compile_mode')!r}). Cells: wall ms (GPU ms); "
+             "speedup = stock / converted."), ""]
+    for phase, title in (("train", "Training step (forward + backward, optimizer excluded)"), ("infer", "Inference")):
+        if any(phase in m.get("runs", {}) for m in data["models"]):
+            lines += [f"**{title}**", "", *_phase_table(data, phase), ""]
+    lines += ["**Where a training step's GPU time goes (ms per step, by kernel class)**", "",
+              *_breakdown_table(data), ""]
+    lines += ["**Numerics (rel. error, norm-wise, vs fp32 with TF32 off)**", "", *_numerics_table(data), ""]
+    acc = summ.get("acceptance", {})
+    if acc:
+        lines += [("Acceptance (training step): every model converted ≥ stock eager: "
+                  f"{acc.get('every_model_eager_ge_1')}, compiled: {acc.get('every_model_compiled_ge_1')}; X3D-M "
+                  f"compiled {_f(acc.get('x3d_compiled'))}× (target {ACCEPT_X3D_COMPILED}); 2-D depthwise/grouped "
+                  f"geomean eager {_f(acc.get('group_geomean_eager'), '.3f')}×, compiled "
+                  f"{_f(acc.get('group_geomean_compiled'), '.3f')}× (target {ACCEPT_GROUP_GEOMEAN}); worst per-layer "
+                  f"rel. err {_f(acc.get('worst_layer_rel_err'), '.1e')} (limit {ACCEPT_LAYER_ERR:g})."), ""]
+    lines += [f"Failed or skipped: {f}" for f in summ.get("failures", [])]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def models_section(path: Path) -> str:
+    """The BENCHMARKS.md section of one result file (benchmarks/tables.py)."""
+    data = json.loads(path.read_text())
+    return f"## Models: stock vs converted ({path.name})\n\n" + markdown(data)

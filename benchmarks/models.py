@@ -1,0 +1,543 @@
+"""Whole-model benchmark: a training step (forward + backward, optimizer excluded) and inference of public model
+definitions (timm / torchvision, no weights) and the project's X3D-M, stock vs converted (tiledispatch.nn.convert),
+eager and under torch.compile(mode="reduce-overhead"), in one process.
+
+bf16, channels-last, batch 32 (video: 8). Per model and phase (train, infer), for stock / converted x eager /
+compiled: wall time per step (median of --steps synchronized steps after warm-up, and back-to-back), GPU time
+per step (torch.profiler: summed kernel time) split by kernel class (convolution / GEMM: tiledispatch's Triton
+entries or cuDNN / cuBLAS; normalization; elementwise; reductions; layout copies), speedups; the layers convert
+took and left (with reasons); numerics: output and first-conv dw vs an fp32 reference, and every distinct layer's
+y / dx / dw vs fp32. A failing model or variant is recorded with its error and the run goes on; the JSON is
+rewritten after each model (a timeout keeps what was measured). --budget-s stops starting new work in time.
+
+Usage (GPU):  python benchmarks/models.py [--models resnet50,x3d_m] [--steps 10] [--no-compile] [--phases train]
+                  [--budget-s 400] [--out PATH]
+Usage (CPU):  python benchmarks/models.py --smoke   (end-to-end check: tiny inputs, fp32, interpreter, small
+                  installed registries, no compile, no profiler)
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+if str(Path(__file__).resolve().parent) not in sys.path:   # benchmarks/protocol.py, however this was started
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+import model_measure as measure
+import model_report as report
+from protocol import environment, gpu_slug
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = ("stock", "converted")
+MODES = ("eager", "compiled")
+PHASES = ("train", "infer")
+LAYER_LIMIT = 1e-2   # per-layer rel. err. of y / dx / dw vs fp32 (issue 35's acceptance for bf16)
+SKIPPED = "time budget (--budget-s) spent"
+# the epilogues converted layers run: conv (direction, bias) and linear (layout, bias) problems
+CONV_EPILOGUES = (("fwd", False), ("fwd", True), ("bwd_data", False), ("bwd_weight", False))
+GEMM_EPILOGUES = (("rcr", "col"), ("rcr", "none"), ("rrr", "none"), ("crr", "none"))
+TD_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """A benchmarked model: `choices` (source, name) tried in order, the first whose library imports wins;
+    `input` the per-sample shape; `group` for summaries ('2d-dw-grouped' is the issue's geomean group)."""
+
+    name: str
+    choices: tuple[tuple[str, str], ...]
+    input: tuple[int, ...] = (3, 224, 224)
+    group: str = "2d-dense"
+
+    @property
+    def video(self) -> bool:
+        return len(self.input) == 4
+
+
+VIDEO = (3, 16, 112, 112)
+MODELS: tuple[ModelSpec, ...] = (
+    ModelSpec("convnext_nano", (("timm", "convnext_nano"), ("torchvision", "convnext_tiny")), group="2d-dw-grouped"),
+    ModelSpec("regnety_016", (("timm", "regnety_016"), ("torchvision", "regnet_y_1_6gf")), group="2d-dw-grouped"),
+    ModelSpec("mobilenet_v2", (("torchvision", "mobilenet_v2"),), group="2d-dw-grouped"),
+    ModelSpec("efficientnet_b0", (("timm", "efficientnet_b0"), ("torchvision", "efficientnet_b0")),
+              group="2d-dw-grouped"),
+    ModelSpec("resnext50_32x4d", (("torchvision", "resnext50_32x4d"),), group="2d-dw-grouped"),
+    ModelSpec("resnet50", (("torchvision", "resnet50"),)),
+    ModelSpec("mobilenet_v3_large", (("torchvision", "mobilenet_v3_large"),), group="2d-se"),
+    ModelSpec("r2plus1d_18", (("torchvision.video", "r2plus1d_18"),), VIDEO, "3d-dense"),
+    ModelSpec("r3d_18", (("torchvision.video", "r3d_18"),), VIDEO, "3d-dense"),
+    ModelSpec("x3d_m", (("project", "x3d_m"),), (3, 16, 224, 224), "3d-depthwise"),
+)
+# compiled passes take the models in this order (the issue's reduce-overhead references first)
+COMPILE_ORDER = ("x3d_m", "resnet50", "convnext_nano", "regnety_016", "mobilenet_v2", "efficientnet_b0",
+                 "resnext50_32x4d", "r2plus1d_18", "mobilenet_v3_large", "r3d_18", "smoke_cnn", "x3d_tiny")
+# --smoke: what builds here (no timm / torchvision next to the CPU torch wheel), at tiny sizes
+SMOKE_MODELS: tuple[ModelSpec, ...] = (
+    ModelSpec("smoke_cnn", (("project", "smoke_cnn"),), (3, 16, 16), "2d-dw-grouped"),
+    ModelSpec("x3d_tiny", (("project", "x3d_tiny"),), (3, 2, 4, 4), "3d-depthwise"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    device: str = "cuda"
+    dtype: str = "bfloat16"
+    batch: int = 32
+    video_batch: int = 8
+    steps: int = 10
+    warmup: int = 3
+    compiled_warmup: int = 5     # compile, cudagraph-tree warm-up run, recording, replays
+    profile_steps: int = 3
+    modes: tuple[str, ...] = MODES
+    compile_mode: str = "reduce-overhead"
+    pipelined: bool = True       # also time --steps back-to-back steps (no sync between them)
+    phases: tuple[str, ...] = PHASES
+    numerics: bool = True
+    budget_s: float = 400.0
+    smoke: bool = False
+
+
+# -- models --------------------------------------------------------------------------------------------------
+def _smoke_cnn() -> Any:
+    """A small 2-D net with what the zoo has: strided stem, depthwise 3x3, squeeze-excitation 1x1 convs with
+    bias on a 1x1 map, a strided 1x1, a linear head."""
+    from torch import nn
+
+    class SmokeCNN(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+            self.dw = nn.Sequential(nn.Conv2d(8, 8, 3, 1, 1, groups=8, bias=False), nn.BatchNorm2d(8), nn.SiLU())
+            self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(8, 8, 1), nn.ReLU(), nn.Conv2d(8, 8, 1),
+                                    nn.Sigmoid())
+            self.down = nn.Sequential(nn.Conv2d(8, 16, 1, 2, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+            self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+
+        def forward(self, x: Any) -> Any:
+            y = self.dw(self.stem(x))
+            return self.head(self.down(y * self.se(y)))
+
+    return SmokeCNN()
+
+
+def build(spec: ModelSpec) -> tuple[Any, str]:
+    """The model (fp32, CPU, no weights) and the 'source.name' it came from (first importable choice)."""
+    import importlib
+
+    errors = []
+    for source, name in spec.choices:
+        if source == "project":
+            from tiledispatch.testing import x3d
+
+            builders = {"x3d_m": x3d.x3d_m, "smoke_cnn": _smoke_cnn,
+                        "x3d_tiny": lambda: x3d.X3D(widths=(4,), depths=(2,), expansion=1.0, num_classes=10)}
+            return builders[name](), f"project.{name}"
+        try:
+            module = importlib.import_module(source)
+        except ImportError as exc:
+            errors.append(f"{source}: {exc}")
+            continue
+        if source == "timm":
+            return module.create_model(name, pretrained=False), f"timm.{name}"
+        return getattr(module if source.endswith("video") else module.models, name)(weights=None), f"{source}.{name}"
+    raise ImportError(f"{spec.name}: no library for {spec.choices}: {'; '.join(errors)}")
+
+
+# -- steps -----------------------------------------------------------------------------------------------------
+def _loss(out: Any, labels: Any) -> Any:
+    import torch.nn.functional as F
+
+    return F.cross_entropy(out.float(), labels)
+
+
+def make_step(phase: str, runner: Any, model: Any, x: Any, labels: Any, compiled: bool) -> Any:
+    """One training step (zero grads, forward, loss, backward) or one inference forward."""
+    import torch
+
+    mark = torch.compiler.cudagraph_mark_step_begin if compiled else (lambda: None)
+    if phase == "train":
+        def train() -> None:
+            mark()
+            model.zero_grad(set_to_none=True)
+            _loss(runner(x), labels).backward()
+        return train
+
+    def infer() -> None:
+        with torch.no_grad():
+            mark()
+            runner(x)
+    return infer
+
+
+def _reset_compiled() -> None:
+    import torch
+
+    torch._dynamo.reset()
+    trees = getattr(getattr(torch._inductor, "cudagraph_trees", None), "reset_cudagraph_trees", None)
+    if trees is not None:
+        trees()
+
+
+# -- one model -------------------------------------------------------------------------------------------------
+class Budget:
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+
+    def spent(self) -> bool:
+        return time.monotonic() > self.deadline
+
+
+def _error(exc: BaseException) -> dict[str, str]:
+    return {"error": f"{type(exc).__name__}: {str(exc)[:2000]}", "traceback": traceback.format_exc(limit=-6)[-4000:]}
+
+
+def _inputs(spec: ModelSpec, s: Settings, device: Any, dtype: Any, num_classes: int) -> tuple[Any, Any]:
+    import torch
+
+    batch = s.video_batch if spec.video else s.batch
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn((batch, *spec.input), generator=gen)
+    fmt = torch.channels_last_3d if spec.video else torch.channels_last
+    labels = torch.randint(0, num_classes, (batch,), generator=gen)
+    return x.to(device=device, dtype=dtype).contiguous(memory_format=fmt), labels.to(device)
+
+
+def _prepare(base: Any, variant: str, device: Any, dtype: Any, video: bool) -> tuple[Any, Any]:
+    """A copy of the model on the device in dtype, channels-last; converted for 'converted' (its report)."""
+    import torch
+
+    import tiledispatch.nn as tdnn
+
+    fmt = torch.channels_last_3d if video else torch.channels_last
+    model = copy.deepcopy(base).to(device=device, dtype=dtype).to(memory_format=fmt)
+    return model, tdnn.convert(model) if variant == "converted" else None
+
+
+def _layers(converted: Any) -> dict[str, Any]:
+    """Layers convert took and left (by reason) from its ConvertReport."""
+    reasons: dict[str, list[str]] = {}
+    for layer in converted.left:
+        reasons.setdefault(layer.reason, []).append(layer.name)
+    return {"taken": len(converted.taken), "left": len(converted.left),
+            "left_reasons": {r: {"count": len(names), "layers": names[:8]} for r, names in reasons.items()}}
+
+
+def measure_variant(row: dict, spec: ModelSpec, base: Any, variant: str, s: Settings, budget: Budget,
+                    mode: str, phases: tuple[str, ...]) -> None:
+    """The phases of one variant in one mode into row['runs'][phase][f'{variant}_{mode}']."""
+    import torch
+
+    device, dtype = torch.device(s.device), getattr(torch, s.dtype)
+    model, converted = _prepare(base, variant, device, dtype, spec.video)
+    if converted is not None:
+        row["layers"] = _layers(converted)
+    x, labels = _inputs(spec, s, device, dtype, row["num_classes"])
+    runner = model if mode == "eager" else torch.compile(model, mode=s.compile_mode)
+    try:
+        for phase in phases:
+            key = f"{variant}_{mode}"
+            slot = row["runs"].setdefault(phase, {})
+            if budget.spent():
+                slot[key] = {"skipped": SKIPPED}
+                continue
+            started = time.perf_counter()
+            try:
+                model.train() if phase == "train" else model.eval()
+                step = make_step(phase, runner, model, x, labels, mode == "compiled")
+                warmup = s.compiled_warmup if mode == "compiled" else s.warmup
+                result = measure.wall_times(step, device, warmup, s.steps, s.pipelined)
+                if device.type == "cuda":
+                    result.update(measure.gpu_time(step, device, s.profile_steps))
+                slot[key] = result
+            except Exception as exc:  # noqa: BLE001 - a model / compile failure is a result: recorded, the run goes on
+                slot[key] = _error(exc)
+            slot[key]["seconds"] = time.perf_counter() - started
+            print(f"  {phase:5s} {key:18s} {_brief(slot[key])}", flush=True)
+    finally:
+        if mode == "compiled":
+            _reset_compiled()
+
+
+def _brief(result: dict) -> str:
+    if "error" in result:
+        return "ERROR " + result["error"][:200]
+    if "skipped" in result:
+        return "skipped: " + result["skipped"]
+    gpu = result.get("gpu_ms")
+    return (f"{result['wall_ms']:8.2f} ms wall" + (f", {gpu:8.2f} ms GPU" if gpu else "")
+            + f" (first call {result['first_call_s']:.1f} s, {result['seconds']:.0f} s)")
+
+
+def check_numerics(row: dict, spec: ModelSpec, base: Any, s: Settings) -> None:
+    """End-to-end (output, first-conv dw) and per-layer (y, dx, dw) errors vs fp32, for stock and converted."""
+    import torch
+
+    import tiledispatch.nn as tdnn
+
+    device, dtype = torch.device(s.device), getattr(torch, s.dtype)
+    flags = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False   # a true fp32 reference
+    try:
+        ref, _ = _prepare(base, "stock", device, torch.float32, spec.video)
+        stock, _ = _prepare(base, "stock", device, dtype, spec.video)
+        converted, _ = _prepare(base, "converted", device, dtype, spec.video)
+        x, labels = _inputs(spec, s, device, torch.float32, row["num_classes"])
+        row["numerics"] = {"end_to_end": measure.end_to_end({"ref": ref, "stock": stock, "converted": converted},
+                                                            x, labels, _loss)}
+        del ref, converted
+        row["numerics"]["per_layer"] = measure.per_layer(stock, x, tdnn.convert, LAYER_LIMIT)
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = flags
+
+
+def measure_model(row: dict[str, Any], spec: ModelSpec, s: Settings, budget: Budget, mode: str,
+                  phases: tuple[str, ...], numerics: bool) -> None:
+    """One pass over a model: stock and converted in `mode` for `phases`, then (if asked) the numerics."""
+    import torch
+
+    started = time.perf_counter()
+    torch.manual_seed(0)   # the same weights in every pass
+    try:
+        base, source = build(spec)
+    except Exception as exc:  # noqa: BLE001 - recorded; the other models still run
+        row.update(_error(exc))
+        return
+    head = getattr(base, "num_classes", None) or next(m.out_features for m in reversed(list(base.modules()))
+                                                      if isinstance(m, torch.nn.Linear))
+    batch = s.video_batch if spec.video else s.batch
+    row.update(source=source, input_shape=[batch, *spec.input], num_classes=int(head),
+               params_m=sum(p.numel() for p in base.parameters()) / 1e6)
+    for variant in VARIANTS:
+        try:
+            measure_variant(row, spec, base, variant, s, budget, mode, phases)
+        except Exception as exc:  # noqa: BLE001 - e.g. out of memory: recorded per variant
+            row.setdefault("errors", {})[f"{variant}_{mode}"] = _error(exc)
+            print(f"  {variant}: ERROR {_error(exc)['error'][:200]}", flush=True)
+        _free(s)
+    if numerics and not budget.spent():
+        try:
+            check_numerics(row, spec, base, s)
+        except Exception as exc:  # noqa: BLE001 - recorded, as a timing failure is
+            row["numerics"] = _error(exc)
+        _free(s)
+    row["speedups"] = report.speedups(row)
+    row["seconds"] = row.get("seconds", 0.0) + time.perf_counter() - started
+
+
+def _free(s: Settings) -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if s.device == "cuda":
+        torch.cuda.empty_cache()
+
+
+# -- the run ---------------------------------------------------------------------------------------------------
+def install_smoke_registries() -> None:
+    """Small registries (one small kernel each) as the default registries of the fp32 problems the smoke
+    models run, so the interpreter run does not build the essential presets (minutes each on a small CPU)."""
+    import tiledispatch as td
+    from tiledispatch.dispatch import defaults
+    from tiledispatch.testing import small_config
+
+    wanted: dict[tuple, Any] = {}
+    for ndim in (2, 3):
+        for direction, bias in CONV_EPILOGUES:
+            wanted[("conv", direction, "fp32", ndim, "none", bias)] = td.ConvConfig(
+                family="igemm", direction=direction, ndim=ndim, dtype="fp32", block_m=32, block_n=16, block_k=16,
+                num_warps=4, num_stages=2, align=1, bias=bias)
+    for layout, bias_mode in GEMM_EPILOGUES:
+        epilogue = td.Epilogue(bias=bias_mode)
+        wanted[("gemm", "fp32", layout, epilogue)] = small_config("tiled", layout, "fp32").with_epilogue(epilogue)
+    universe = td.Registry("sm_90")
+    for cfg in wanted.values():
+        universe.add(cfg)
+    print(f"smoke: building {len(universe)} small kernels (cached after the first run)", flush=True)
+    universe.build()
+    for key, cfg in wanted.items():
+        registry = td.Registry("sm_90")
+        registry.add(cfg)
+        registry.build()   # from the cache the universe filled
+        defaults.install(key, registry)
+
+
+def prebuild(specs: list[ModelSpec], s: Settings) -> dict[str, Any]:
+    """Build every kernel of the default registries the converted models will use, in one worker pool (the
+    default path then loads them from the cache instead of building each registry on its first call)."""
+    import tiledispatch as td
+
+    dtype = TD_DTYPES[s.dtype]
+    registry = td.Registry()
+    for ndim in sorted({3 if spec.video else 2 for spec in specs}):
+        for direction, bias in CONV_EPILOGUES:
+            registry.add_preset(f"conv_{direction}_{dtype}_{ndim}d_essential", ("none", bias))
+    for layout, bias_mode in GEMM_EPILOGUES:
+        registry.add_preset(f"gemm_{dtype}_{layout}_essential", td.Epilogue(bias=bias_mode))
+    print(f"prebuild: {len(registry)} kernels of the default registries", flush=True)
+    result = registry.build()
+    print(f"prebuild: {result}", flush=True)
+    return {"kernels": len(registry), "built": len(result.built), "cached": len(result.cached),
+            "failed": result.failed, "seconds": result.seconds}
+
+
+def merge(paths: list[Path], out: Path) -> dict[str, Any]:
+    """One result file from several runs on one GPU: per model and phase, the stock and converted pair of each
+    mode comes from the first file that measured both (so each speedup is from one run); the numerics and the
+    layers from the first file that has them."""
+    datas = [json.loads(p.read_text()) for p in paths]
+    if len({d["gpu"] for d in datas}) > 1:
+        raise SystemExit(f"--merge: files from different GPUs: {sorted({d['gpu'] for d in datas})}")
+    merged = {**datas[0], "models": [], "merged_from": [{"path": str(p), "date": d["date"], "argv": d["argv"]}
+                                                         for p, d in zip(paths, datas)]}
+    rows: dict[str, dict[str, Any]] = {}
+    for data in datas:
+        for model in data["models"]:
+            row = rows.setdefault(model["model"], copy.deepcopy(model))
+            for phase, runs in model.get("runs", {}).items():
+                have = row.setdefault("runs", {}).setdefault(phase, {})
+                for mode in MODES:   # stock and converted of a mode: both from the same file
+                    pair = [f"{variant}_{mode}" for variant in VARIANTS]
+                    if (all("wall_ms" in runs.get(k, {}) for k in pair)
+                            and not all("wall_ms" in have.get(k, {}) for k in pair)):
+                        have.update({k: runs[k] for k in pair})
+            for field in ("numerics", "layers", "source", "input_shape", "num_classes", "params_m"):
+                mine = row.get(field)
+                if field in model and (mine is None or (isinstance(mine, dict) and "error" in mine)):
+                    row[field] = model[field]
+    for row in rows.values():
+        if row.get("runs"):
+            row.pop("skipped", None)   # a model skipped in one run and measured in another
+        row["speedups"] = report.speedups(row)
+    merged["models"] = list(rows.values())
+    write(merged, out)
+    return merged
+
+
+def write(data: dict[str, Any], out: Path) -> None:
+    data["summary"] = report.summary(data["models"])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1) + "\n")
+    out.with_suffix(".md").write_text(report.markdown(data))
+
+
+def run(specs: list[ModelSpec], s: Settings, out: Path, argv: list[str], built: dict | None = None
+        ) -> dict[str, Any]:
+    import torch
+
+    device = torch.device(s.device)
+    env = environment(device)
+    for name in ("timm", "torchvision"):
+        try:
+            env[name] = __import__(name).__version__
+        except ImportError:
+            env[name] = None
+    env["cudnn"] = torch.backends.cudnn.version() if device.type == "cuda" else None
+    data = {"benchmark": "models", "mode": "smoke" if s.smoke else "gpu", **env, "argv": argv,
+            "settings": dataclasses.asdict(s), "prebuild": built, "models": []}
+    budget = Budget(s.budget_s)
+    rows: dict[str, dict[str, Any]] = {spec.name: {"model": spec.name, "group": spec.group, "runs": {}}
+                                       for spec in specs}
+    data["models"] = list(rows.values())
+    plan = passes(s)
+    for number, (mode, phases) in enumerate(plan):
+        order = specs if mode == "eager" else sorted(specs, key=lambda m: COMPILE_ORDER.index(m.name)
+                                                      if m.name in COMPILE_ORDER else len(COMPILE_ORDER))
+        for i, spec in enumerate(order):
+            row = rows[spec.name]
+            print(f"[pass {number + 1}/{len(plan)}: {mode} {'+'.join(phases)}] [{i + 1}/{len(order)}] {spec.name}",
+                  flush=True)
+            if "error" in row:
+                continue   # the model did not build in an earlier pass
+            if budget.spent():
+                for phase in phases:
+                    for variant in VARIANTS:
+                        row["runs"].setdefault(phase, {})[f"{variant}_{mode}"] = {"skipped": SKIPPED}
+                continue
+            measure_model(row, spec, s, budget, mode, phases, s.numerics and number == 0)
+            write(data, out)
+    write(data, out)
+    return data
+
+
+def passes(s: Settings) -> list[tuple[str, tuple[str, ...]]]:
+    """The order of the work: eager (both phases, and the numerics) for every model first, then compiled
+    training steps, then compiled inference, so a run cut by --budget-s keeps the most useful numbers."""
+    plan = [("eager", s.phases)] if "eager" in s.modes else []
+    return plan + ([("compiled", (phase,)) for phase in s.phases] if "compiled" in s.modes else [])
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    if args.smoke:
+        return Settings(device="cpu", dtype="float32", batch=1, video_batch=1, steps=args.steps or 2, warmup=1,
+                        compiled_warmup=2, modes=MODES if args.smoke_compile else ("eager",),
+                        compile_mode="default", pipelined=False, phases=tuple(args.phases.split(",")),
+                        numerics=not args.no_numerics, budget_s=args.budget_s or 3600.0, smoke=True)
+    modes = ("eager",) if args.no_compile else tuple(args.modes.split(","))
+    return Settings(steps=args.steps or 10, modes=modes, phases=tuple(args.phases.split(",")),
+                    numerics=not args.no_numerics, budget_s=args.budget_s or 400.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", help=f"comma-separated subset of: {', '.join(m.name for m in MODELS)}")
+    parser.add_argument("--steps", type=int, help="timed steps per measurement (default 10; smoke 2)")
+    parser.add_argument("--no-compile", action="store_true", help="eager only (same as --modes eager)")
+    parser.add_argument("--modes", default="eager,compiled", help="eager, compiled or both")
+    parser.add_argument("--phases", default="train,infer", help="train, infer or both")
+    parser.add_argument("--no-numerics", action="store_true")
+    parser.add_argument("--budget-s", type=float,
+                        help="start no new measurement after this many seconds (default 400; smoke 3600)")
+    parser.add_argument("--out", type=Path, help="JSON path (default benchmarks/results/models_<gpu>.json)")
+    parser.add_argument("--smoke", action="store_true", help="CPU end-to-end check (tiny, fp32, interpreter)")
+    parser.add_argument("--smoke-compile", action="store_true", help="also torch.compile in --smoke (slow)")
+    parser.add_argument("--no-prebuild", action="store_true", help="build default registries on first use only")
+    parser.add_argument("--merge", nargs="+", type=Path, metavar="JSON",
+                        help="merge result files of one GPU (per model, measured entries fill the gaps) into --out")
+    args = parser.parse_args(argv)
+    if any(p not in PHASES for p in args.phases.split(",")):
+        parser.error(f"--phases {args.phases!r}: choose from {', '.join(PHASES)}")
+    if any(m not in MODES for m in args.modes.split(",")):
+        parser.error(f"--modes {args.modes!r}: choose from {', '.join(MODES)}")
+    if args.merge:
+        data = merge(args.merge, args.out or args.merge[0])
+        print(report.markdown(data), flush=True)
+        return 0
+    pool = SMOKE_MODELS if args.smoke else MODELS
+    wanted = args.models.split(",") if args.models else [m.name for m in pool]
+    unknown = [w for w in wanted if w not in {m.name for m in pool}]
+    if unknown:
+        parser.error(f"unknown models {unknown}; known: {', '.join(m.name for m in pool)}")
+    s = settings_from(args)
+    if not args.smoke:
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error("no CUDA device: run on a GPU, or --smoke on CPU")
+    else:
+        install_smoke_registries()
+    out = args.out or ROOT / "benchmarks" / "results" / (
+        "models_cpu_smoke.json" if args.smoke else f"models_{gpu_slug(_gpu_name())}.json")
+    specs = [m for m in pool if m.name in wanted]
+    built = None if args.smoke or args.no_prebuild or "converted" not in VARIANTS else prebuild(specs, s)
+    data = run(specs, s, out, sys.argv if argv is None else argv, built)
+    print(report.markdown(data), flush=True)
+    print(f"wrote {out} and {out.with_suffix('.md')}", flush=True)
+    return 0
+
+
+def _gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
