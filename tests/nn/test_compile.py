@@ -43,6 +43,23 @@ def test_fullgraph_compile_keeps_the_ops_in_one_graph():
     assert _ops_in(graphs[0]) == ["tiledispatch.conv.default"] * 2 + ["tiledispatch.gemm.default"]
 
 
+def test_dynamic_shapes_trace_once():
+    """With dynamic=True the fake kernels compute shapes and strides symbolically: a new batch and image size
+    reuse the one graph."""
+    model = _model()
+    tdnn.convert(model)
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = torch.compile(model, backend=record, fullgraph=True, dynamic=True)
+    assert compiled(torch.randn(2, 3, 9, 8)).shape == (2, 5)
+    assert compiled(torch.randn(3, 3, 11, 7)).shape == (3, 5)
+    assert len(graphs) == 1
+
+
 def test_inductor_fullgraph_matches_eager_forward_and_backward():
     torch.manual_seed(7)
     model = _model()

@@ -128,6 +128,10 @@ def test_fake_gemm_shapes(a_shape, b_shape, out):
     (lambda x, w: ops.conv(x, w, padding="same", stride=2), "padding"),
     (lambda x, w: ops.conv(x, w, activation="swish"), "activation"),
     (lambda x, w: ops.gemm(x[0, 0], w[0, 0].T), "b"),
+    (lambda x, w: ops.conv(x, w, bias=w[0, 0, 0]), "bias"),
+    (lambda x, w: ops.conv(x[:, :, :2], w), "spatial"),
+    (lambda x, w: ops.conv_bwd_data(x, w, (1, 4, 8, 8), padding=1), "dy"),
+    (lambda x, w: ops.conv_bwd_weight(x, x, w.shape, padding=0), "dy"),
 ])
 def test_bad_arguments_raise_typed_errors_while_tracing(call, field):
     with FakeTensorMode():

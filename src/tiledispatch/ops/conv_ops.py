@@ -23,9 +23,10 @@ _GEOMETRY = "int[] stride, int[] padding, int[] dilation, int groups"
 _Ints = Sequence[int]
 
 
-def _check_geometry(x_shape: _Ints, w_shape: _Ints, stride: _Ints, padding: _Ints, dilation: _Ints,
-                    groups: int) -> None:
-    """The checks the fake kernels can make without data (td.conv* make them all again)."""
+def _output_shape(x_shape: _Ints, w_shape: _Ints, stride: _Ints, padding: _Ints, dilation: _Ints,
+                  groups: int) -> tuple:
+    """The forward output's shape (N, K, *out), after the checks a fake kernel can make without data
+    (td.conv* make them all again when they run)."""
     ndim = len(x_shape) - 2
     if ndim not in (1, 2, 3) or len(w_shape) != len(x_shape):
         raise BadInput(f"input has shape {tuple(x_shape)} and weight {tuple(w_shape)}; both need 3, 4 or 5 dims "
@@ -33,9 +34,19 @@ def _check_geometry(x_shape: _Ints, w_shape: _Ints, stride: _Ints, padding: _Int
     if len(stride) != ndim or len(dilation) != ndim or len(padding) != 2 * ndim:
         raise BadInput(f"stride {list(stride)}, dilation {list(dilation)}, padding {list(padding)}: need "
                        f"{ndim}, {ndim} and {2 * ndim} values for {ndim}-D", field="stride")
-    if groups < 1 or w_shape[1] * groups != x_shape[1]:
+    if groups < 1 or w_shape[1] * groups != x_shape[1] or w_shape[0] % groups:
         raise BadInput(f"weight {tuple(w_shape)} with groups={groups} does not match input channels "
                        f"{x_shape[1]}", field="groups")
+    out = conv_output_size(x_shape[2:], w_shape[2:], stride, padding, dilation)
+    if any(size <= 0 for size in out):
+        raise BadInput(f"input {tuple(x_shape)} is smaller than the dilated filter {tuple(w_shape[2:])} with "
+                       f"padding {list(padding)}: output size {out}", field="spatial")
+    return (x_shape[0], w_shape[0], *out)
+
+
+def _check_dy(dy: torch.Tensor, shape: tuple) -> None:
+    if tuple(dy.shape) != shape:
+        raise BadInput(f"dy has shape {tuple(dy.shape)}; the forward output has {shape}", field="dy")
 
 
 # -- forward -----------------------------------------------------------------------------------------------
@@ -52,9 +63,10 @@ def _conv_kernel(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, st
 
 def _fake_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: _Ints, padding: _Ints,
                dilation: _Ints, groups: int, activation: str) -> torch.Tensor:
-    _check_geometry(x.shape, w.shape, stride, padding, dilation, groups)
-    out = conv_output_size(x.shape[2:], w.shape[2:], stride, padding, dilation)
-    return empty_channels_last((x.shape[0], w.shape[0], *out), x.dtype, x.device)
+    shape = _output_shape(x.shape, w.shape, stride, padding, dilation, groups)
+    if bias is not None and tuple(bias.shape) != shape[1:2]:
+        raise BadInput(f"bias has shape {tuple(bias.shape)}; expected ({shape[1]},)", field="bias")
+    return empty_channels_last(shape, x.dtype, x.device)
 
 
 def _setup_conv(ctx, inputs, output) -> None:   # type: ignore[no-untyped-def]
@@ -94,7 +106,7 @@ def _bwd_data_kernel(dy: torch.Tensor, w: torch.Tensor, input_shape: _Ints, stri
 
 def _fake_bwd_data(dy: torch.Tensor, w: torch.Tensor, input_shape: _Ints, stride: _Ints, padding: _Ints,
                    dilation: _Ints, groups: int) -> torch.Tensor:
-    _check_geometry(input_shape, w.shape, stride, padding, dilation, groups)
+    _check_dy(dy, _output_shape(input_shape, w.shape, stride, padding, dilation, groups))
     return empty_channels_last(input_shape, dy.dtype, dy.device)
 
 
@@ -127,7 +139,7 @@ def _bwd_weight_kernel(x: torch.Tensor, dy: torch.Tensor, weight_shape: _Ints, s
 
 def _fake_bwd_weight(x: torch.Tensor, dy: torch.Tensor, weight_shape: _Ints, stride: _Ints, padding: _Ints,
                      dilation: _Ints, groups: int) -> torch.Tensor:
-    _check_geometry(x.shape, weight_shape, stride, padding, dilation, groups)
+    _check_dy(dy, _output_shape(x.shape, weight_shape, stride, padding, dilation, groups))
     return empty_channels_last(weight_shape, dy.dtype, dy.device)
 
 
