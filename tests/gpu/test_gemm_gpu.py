@@ -170,7 +170,7 @@ def test_a_repeated_padded_signature_runs_its_bound_padded_launch(name):
         assert check["passed"], (seed, check)
         results.append((result, result.clone()))
     assert all(torch.equal(r, kept) for r, kept in results)
-    assert all(isinstance(entry.bound, padding.PaddedLaunch) for entry in reg._memo.values())
+    assert all(isinstance(entry.bound, padding.PaddedLaunch) for entry in reg.calls.values())
 
     args = make_args(problem, torch.device("cuda"), seed=7)
     a, b = args.a.clone(), args.b.clone()

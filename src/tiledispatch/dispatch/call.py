@@ -59,15 +59,22 @@ def gemm(site: Site, a: Any, b: Any, out: Any, c: Any, bias: Any, bias_mode: str
          device_token() if strategy == "auto" else None))   # auto reads the current GPU's tuning DB
     hit = site.memo.get(key)
     if (hit is not None and hit.stamp == hit.registry.stamp() and type(alpha) in _REAL and type(beta) in _REAL
-            and (out is None or not _meets(hit, out, a, b))):
+            and (out is None or not meets(hit, out, a, b))):
         return hit.bound(a, b, out, c, bias, d, alpha, beta, scale_a, scale_b), hit
-    args = GemmArgs(a, b, out, c, bias, bias_mode or ("col" if bias is not None else "none"),
+    args = gemm_args(a, b, out, c, bias, bias_mode, d, activation, alpha, beta, out_dtype, allow_tf32, scale_a,
+                     scale_b)
+    return first_gemm(site, key, args, strategy, problem)
+
+
+def gemm_args(a: Any, b: Any, out: Any, c: Any, bias: Any, bias_mode: str | None, d: Any, activation: str | None,
+              alpha: Any, beta: Any, out_dtype: str | None, allow_tf32: bool, scale_a: Any, scale_b: Any) -> GemmArgs:
+    """The GemmArgs of a call (bias per column unless bias_mode says otherwise)."""
+    return GemmArgs(a, b, out, c, bias, bias_mode or ("col" if bias is not None else "none"),
                     tuple(d) if isinstance(d, (tuple, list)) else d, alpha, beta, activation or "none", out_dtype,
                     allow_tf32, scale_a, scale_b)
-    return _first_gemm(site, key, args, strategy, problem)
 
 
-def _first_gemm(site: Site, key: Any, args: GemmArgs, strategy: str, expected: GemmProblem | None
+def first_gemm(site: Site, key: Any, args: GemmArgs, strategy: str, expected: GemmProblem | None
                 ) -> tuple[Any, Decision]:
     check_strategy(strategy)
     problem = problem_from_args(args, prefer_layout=expected.layout if expected is not None else None)
@@ -96,14 +103,16 @@ def _extents(out: Any, *inputs: Any) -> tuple[int, ...]:
     return tuple(byte_extent(t) if t is not None else 0 for t in (out, *inputs))
 
 
-def _meets(hit: Decision, out: Any, *inputs: Any) -> bool:
+def meets(hit: Decision, out: Any, *inputs: Any) -> bool:
     """Whether a remembered call's `out` shares memory with one of its inputs (the checked path then names it)."""
     extents = hit.extents
     if not extents:
         return True
-    start = out.data_ptr()
-    return any(t is not None and ranges_meet(start, extents[0], t.data_ptr(), extent)
-               for t, extent in zip(inputs, extents[1:]))
+    start, span = out.data_ptr(), extents[0]
+    for t, extent in zip(inputs, extents[1:]):
+        if t is not None and ranges_meet(start, span, t.data_ptr(), extent):
+            return True
+    return False
 
 
 def _check_matches(problem: GemmProblem, derived: GemmProblem) -> None:
@@ -137,18 +146,18 @@ def conv(site: Site, direction: str, first: Any, second: Any, shape: Geometry | 
          activation: str | None, out: Any, strategy: str) -> tuple[torch.Tensor, Decision]:
     """The tensor a convolution direction writes (y, dx or dw) and the decision that computed it. `shape` is
     the call's Geometry (td.conv*) or a ConvProblem (Registry.run)."""
-    key = _conv_key(first, second, shape, bias, activation, out, strategy)
+    key = conv_key(first, second, shape, bias, activation, out, strategy)
     hit = site.memo.get(key)
-    if hit is not None and hit.stamp == hit.registry.stamp() and (out is None or not _meets(hit, out, first, second)):
+    if hit is not None and hit.stamp == hit.registry.stamp() and (out is None or not meets(hit, out, first, second)):
         return hit.bound(*role_tuple(direction, first, second, out, bias)), hit
-    return _first_conv(site, key, direction, first, second, shape, bias, activation, out, strategy)
+    return first_conv(site, key, direction, first, second, shape, bias, activation, out, strategy)
 
 
-def _conv_key(first: Any, second: Any, shape: Any, bias: Any, activation: str | None, out: Any,
+def conv_key(first: Any, second: Any, shape: Any, bias: Any, activation: str | None, out: Any,
               strategy: str) -> tuple | None:
     """Every argument a decision reads (tensors by shape, strides, dtype, device and alignment), or None for
     `tune` and for arguments that cannot be keys (the checked path names the bad one)."""
-    if strategy == "tune" or (type(shape) is tuple and not plain_geometry(*shape[3:])):
+    if strategy == "tune" or (type(shape) is tuple and not _plain(shape)):
         return None   # 1.0, True and np.int64(1) equal 1 as keys: such calls take the checked path every time
     try:
         key = (shape, activation, strategy, tensor_key(first), tensor_key(second),
@@ -160,7 +169,16 @@ def _conv_key(first: Any, second: Any, shape: Any, bias: Any, activation: str | 
     return key
 
 
-def _first_conv(site: Site, key: Any, direction: str, first: Any, second: Any, shape: Any, bias: Any,
+def _plain(shape: tuple) -> bool:
+    """Whether a Geometry's stride / padding / dilation / groups are exactly ints or tuples of them (the common
+    all-int case checked inline)."""
+    _, _, _, stride, padding, dilation, groups = shape
+    if type(stride) is int and type(padding) is int and type(dilation) is int and type(groups) is int:
+        return True
+    return plain_geometry(stride, padding, dilation, groups)
+
+
+def first_conv(site: Site, key: Any, direction: str, first: Any, second: Any, shape: Any, bias: Any,
                 activation: str | None, out: Any, strategy: str) -> tuple[Any, Decision]:
     names = _CALLER_NAMES[direction]
     _check_pair(first, second, names)

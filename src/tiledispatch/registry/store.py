@@ -203,7 +203,7 @@ class KernelStore:
     def stamp(self) -> Stamp:
         """What a decision remembered for this registry depends on (see memo.Stamp)."""
         db = self._tuning_db
-        return Stamp(self._version, build_epoch(), -1 if db is None else db.version)
+        return tuple.__new__(Stamp, (self._version, build_epoch(), -1 if db is None else db.version))
 
     def plans(self, problem: GemmProblem | ConvProblem) -> list[Plan]:
         """Every built kernel that computes `problem` directly, then those that compute it exactly on padded
