@@ -38,16 +38,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _private_temp_dir(config: pytest.Config) -> None:
-    """One directory for everything the session writes to temp: pytest's base temp dir inside it, TMPDIR (for
-    Triton's compiler files in this process and in build workers) pointed at it."""
+    """One directory for everything the session writes to temp: TMPDIR (Triton's compiler files in this process
+    and in build workers, Ray's session) and pytest's base temp dir inside it. Its path stays short: Ray's
+    socket paths under it must fit in 107 bytes."""
     if config.option.basetemp is not None:
         return
-    root = tempfile.mkdtemp(prefix="tiledispatch-tests-")
+    root = tempfile.mkdtemp(prefix="td-tests-")
     config.option.basetemp = os.path.join(root, "pytest")
-    scratch = os.path.join(root, "tmp")
-    os.mkdir(scratch)
     config.stash[_TEMP_KEY] = (root, os.environ.get("TMPDIR"), tempfile.tempdir)
-    os.environ["TMPDIR"] = tempfile.tempdir = scratch
+    os.environ["TMPDIR"] = tempfile.tempdir = root
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
