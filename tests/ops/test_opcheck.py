@@ -2,8 +2,8 @@
 registration, fake kernel against the real one (shapes and strides), and AOT dispatch with dynamic shapes,
 which also runs each op's backward. fp32 and fp16 only: the Triton 3.6 interpreter computes bf16 dots wrongly.
 
-Every conv case here is 2-D so the cases share the default registries they build (one per direction, dtype,
-ndim and epilogue; building one is the slow part of a first call).
+The cases share default registries (one per direction, dtype, ndim and epilogue; building one is the slow
+part of a first call) with each other and with test_op_gradients.py.
 """
 from __future__ import annotations
 
@@ -44,6 +44,19 @@ def test_conv_fp32_bias_relu():
     """relu differentiates from the op's output (saved), no recompute."""
     x, w, b = _grad(2, 4, 5, 5), _grad(6, 4, 1, 1), torch.randn(6, requires_grad=True)
     _check(OPS.conv.default, (x, w, b, [1, 1], [0, 0, 0, 0], [1, 1], 1, "relu"))
+
+
+def test_conv_fp32_1d_with_bias():
+    """1-D: the channels-last form is an (N, L, C) tensor transposed to (N, C, L), for dw too."""
+    x = torch.randn(2, 13, 6).transpose(1, 2).requires_grad_()
+    w = torch.randn(6, 1, 5).transpose(1, 2).contiguous().transpose(1, 2).requires_grad_()
+    _check(OPS.conv.default, (x, w, torch.randn(6, requires_grad=True), [2], [2, 2], [1], 6, "none"))
+
+
+def test_conv_fp32_3d():
+    cl3 = torch.channels_last_3d
+    x, w = _grad(1, 4, 3, 6, 5, memory_format=cl3), _grad(4, 2, 1, 3, 3, memory_format=cl3)
+    _check(OPS.conv.default, (x, w, None, [1, 2, 1], [0, 0, 1, 1, 1, 1], [1, 1, 1], 2, "none"))
 
 
 def test_conv_fp16_forward():
@@ -87,8 +100,8 @@ def test_gemm_scaled_fp8():
     a = torch.randn(5, 32).to(torch.float8_e4m3fn)
     b = torch.randn(16, 32).to(torch.float8_e4m3fn).t()          # K-major B (layout rcr)
     args = (a, b, torch.tensor([0.5]), torch.tensor([2.0]), None, torch.bfloat16, "none")
-    result = opcheck(OPS.gemm_scaled.default, args,
-                     test_utils=("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"))
+    utils = ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+    result = opcheck(OPS.gemm_scaled.default, args, test_utils=utils)
     assert set(result.values()) == {"SUCCESS"}, result
     out = OPS.gemm_scaled.default(*args)
     ref = a.float() @ b.float()
