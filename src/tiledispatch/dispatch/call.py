@@ -48,8 +48,8 @@ class Site:
 
 # -- GEMM ------------------------------------------------------------------------------------------------------
 def gemm(site: Site, a: Any, b: Any, out: Any, c: Any, bias: Any, bias_mode: str | None, d: Any,
-         activation: str | None, alpha: Any, beta: Any, out_dtype: str | None, allow_tf32: bool, strategy: str,
-         scale_a: Any, scale_b: Any, problem: GemmProblem | None = None) -> tuple[torch.Tensor, Decision]:
+         activation: str | None, alpha: Any, beta: Any, out_dtype: str | None, allow_tf32: bool,
+         strategy: str, scale_a: Any, scale_b: Any, problem: GemmProblem | None = None) -> tuple[torch.Tensor, Decision]:
     """out = activation(alpha * a @ b + beta * c + bias + sum(d)) and the decision that computed it."""
     if beta != 0 and c is None:
         c = out   # BLAS semantics: out = alpha * A @ B + beta * out
@@ -61,17 +61,18 @@ def gemm(site: Site, a: Any, b: Any, out: Any, c: Any, bias: Any, bias_mode: str
     if (hit is not None and hit.stamp == hit.registry.stamp() and type(alpha) in _REAL and type(beta) in _REAL
             and (out is None or not meets(hit, out, a, b))):
         return hit.bound(a, b, out, c, bias, d, alpha, beta, scale_a, scale_b), hit
-    args = gemm_args(a, b, out, c, bias, bias_mode, d, activation, alpha, beta, out_dtype, allow_tf32, scale_a,
-                     scale_b)
+    args = gemm_args(a, b, out, c, bias, bias_mode, d, activation, alpha, beta, out_dtype, allow_tf32,
+                     scale_a, scale_b)
     return first_gemm(site, key, args, strategy, problem)
 
 
-def gemm_args(a: Any, b: Any, out: Any, c: Any, bias: Any, bias_mode: str | None, d: Any, activation: str | None,
-              alpha: Any, beta: Any, out_dtype: str | None, allow_tf32: bool, scale_a: Any, scale_b: Any) -> GemmArgs:
+def gemm_args(a: Any, b: Any, out: Any, c: Any, bias: Any, bias_mode: str | None, d: Any,
+              activation: str | None, alpha: Any, beta: Any, out_dtype: str | None, allow_tf32: bool,
+              scale_a: Any, scale_b: Any) -> GemmArgs:
     """The GemmArgs of a call (bias per column unless bias_mode says otherwise)."""
     return GemmArgs(a, b, out, c, bias, bias_mode or ("col" if bias is not None else "none"),
-                    tuple(d) if isinstance(d, (tuple, list)) else d, alpha, beta, activation or "none", out_dtype,
-                    allow_tf32, scale_a, scale_b)
+                    tuple(d) if isinstance(d, (tuple, list)) else d, alpha, beta, activation or "none",
+                    out_dtype, allow_tf32, scale_a, scale_b)
 
 
 def first_gemm(site: Site, key: Any, args: GemmArgs, strategy: str, expected: GemmProblem | None
@@ -118,8 +119,8 @@ def meets(hit: Decision, out: Any, *inputs: Any) -> bool:
 def _check_matches(problem: GemmProblem, derived: GemmProblem) -> None:
     for field in ("m", "n", "k", "batch", "dtype", "out_dtype", "layout", "epilogue"):
         if getattr(problem, field) != getattr(derived, field):
-            raise BadInput(f"the tensors do not match the problem: {field} is {getattr(derived, field)!r} in the "
-                           f"tensors and {getattr(problem, field)!r} in the problem", field=field)
+            raise BadInput(f"the tensors do not match the problem: {field} is {getattr(derived, field)!r} in "
+                           f"the tensors and {getattr(problem, field)!r} in the problem", field=field)
 
 
 # -- convolution -----------------------------------------------------------------------------------------------
@@ -210,10 +211,11 @@ def _check_pair(first: Any, second: Any, names: tuple[str, str, str]) -> None:
     for field, t in zip(names, (first, second)):
         require_tensor(t, field)
     if first.dtype != second.dtype:
-        raise BadInput(f"{names[1]} is {second.dtype} but {names[0]} is {first.dtype}: the tensors must have one "
-                       "dtype", field=names[1])
+        raise BadInput(f"{names[1]} is {second.dtype} but {names[0]} is {first.dtype}: the tensors must have "
+                       "one dtype", field=names[1])
     if first.device != second.device:
-        raise BadInput(f"{names[1]} is on {second.device} but {names[0]} is on {first.device}", field=names[1])
+        raise BadInput(f"{names[1]} is on {second.device} but {names[0]} is on {first.device}",
+                       field=names[1])
 
 
 def selection_of(decision: Decision) -> Selection:

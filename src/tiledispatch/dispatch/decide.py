@@ -12,8 +12,9 @@ from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.registry.store import KernelStore
 from tiledispatch.runtime.launcher import device_token
 from tiledispatch.select import cost_model
-from tiledispatch.select.selector import (DEFAULT_TOP_K, Plan, Selection, by_model_or_rules, check_strategy, choose,
-                                          from_ranking, measured, to_measure, to_time, tuned_plan, unsure)
+from tiledispatch.select.selector import (DEFAULT_TOP_K, Plan, Selection, by_model_or_rules, check_strategy,
+                                          choose, from_ranking, measured, to_measure, to_time, tuned_plan,
+                                          unsure)
 
 
 @dataclasses.dataclass

@@ -22,7 +22,8 @@ _LOG = logging.getLogger("tiledispatch")
 def gemm_registry(problem: GemmProblem) -> Registry:
     """The registry td.gemm uses for problems like this one."""
     key = ("gemm", problem.dtype, problem.layout, problem.epilogue)
-    return _built(key, f"gemm_{problem.dtype}_{problem.layout}_essential", problem.epilogue, VendorConfig("gemm"))
+    return _built(key, f"gemm_{problem.dtype}_{problem.layout}_essential", problem.epilogue,
+                  VendorConfig("gemm"))
 
 
 def conv_registry(problem: ConvProblem) -> Registry:
@@ -45,8 +46,8 @@ def _built(key: tuple, preset: str, epilogue: Epilogue | tuple[str, bool], vendo
             report = registry.build()
             _LOG.info("default registry %s: %s", preset, report)
             if report.failed:
-                _LOG.warning("default registry %s: %d kernels failed to build: %s", preset, len(report.failed),
-                             report.failed)
+                _LOG.warning("default registry %s: %d kernels failed to build: %s", preset,
+                             len(report.failed), report.failed)
             _REGISTRIES[key] = registry
         return _REGISTRIES[key]
 

@@ -21,10 +21,10 @@ _REAL = (int, float)
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, d: tuple = (),
-         activation: str | None = None, alpha: float = 1.0, beta: float = 0.0, out: torch.Tensor | None = None,
-         out_dtype: str | None = None, c: torch.Tensor | None = None, bias_mode: str | None = None,
-         allow_tf32: bool = False, strategy: str = "auto", scale_a: torch.Tensor | None = None,
-         scale_b: torch.Tensor | None = None) -> torch.Tensor:
+         activation: str | None = None, alpha: float = 1.0, beta: float = 0.0,
+         out: torch.Tensor | None = None, out_dtype: str | None = None, c: torch.Tensor | None = None,
+         bias_mode: str | None = None, allow_tf32: bool = False, strategy: str = "auto",
+         scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> torch.Tensor:
     """out = activation(alpha * a @ b + beta * c + bias + sum(d)), computed by the selected kernel.
 
     a: (M, K) or (batch, M, K); b: (K, N) or (batch, K, N), row- or column-major. bias has N values
@@ -38,25 +38,27 @@ def gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, 
         c = out   # BLAS semantics: out = alpha * A @ B + beta * out
     key = None if strategy == "tune" else call_key(
         a, b, out, c, bias, d, beta, scale_a, scale_b,
-        (bias_mode, activation, out_dtype, allow_tf32, strategy, None, device_token() if strategy == "auto" else None))
+        (bias_mode, activation, out_dtype, allow_tf32, strategy, None,
+         device_token() if strategy == "auto" else None))
     hit = _GEMM_GET(key)
     if (hit is not None and hit.stamp == hit.registry.stamp() and type(alpha) in _REAL and type(beta) in _REAL
             and (out is None or not call.meets(hit, out, a, b))):
         return hit.bound(a, b, out, c, bias, d, alpha, beta, scale_a, scale_b)
-    args = call.gemm_args(a, b, out, c, bias, bias_mode, d, activation, alpha, beta, out_dtype, allow_tf32, scale_a,
-                          scale_b)
+    args = call.gemm_args(a, b, out, c, bias, bias_mode, d, activation, alpha, beta, out_dtype, allow_tf32,
+                          scale_a, scale_b)
     return call.first_gemm(GEMM, key, args, strategy, None)[0]
 
 
-def conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, stride: Any = 1, padding: Any = 0,
-         dilation: Any = 1, groups: int = 1, *, activation: str | None = None, out: torch.Tensor | None = None,
-         strategy: str = "auto") -> torch.Tensor:
+def conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, stride: Any = 1,
+         padding: Any = 0, dilation: Any = 1, groups: int = 1, *, activation: str | None = None,
+         out: torch.Tensor | None = None, strategy: str = "auto") -> torch.Tensor:
     """y = activation(conv(x, w) + bias): x (N, C, *spatial) and w (K, C/groups, *filter) channels-last
     (torch.channels_last / channels_last_3d; for 1-D a (N, L, C) tensor transposed to (N, C, L)); padding is
     an int, one per dim, or a (left, right) pair per dim. Returns y (N, K, *out) channels-last. The first call
     of an argument signature (as td.conv_bwd_data / td.conv_bwd_weight) checks, selects and binds; later calls
     of the same signature reuse that decision."""
-    shape = _geometry("fwd", getattr(x, "shape", "x"), getattr(w, "shape", "w"), stride, padding, dilation, groups)
+    shape = _geometry("fwd", getattr(x, "shape", "x"), getattr(w, "shape", "w"), stride, padding, dilation,
+                      groups)
     key = call.conv_key(x, w, shape, bias, activation, out, strategy)
     hit = _CONV_GET(key)
     if hit is not None and hit.stamp == hit.registry.stamp() and (out is None or not call.meets(hit, out, x, w)):
@@ -93,7 +95,8 @@ def _geometry(direction: str, x_shape: Any, w_shape: Any, stride: Any, padding: 
     """A call's call.Geometry; list arguments become tuples (hashable keys)."""
     if type(stride) is list or type(padding) is list or type(dilation) is list or type(x_shape) is list \
             or type(w_shape) is list:
-        stride, padding, dilation, x_shape, w_shape = map(_frozen, (stride, padding, dilation, x_shape, w_shape))
+        stride, padding, dilation, x_shape, w_shape = map(_frozen,
+                                                          (stride, padding, dilation, x_shape, w_shape))
     return (direction, x_shape, w_shape, stride, padding, dilation, groups)
 
 

@@ -117,7 +117,8 @@ class Kernel:
     def launchers(self) -> list[EntryLauncher]:
         """The loaded entries of the built instance (NoKernelFound when it is not built)."""
         if self.entry_dir is None:
-            raise NoKernelFound(f"kernel {self.name} is not built; call Registry.build() first", field="kernel")
+            raise NoKernelFound(f"kernel {self.name} is not built; call Registry.build() first",
+                                field="kernel")
         if self._launchers is None:
             self._launchers = load_launchers(self.entry_dir)
         return self._launchers
@@ -144,9 +145,10 @@ class GemmKernel(Kernel):
     config: GemmConfig
 
     def run(self, a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None,
-            c: torch.Tensor | None = None, bias: torch.Tensor | None = None, d: tuple = (), alpha: float = 1.0,
-            beta: float = 0.0, out_dtype: str | None = None, allow_tf32: bool | None = None,
-            scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> torch.Tensor:
+            c: torch.Tensor | None = None, bias: torch.Tensor | None = None, d: tuple = (),
+            alpha: float = 1.0, beta: float = 0.0, out_dtype: str | None = None,
+            allow_tf32: bool | None = None, scale_a: torch.Tensor | None = None,
+            scale_b: torch.Tensor | None = None) -> torch.Tensor:
         """out = epilogue(alpha * a @ b ...) on torch tensors; scale_a / scale_b scale fp8 operands (None: 1).
         The first call of an argument signature validates and binds; later calls reuse the bound launch."""
         key = call_key(a, b, out, c, bias, d, beta, scale_a, scale_b, ("run", out_dtype, allow_tf32))
@@ -156,7 +158,8 @@ class GemmKernel(Kernel):
         cfg = self.config
         args = GemmArgs(a, b, out, c, bias, cfg.bias if bias is not None else "none", tuple(d), alpha, beta,
                         cfg.activation, out_dtype or cfg.out_dtype,
-                        cfg.dtype == "tf32" if allow_tf32 is None else allow_tf32, scale_a=scale_a, scale_b=scale_b)
+                        cfg.dtype == "tf32" if allow_tf32 is None else allow_tf32, scale_a=scale_a,
+                        scale_b=scale_b)
         problem = problem_from_args(args, prefer_layout=cfg.layout)
         self._require(problem)
         bound = self._bind(args, problem)
@@ -167,8 +170,8 @@ class GemmKernel(Kernel):
 
     def launch(self, args: GemmArgs, problem: GemmProblem) -> Any:
         bound = self.bound_launch(args, problem)
-        args.out = bound(args.a, args.b, args.out, args.c, args.bias, args.d, args.alpha, args.beta, args.scale_a,
-                         args.scale_b)
+        args.out = bound(args.a, args.b, args.out, args.c, args.bias, args.d, args.alpha, args.beta,
+                         args.scale_a, args.scale_b)
         return args.out
 
     def bound_launch(self, args: GemmArgs, problem: GemmProblem) -> BoundLaunch:
@@ -255,8 +258,9 @@ class ConvKernel(Kernel):
 class ConvBound(EntryLaunches):
     """Every launch of a conv instance for one argument signature: call it with (x, w, y, bias)."""
 
-    def __init__(self, entries: list, device: Any, index: int | None, out_slot: int, out_shape: tuple[int, ...],
-                 out_dtype: Any, workspaces: tuple[tuple[int, Any, bool], ...], reusable: bool) -> None:
+    def __init__(self, entries: list, device: Any, index: int | None, out_slot: int,
+                 out_shape: tuple[int, ...], out_dtype: Any, workspaces: tuple[tuple[int, Any, bool], ...],
+                 reusable: bool) -> None:
         super().__init__(entries, device, index, workspaces)
         self.out_slot, self.out_shape, self.out_dtype, self.reusable = out_slot, out_shape, out_dtype, reusable
 
@@ -298,7 +302,8 @@ def launch_key(problem: GemmProblem, args: GemmArgs) -> tuple | None:
 
 
 _OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(GemmArgs)
-                       if f.name not in ("a", "b", "out", "c", "bias", "d", "alpha", "beta", "scale_a", "scale_b"))
+                       if f.name not in ("a", "b", "out", "c", "bias", "d", "alpha", "beta", "scale_a",
+                                         "scale_b"))
 
 
 def device_sm_count(device: Any, arch: ArchSpec) -> int:
@@ -315,5 +320,5 @@ def check_device_arch(device: Any, arch: ArchSpec) -> None:
 
     major, minor = torch.cuda.get_device_capability(device)
     if major * 10 + minor != arch.cc:
-        raise BadInput(f"kernel built for {arch.name} cannot run on a sm_{major}{minor} device; build the registry "
-                       f"with gpu_target='sm_{major}{minor}'", field="gpu_target")
+        raise BadInput(f"kernel built for {arch.name} cannot run on a sm_{major}{minor} device; build the "
+                       f"registry with gpu_target='sm_{major}{minor}'", field="gpu_target")

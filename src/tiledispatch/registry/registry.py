@@ -31,9 +31,9 @@ class Registry(KernelStore):
     def run(self, problem: GemmProblem | ConvProblem | None, a: torch.Tensor, b: torch.Tensor, *,
             strategy: str = "auto", out: torch.Tensor | None = None, c: torch.Tensor | None = None,
             bias: torch.Tensor | None = None, bias_mode: str | None = None, d: tuple = (),
-            activation: str | None = None, alpha: float = 1.0, beta: float = 0.0, out_dtype: str | None = None,
-            allow_tf32: bool = False, scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
-            return_selection: bool = False) -> Any:
+            activation: str | None = None, alpha: float = 1.0, beta: float = 0.0,
+            out_dtype: str | None = None, allow_tf32: bool = False, scale_a: torch.Tensor | None = None,
+            scale_b: torch.Tensor | None = None, return_selection: bool = False) -> Any:
         """Select for the problem (derived from the tensors when None) and run; returns out, or (out, selection)
         with return_selection=True. A ConvProblem runs as run_conv(problem, a, b, ...). Decisions are remembered
         per argument signature (every strategy but `tune`)."""
@@ -44,8 +44,8 @@ class Registry(KernelStore):
                                      out_dtype, allow_tf32, strategy, scale_a, scale_b, problem)
         return (result, decision.selection.copy()) if return_selection else result
 
-    def run_conv(self, problem: ConvProblem, first: torch.Tensor, second: torch.Tensor, *, strategy: str = "auto",
-                 out: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+    def run_conv(self, problem: ConvProblem, first: torch.Tensor, second: torch.Tensor, *,
+                 strategy: str = "auto", out: torch.Tensor | None = None, bias: torch.Tensor | None = None,
                  return_selection: bool = False) -> Any:
         """Run a convolution: (x, w) for fwd, (dy, w) for bwd_data, (x, dy) for bwd_weight; returns the
         written tensor (y, dx or dw; `out` receives it when given)."""

@@ -81,8 +81,8 @@ class KernelStore:
         A VendorConfig declares the vendor library's plan (nothing to build)."""
         cfg = parse_name(config) if isinstance(config, str) else config
         if not isinstance(cfg, (GemmConfig, ConvConfig, VendorConfig)):
-            raise InvalidConfigType(f"expected a GemmConfig, a ConvConfig, a VendorConfig or an instance name, got "
-                                    f"{type(config).__name__}", field="config")
+            raise InvalidConfigType("expected a GemmConfig, a ConvConfig, a VendorConfig or an instance "
+                                    f"name, got {type(config).__name__}", field="config")
         if not isinstance(cfg, VendorConfig):   # a vendor plan is valid once constructed, on every arch
             raise_first_error(cfg, config_errors(cfg, self.arch))
         if cfg.name not in self._kernels:
@@ -105,8 +105,8 @@ class KernelStore:
             elif isinstance(cfg, GemmConfig) and isinstance(epilogue, Epilogue):
                 cfg = cfg.with_epilogue(epilogue)
             elif epilogue is not None:
-                raise InvalidConfig(f"epilogue for preset {name!r} must be an Epilogue (GEMM) or (activation, bias) "
-                                    f"(conv), got {epilogue!r}", field="epilogue")
+                raise InvalidConfig(f"epilogue for preset {name!r} must be an Epilogue (GEMM) or "
+                                    f"(activation, bias) (conv), got {epilogue!r}", field="epilogue")
             errors = config_errors(cfg, self.arch)
             if errors:
                 self.skipped[cfg.name] = "; ".join(reason for _, reason in errors)
@@ -134,7 +134,8 @@ class KernelStore:
     def get(self, name: str) -> Kernel:
         if name not in self._kernels:
             parse_name(name)  # a malformed name raises InvalidConfig rather than NoKernelFound
-            raise NoKernelFound(f"no kernel named {name!r} in this registry ({len(self)} kernels)", field="kernel")
+            raise NoKernelFound(f"no kernel named {name!r} in this registry ({len(self)} kernels)",
+                                field="kernel")
         return self._kernels[name]
 
     # -- building ---------------------------------------------------------------------------------

@@ -47,8 +47,9 @@ def _major(t, field: str, prefer: str = "") -> str:
         return "r"
     if t.stride(-2) == 1:
         return "c"
-    raise BadInput(f"{field} has strides {tuple(t.stride())}: no kernel handles a matrix whose rows and columns "
-                   "are both strided; pass a row- or column-major tensor (e.g. .contiguous())", field=field)
+    raise BadInput(f"{field} has strides {tuple(t.stride())}: no kernel handles a matrix whose rows and "
+                   "columns are both strided; pass a row- or column-major tensor (e.g. .contiguous())",
+                   field=field)
 
 
 def _check_matrix(t, field: str, rows: int, cols: int, batch: int) -> None:
@@ -96,7 +97,8 @@ def problem_from_args(args: GemmArgs, prefer_layout: str | None = None) -> GemmP
             raise BadInput(f"{field} has shape {tuple(t.shape)}: a 2-D (M, K) / (K, N) or 3-D batched "
                            "tensor is needed", field=field)
     if a.shape[-1] != b.shape[-2]:
-        raise BadInput(f"b has shape {tuple(b.shape)}: its rows must equal a's columns K={a.shape[-1]}", field="b")
+        raise BadInput(f"b has shape {tuple(b.shape)}: its rows must equal a's columns K={a.shape[-1]}",
+                       field="b")
     if a.dim() == 3 and b.dim() == 3 and a.shape[0] != b.shape[0]:
         raise BadInput(f"batch sizes differ: a {a.shape[0]}, b {b.shape[0]}", field="b")
     if a.dtype != b.dtype:
@@ -111,7 +113,8 @@ def problem_from_args(args: GemmArgs, prefer_layout: str | None = None) -> GemmP
                        f"{m}x{n}x{k}; sizes must be positive", field=empty)
     dtype = from_torch(a.dtype, "a.dtype", args.allow_tf32)
     if dtype not in INPUT_DTYPES:
-        raise BadInput(f"a.dtype={a.dtype} is not an input dtype; legal: {', '.join(INPUT_DTYPES)}", field="a.dtype")
+        raise BadInput(f"a.dtype={a.dtype} is not an input dtype; legal: {', '.join(INPUT_DTYPES)}",
+                       field="a.dtype")
     _check_scales(args, dtype)
     _check_epilogue_tensors(args, m, n, batch)
     out_dtype = args.out_dtype or default_out_dtype(dtype)
@@ -154,8 +157,8 @@ def _check_epilogue_tensors(args: GemmArgs, m: int, n: int, batch: int) -> None:
             length = m if args.bias_mode == "row" else n
             if (t.dim() not in (1, 2) or t.shape[-1] != length or t.stride(-1) != 1
                     or (t.dim() == 2 and t.shape[0] != batch)):
-                raise BadInput(f"bias has shape {tuple(t.shape)}; a contiguous ({length},) or ({batch}, {length}) "
-                               f"tensor is needed for bias='{args.bias_mode}'", field="bias")
+                raise BadInput(f"bias has shape {tuple(t.shape)}; a contiguous ({length},) or ({batch}, "
+                               f"{length}) tensor is needed for bias='{args.bias_mode}'", field="bias")
             continue
         _check_matrix(t, field, m, n, batch)
     if args.out is not None:
@@ -180,7 +183,8 @@ def _check_scales(args: GemmArgs, dtype: str) -> None:
         if t is None:
             continue
         if dtype not in SCALED_DTYPES:
-            raise BadInput(f"{field} is only accepted for the scaled dtypes {SCALED_DTYPES}, not {dtype}", field=field)
+            raise BadInput(f"{field} is only accepted for the scaled dtypes {SCALED_DTYPES}, not {dtype}",
+                           field=field)
         require_tensor(t, field)
         if t.numel() != 1 or t.dtype != torch.float32:
             raise BadInput(f"{field} must be a one-element float32 tensor", field=field)
@@ -198,8 +202,8 @@ def _check_epilogue_dtypes(args: GemmArgs, out_dtype: str) -> None:
     chosen = "given as out_dtype" if args.out_dtype else "the inputs' default; pass out_dtype to choose"
     for field, t in named:
         if t is not None and t.dtype != want:
-            raise BadInput(f"{field} is {t.dtype} but the output dtype is {out_dtype} ({want}, {chosen}); out, "
-                           "c, bias and d must all have the output dtype", field=field)
+            raise BadInput(f"{field} is {t.dtype} but the output dtype is {out_dtype} ({want}, {chosen}); "
+                           "out, c, bias and d must all have the output dtype", field=field)
 
 
 def _strides3(t) -> tuple[int, int, int]:

@@ -78,8 +78,9 @@ def _check_tensor(t: Any, field: str, shape: tuple[int, ...], dtype: str, device
     if t.stride(1) != 1 and shape[1] != 1:
         fmt = {3: "a (N, L, C) tensor transposed to (N, C, L)", 4: "torch.channels_last",
                5: "torch.channels_last_3d"}[len(shape)]
-        raise BadInput(f"{field} has strides {tuple(t.stride())}: kernels read channels-last tensors (channel "
-                       f"stride 1); convert explicitly ({fmt}, e.g. .contiguous(memory_format=...))", field=field)
+        raise BadInput(f"{field} has strides {tuple(t.stride())}: kernels read channels-last tensors "
+                       f"(channel stride 1); convert explicitly ({fmt}, e.g. .contiguous(memory_format=...))",
+                       field=field)
 
 
 def canonical(t: Any) -> Any:
@@ -179,9 +180,9 @@ def conv_values(problem: ConvProblem, args: ConvArgs) -> dict[str, Any]:
 
 
 def conv_problem(direction: str, x_shape: tuple[int, ...], w_shape: tuple[int, ...], *, stride: Any = 1,
-                 padding: Any = 0, dilation: Any = 1, groups: int = 1, dtype: str, out_dtype: str | None = None,
-                 bias: bool = False, activation: str = "none", x_field: str = "x", w_field: str = "w",
-                 dtype_field: str = "dtype") -> ConvProblem:
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, dtype: str,
+                 out_dtype: str | None = None, bias: bool = False, activation: str = "none",
+                 x_field: str = "x", w_field: str = "w", dtype_field: str = "dtype") -> ConvProblem:
     """The problem of tensors with these input and weight shapes (checked against each other; `x_field` and
     `w_field` name where the caller gave each shape: a tensor's name, or input_shape / weight_shape;
     `dtype_field` the tensor whose dtype `dtype` is)."""

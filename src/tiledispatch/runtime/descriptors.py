@@ -43,7 +43,8 @@ def geometry(param: Param, values: dict[str, Any]) -> Geometry:
     base, rows, cols, row_stride, *batch = param.value.split(",")
     match = _BLOCK.match(param.ty)
     if match is None:
-        raise BadInput(f"parameter {param.name} has type {param.ty!r}: not a tensor descriptor", field=param.name)
+        raise BadInput(f"parameter {param.name} has type {param.ty!r}: not a tensor descriptor",
+                       field=param.name)
     block = tuple(int(x) for x in match.group(1).split(","))
     shape, strides = [int(values[rows]), int(values[cols])], [int(values[row_stride]), 1]
     if batch:

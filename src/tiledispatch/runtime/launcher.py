@@ -70,8 +70,8 @@ def call_key(a: Any, b: Any, out: Any, c: Any, bias: Any, d: Any, beta: Any, sca
         return (tensor_key(a), tensor_key(b), None if out is None else tensor_key(out),
                 None if c is None else tensor_key(c), None if bias is None else tensor_key(bias),
                 tuple(map(tensor_key, d)) if d else (), bool(beta != 0),
-                None if scale_a is None else tensor_key(scale_a), None if scale_b is None else tensor_key(scale_b),
-                interpret_switch(), extra)
+                None if scale_a is None else tensor_key(scale_a),
+                None if scale_b is None else tensor_key(scale_b), interpret_switch(), extra)
     except (AttributeError, TypeError, ValueError, RuntimeError):   # not tensors: the slow path raises BadInput
         return None
 
@@ -147,7 +147,8 @@ class ScratchAllocator:
         with self._lock:
             old = self._buffers.get(key)
             capacity = max(1 << max(size - 1, 0).bit_length(), 2 * old[0] if old else 0)
-            raw = torch.empty(capacity + alignment, dtype=torch.uint8, device=torch.device(self.device_type, key[0]))
+            raw = torch.empty(capacity + alignment, dtype=torch.uint8,
+                              device=torch.device(self.device_type, key[0]))
             start = -raw.data_ptr() % alignment
             view = raw[start:start + capacity]
             if old is not None:
@@ -222,7 +223,8 @@ class EntryLauncher:
         module = import_source(self.entry_dir / cache.SOURCE, interpret=False)
         fn = self.spec.fn
         src = self.spec.ast_source(module)
-        group = {f"{fn}.json": str(self.entry_dir / f"{fn}.json"), f"{fn}.cubin": str(self.entry_dir / f"{fn}.cubin")}
+        group = {f"{fn}.json": str(self.entry_dir / f"{fn}.json"),
+                 f"{fn}.cubin": str(self.entry_dir / f"{fn}.cubin")}
         kernel = CompiledKernel(src, group, self.fingerprint)
         try:
             kernel._init_handles()
@@ -476,7 +478,8 @@ def bind(launchers: list[EntryLauncher], plan: LaunchPlan, args: Any, sizes: tup
 
 def integral(field: str, value: float) -> int:
     if float(value) != int(value):
-        raise BadInput(f"{field}={value} must be an integer for int8 GEMMs (exact int32 epilogue)", field=field)
+        raise BadInput(f"{field}={value} must be an integer for int8 GEMMs (exact int32 epilogue)",
+                       field=field)
     return int(value)
 
 
@@ -509,7 +512,8 @@ def _library_callable_in_interpreter():
 def load_launchers(entry_dir: Path) -> list[EntryLauncher]:
     manifest = cache.read_entry(entry_dir)
     if manifest is None:
-        raise CompileError(f"cache entry {entry_dir} is missing or corrupt; rebuild the registry", field="cache")
+        raise CompileError(f"cache entry {entry_dir} is missing or corrupt; rebuild the registry",
+                           field="cache")
     module_entries = _entries_of(entry_dir / cache.SOURCE)
     return [EntryLauncher(entry_dir, spec, manifest["fingerprint"]) for spec in module_entries]
 

@@ -113,7 +113,8 @@ def _first_copy(chunk: list[tuple[Corner, Any]]) -> Any:
     buffers = [corner.buf for corner, _ in chunk] * (3 - len(chunk))
     rt, index = cuda_runtime(), chunk[0][1].device.index
     with rt.device(index):
-        kernel = pad_copy.pad_copy_kernel[(programs,)](views[0][0], views[0][1], views[1][0], views[1][1], *ints)
+        kernel = pad_copy.pad_copy_kernel[(programs,)](views[0][0], views[0][1], views[1][0], views[1][1],
+                                                       *ints)
     stream = rt.raw_stream
     direct = raw_launch(kernel, ())
     if direct is None:       # a build that needs scratch: Triton's launcher, which allocates it

@@ -47,11 +47,12 @@ def raw_launch(kernel: Any, descs: tuple[tuple[int, Geometry], ...]) -> RawLaunc
     expand = []
     for (position, g), m in zip(descs, meta):
         shape, strides = list(g.shape), list(g.strides)
-        params = (m["swizzle"], m["elem_size"], TMA_DTYPE_DEVICE_TO_HOST[m["elem_type"]], m["block_size"], shape,
-                  strides, 0)
+        params = (m["swizzle"], m["elem_size"], TMA_DTYPE_DEVICE_TO_HOST[m["elem_type"]], m["block_size"],
+                  shape, strides, 0)
         expand.append((position, params, (*shape, *strides)))
     return RawLaunch(launch, kernel.function, kernel.packed_metadata, bool(launcher.launch_cooperative_grid),
-                     bool(launcher.launch_pdl), driver.active.utils.fill_tma_descriptor, tuple(reversed(expand)))
+                     bool(launcher.launch_pdl), driver.active.utils.fill_tma_descriptor,
+                     tuple(reversed(expand)))
 
 
 class RawLaunch:
@@ -69,5 +70,5 @@ class RawLaunch:
         fill = self.fill
         for position, params, tail in self.expand:
             args[position:position + 1] = (fill(args[position].data_ptr(), *params), *tail)
-        self.launch(gx, gy, gz, stream, self.function, self.coop, self.pdl, None, None, self.packed, None, None,
-                    None, *args)
+        self.launch(gx, gy, gz, stream, self.function, self.coop, self.pdl, None, None, self.packed, None,
+                    None, None, *args)

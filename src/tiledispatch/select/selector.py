@@ -98,7 +98,9 @@ def by_rules(plans: list[Plan], request: GemmProblem | ConvProblem, arch: ArchSp
         return first_fit(plans)
     plans = ours
     if isinstance(request, ConvProblem):
-        scored = [(plan, conv_rules.estimate_us(cast(ConvConfig, plan.kernel.config), cast(ConvProblem, plan.problem),
+        scored = [(plan,
+                   conv_rules.estimate_us(cast(ConvConfig, plan.kernel.config),
+                                          cast(ConvProblem, plan.problem),
                                                 arch)) for plan in plans]
         return sorted(scored, key=lambda pair: pair[1])
     pad_us: dict[Any, float] = {}    # one estimate per padded problem (two at most)
@@ -139,8 +141,8 @@ def by_model_or_rules(plans: list[Plan], request: GemmProblem | ConvProblem, arc
     kinds = ", ".join(sorted({kernel_kind(plan.kernel.config) for plan in unknown}))
     if not known:
         return Ranking(by_rules(plans, request, arch), "rules",
-                       f"the cost model ({model.describe()}) was trained on none of the candidates' kernel kinds "
-                       f"({kinds}); ranked by rules", vendor if len(vendor) < len(plans) else [])
+                       f"the cost model ({model.describe()}) was trained on none of the candidates' kernel "
+                       f"kinds ({kinds}); ranked by rules", vendor if len(vendor) < len(plans) else [])
     note = f"ranked by the cost model ({model.describe()})"
     if unknown:
         note += f"; {len(unknown)} candidate(s) of kernel kinds it was not trained on ({kinds}) not ranked"
