@@ -15,7 +15,8 @@ from tiledispatch.select.selector import Selection
 from tiledispatch.version import __version__
 
 __all__ = [
-    "ArchSpec", "BadInput", "BuildReport", "CacheError", "CompileError", "ConvConfig", "ConvProblem", "Epilogue", "GemmConfig", "GemmProblem",
-    "InvalidConfig", "Kernel", "NoKernelFound", "Registry", "Selection", "Support", "TileDispatchError",
-    "UnsupportedProblem", "__version__", "conv", "conv_bwd_data", "conv_bwd_weight", "detect", "gemm", "get_arch", "list_presets", "parse_name",
+    "ArchSpec", "BadInput", "BuildReport", "CacheError", "CompileError", "ConvConfig", "ConvProblem",
+    "Epilogue", "GemmConfig", "GemmProblem", "InvalidConfig", "Kernel", "NoKernelFound", "Registry",
+    "Selection", "Support", "TileDispatchError", "UnsupportedProblem", "__version__", "conv", "conv_bwd_data",
+    "conv_bwd_weight", "detect", "gemm", "get_arch", "list_presets", "parse_name",
 ]

@@ -64,7 +64,7 @@ def from_torch(dtype, field: str = "dtype", allow_tf32: bool = False) -> str:
     table = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.int8: "int8",
              torch.int32: "int32", torch.float8_e4m3fn: "fp8e4m3"}
     if dtype not in table:
-        raise BadInput(f"{field}={dtype} is not supported; legal torch dtypes: float16, bfloat16, float32, int8, "
-                       "float8_e4m3fn", field=field)
+        raise BadInput(f"{field}={dtype} is not supported; legal torch dtypes: float16, bfloat16, float32, "
+                       "int8, float8_e4m3fn", field=field)
     name = table[dtype]
     return "tf32" if (name == "fp32" and allow_tf32) else name

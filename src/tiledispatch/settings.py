@@ -13,8 +13,10 @@ ENV_VARS = {
     "TILEDISPATCH_TUNING_DB": "path of the tuning database file (default: under the cache dir)",
     "TILEDISPATCH_PROGRESS": "0 disables progress bars (default: on when stderr is a terminal)",
     "TILEDISPATCH_INTERPRET": "1 forces Triton's interpreter even for CUDA tensors (debugging)",
-    "TILEDISPATCH_MEASURE": "0 stops `auto` from timing its top plans when the cost model is unsure (default on)",
-    "TILEDISPATCH_MEASURE_TOP_K": "plans `auto` times when unsure, besides those the model cannot rank (default 3)",
+    "TILEDISPATCH_MEASURE": "0 stops `auto` from timing its top plans when the cost model is unsure (default "
+                            "on)",
+    "TILEDISPATCH_MEASURE_TOP_K": "plans `auto` times when unsure, besides those the model cannot rank "
+                                  "(default 3)",
 }
 
 
@@ -39,7 +41,8 @@ def max_workers() -> int:
     try:
         workers = int(value)
     except ValueError:
-        raise BadInput(f"TILEDISPATCH_MAX_WORKERS={value!r} is not an integer", field="TILEDISPATCH_MAX_WORKERS")
+        raise BadInput(f"TILEDISPATCH_MAX_WORKERS={value!r} is not an integer",
+                       field="TILEDISPATCH_MAX_WORKERS")
     if workers < 1:
         raise BadInput(f"TILEDISPATCH_MAX_WORKERS={workers} must be >= 1", field="TILEDISPATCH_MAX_WORKERS")
     return workers

@@ -18,9 +18,9 @@ OPTIONAL = ("op", "direction", "dtype", "tflops", "gbps", "gpu", "arch", "timest
 VERSION_COLUMNS = ("tiledispatch", "triton", "torch", "cuda")
 MAX_EXAMPLES = 10
 TOP_BEST = 10
-ORACLE_COLUMNS = ("problem", "tag", "n_ok", "best_kernel", "best_ms", "best_tflops", "best_gbps", "second_kernel",
-                  "second_ms", "second_ratio", "median_ms", "median_ratio", "vendor_kernel", "vendor_ms",
-                  "vendor_speedup")
+ORACLE_COLUMNS = ("problem", "tag", "n_ok", "best_kernel", "best_ms", "best_tflops", "best_gbps",
+                  "second_kernel", "second_ms", "second_ratio", "median_ms", "median_ratio", "vendor_kernel",
+                  "vendor_ms", "vendor_speedup")
 
 
 # -- common ---------------------------------------------------------------------------------------

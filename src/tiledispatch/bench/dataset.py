@@ -58,10 +58,12 @@ class Dataset:
         except ValueError as exc:
             raise CacheError(f"{self.manifest_path} is not valid JSON ({exc})", field="data") from exc
         if data.get("kind") != KIND:
-            raise CacheError(f"{self.manifest_path}: kind={data.get('kind')!r}, expected {KIND!r}", field="kind")
+            raise CacheError(f"{self.manifest_path}: kind={data.get('kind')!r}, expected {KIND!r}",
+                             field="kind")
         if data.get("schema_version") != SCHEMA_VERSION:
-            raise CacheError(f"{self.path} has schema_version={data.get('schema_version')!r}; this tiledispatch "
-                             f"reads {SCHEMA_VERSION} (re-collect the data)", field="schema_version")
+            raise CacheError(f"{self.path} has schema_version={data.get('schema_version')!r}; this "
+                             f"tiledispatch reads {SCHEMA_VERSION} (re-collect the data)",
+                             field="schema_version")
         return data
 
     def open(self, op: str, direction: str, dtype: str, gpu: str, resume: bool, extra: dict[str, Any]) -> None:

@@ -86,7 +86,8 @@ class _Worker:
 class LocalPool:
     """Supervised workers, one per device label; batches go to whichever worker is free."""
 
-    def __init__(self, specs: Sequence[tuple[WorkerSpec, dict[str, str]]], options: PoolOptions = PoolOptions()
+    def __init__(self, specs: Sequence[tuple[WorkerSpec, dict[str, str]]],
+                 options: PoolOptions = PoolOptions()
                  ) -> None:
         self.specs, self.options = list(specs), options
         self.first_ready: float | None = None   # time.monotonic() when the first worker was up
@@ -158,8 +159,8 @@ class LocalPool:
         if not w.ready:
             failures[index] += 1
             if failures[index] >= self.options.max_restarts_in_a_row:
-                raise SweepError(f"sweep worker {w.spec.label} died {failures[index]} times before it was ready "
-                                 f"(exit code {w.proc.exitcode})", field="workers")
+                raise SweepError(f"sweep worker {w.spec.label} died {failures[index]} times before it was "
+                                 f"ready (exit code {w.proc.exitcode})", field="workers")
         else:
             failures[index] = 0
         if w.batch is not None:

@@ -25,8 +25,8 @@ GEMM_DIRECTION = "none"   # GEMM has no direction; the column holds this value
 # Columns every row carries, whatever the op (p_ and c_ columns come on top, per op).
 OUTCOME_COLUMNS = ("status", "error", "padded", "time_ms", "p20_ms", "p80_ms", "repeats", "stable", "tflops",
                    "gbps", "rel_err")
-STAMP_COLUMNS = ("gpu", "arch", "sm_count", "sm_clock_mhz", "mem_clock_mhz", "tiledispatch", "triton", "torch",
-                 "cuda", "schema_version", "sweep_id", "worker", "timestamp")
+STAMP_COLUMNS = ("gpu", "arch", "sm_count", "sm_clock_mhz", "mem_clock_mhz", "tiledispatch", "triton",
+                 "torch", "cuda", "schema_version", "sweep_id", "worker", "timestamp")
 KEY_COLUMNS = ("op", "direction", "dtype", "problem", "problem_json", "tag", "kernel", "family")
 VENDOR_FAMILY = "vendor"
 
@@ -66,7 +66,8 @@ def problem_columns(problem: GemmProblem | ConvProblem) -> dict[str, Any]:
         e = problem.epilogue
         cols.update(p_activation=e.activation, p_bias=e.bias, p_num_d=e.num_d, p_with_c=bool(e.with_c))
     else:
-        cols = {f"p_{k}": getattr(problem, k) for k in ("direction", "n", "c", "k", "groups", "dtype", "out_dtype",
+        cols = {f"p_{k}": getattr(problem, k) for k in ("direction", "n", "c", "k", "groups", "dtype",
+                                                        "out_dtype",
                                                       "acc_dtype", "align", "activation", "bias")}
         cols["p_ndim"] = problem.ndim
         cols["p_c_per_group"], cols["p_k_per_group"] = problem.c_per_group, problem.k_per_group
@@ -115,8 +116,8 @@ class Outcome:
             raise ValueError(f"status={self.status!r}; legal values: {STATUSES}")
 
 
-def make_row(problem: GemmProblem | ConvProblem, tag: str, kernel: str, config: GemmConfig | ConvConfig | None,
-             outcome: Outcome, stamp: dict[str, Any]) -> dict[str, Any]:
+def make_row(problem: GemmProblem | ConvProblem, tag: str, kernel: str,
+             config: GemmConfig | ConvConfig | None, outcome: Outcome, stamp: dict[str, Any]) -> dict[str, Any]:
     """One dataset row: keys, problem and config columns, the outcome with TF/s and GB/s, the stamp."""
     row: dict[str, Any] = {"op": op_of(problem), "direction": direction_of(problem), "dtype": problem.dtype,
                            "problem": problem_key(problem), "problem_json": problem_json(problem),

@@ -104,7 +104,8 @@ def run_sweep(spec: SweepSpec, on_status: Callable[[str], None] = lambda _: None
     dataset = Dataset(spec.out, on_status)
     with dataset.lock():
         dataset.open(op, direction, dtype, gpu_name, spec.resume,
-                     {"presets": list(spec.presets), "configs": len(spec.configs), "problems": len(spec.problems)})
+                     {"presets": list(spec.presets), "configs": len(spec.configs),
+                      "problems": len(spec.problems)})
         done = dataset.done_pairs(quarantine=True) if spec.resume else set()
         report = SweepReport(str(spec.out), build_seconds=build_s, gpu=gpu_name,
                              damaged_parts=[str(p) for p in dataset.corrupt])

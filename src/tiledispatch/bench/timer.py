@@ -131,7 +131,8 @@ class SweepTimer:
         stable = False
         while True:
             left = rule.budget_ms - sum(samples)
-            count = rule.chunk if estimate is None else max(1, min(rule.chunk, math.ceil(left / max(estimate, 1e-4))))
+            count = rule.chunk if estimate is None else max(1, min(rule.chunk,
+                                                                   math.ceil(left / max(estimate, 1e-4))))
             before = statistics.median(samples) if samples else None
             samples += self._chunk(fn, count)
             estimate = statistics.median(samples)
@@ -140,5 +141,5 @@ class SweepTimer:
                 break
             if len(samples) >= rule.max_samples or (sum(samples) >= rule.budget_ms and len(samples) >= 3):
                 break
-        return Samples(statistics.median(samples), quantile(samples, 0.2), quantile(samples, 0.8), len(samples),
-                       stable)
+        return Samples(statistics.median(samples), quantile(samples, 0.2), quantile(samples, 0.8),
+                       len(samples), stable)

@@ -30,7 +30,8 @@ def gemm_vendor(problem: GemmProblem, args: Any) -> VendorCall:
     if problem.dtype == "int8":
         raise UnsupportedProblem("torch.matmul has no general int8 CUDA path", field="vendor")
     if problem.dtype == "fp8e4m3":
-        raise UnsupportedProblem("fp8 is compared with torch._scaled_mm by benchmarks/gemm.py only", field="vendor")
+        raise UnsupportedProblem("fp8 is compared with torch._scaled_mm by benchmarks/gemm.py only",
+                                 field="vendor")
     torch.backends.cuda.matmul.allow_tf32 = problem.dtype == "tf32"
     label = CUBLAS if problem.epilogue.is_identity else f"{CUBLAS} + eager epilogue"
     return label, _matmul(args)

@@ -140,7 +140,8 @@ class _Runner:
             stamp = {**self.stamp, "timestamp": now()}
             if pair.vendor:
                 label, outcome = measure_vendor(bench, self.timer)
-                conn.send(("row", index, make_row(problem, batch.tag, f"vendor:{label}", None, outcome, stamp)))
+                conn.send(("row", index,
+                           make_row(problem, batch.tag, f"vendor:{label}", None, outcome, stamp)))
                 continue
             kernel = self.kernels[pair.kernel]
             try:

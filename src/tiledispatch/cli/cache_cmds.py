@@ -65,7 +65,8 @@ def cache_info(json_out: JsonOpt = False) -> None:
     console.print(text(f"cache dir: {data['root']}" + ("" if root.exists() else " (does not exist yet)")))
     console.print(text(f"{data['entries']} built kernels, {mib(data['bytes'])}"))
     triton = data["triton"]
-    console.print(text(f"Triton's cache: {triton['root']} ({triton['entries']} entries, {mib(triton['bytes'])})"))
+    console.print(text(f"Triton's cache: {triton['root']} ({triton['entries']} entries, "
+                       f"{mib(triton['bytes'])})"))
     if data["per_arch"]:
         rows = table("arch", "kernels #")
         for arch, count in data["per_arch"].items():
@@ -85,7 +86,8 @@ def cache_clear(json_out: JsonOpt = False) -> None:
     if json_out:
         emit_json({"root": str(root), "removed_entries": removed})
         return
-    out_console().print(text(f"removed {removed} built kernels (and Triton's cache, any tuning DB) from {root}"))
+    out_console().print(text(f"removed {removed} built kernels (and Triton's cache, any tuning DB) from "
+                             f"{root}"))
 
 
 def register(app: typer.Typer) -> None:

@@ -130,8 +130,8 @@ class ConvOptions:
 
 
 def _int_opt(flag: str, help_text: str) -> Any:
-    return typer.Option(flag, help=help_text, rich_help_panel=PROBLEM_PANEL, show_default=False, metavar="INT",
-                        parser=whole_number)
+    return typer.Option(flag, help=help_text, rich_help_panel=PROBLEM_PANEL, show_default=False,
+                        metavar="INT", parser=whole_number)
 
 
 def _problem_options(

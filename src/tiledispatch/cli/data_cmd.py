@@ -61,8 +61,8 @@ def _print_summary(data: dict[str, Any]) -> None:
                        f" ({', '.join(data['archs']) or '?'})"))
     console.print(text(f"{data['rows']} rows; {data['problems']} problems x {data['kernels']} kernels "
                        f"(+ {data['vendor_rows']} vendor rows)"))
-    console.print(text(f"coverage {_pct(data['coverage'])} of {data['pairs_expected']} (problem, kernel) pairs; "
-                       f"ok {_pct(data['ok_share'])} ({data['ok_pairs']} pairs)"))
+    console.print(text(f"coverage {_pct(data['coverage'])} of {data['pairs_expected']} (problem, kernel) "
+                       f"pairs; ok {_pct(data['ok_share'])} ({data['ok_pairs']} pairs)"))
     without = data["problems_without_ok"]
     console.print(text(f"problems with an ok kernel: {data['problems_with_ok']}; without: {without['count']}"))
     for example in without["examples"]:

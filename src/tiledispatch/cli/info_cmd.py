@@ -59,8 +59,9 @@ def _models() -> list[dict[str, Any]]:
 def _model_summary(meta: dict[str, Any]) -> str:
     trained = meta.get("trained_on", {})
     versions = meta.get("versions", {})
-    return (f"{meta['kind']}, {trained.get('problems', '?')} problems ({trained.get('rows', '?')} rows) measured "
-            f"on {meta.get('gpu', '?')}, triton {versions.get('triton', '?')}, {str(meta.get('created', '?'))[:10]}")
+    return (f"{meta['kind']}, {trained.get('problems', '?')} problems ({trained.get('rows', '?')} rows) "
+            f"measured on {meta.get('gpu', '?')}, triton {versions.get('triton', '?')}, "
+            f"{str(meta.get('created', '?'))[:10]}")
 
 
 def collect() -> dict[str, Any]:

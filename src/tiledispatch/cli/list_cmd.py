@@ -49,8 +49,8 @@ def _print_presets(rows: list[dict[str, Any]], verbose: bool) -> None:
         return
     for op in dict.fromkeys(row["op"] for row in rows):
         _print_preset_matrix([row for row in rows if row["op"] == op], op)
-    note("a preset is named <row>_<column>; cells count its instances. --verbose: one row per preset with its "
-         "description; --preset NAME: its instances")
+    note("a preset is named <row>_<column>; cells count its instances. --verbose: one row per preset with "
+         "its description; --preset NAME: its instances")
 
 
 def _split_name(name: str) -> tuple[str, str]:

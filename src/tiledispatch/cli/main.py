@@ -108,8 +108,8 @@ def root(
     """
 
 
-COMMAND_MODULES = (info_cmd, build_cmds, list_cmd, run_cmds, profile_cmd, cache_cmds, demo, problems_cmd, sweep_cmd,
-                   data_cmd, ml_cmds)
+COMMAND_MODULES = (info_cmd, build_cmds, list_cmd, run_cmds, profile_cmd, cache_cmds, demo, problems_cmd,
+                   sweep_cmd, data_cmd, ml_cmds)
 for _module in COMMAND_MODULES:
     _module.register(app)
 

@@ -96,7 +96,8 @@ WorkersOpt = Annotated[int | None, typer.Option(
     show_default=False, rich_help_panel=KERNELS_PANEL)]
 StrategyOpt = Annotated[Strategy, typer.Option(  # type: ignore[valid-type]
     "--strategy", help="how to choose: auto (tuning DB, then the cost model, then rules), first_fit, rules, "
-    "ml (the shipped cost model; rules when none matches), or tune (time the top candidates and store the winner)")]
+    "ml (the shipped cost model; rules when none matches), or tune (time the top candidates and store the "
+    "winner)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")]
 
 

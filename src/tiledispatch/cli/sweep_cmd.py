@@ -20,8 +20,8 @@ def _problems(source: str, options: dict[str, Any]) -> list[Any]:
     given = {k: v for k, v in options.items() if v is not None}
     if Path(source).is_file():
         if given:
-            raise BadInput(f"--{next(iter(given)).replace('_', '-')} applies to named suites, not to the problems "
-                           f"file {source}", field=next(iter(given)))
+            raise BadInput(f"--{next(iter(given)).replace('_', '-')} applies to named suites, not to the "
+                           f"problems file {source}", field=next(iter(given)))
         entries, _ = load_problems(source)
         return entries
     return named_suite(source, **given)
@@ -64,7 +64,8 @@ def sweep(
     limit: Annotated[int | None, typer.Option("--limit", help="only the first N problems",
                                               rich_help_panel=SUITE_PANEL)] = None,
     executor: Annotated[str, typer.Option("--executor", help="local or ray", rich_help_panel=RUN_PANEL)] = "local",
-    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address [default: start a local "
+    address: Annotated[str | None,
+                       typer.Option("--address", help="Ray cluster address [default: start a local "
                                                 "Ray]", rich_help_panel=RUN_PANEL)] = None,
     gpus: Annotated[str | None, typer.Option("--gpus", help="GPU indices, one worker each [default: all "
                                              "visible]", rich_help_panel=RUN_PANEL)] = None,
@@ -82,12 +83,14 @@ def sweep(
     a crashing or hanging kernel costs one row; a killed sweep continues with --resume."""
     from tiledispatch.bench.sweep import SweepSpec, run_sweep
 
-    entries = _problems(problems, {"dtype": dtype, "layout": layout, "ndims": None if ndims is None else parse_ndims(ndims), "batch": batch,
+    entries = _problems(problems,
+                        {"dtype": dtype, "layout": layout,
+                         "ndims": None if ndims is None else parse_ndims(ndims), "batch": batch,
                                    "direction": direction, "count": count, "seed": seed})
     if limit is not None:
         entries = entries[:limit]
-    spec = SweepSpec(tuple(entries), out, tuple(preset or ()), _config_names(config or [], gpu_target), resume,
-                     executor, _gpus(gpus), workers, timeout, vendor, gpu_target, build_workers=jobs,
+    spec = SweepSpec(tuple(entries), out, tuple(preset or ()), _config_names(config or [], gpu_target),
+                     resume, executor, _gpus(gpus), workers, timeout, vendor, gpu_target, build_workers=jobs,
                      progress=None if not json_out else False)
     report = run_sweep(spec, note)
     if json_out:
@@ -100,7 +103,8 @@ def _print(report: Any) -> None:
     console = out_console()
     rows = table("pairs", "resumed", "recorded", "sent to workers", "pairs/s", "build s", "measure s")
     rows.add_row(str(report.pairs), str(report.resumed), str(report.recorded), str(report.measured),
-                 f"{report.pairs_per_second:.1f}", f"{report.build_seconds:.1f}", f"{report.measure_seconds:.1f}")
+                 f"{report.pairs_per_second:.1f}", f"{report.build_seconds:.1f}",
+                 f"{report.measure_seconds:.1f}")
     console.print(rows)
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(report.by_status.items())) or "none"
     console.print(text(f"rows by status: {statuses}"))

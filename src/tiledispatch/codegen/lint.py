@@ -71,4 +71,5 @@ def check_source(source: str, name: str) -> None:
     """Raise CodegenError if the generated source of instance `name` has a loop-carry alias."""
     found = loop_carry_aliases(source)
     if found:
-        raise CodegenError(f"generated source of {name} would compile wrongly: " + "; ".join(found), field="name")
+        raise CodegenError(f"generated source of {name} would compile wrongly: " + "; ".join(found),
+                           field="name")

@@ -47,7 +47,8 @@ class ConvertReport:
 
     def table(self) -> str:
         rows = [("layer", "module", "shape", "runs on")]
-        rows += [(x.name or "(root)", x.kind, x.shape, "tiledispatch" if x.reason is None else f"torch: {x.reason}")
+        rows += [(x.name or "(root)", x.kind, x.shape,
+                  "tiledispatch" if x.reason is None else f"torch: {x.reason}")
                  for x in self.layers]
         widths = [max(len(row[i]) for row in rows) for i in range(3)]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3] for row in rows]

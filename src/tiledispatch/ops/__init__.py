@@ -35,14 +35,15 @@ def conv_padding(padding: Any, kernel: tuple[int, ...], stride: list[int], dilat
     return padding_pairs(padding, ndim)
 
 
-def conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, stride: Any = 1, padding: Any = 0,
-         dilation: Any = 1, groups: int = 1, activation: str | None = None) -> torch.Tensor:
+def conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, stride: Any = 1,
+         padding: Any = 0, dilation: Any = 1, groups: int = 1, activation: str | None = None) -> torch.Tensor:
     """activation(conv(x, w) + bias) through torch.ops.tiledispatch.conv; x (N, C, *spatial) in any layout,
     the result channels-last. padding: an int, one per dim, (left, right) per dim, 'same' or 'valid'."""
     ndim = x.dim() - 2
     stride_, dilation_ = per_dim("stride", stride, ndim), per_dim("dilation", dilation, ndim)
     pads = conv_padding(padding, tuple(w.shape[2:]), stride_, dilation_)
-    return _conv_ops.conv(x, w, bias, stride_, pads, dilation_, groups, check_activation(activation or "none"))
+    return _conv_ops.conv(x, w, bias, stride_, pads, dilation_, groups,
+                          check_activation(activation or "none"))
 
 
 def conv_bwd_data(dy: torch.Tensor, w: torch.Tensor, input_shape: Any, stride: Any = 1, padding: Any = 0,
@@ -73,7 +74,8 @@ def gemm_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b
                 bias: torch.Tensor | None = None, out_dtype: torch.dtype = torch.bfloat16,
                 activation: str | None = None) -> torch.Tensor:
     """activation(scale_a * scale_b * a @ b + bias) for fp8 a, b, through torch.ops.tiledispatch.gemm_scaled."""
-    return _gemm_ops.gemm_scaled(a, b, scale_a, scale_b, bias, out_dtype, check_activation(activation or "none"))
+    return _gemm_ops.gemm_scaled(a, b, scale_a, scale_b, bias, out_dtype,
+                                 check_activation(activation or "none"))
 
 
 __all__ = ["DTYPES", "OPS", "conv", "conv_bwd_data", "conv_bwd_weight", "conv_padding", "gemm", "gemm_scaled"]

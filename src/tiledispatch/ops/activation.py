@@ -42,7 +42,8 @@ def activation_backward(name: str, grad: torch.Tensor, output: torch.Tensor,
     if name == "tanh":
         return aten.tanh_backward(grad, output)
     if pre is None:
-        raise BadInput(f"activation {name!r} differentiates from its input; none was given", field="activation")
+        raise BadInput(f"activation {name!r} differentiates from its input; none was given",
+                       field="activation")
     if name == "silu":
         return aten.silu_backward(grad, pre)
     return aten.gelu_backward(grad, pre, approximate="tanh" if name == "gelu_tanh" else "none")

@@ -29,8 +29,8 @@ def _output_shape(x_shape: _Ints, w_shape: _Ints, stride: _Ints, padding: _Ints,
     (td.conv* make them all again when they run)."""
     ndim = len(x_shape) - 2
     if ndim not in (1, 2, 3) or len(w_shape) != len(x_shape):
-        raise BadInput(f"input has shape {tuple(x_shape)} and weight {tuple(w_shape)}; both need 3, 4 or 5 dims "
-                       "(N, C, *spatial)", field="input")
+        raise BadInput(f"input has shape {tuple(x_shape)} and weight {tuple(w_shape)}; both need 3, 4 or 5 "
+                       "dims (N, C, *spatial)", field="input")
     if len(stride) != ndim or len(dilation) != ndim or len(padding) != 2 * ndim:
         raise BadInput(f"stride {list(stride)}, dilation {list(dilation)}, padding {list(padding)}: need "
                        f"{ndim}, {ndim} and {2 * ndim} values for {ndim}-D", field="stride")
@@ -90,8 +90,8 @@ def _conv_backward(ctx, grad: torch.Tensor):   # type: ignore[no-untyped-def]
     return dx, dw, db, None, None, None, None, None
 
 
-conv = define("conv", f"(Tensor x, Tensor w, Tensor? bias, {_GEOMETRY}, str activation) -> Tensor", _conv_kernel,
-              _fake_conv, _conv_backward, _setup_conv)
+conv = define("conv", f"(Tensor x, Tensor w, Tensor? bias, {_GEOMETRY}, str activation) -> Tensor",
+              _conv_kernel, _fake_conv, _conv_backward, _setup_conv)
 
 
 # -- gradient with respect to the input ----------------------------------------------------------------

@@ -28,7 +28,8 @@ def _out_shape(a: torch.Tensor, b: torch.Tensor) -> tuple:
     if a.dim() not in (2, 3) or b.dim() not in (2, 3):
         raise BadInput(f"a {tuple(a.shape)} and b {tuple(b.shape)} must be 2-D or 3-D", field="a")
     if a.shape[-1] != b.shape[-2]:
-        raise BadInput(f"b has shape {tuple(b.shape)}: its rows must equal a's columns {a.shape[-1]}", field="b")
+        raise BadInput(f"b has shape {tuple(b.shape)}: its rows must equal a's columns {a.shape[-1]}",
+                       field="b")
     batch = a.shape[:-2] if a.dim() == 3 else b.shape[:-2]
     return (*batch, a.shape[-2], b.shape[-1])
 
@@ -75,8 +76,8 @@ def _gemm_backward(ctx, grad: torch.Tensor):   # type: ignore[no-untyped-def]
     return da, db, dbias, None
 
 
-gemm = define("gemm", "(Tensor a, Tensor b, Tensor? bias, str activation) -> Tensor", _gemm_kernel, _fake_gemm,
-              _gemm_backward, _setup_gemm)
+gemm = define("gemm", "(Tensor a, Tensor b, Tensor? bias, str activation) -> Tensor", _gemm_kernel,
+              _fake_gemm, _gemm_backward, _setup_gemm)
 
 
 def _gemm_scaled_kernel(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
@@ -84,7 +85,8 @@ def _gemm_scaled_kernel(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
     """activation(scale_a * scale_b * a @ b + bias) in out_dtype, for fp8 a and b."""
     out = _fake_gemm_scaled(a, b, scale_a, scale_b, bias, out_dtype, activation)
     td.gemm(_matrix(a), _matrix(b), bias=None if bias is None else bias.contiguous(),
-            activation=None if activation == "none" else activation, out=out, scale_a=scale_a, scale_b=scale_b)
+            activation=None if activation == "none" else activation, out=out, scale_a=scale_a,
+            scale_b=scale_b)
     return out
 
 
@@ -98,5 +100,5 @@ def _no_backward(ctx, grad: torch.Tensor):   # type: ignore[no-untyped-def]
 
 
 gemm_scaled = define("gemm_scaled", "(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor? bias, "
-                     "ScalarType out_dtype, str activation) -> Tensor", _gemm_scaled_kernel, _fake_gemm_scaled,
-                     _no_backward, lambda ctx, inputs, output: None)
+                     "ScalarType out_dtype, str activation) -> Tensor", _gemm_scaled_kernel,
+                     _fake_gemm_scaled, _no_backward, lambda ctx, inputs, output: None)

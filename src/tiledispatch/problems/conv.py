@@ -99,7 +99,8 @@ class ConvProblem:
         if len(spatial) not in NDIMS:
             raise BadInput(f"spatial={self.spatial!r} must have 1, 2 or 3 sizes (the ndim)", field="spatial")
         if len(filt) != len(spatial):
-            raise BadInput(f"filter={self.filter!r} must have {len(spatial)} sizes, like spatial", field="filter")
+            raise BadInput(f"filter={self.filter!r} must have {len(spatial)} sizes, like spatial",
+                           field="filter")
         for field in ("c", "k"):
             if getattr(self, field) % self.groups:
                 raise BadInput(f"groups={self.groups} does not divide {field}={getattr(self, field)}",
@@ -124,7 +125,8 @@ class ConvProblem:
             raise bad_choice(BadInput, "align", self.align, CONV_ALIGNS)
         if any(o <= 0 for o in self.output):
             raise BadInput(f"output size {self.output} is not positive: spatial {self.spatial}, filter "
-                           f"{self.filter}, stride {self.stride}, padding {self.padding}, dilation {self.dilation}",
+                           f"{self.filter}, stride {self.stride}, padding {self.padding}, dilation "
+                           f"{self.dilation}",
                            field="spatial")
         self._check_elements()
 
@@ -152,8 +154,8 @@ class ConvProblem:
     def output(self) -> tuple[int, ...]:
         """Output spatial size of the forward convolution (the dy size of the backward directions)."""
         return tuple((size + left + right - d * (f - 1) - 1) // s + 1
-                     for size, f, s, (left, right), d in zip(self.spatial, self.filter, self.stride, self.padding,
-                                                             self.dilation))
+                     for size, f, s, (left, right), d in zip(self.spatial, self.filter, self.stride,
+                                                             self.padding, self.dilation))
 
     @property
     def c_per_group(self) -> int:
@@ -217,6 +219,6 @@ class ConvProblem:
 
     def describe(self) -> str:
         dims = "x".join(map(str, self.spatial))
-        return (f"conv {self.direction} {self.ndim}d N{self.n} C{self.c} K{self.k} G{self.groups} {dims} filter "
-                f"{'x'.join(map(str, self.filter))} stride {self.stride} padding {self.padding} dilation "
-                f"{self.dilation} {self.dtype}")
+        return (f"conv {self.direction} {self.ndim}d N{self.n} C{self.c} K{self.k} G{self.groups} {dims} "
+                f"filter {'x'.join(map(str, self.filter))} stride {self.stride} padding {self.padding} "
+                f"dilation {self.dilation} {self.dtype}")

@@ -104,7 +104,8 @@ class GemmProblem:
         if self.layout not in LAYOUTS:
             raise bad_choice(BadInput, "layout", self.layout, LAYOUTS)
         if not isinstance(self.epilogue, Epilogue):
-            raise BadInput(f"epilogue must be an Epilogue, got {type(self.epilogue).__name__}", field="epilogue")
+            raise BadInput(f"epilogue must be an Epilogue, got {type(self.epilogue).__name__}",
+                           field="epilogue")
         if self.align is None:
             object.__setattr__(self, "align", self.natural_align())
         object.__setattr__(self, "align", as_int(self.align, "align"))

@@ -14,7 +14,8 @@ ELEMENT_TOL = {"fp16": 4e-3, "bf16": 2.5e-2, "fp32": 2e-5, "tf32": 1e-2, "int8":
 INT32_POISON = -(2**31)
 
 
-def small_config(family: str = "tiled", layout: str = "rcr", dtype: str = "fp16", *, block: tuple[int, int, int] =
+def small_config(family: str = "tiled", layout: str = "rcr", dtype: str = "fp16", *,
+                 block: tuple[int, int, int] =
                  (32, 32, 32), warps: int = 4, stages: int = 2, group_m: int = 8, split_k: int | None = None,
                  align: int = 1, out_dtype: str = "", **epilogue: Any) -> GemmConfig:
     """A cheap-to-compile, cheap-to-interpret config (small tiles, 2 stages, unaligned by default); split_k
@@ -22,8 +23,8 @@ def small_config(family: str = "tiled", layout: str = "rcr", dtype: str = "fp16"
     bm, bn, bk = block
     split = split_k if split_k is not None else (2 if family == "splitk" else 1)
     return GemmConfig(family=family, layout=layout, dtype=dtype, out_dtype=out_dtype, block_m=bm, block_n=bn,
-                      block_k=bk, num_warps=warps, num_stages=stages, group_m=group_m, split_k=split, align=align,
-                      **epilogue)
+                      block_k=bk, num_warps=warps, num_stages=stages, group_m=group_m, split_k=split,
+                      align=align, **epilogue)
 
 
 def matrix(rows: int, cols: int, *, letter: str = "r", dtype: str = "fp16", batch: int | None = None,

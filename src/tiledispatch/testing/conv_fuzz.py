@@ -38,8 +38,8 @@ def random_problem(rng: random.Random, direction: str, dtype: str, *, max_pixels
         dilation = tuple(rng.choice((1, 1, 1, 2)) for _ in range(ndim))
         padding = tuple((rng.randint(0, f), rng.randint(0, f)) for f in filt)
         try:
-            return ConvProblem(direction, rng.randint(1, max_batch), c, k, groups, spatial, filt, stride, padding,
-                               dilation, dtype)
+            return ConvProblem(direction, rng.randint(1, max_batch), c, k, groups, spatial, filt, stride,
+                               padding, dilation, dtype)
         except BadInput:   # output size <= 0: draw again
             continue
 

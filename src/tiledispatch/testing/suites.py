@@ -15,7 +15,8 @@ FLOAT_DTYPES = ("fp16", "bf16", "fp32", "tf32")
 LAYOUTS = ("rcr", "rrr", "crr", "ccr")
 
 # Tile shape and group_m per layout: square, wide, tall tiles and different swizzle group sizes.
-LAYOUT_TILES = {"rcr": ((32, 32, 32), 8), "rrr": ((16, 64, 32), 1), "crr": ((32, 32, 32), 2), "ccr": ((64, 16, 32), 4)}
+LAYOUT_TILES = {"rcr": ((32, 32, 32), 8), "rrr": ((16, 64, 32), 1), "crr": ((32, 32, 32), 2),
+                "ccr": ((64, 16, 32), 4)}
 # split_k per layout for the splitk family: 3 leaves some splits with an empty K range for small K.
 LAYOUT_SPLITS = {"rcr": 2, "rrr": 3, "crr": 2, "ccr": 4}
 
