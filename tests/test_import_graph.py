@@ -133,7 +133,6 @@ def test_no_cycle_touches_configs_kernels_codegen_problems_arch():
     assert not core, core
 
 
-@pytest.mark.xfail(strict=False, reason="dispatch redesign in progress")
 def test_no_import_cycle_in_the_package():
     found = cycles(import_graph())
     assert not found, found

@@ -16,7 +16,8 @@ _GEMM_PATTERN = re.compile(
 )
 _GEMM_TEMPLATE = ("gemm-<family>-<layout>-<dtype>-<out_dtype>-<acc_dtype>-<BMxBNxBK>-w<warps>-s<stages>-"
                   "g<group_m>-k<split_k>-e<subtile>-a<align>-<activation>-b<bias>-d<num_d>-c<0|1>")
-_INT_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m", "split_k", "subtile", "align", "num_d")
+_INT_FIELDS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m", "split_k", "subtile",
+               "align", "num_d")
 
 
 def parse_name(name: str) -> GemmConfig | ConvConfig | VendorConfig:
@@ -39,9 +40,10 @@ def _parse(name: str, cls: type, pattern: re.Pattern, template: str, int_fields:
     match = pattern.fullmatch(name)
     if match is None:
         raise InvalidConfig(f"name {name!r} is malformed; expected {template}", field="name")
-    fields: dict[str, object] = dict(match.groupdict())
+    groups: dict[str, str] = match.groupdict()
+    fields: dict[str, object] = dict(groups)
     for key in int_fields:
-        fields[key] = int(fields[key])  # type: ignore[arg-type]
+        fields[key] = int(groups[key])
     fields[flag] = fields[flag] == "1"
     cfg = cls(**fields)
     if cfg.name != name:
@@ -55,8 +57,8 @@ _CONV_PATTERN = re.compile(
     r"g(?P<groups_per_program>\d+)-w(?P<num_warps>\d+)-s(?P<num_stages>\d+)-k(?P<split_k>\d+)-(?P<kloop>[a-z0-9]+)-"
     r"a(?P<align>\d+)-(?P<activation>[a-z_]+)-b(?P<bias>[01])"
 )
-_CONV_TEMPLATE = ("conv-<family>-<direction>-<ndim>d-<dtype>-<out_dtype>-<acc_dtype>-<BMxBNxBK>-g<groups>-w<warps>-"
-                  "s<stages>-k<split_k>-<kloop>-a<align>-<activation>-b<0|1>")
+_CONV_TEMPLATE = ("conv-<family>-<direction>-<ndim>d-<dtype>-<out_dtype>-<acc_dtype>-<BMxBNxBK>-g<groups>-"
+                  "w<warps>-s<stages>-k<split_k>-<kloop>-a<align>-<activation>-b<0|1>")
 _CONV_INT_FIELDS = ("ndim", "block_m", "block_n", "block_k", "groups_per_program", "num_warps", "num_stages",
                     "split_k", "align")
 
