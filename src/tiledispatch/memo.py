@@ -1,10 +1,10 @@
 """The one memo mechanism: bounded maps from call signatures to decisions, each entry stamped with what it
 depends on.
 
-A decision (a selection, a bound launch) stays valid while the `Stamp` it was made under equals the current one:
-the registry's version (kernels declared or built), the global build epoch (any kernel pointed at another cache
-entry) and the tuning DB's version (`auto` reads it). Every call path (td.gemm, td.conv*, Registry.select / run,
-Kernel.run) keeps its decisions in `Memo` objects and checks them the same way.
+A decision (a selection, a bound launch) stays valid while the `Stamp` it was made under equals the current
+one: the registry's version (kernels declared or built), the global build epoch (any kernel pointed at another
+cache entry) and the tuning DB's version (`auto` reads it). Every call path (td.gemm, td.conv*,
+Registry.select / run, Kernel.run) keeps its decisions in `Memo` objects and checks them the same way.
 """
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ class Stamp(NamedTuple):
 
 
 def build_epoch() -> int:
-    """Changes whenever any kernel is pointed at another cache entry (its launches and selections may change)."""
+    """Changes whenever any kernel is pointed at another cache entry (its launches and selections may
+    change)."""
     return _EPOCH[0]
 
 

@@ -1,5 +1,6 @@
-"""Progress of long work: a bar (rich) on a terminal, a line at the start and at the end elsewhere (a first-use
-build in a script or a job log is not silent), nothing when TILEDISPATCH_PROGRESS=0 or enabled=False."""
+"""Progress of long work: a bar (rich) on a terminal, a line at the start and at the end elsewhere (a
+first-use build in a script or a job log is not silent), nothing when TILEDISPATCH_PROGRESS=0 or
+enabled=False."""
 from __future__ import annotations
 
 import sys
@@ -12,8 +13,8 @@ from tiledispatch import settings
 
 @contextmanager
 def progress_bar(description: str, total: int, enabled: bool | None = None) -> Iterator[Callable[..., None]]:
-    """A context yielding advance(n=1). On a terminal (or when forced on) a bar shows count, rate, elapsed time
-    and ETA; elsewhere a line at the start and at the end (with the count done); forced off, nothing."""
+    """A context yielding advance(n=1). On a terminal (or when forced on) a bar shows count, rate, elapsed
+    time and ETA; elsewhere a line at the start and at the end (with the count done); forced off, nothing."""
     forced = enabled if enabled is not None else settings.progress_enabled()
     if total == 0 or forced is False:
         yield lambda n=1: None

@@ -64,7 +64,8 @@ def force_interpreter() -> bool:
 
 
 def measure_when_unsure() -> bool:
-    """Whether `auto` times its top plans on the GPU when the cost model is unsure (see dispatch/decide.py)."""
+    """Whether `auto` times its top plans on the GPU when the cost model is unsure (see
+    dispatch/decide.py)."""
     return _get("TILEDISPATCH_MEASURE") not in ("0", "false", "no")
 
 

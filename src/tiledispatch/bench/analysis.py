@@ -1,9 +1,10 @@
 """What a sweep dataset holds (`summary`) and what its best kernels are (`oracle`), on a pandas DataFrame.
 
 Only rows with status `ok` and a finite, positive `time_ms` count as timings. Vendor rows (family `vendor`,
-e.g. kernel `vendor:cublas`) are the reference: they never count as kernels, never win the oracle, and only give
-the vendor time the oracle is compared against. Pure pandas, no GPU; pandas is imported inside the functions.
-Every number returned is a plain Python int / float / str (JSON-ready); a missing value is NaN (or None in dicts).
+e.g. kernel `vendor:cublas`) are the reference: they never count as kernels, never win the oracle, and only
+give the vendor time the oracle is compared against. Pure pandas, no GPU; pandas is imported inside the
+functions. Every number returned is a plain Python int / float / str (JSON-ready); a missing value is NaN (or
+None in dicts).
 """
 from __future__ import annotations
 
@@ -131,10 +132,10 @@ def _time_range(stamps) -> dict[str, str | None]:
 def oracle(df):
     """One row per problem (every problem of the data, sorted): the best kernel and how far the others are.
 
-    Columns (ORACLE_COLUMNS): n_ok (kernels with a timing), best kernel / time / TF/s / GB/s, second-best kernel
-    and time, second_ratio = second / best, median_ratio = median kernel time / best, and the vendor's best
-    time with vendor_speedup = vendor / best (> 1: the oracle beats the vendor). A problem without any timed
-    kernel has n_ok 0 and NaN / "" elsewhere.
+    Columns (ORACLE_COLUMNS): n_ok (kernels with a timing), best kernel / time / TF/s / GB/s, second-best
+    kernel and time, second_ratio = second / best, median_ratio = median kernel time / best, and the vendor's
+    best time with vendor_speedup = vendor / best (> 1: the oracle beats the vendor). A problem without any
+    timed kernel has n_ok 0 and NaN / "" elsewhere.
     """
     import pandas as pd
 

@@ -1,6 +1,7 @@
 """A sweep's dataset directory: `manifest.json` plus parquet parts written atomically, one batch of rows each.
 
-    DIR/manifest.json            schema version, op, direction, dtype, GPU, tiledispatch version, creation date
+    DIR/manifest.json            schema version, op, direction, dtype, GPU, tiledispatch version,
+                                 creation date
     DIR/parts/part-*.parquet     rows (schema.make_row), zstd-compressed; a part appears whole or not at all
     DIR/corrupt/                 parts found unreadable (damaged after writing), moved aside by writers
 
@@ -110,9 +111,9 @@ class Dataset:
         return final
 
     def frame(self, columns: Iterable[str] | None = None, quarantine: bool = False):
-        """Every row of the readable parts as a pandas DataFrame (empty when there are none). A damaged part is
-        reported and skipped; with quarantine=True (for writers holding the lock) it is also moved to DIR/corrupt/,
-        out of every later read."""
+        """Every row of the readable parts as a pandas DataFrame (empty when there are none). A damaged part
+        is reported and skipped; with quarantine=True (for writers holding the lock) it is also moved to
+        DIR/corrupt/, out of every later read."""
         import pandas as pd
 
         cols = list(columns) if columns is not None else None

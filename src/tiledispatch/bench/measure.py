@@ -19,7 +19,8 @@ Problem = GemmProblem | ConvProblem
 
 
 class DeviceFault(Exception):
-    """The device is in an unusable state after a kernel (a sticky CUDA error): the worker must be replaced."""
+    """The device is in an unusable state after a kernel (a sticky CUDA error): the worker must be
+    replaced."""
 
 
 class ProblemBench:
@@ -151,8 +152,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 def plan_for(kernel: Kernel, problem: Problem) -> tuple[bool | None, str]:
-    """(padded, "") when `kernel` can compute `problem` (directly: False; on exactly padded operands: True), or
-    (None, reason) when it cannot (the pair's `unsupported` row)."""
+    """(padded, "") when `kernel` can compute `problem` (directly: False; on exactly padded operands: True),
+    or (None, reason) when it cannot (the pair's `unsupported` row)."""
     from tiledispatch.select.selector import plan_for as selector_plan
 
     plan = selector_plan(kernel, problem)

@@ -1,12 +1,13 @@
 """Sweeps: measure every (problem, kernel) pair of a problem set and a set of presets into a dataset.
 
-    report = run_sweep(SweepSpec(problems=corpus_entries, presets=("gemm_bf16_rcr_candidates",), out="data/x"))
+    report = run_sweep(SweepSpec(problems=corpus_entries, presets=("gemm_bf16_rcr_candidates",),
+                                 out="data/x"))
 
 The kernels are built first (in parallel, cached). Pairs a kernel cannot run (`unsupported`) or could not be
 built (`compile_error`) are recorded without touching a device; the rest go, one batch per problem, to the
 executor. Rows are written in atomic parts as they come, so a sweep killed at any moment loses at most the
-rows not yet written, and `resume=True` measures exactly the pairs that are missing (those of a damaged part too:
-it is reported and moved aside).
+rows not yet written, and `resume=True` measures exactly the pairs that are missing (those of a damaged part
+too: it is reported and moved aside).
 """
 from __future__ import annotations
 
@@ -229,7 +230,8 @@ def _execute(spec: SweepSpec, batches: list[Batch], base: WorkerSpec, gpus: tupl
             report.workers = [s.label for s, _ in specs]
             pool = LocalPool(specs, options)
             pool.run(batches, writer, advance)
-            start = pool.first_ready or start   # throughput counts from the first worker up (not its start-up)
+            # throughput counts from the first worker up (not its start-up)
+            start = pool.first_ready or start
     report.measure_seconds = time.monotonic() - start
     report.measured = report.recorded - before
     if report.measured != total:

@@ -68,11 +68,11 @@ def flushed_event_samples(fn: Callable[[], object], count: int, flush, device) -
     """Milliseconds of `count` calls of fn on a CUDA device, each between two CUDA events, with `flush` (a
     buffer larger than L2) zeroed before it outside the events; one synchronization at the end.
 
-    The host keeps ahead of the device: each run of up to AHEAD_SAMPLES samples is queued behind a sleep kernel
-    as long as the host took per sample so far (times AHEAD_MARGIN), so no call's enqueue lands between its
-    events. Without it a launch path slower on the host than a flush plus the call on the device measured its
-    host time: on the H200, padded 777x1234x555 bf16 plans (50-130 us of host time per call, 17-24 us on the
-    device) sampled 23-150 us."""
+    The host keeps ahead of the device: each run of up to AHEAD_SAMPLES samples is queued behind a sleep
+    kernel as long as the host took per sample so far (times AHEAD_MARGIN), so no call's enqueue lands between
+    its events. Without it a launch path slower on the host than a flush plus the call on the device measured
+    its host time: on the H200, padded 777x1234x555 bf16 plans (50-130 us of host time per call, 17-24 us on
+    the device) sampled 23-150 us."""
     import torch
 
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
@@ -98,11 +98,12 @@ SLEEP_CYCLES_PER_S = 2.0e9    # torch.cuda._sleep counts SM clock cycles: ~2 GHz
                               # clocks only lengthen the sleep)
 
 
-# The flush also keeps the GPU busy while the host enqueues the call (and the sleeps above the rest of it): the
-# start event runs when the flush ends, so a launch path whose host time exceeds the flush would leave the GPU
-# idle inside the events. A 64 MB flush (about 20 us on an H200) let the host's 10-35 us per call of the conv
-# launch paths leak in: small problems measured 29-60 us against 3-20 us of device time (2026-11-24), which made
-# the cost models shun the cheaper-to-run but costlier-to-launch instances. 256 MB (about 70 us) hides most.
+# The flush also keeps the GPU busy while the host enqueues the call (and the sleeps above the rest of it):
+# the start event runs when the flush ends, so a launch path whose host time exceeds the flush would leave the
+# GPU idle inside the events. A 64 MB flush (about 20 us on an H200) let the host's 10-35 us per call of the
+# conv launch paths leak in: small problems measured 29-60 us against 3-20 us of device time (2026-11-24),
+# which made the cost models shun the cheaper-to-run but costlier-to-launch instances. 256 MB (about 70 us)
+# hides most.
 FLUSH_MB = 256
 
 

@@ -1,6 +1,7 @@
 """The vendor libraries through torch, on the same tensors the kernels use: torch.matmul (cuBLAS) for GEMMs,
 torch.nn.functional.conv* (cuDNN) for forward convolutions and torch.ops.aten.convolution_backward for the
-backward directions; a fused epilogue runs as eager torch ops after them. Used by `profile --vendor` and sweeps."""
+backward directions; a fused epilogue runs as eager torch ops after them. Used by `profile --vendor` and
+sweeps."""
 from __future__ import annotations
 
 from collections.abc import Callable

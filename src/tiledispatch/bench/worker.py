@@ -22,7 +22,8 @@ from tiledispatch.bench.timer import StopRule, SweepTimer
 
 @dataclasses.dataclass(frozen=True)
 class Pair:
-    """One kernel of a batch: its name (or the vendor label request) and whether it runs on padded operands."""
+    """One kernel of a batch: its name (or the vendor label request) and whether it runs on padded
+    operands."""
 
     kernel: str
     padded: bool = False

@@ -1,9 +1,9 @@
 """The persistent build cache: <root>/<arch>/<instance name>/<fingerprint>/.
 
 An entry is complete when its manifest.json lists every file with its sha256. Entries are built in a
-private staging directory (<root>/<arch>/.staging/<host>-<pid>-<random>) and renamed into place, so readers never
-see half an entry and two builders racing for the same entry both end with one intact copy. A corrupt entry is
-detected and removed; the staging directory of a builder that died is swept by the next build.
+private staging directory (<root>/<arch>/.staging/<host>-<pid>-<random>) and renamed into place, so readers
+never see half an entry and two builders racing for the same entry both end with one intact copy. A corrupt
+entry is detected and removed; the staging directory of a builder that died is swept by the next build.
 """
 from __future__ import annotations
 

@@ -100,7 +100,8 @@ def _attempt(task: CompileTask, start: float) -> CompileResult:
 
 
 def _cleared(task: CompileTask, staging: Path, exc: BaseException) -> bool:
-    """The staging dir is gone, or a file of the cache vanished (Triton's cache lives in ours, so it goes too)."""
+    """The staging dir is gone, or a file of the cache vanished (Triton's cache lives in ours, so it goes
+    too)."""
     if not staging.is_dir():
         return True
     root = os.path.join(os.path.abspath(task.cache_root), "")

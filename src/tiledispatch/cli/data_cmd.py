@@ -1,5 +1,5 @@
-"""`tiledispatch data summary|oracle|compact|drop DIR`: what a sweep dataset holds, its best kernel per problem,
-and upkeep (one part; rows of changed kernels removed for re-measuring)."""
+"""`tiledispatch data summary|oracle|compact|drop DIR`: what a sweep dataset holds, its best kernel per
+problem, and upkeep (one part; rows of changed kernels removed for re-measuring)."""
 from __future__ import annotations
 
 import math
@@ -162,7 +162,8 @@ KernelOpt = Annotated[list[str] | None, typer.Option("--kernel", help="drop the 
 
 @data_app.command("drop")
 def data_drop(directory: DirArg, family: FamilyOpt = None, kernel: KernelOpt = None) -> None:
-    """Remove the rows of kernels whose code changed; `tiledispatch sweep --resume` then measures them again."""
+    """Remove the rows of kernels whose code changed; `tiledispatch sweep --resume` then measures them
+    again."""
     from tiledispatch.bench.dataset import Dataset
     from tiledispatch.errors import BadInput
 

@@ -37,8 +37,8 @@ def _arch() -> dict[str, Any]:
 
 
 def _models() -> list[dict[str, Any]]:
-    """The cost models shipped in the package (models/<arch>/<key>/meta.json), each with a line of its metadata
-    and whether this version can use it."""
+    """The cost models shipped in the package (models/<arch>/<key>/meta.json), each with a line of its
+    metadata and whether this version can use it."""
     from tiledispatch.ml.features import FEATURE_SPEC_VERSION
     from tiledispatch.ml.model import META_FILE, check_spec, read_meta
     from tiledispatch.select.cost_model import models_root

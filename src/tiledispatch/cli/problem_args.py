@@ -136,8 +136,8 @@ def gemm_problem_maker(m: int, n: int, k: int, batch: int = 1, dtype: enum.Enum 
 
 
 def default_preset(problem: GemmProblem | ConvProblem) -> str:
-    """The essential preset of the problem's op, dtype and layout (conv: direction, dtype and ndim); a one-line
-    error naming the closest presets when none is packaged for them."""
+    """The essential preset of the problem's op, dtype and layout (conv: direction, dtype and ndim); a
+    one-line error naming the closest presets when none is packaged for them."""
     if isinstance(problem, ConvProblem):
         name = f"conv_{problem.direction}_{problem.dtype}_{problem.ndim}d_essential"
     else:

@@ -79,8 +79,8 @@ def sweep(
     jobs: WorkersOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Measure every (problem, kernel) pair into a parquet dataset: unsupported and failed pairs get a row too;
-    a crashing or hanging kernel costs one row; a killed sweep continues with --resume."""
+    """Measure every (problem, kernel) pair into a parquet dataset: unsupported and failed pairs get a row
+    too; a crashing or hanging kernel costs one row; a killed sweep continues with --resume."""
     from tiledispatch.bench.sweep import SweepSpec, run_sweep
 
     entries = _problems(problems,

@@ -1,10 +1,11 @@
 """Checks of generated kernel source for pitfalls of Triton's front end that the interpreter cannot show.
 
-Triton decides which variables a `for` loop carries by comparing each live-in's IR value before and after a dry
-visit of the body: a variable whose value is unchanged is not carried. So if two live-ins hold the *same* value
-before the loop (`b = a`) and the body assigns `b = a` again before changing `a`, `b` looks unchanged and every
-iteration sees its initial value. Python (and so Triton's interpreter) rotates them correctly; the compiled kernel
-does not. `loop_carry_aliases` finds such loops in a rendered source; `check_source` raises on them.
+Triton decides which variables a `for` loop carries by comparing each live-in's IR value before and after a
+dry visit of the body: a variable whose value is unchanged is not carried. So if two live-ins hold the *same*
+value before the loop (`b = a`) and the body assigns `b = a` again before changing `a`, `b` looks unchanged
+and every iteration sees its initial value. Python (and so Triton's interpreter) rotates them correctly; the
+compiled kernel does not. `loop_carry_aliases` finds such loops in a rendered source; `check_source` raises on
+them.
 """
 from __future__ import annotations
 

@@ -3,9 +3,9 @@
     arguments -> problem (derived and checked once) -> registry -> plans and selection (decide.select)
         -> bound launch -> run -> memo
 
-A `Site` is where calls come from (td.* or one Registry): the memo of its decisions and the registry that serves
-a problem. A repeated call of an argument signature whose decision is still valid goes straight to the bound
-launch: one key, one dict lookup, one stamp comparison.
+A `Site` is where calls come from (td.* or one Registry): the memo of its decisions and the registry that
+serves a problem. A repeated call of an argument signature whose decision is still valid goes straight to the
+bound launch: one key, one dict lookup, one stamp comparison.
 """
 from __future__ import annotations
 
@@ -105,7 +105,8 @@ def _extents(out: Any, *inputs: Any) -> tuple[int, ...]:
 
 
 def meets(hit: Decision, out: Any, *inputs: Any) -> bool:
-    """Whether a remembered call's `out` shares memory with one of its inputs (the checked path then names it)."""
+    """Whether a remembered call's `out` shares memory with one of its inputs (the checked path then names
+    it)."""
     extents = hit.extents
     if not extents:
         return True
@@ -171,8 +172,8 @@ def conv_key(first: Any, second: Any, shape: Any, bias: Any, activation: str | N
 
 
 def _plain(shape: tuple) -> bool:
-    """Whether a Geometry's stride / padding / dilation / groups are exactly ints or tuples of them (the common
-    all-int case checked inline)."""
+    """Whether a Geometry's stride / padding / dilation / groups are exactly ints or tuples of them (the
+    common all-int case checked inline)."""
     _, _, _, stride, padding, dilation, groups = shape
     if type(stride) is int and type(padding) is int and type(dilation) is int and type(groups) is int:
         return True

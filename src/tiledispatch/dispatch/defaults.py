@@ -1,7 +1,8 @@
 """The default registries of td.gemm / td.conv*: per (dtype, layout, epilogue) or (direction, dtype, ndim,
-epilogue), the essential preset specialised to the epilogue, built (or loaded from the cache) on first use, and
-the vendor library's plan (cuBLAS / cuDNN through torch), which `auto` measures against the best of ours on a
-GPU. `GEMM` and `CONV` are the call sites of td.gemm and td.conv*; `reset` forgets every default and decision."""
+epilogue), the essential preset specialised to the epilogue, built (or loaded from the cache) on first use,
+and the vendor library's plan (cuBLAS / cuDNN through torch), which `auto` measures against the best of ours
+on a GPU. `GEMM` and `CONV` are the call sites of td.gemm and td.conv*; `reset` forgets every default and
+decision."""
 from __future__ import annotations
 
 import logging

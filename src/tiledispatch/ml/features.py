@@ -292,7 +292,8 @@ def _conv_view(cols: dict[str, Any], c: dict[str, Any], out: dict[str, Any]) -> 
     merged = np.where(igemm, gpp, 1.0)
     blocks = np.where(implicit & ~diag, _cdiv(p["groups"], gpp), 1.0)
     tiles_m, tiles_n = _cdiv(rows, bm), _cdiv(columns, bn)
-    # diag: a [BM, BN] x [BN, BN] dot per tap against the block-diagonal weight (BN / BK times the useful work)
+    # diag: a [BM, BN] x [BN, BN] dot per tap against the block-diagonal weight (BN / BK times the
+    # useful work)
     # bwd_weight diag: the [BN, BN] result tile holds BN / (C/G) times the useful pairs
     stage_elems = np.where(diag & ~wgrad, bm * bn + bn * bn, merged * (bm * bk + bk * bn))
     stage = stage_elems * _bytes_of(cols["p_dtype"])

@@ -9,7 +9,8 @@ kind 'regressor' predicts log2 of the run time in µs over the problem's rooflin
 back, so scores are predicted log2 µs); kind 'ranker' is LambdaRank grouped by problem (scores are its negated
 output). Either way `scores` is lower-is-better. A model of another arch or feature spec version is refused
 (ModelMismatch), never used. A kernel kind (`kernel_kind`: family, and k-loop for convolutions) absent from
-the training data is one the model cannot judge: `knows` says so, and selection does not let the model rank it.
+the training data is one the model cannot judge: `knows` says so, and selection does not let the model rank
+it.
 """
 from __future__ import annotations
 

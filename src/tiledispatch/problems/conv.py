@@ -1,6 +1,6 @@
-"""ConvProblem: what a grouped convolution call computes (forward, backward-data or backward-weight), 1D/2D/3D,
-independent of any kernel. Tensors are channels-last: input N(D)(H)W·G·C/G, weight G·K/G·(Z)(Y)X·C/G, output
-N(D)(H)W·G·K/G (torch `channels_last` / `channels_last_3d`)."""
+"""ConvProblem: what a grouped convolution call computes (forward, backward-data or backward-weight),
+1D/2D/3D, independent of any kernel. Tensors are channels-last: input N(D)(H)W·G·C/G, weight
+G·K/G·(Z)(Y)X·C/G, output N(D)(H)W·G·K/G (torch `channels_last` / `channels_last_3d`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -213,7 +213,8 @@ class ConvProblem:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConvProblem:
-        """The problem of a to_dict() result (lists as JSON gives them back); an unknown key raises BadInput."""
+        """The problem of a to_dict() result (lists as JSON gives them back); an unknown key raises
+        BadInput."""
         unknown_keys(mapping(data, "problem"), {f.name for f in dataclasses.fields(cls)}, "ConvProblem")
         return cls(**data)
 

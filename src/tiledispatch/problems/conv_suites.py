@@ -59,7 +59,8 @@ def with_direction(problem: ConvProblem, direction: str) -> ConvProblem:
 
 
 def category(layer: Layer) -> str:
-    """dense / grouped / depthwise by groups, suffixed 3d for 3D layers (2D ones: dense2d, grouped, depthwise)."""
+    """dense / grouped / depthwise by groups, suffixed 3d for 3D layers (2D ones: dense2d, grouped,
+    depthwise)."""
     if layer.groups == 1:
         kind = "dense"
     elif layer.groups == layer.c and layer.k == layer.c:
@@ -83,7 +84,8 @@ def _l3(name: str, c: int, k: int, spatial: tuple[int, int, int], f: tuple[int, 
 
 
 def resnet50_layers() -> list[Layer]:
-    # (stage, input size of the stage, width, expanded output, channels entering the stage, first-block stride)
+    # (stage, input size of the stage, width, expanded output, channels entering the stage, first-block
+    # stride)
     stages = ((1, 56, 64, 256, 64, 1), (2, 56, 128, 512, 256, 2), (3, 28, 256, 1024, 512, 2),
               (4, 14, 512, 2048, 1024, 2))
     layers = [_l2("conv1", 3, 64, 224, 7, 2)]
@@ -170,7 +172,8 @@ def problem_of(layer: Layer, batch: int, dtype: str = "bf16") -> ConvProblem:
 
 
 def suite(name: str, dtype: str = "bf16", batch: int | None = None) -> list[ConvCase]:
-    """The de-duplicated forward cases of one suite. batch: N of every problem (default 32 for 2D, 8 for 3D)."""
+    """The de-duplicated forward cases of one suite. batch: N of every problem (default 32 for 2D, 8 for
+    3D)."""
     if name not in _MODELS:
         raise bad_choice(BadInput, "suite", name, SUITES)
     return dedupe(_cases(name, dtype, batch))

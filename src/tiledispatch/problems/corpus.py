@@ -1,6 +1,6 @@
-"""The problem corpus: the problem sets sweeps run over (`gemm_corpus`, `conv_corpus`, `named_suite`) and their
-JSON files. Sets are de-duplicated, deterministic for a seed and tagged with where each problem came from;
-what each set holds: docs/design/problems.md."""
+"""The problem corpus: the problem sets sweeps run over (`gemm_corpus`, `conv_corpus`, `named_suite`) and
+their JSON files. Sets are de-duplicated, deterministic for a seed and tagged with where each problem came
+from; what each set holds: docs/design/problems.md."""
 from __future__ import annotations
 
 import dataclasses

@@ -130,7 +130,8 @@ class Kernel:
                                      field=support.reason.split(":", 1)[0])
 
     def launch(self, args: Any, problem: Any) -> Any:
-        """Launch on checked arguments (problem already matched to this kernel); returns the written tensor."""
+        """Launch on checked arguments (problem already matched to this kernel); returns the written
+        tensor."""
         raise NotImplementedError
 
     def bound_launch(self, args: Any, problem: Any) -> Any:
@@ -199,8 +200,8 @@ class GemmKernel(Kernel):
 
 
 class ConvKernel(Kernel):
-    """A built convolution instance. `run(problem, x=..., w=..., y=..., bias=...)` takes the tensors by forward
-    role (y is dy in the backward directions) and returns the written one (allocated when None)."""
+    """A built convolution instance. `run(problem, x=..., w=..., y=..., bias=...)` takes the tensors by
+    forward role (y is dy in the backward directions) and returns the written one (allocated when None)."""
 
     config: ConvConfig
 
@@ -250,7 +251,8 @@ class ConvKernel(Kernel):
                                                        else cuda_runtime().get_device())
         n_dyn = len(dyn) + len(buffers)
         bound = [launcher.bind(grid, values, dyn, n_dyn, index, lambda name, _: slots.get(name))
-                 for launcher, grid in zip(launchers, plan.grids) if min(grid) > 0]   # empty grid: not launched
+                 for launcher, grid in zip(launchers, plan.grids)
+                 if min(grid) > 0]   # empty grid: not launched
         return ConvBound([e for e, _ in bound], device, index, _ROLES.index(written), out_shape, out_dtype,
                          workspaces, all(ok for _, ok in bound))
 

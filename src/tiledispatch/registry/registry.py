@@ -34,9 +34,9 @@ class Registry(KernelStore):
             activation: str | None = None, alpha: float = 1.0, beta: float = 0.0,
             out_dtype: str | None = None, allow_tf32: bool = False, scale_a: torch.Tensor | None = None,
             scale_b: torch.Tensor | None = None, return_selection: bool = False) -> Any:
-        """Select for the problem (derived from the tensors when None) and run; returns out, or (out, selection)
-        with return_selection=True. A ConvProblem runs as run_conv(problem, a, b, ...). Decisions are remembered
-        per argument signature (every strategy but `tune`)."""
+        """Select for the problem (derived from the tensors when None) and run; returns out, or (out,
+        selection) with return_selection=True. A ConvProblem runs as run_conv(problem, a, b, ...). Decisions
+        are remembered per argument signature (every strategy but `tune`)."""
         if isinstance(problem, ConvProblem):
             return self.run_conv(problem, a, b, strategy=strategy, out=out, bias=bias,
                                  return_selection=return_selection)

@@ -1,5 +1,5 @@
-"""KernelStore: declare instances, build them (parallel, cached) and look them up: the Registry without its call
-path (selection and runs live in dispatch/)."""
+"""KernelStore: declare instances, build them (parallel, cached) and look them up: the Registry without its
+call path (selection and runs live in dispatch/)."""
 from __future__ import annotations
 
 import dataclasses
@@ -63,7 +63,8 @@ class KernelStore:
         self._version = 0
         self.skipped: dict[str, str] = {}
         self.calls: Memo[Any] = Memo()        # Registry.run: argument signature -> dispatch.Decision
-        self.selections: Memo[Any] = Memo()   # Registry.select: (problem, strategy, top_k, device) -> Decision
+        # Registry.select: (problem, strategy, top_k, device) -> Decision
+        self.selections: Memo[Any] = Memo()
 
     # -- declaration ------------------------------------------------------------------------------
     @property
@@ -163,7 +164,8 @@ class KernelStore:
                 continue
             if existed:   # present before we read it, yet unreadable: corrupt or half-deleted, rebuild
                 cache.remove_entry(entry)
-            check_source(task.source, kernel.name)   # before compiling, once per cache miss: raises CodegenError
+            # before compiling, once per cache miss: raises CodegenError
+            check_source(task.source, kernel.name)
             todo.append(task)
         what = f"building {len(todo)} kernels for {self.arch.name} into {self.cache_dir} (cached for later runs)"
         with progress_bar(what, len(todo), progress) as advance:
@@ -212,7 +214,8 @@ class KernelStore:
         return plans_of([k for k in self.kernels if k.built], problem)
 
     def is_supported(self, problem: GemmProblem | ConvProblem) -> Support:
-        """Whether some kernel computes `problem`, directly or on exactly padded operands (as `select` does)."""
+        """Whether some kernel computes `problem`, directly or on exactly padded operands (as `select`
+        does)."""
         reasons = {k.name: k.is_supported(problem).reason for k in self.kernels}
         if any(not r for r in reasons.values()) or plans_of(self.kernels, problem):
             return Support(True)

@@ -1,8 +1,8 @@
 """Tensor descriptors built on the host for each launch (the `tensordesc` parameters of the TMA families).
 
 A descriptor parameter (kernels/tma_common.descriptor_param) names the parameters that give its base tensor,
-rows, columns, row stride and (rank 3) batch stride. At bind time `geometry` reads the shape and strides from the
-launch's argument values (fixed for an argument signature); each launch wraps that call's base tensor
+rows, columns, row stride and (rank 3) batch stride. At bind time `geometry` reads the shape and strides from
+the launch's argument values (fixed for an argument signature); each launch wraps that call's base tensor
 (`describe`), and Triton's launcher encodes the tensor map from it and passes it as a kernel parameter, so no
 program builds descriptors in global memory (on the H200 that start-up cost small GEMMs 1.5-2 us:
 tools/probe_host_descriptors.py). The interpreter takes Triton's TensorDescriptor.

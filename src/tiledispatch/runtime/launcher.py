@@ -72,7 +72,8 @@ def call_key(a: Any, b: Any, out: Any, c: Any, bias: Any, d: Any, beta: Any, sca
                 tuple(map(tensor_key, d)) if d else (), bool(beta != 0),
                 None if scale_a is None else tensor_key(scale_a),
                 None if scale_b is None else tensor_key(scale_b), interpret_switch(), extra)
-    except (AttributeError, TypeError, ValueError, RuntimeError):   # not tensors: the slow path raises BadInput
+    # not tensors: the slow path raises BadInput
+    except (AttributeError, TypeError, ValueError, RuntimeError):
         return None
 
 
@@ -120,13 +121,13 @@ class ScratchAllocator:
     """Triton's global-scratch allocator (`triton.set_allocator`): Triton calls it on every launch of a
     kernel with `global_scratch_size > 0` (device-side tensor descriptors) as fn(size, alignment, stream).
 
-    It returns one cached torch uint8 CUDA buffer per (device, stream), grown geometrically when a launch needs
-    more. A buffer that is replaced is retained, never freed: a CUDA graph captured earlier may still address
-    it (growth by doubling bounds what is retained by the size of the live buffer). Under graph capture an
-    existing buffer that is large enough is reused, so nothing is allocated; a new one is allocated through
-    torch on the capturing stream, so it lands in the graph's private pool. Kernels on one stream run in order,
-    so they share the buffer safely; do not replay a graph on another stream concurrently with kernels that
-    use the capture stream's buffer.
+    It returns one cached torch uint8 CUDA buffer per (device, stream), grown geometrically when a launch
+    needs more. A buffer that is replaced is retained, never freed: a CUDA graph captured earlier may still
+    address it (growth by doubling bounds what is retained by the size of the live buffer). Under graph
+    capture an existing buffer that is large enough is reused, so nothing is allocated; a new one is allocated
+    through torch on the capturing stream, so it lands in the graph's private pool. Kernels on one stream run
+    in order, so they share the buffer safely; do not replay a graph on another stream concurrently with
+    kernels that use the capture stream's buffer.
     """
 
     def __init__(self, device_type: str = "cuda") -> None:
@@ -260,11 +261,12 @@ class EntryLauncher:
                 value = values[name]
                 slot = value.index if isinstance(value, WorkspaceSlot) else slot_of(name, len(dyn))
                 if hasattr(value, "data_ptr") and (slot is None or dyn[slot] is not value):
-                    # a stand-in for an absent optional tensor (unit fp8 scale) is a constant of the signature;
-                    # any other tensor that is not a per-call argument makes the order single-use
+                    # a stand-in for an absent optional tensor (unit fp8 scale) is a constant of the
+                    # signature; any other tensor that is not a per-call argument makes the order single-use
                     reusable = reusable and slot is not None and dyn[slot] is None
                     slot = None
-                if geometry is not None:   # made from the call's base tensor at each launch (runtime/descriptors)
+                # made from the call's base tensor at each launch (runtime/descriptors)
+                if geometry is not None:
                     descs.append((len(picks), geometry))
             if slot is None:
                 picks.append(n_dyn + len(consts))
@@ -350,22 +352,23 @@ class _InterpretedEntry:
 
 # -- bound launches ------------------------------------------------------------------------------------
 # Workspaces of at most this many bytes (all of a launch's together) are allocated once per (CUDA stream, host
-# thread) and kept by the bound launch: allocating them cost a few us of host time per call on the H200's host,
-# as much as a split-K GEMV's kernels take. One thread's calls on one stream run in order, so they share them
-# safely (a buffer per thread: two threads' launch pairs may interleave on a stream); a call under CUDA-graph
-# capture allocates its own (in the graph's private pool), so a replay never shares a buffer with eager calls.
-# Larger workspaces are allocated per call (cheap beside their kernels, and nothing large stays held).
+# thread) and kept by the bound launch: allocating them cost a few us of host time per call on the H200's
+# host, as much as a split-K GEMV's kernels take. One thread's calls on one stream run in order, so they share
+# them safely (a buffer per thread: two threads' launch pairs may interleave on a stream); a call under
+# CUDA-graph capture allocates its own (in the graph's private pool), so a replay never shares a buffer with
+# eager calls. Larger workspaces are allocated per call (cheap beside their kernels, and nothing large stays
+# held).
 KEPT_WORKSPACE_BYTES = 4 << 20
 KEPT_WORKSPACE_KEYS = 16      # (stream, thread) pairs kept per bound launch; beyond that the oldest go
 _KEPT_LOCK = threading.Lock()
 
 
 class Workspaces:
-    """The workspace tensors of a bound launch, (elements, torch dtype, zeroed) each: called with the raw stream
-    of a launch, returns them. Small ones (see KEPT_WORKSPACE_BYTES) are kept per stream and thread, larger ones
-    allocated per call. Zeroed ones are counters the kernels leave at zero (LaunchPlan.counters): allocated
-    zeroed and always kept, so no call pays a memset; under CUDA-graph capture every buffer is allocated anew
-    (counters zeroed by a captured memset, which each replay repeats)."""
+    """The workspace tensors of a bound launch, (elements, torch dtype, zeroed) each: called with the raw
+    stream of a launch, returns them. Small ones (see KEPT_WORKSPACE_BYTES) are kept per stream and thread,
+    larger ones allocated per call. Zeroed ones are counters the kernels leave at zero (LaunchPlan.counters):
+    allocated zeroed and always kept, so no call pays a memset; under CUDA-graph capture every buffer is
+    allocated anew (counters zeroed by a captured memset, which each replay repeats)."""
 
     def __init__(self, shapes: tuple[tuple[int, Any, bool], ...], device: Any, rt: Any) -> None:
         torch = _import_torch()
@@ -396,8 +399,8 @@ class Workspaces:
 
 
 class EntryLaunches:
-    """The launch step shared by the bound launches (GEMM's BoundLaunch, conv's ConvBound): fire every entry on
-    the current stream of the instance's device with the call's arguments and its workspaces (Workspaces),
+    """The launch step shared by the bound launches (GEMM's BoundLaunch, conv's ConvBound): fire every entry
+    on the current stream of the instance's device with the call's arguments and its workspaces (Workspaces),
     switching the CUDA device only when another one is current."""
 
     def __init__(self, entries: list, device: Any, device_index: int | None,
@@ -449,8 +452,9 @@ class BoundLaunch(EntryLaunches):
 
 def buffer_slots(plan: LaunchPlan, first: int
                  ) -> tuple[dict[str, WorkspaceSlot], tuple[tuple[int, Any, bool], ...]]:
-    """The plan's buffers (workspaces, then counters) as WorkspaceSlots by parameter name, numbered from `first`
-    (the slot after the call's own tensors), and their shapes for Workspaces (elements, torch dtype, zeroed)."""
+    """The plan's buffers (workspaces, then counters) as WorkspaceSlots by parameter name, numbered from
+    `first` (the slot after the call's own tensors), and their shapes for Workspaces (elements, torch dtype,
+    zeroed)."""
     from tiledispatch.dtypes import torch_dtype
 
     buffers = plan.buffers()

@@ -149,7 +149,8 @@ def clear_cache() -> None:
 
 
 def run_padded(selection: Selection, args: GemmArgs) -> Any:
-    """Run a padded selection: the result in the caller's out (when given) or in a new tensor of the exact size."""
+    """Run a padded selection: the result in the caller's out (when given) or in a new tensor of the exact
+    size."""
     return _run(selection, args, _signature(selection, args))
 
 
@@ -173,9 +174,10 @@ def _run(selection: Selection, args: GemmArgs, key: tuple) -> Any:
 
 
 class PaddedLaunch:
-    """The bound launch of a padded selection for the argument signature of `first` (a call's GemmArgs): called
-    like a kernel's BoundLaunch with the tensors and scalars of a call of that signature (its options, such as
-    the bias mode and activation, are the signature's); each stream gets its kept buffers (_Padded)."""
+    """The bound launch of a padded selection for the argument signature of `first` (a call's GemmArgs):
+    called like a kernel's BoundLaunch with the tensors and scalars of a call of that signature (its options,
+    such as the bias mode and activation, are the signature's); each stream gets its kept buffers
+    (_Padded)."""
 
     reusable = True   # keyed by the call signature it was made for
 

@@ -2,8 +2,8 @@
 
 Triton's CudaLauncher wraps its C launch function in Python that, on every launch, asks two allocators for
 global and profile scratch and expands each tensor-descriptor argument into the encoded tensor map and the
-shape and strides that follow it (make_tensordesc_arg). For a kernel that needs no scratch, RawLaunch calls the
-C function itself and expands the descriptors the same way (Triton's encoder, the kernel's own descriptor
+shape and strides that follow it (make_tensordesc_arg). For a kernel that needs no scratch, RawLaunch calls
+the C function itself and expands the descriptors the same way (Triton's encoder, the kernel's own descriptor
 metadata), with everything but the base address prepared once per bound launch: a few microseconds less host
 time per launch (benchmarks/dispatch_overhead.py). Kernels it cannot prepare for (scratch, descriptors without
 metadata, fp4 padding, a launcher of another shape, or a Triton release whose internals it was not written
@@ -30,8 +30,8 @@ def _c_launch(launcher: Any) -> Any:
 
 
 def raw_launch(kernel: Any, descs: tuple[tuple[int, Geometry], ...]) -> RawLaunch | None:
-    """The raw launch of a loaded CompiledKernel whose descriptor arguments sit at `descs` (position, geometry),
-    or None where Triton's own launch path must run."""
+    """The raw launch of a loaded CompiledKernel whose descriptor arguments sit at `descs` (position,
+    geometry), or None where Triton's own launch path must run."""
     if not triton_internals.known():
         return None
     launcher = kernel.run

@@ -33,8 +33,8 @@ def _gemm_view(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
 
 
 def _wgrad_tiles(cfg: ConvConfig, problem: ConvProblem) -> int:
-    """bwd_weight programs per split as the kernel launches them ('diag': taps x channel tiles of whole groups;
-    row kloops: a filter row of taps per program)."""
+    """bwd_weight programs per split as the kernel launches them ('diag': taps x channel tiles of whole
+    groups; row kloops: a filter row of taps per program)."""
     if cfg.family == "tma":
         return math.prod(conv_tma_wgrad.tile_counts(cfg, problem)) * problem.groups
     tiles_m, tiles_n, group_blocks = conv_wgrad.tile_counts(cfg, problem)
@@ -45,7 +45,8 @@ def _padded_flops(cfg: ConvConfig, problem: ConvProblem) -> float:
     """FLOPs the tiles execute, padding included (kloop 'diag': the whole block-diagonal tile of every tap;
     'diagrow': of every unrolled tap, masked ones included)."""
     m, n, k = _gemm_view(cfg, problem)
-    if cfg.kloop in conv_wgrad.DIAG_KLOOPS and problem.direction == "bwd_weight":   # tiles of whole groups, squared
+    # tiles of whole groups, squared
+    if cfg.kloop in conv_wgrad.DIAG_KLOOPS and problem.direction == "bwd_weight":
         return 2.0 * _wgrad_tiles(cfg, problem) * conv_wgrad.row_taps(cfg) * cfg.block_n * cfg.block_n \
             * _ceil_to(k, cfg.block_k)
     if cfg.kloop == "diag":
@@ -77,7 +78,8 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
             cfg.family, DOT_EFFICIENCY.get(cfg.groups_per_program, BATCHED_DOT_EFFICIENCY))
         compute_us = _padded_flops(cfg, problem) / (arch.peak_tflops_fp16 * 1e6 * eff)
         m, n, _ = _gemm_view(cfg, problem)
-        if problem.direction == "bwd_weight" and cfg.kloop in (*conv_wgrad.DIAG_KLOOPS, "taprow"):   # igemm, tma
+        # igemm, tma
+        if problem.direction == "bwd_weight" and cfg.kloop in (*conv_wgrad.DIAG_KLOOPS, "taprow"):
             column_tiles, m = _wgrad_tiles(cfg, problem), cfg.block_m   # the kernel's own grid
         elif cfg.kloop == "diag":   # channel tiles span whole groups
             column_tiles = math.ceil(problem.groups * n / cfg.block_n)

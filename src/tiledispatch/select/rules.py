@@ -1,4 +1,5 @@
-"""Analytic ranking: estimated time from tile waste, wave quantization over the SMs, occupancy and K-loop length."""
+"""Analytic ranking: estimated time from tile waste, wave quantization over the SMs, occupancy and K-loop
+length."""
 from __future__ import annotations
 
 import math
@@ -15,7 +16,8 @@ LAUNCH_US = 3.0            # per kernel launch
 CTA_OVERHEAD_US = 0.6      # prologue (pipeline fill) + epilogue latency of one program
 L2_BANDWIDTH_FACTOR = 2.5  # operand re-reads mostly hit L2, which is faster than HBM
 REFERENCE_TILE = 128 * 256
-UNALIGNED_SLOWDOWN = 3.0   # align=1 kernels load element-wise; measured ~3x slower on H200 (3000x5000x700 bf16)
+# align=1 kernels load element-wise; measured ~3x slower on H200 (3000x5000x700 bf16)
+UNALIGNED_SLOWDOWN = 3.0
 # Fraction of the tensor-core peak each family reaches on compute-bound tiles, relative to tma_persistent:
 # the ratio of each family's best time over shapes with M, N, K >= 4096 in the H200 sweeps
 # (benchmarks/results/sweeps/, bf16/fp16 rcr/rrr): pointer-loaded wgmma tiles reach ~0.6 of the TMA ones.
@@ -72,7 +74,8 @@ def separate_reduce(cfg: GemmConfig) -> bool:
 def _k_step_us(cfg: GemmConfig, problem: GemmProblem, arch: ArchSpec) -> float:
     """Time of one BLOCK_K step of one tile on one SM: tensor-core bound or operand-bandwidth bound."""
     in_bytes = DTYPES[problem.dtype].bytes
-    peak = arch.peak_tflops_fp16 * 1e6 * (2.0 if problem.dtype in ("int8", "fp8e4m3") else 1.0)   # flop per µs
+    # flop per µs
+    peak = arch.peak_tflops_fp16 * 1e6 * (2.0 if problem.dtype in ("int8", "fp8e4m3") else 1.0)
     if problem.dtype in ("fp32",):
         peak /= 16.0
     elif problem.dtype == "tf32":

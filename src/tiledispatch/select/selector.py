@@ -65,8 +65,8 @@ class Plan:
 
 def plan_for(kernel: Kernel, problem: GemmProblem | ConvProblem) -> Plan | None:
     """How `kernel` computes `problem`: directly, else on the least padded operands it supports (a GEMM whose
-    align is too low, see validity.least_padded), else None. The one rule of registry plans, sweeps and offline
-    checks."""
+    align is too low, see validity.least_padded), else None. The one rule of registry plans, sweeps and
+    offline checks."""
     if kernel.is_supported(problem):
         return Plan(kernel, problem)
     cfg = kernel.config
@@ -168,7 +168,8 @@ def check_strategy(strategy: str) -> None:
 def choose(plans: list[Plan], request: GemmProblem | ConvProblem, strategy: str, arch: ArchSpec, *,
            tuned: str | None = None, model: Any = None, why_not: str = "no cost model") -> Selection:
     """The choice of every strategy but `tune` (see `measured`). `tuned`: the plan label the tuning DB holds
-    for the request (auto); `model` / `why_not`: the shipped cost model of the request or why there is none."""
+    for the request (auto); `model` / `why_not`: the shipped cost model of the request or why there is
+    none."""
     check_strategy(strategy)
     if strategy == "tune":
         raise BadInput("strategy 'tune' measures: dispatch times the plans and calls selector.measured",
@@ -182,7 +183,8 @@ def choose(plans: list[Plan], request: GemmProblem | ConvProblem, strategy: str,
     if strategy == "rules":
         ranked = by_rules(plans, request, arch)
         return _selection(ranked[0][0], "rules", ranked)
-    return from_ranking(by_model_or_rules(plans, request, arch, model, why_not))   # ml, or auto without a DB hit
+    # ml, or auto without a DB hit
+    return from_ranking(by_model_or_rules(plans, request, arch, model, why_not))
 
 
 def tuned_plan(plans: list[Plan], label: str) -> Selection | None:
@@ -204,8 +206,8 @@ def from_ranking(ranking: Ranking) -> Selection:
 
 def unsure(ranking: Ranking) -> str | None:
     """Why `auto` should time the top of this ranking rather than trust it (None: it is sure): plans the cost
-    model cannot rank (kinds it was not trained on, vendor plans), or a ranking by the rules alone. The shipped
-    models are rankers, whose scores carry no time unit, so a predicted margin is not used yet."""
+    model cannot rank (kinds it was not trained on, vendor plans), or a ranking by the rules alone. The
+    shipped models are rankers, whose scores carry no time unit, so a predicted margin is not used yet."""
     if ranking.unranked:
         return f"{len(ranking.unranked)} plan(s) of kinds the cost model cannot rank"
     if ranking.source == "rules" and len(ranking.ranked) > 1:

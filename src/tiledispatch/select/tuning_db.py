@@ -43,8 +43,9 @@ class TuningDB:
         self.version = 0   # changes whenever the entries this process sees change (memo.Stamp)
 
     def _read(self) -> dict[str, dict]:
-        """The entries on disk. A file that cannot be read, is not a tuning DB, or was written for other versions
-        is refused: it is moved aside (reported once) and the DB starts empty, so every strategy keeps working."""
+        """The entries on disk. A file that cannot be read, is not a tuning DB, or was written for other
+        versions is refused: it is moved aside (reported once) and the DB starts empty, so every strategy
+        keeps working."""
         if not self.path.exists():
             return {}
         try:

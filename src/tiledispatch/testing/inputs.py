@@ -14,7 +14,8 @@ def _matrix(rows: int, cols: int, batch: int, letter: str, dtype: str, device, g
     shape = (batch, rows, cols) if letter == "r" else (batch, cols, rows)
     if dtype == "int8":
         t = torch.randint(-8, 8, shape, generator=generator, dtype=torch.int8, device=generator.device)
-    elif dtype in SCALED_DTYPES:   # spread over the fp8 range; the per-tensor scale brings it back to ~N(0, 1)
+    # spread over the fp8 range; the per-tensor scale brings it back to ~N(0, 1)
+    elif dtype in SCALED_DTYPES:
         t = (torch.randn(shape, generator=generator, dtype=torch.float32, device=generator.device)
              * FP8_SPREAD).to(torch_dtype(dtype))
     else:

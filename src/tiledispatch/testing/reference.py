@@ -1,5 +1,5 @@
-"""Float64 references of GEMMs (with their epilogue) and convolutions, random convolution inputs, and the error
-metrics validation uses."""
+"""Float64 references of GEMMs (with their epilogue) and convolutions, random convolution inputs, and the
+error metrics validation uses."""
 from __future__ import annotations
 
 import math
@@ -68,7 +68,8 @@ def _converter(device, exact: bool):
 
 
 def errors(out, ref) -> dict[str, float]:
-    """Max absolute and relative (Frobenius) error of `out` against `ref`, computed in ref's dtype and device."""
+    """Max absolute and relative (Frobenius) error of `out` against `ref`, computed in ref's dtype and
+    device."""
     import torch
 
     got = out.detach().to(ref.device, ref.dtype)

@@ -1,8 +1,8 @@
 """The kernel configs the CPU test lane compiles, in one place so that one worker pool builds them all.
 
-Budget: every distinct config is one sm_90 compile (~0.5-1.5 s) and every test launch an interpreter run, so the
-numerics grid is one small config per (family, dtype, layout) and the epilogue features are spread over those
-instances (see `numeric_configs`; tests/runtime asserts the coverage).
+Budget: every distinct config is one sm_90 compile (~0.5-1.5 s) and every test launch an interpreter run, so
+the numerics grid is one small config per (family, dtype, layout) and the epilogue features are spread over
+those instances (see `numeric_configs`; tests/runtime asserts the coverage).
 """
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ def _numeric(family: str, layout: str, dtype: str, epilogue: Epilogue, out_dtype
 def numeric_configs() -> list[GemmConfig]:
     """One config per (family, dtype, layout); the epilogue rotates so that each family sees all eight float
     epilogues (each twice), each float dtype sees all eight over its two families, and each (family, dtype)
-    sees bias row and col, num_d 1 and 2, and C. Plus two instances whose output dtype differs from the input."""
+    sees bias row and col, num_d 1 and 2, and C. Plus two instances whose output dtype differs from the
+    input."""
     out = []
     for f, family in enumerate(FAMILIES):
         for d, dtype in enumerate(FLOAT_DTYPES):
@@ -100,8 +101,8 @@ TMA_FAMILIES = ("tma_persistent", "tma_ws", "streamk")
 
 
 def family_epilogue(family: str, epilogue: Epilogue) -> Epilogue:
-    """`epilogue` as `family` accepts it: tma_ws reads nothing indexed by output rows (kernels/gemm_tma.py), so
-    it keeps the activation and takes a column bias where a row bias was asked for."""
+    """`epilogue` as `family` accepts it: tma_ws reads nothing indexed by output rows (kernels/gemm_tma.py),
+    so it keeps the activation and takes a column bias where a row bias was asked for."""
     if family != "tma_ws":
         return epilogue
     return Epilogue(epilogue.activation, "col" if epilogue.bias == "row" else epilogue.bias)
@@ -136,8 +137,8 @@ def tma_configs() -> list[GemmConfig]:
 
 
 def gluon_configs() -> list[GemmConfig]:
-    """fp8 tma_ws, the Gluon kernel: compiled for sm_90 in the CPU lane (the interpreter cannot run Gluon), with
-    both tile widths, the three-consumer 192-row tile, split K, every bias mode, activations and output
+    """fp8 tma_ws, the Gluon kernel: compiled for sm_90 in the CPU lane (the interpreter cannot run Gluon),
+    with both tile widths, the three-consumer 192-row tile, split K, every bias mode, activations and output
     types."""
     wide = dict(block=(128, 128, 128), align=16)
     return [small_config("tma_ws", "rcr", "fp8e4m3", stages=6, **wide),
