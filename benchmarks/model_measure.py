@@ -15,12 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 # kernel classes, checked in this order (first match wins; see kernel_class)
-TD_KERNEL = re.compile(r"^(conv|gemm)_\w*kernel")        # tiledispatch's Triton entries (conv_igemm_kernel ...)
-NORM = re.compile(r"batch_?norm|layer_?norm|group_?norm|native_norm|welford|bn_fw|bn_bw|_norm_", re.IGNORECASE)
-LAYOUT = re.compile(r"nchwtonhwc|nhwctonchw|copy|transpose|permute|memcpy|memset|catarray|cat_", re.IGNORECASE)
-VENDOR = re.compile(r"cudnn|cublas|cutlass|xmma|nvjet|gemm|conv|dgrad|wgrad|fprop|winograd|triton_tem_", re.IGNORECASE)
-ELEMENTWISE = re.compile(r"elementwise|unrolled|vectorized|fill|triton_poi", re.IGNORECASE)
-REDUCTION = re.compile(r"reduce|triton_red|triton_per|softmax|pool|sum|mean", re.IGNORECASE)
+TD_KERNEL = re.compile(r"^(conv|gemm)_\w*kernel")   # tiledispatch's Triton entries (conv_igemm_kernel ...)
+_I = re.IGNORECASE
+NORM = re.compile(r"batch_?norm|layer_?norm|group_?norm|native_norm|welford|bn_fw|bn_bw|_norm_", _I)
+LAYOUT = re.compile(r"nchwtonhwc|nhwctonchw|copy|transpose|permute|memcpy|memset|catarray|cat_", _I)
+VENDOR = re.compile(r"cudnn|cublas|cutlass|xmma|nvjet|gemm|conv|dgrad|wgrad|fprop|winograd|triton_tem_", _I)
+ELEMENTWISE = re.compile(r"elementwise|unrolled|vectorized|fill|triton_poi", _I)
+REDUCTION = re.compile(r"reduce|triton_red|triton_per|softmax|pool|sum|mean", _I)
 CLASSES = ("tiledispatch", "vendor_conv_gemm", "norm", "elementwise", "reduction", "layout_copy", "other")
 
 
@@ -74,8 +75,8 @@ def wall_times(fn: Callable[[], object], device: Any, warmup: int, steps: int, p
         back_to_back = (time.perf_counter() - start) * 1e3 / steps
     ordered = sorted(samples)
     return {"wall_ms": statistics.median(samples), "wall_p20_ms": ordered[int(0.2 * (len(ordered) - 1))],
-            "wall_p80_ms": ordered[int(0.8 * (len(ordered) - 1))], "pipelined_ms": back_to_back, "steps": steps,
-            "first_call_s": first_s}
+            "wall_p80_ms": ordered[int(0.8 * (len(ordered) - 1))], "pipelined_ms": back_to_back,
+            "steps": steps, "first_call_s": first_s}
 
 
 def gpu_time(fn: Callable[[], object], device: Any, steps: int, top: int = 8) -> dict[str, Any]:
@@ -111,7 +112,7 @@ def gpu_time(fn: Callable[[], object], device: Any, steps: int, top: int = 8) ->
                             for ms, calls, cls, name in kernels[:top]]}
 
 
-# -- numerics ---------------------------------------------------------------------------------------------------
+# -- numerics -----------------------------------------------------------------------------------------------
 def rel_err(got: Any, want: Any) -> float:
     """||got - want|| / ||want|| in float64."""
     got, want = got.detach().double(), want.detach().double()
@@ -186,7 +187,8 @@ def per_layer(stock: Any, x: Any, convert: Callable[[Any], Any], limit: float) -
                 errors = _layer_errors(module, args[0], convert)
             finally:
                 busy.clear()
-            rows.append({"layer": name, "module": repr(module)[:120], "input_shape": list(args[0].shape), **errors})
+            rows.append({"layer": name, "module": repr(module)[:120], "input_shape": list(args[0].shape),
+                         **errors})
         return hook
 
     handles = [m.register_forward_hook(check(n)) for n, m in _served_layers(stock)]
@@ -199,8 +201,8 @@ def per_layer(stock: Any, x: Any, convert: Callable[[Any], Any], limit: float) -
             handle.remove()
     worst = {key: max((r["converted"][key] for r in rows), default=None) for key in ("y", "dx", "dw")}
     over = [r["layer"] for r in rows if max(r["converted"].values()) > limit]
-    return {"layers": len(rows), "limit": limit, "worst": worst,
-            "worst_stock": {key: max((r["stock"][key] for r in rows), default=None) for key in ("y", "dx", "dw")},
+    worst_stock = {key: max((r["stock"][key] for r in rows), default=None) for key in ("y", "dx", "dw")}
+    return {"layers": len(rows), "limit": limit, "worst": worst, "worst_stock": worst_stock,
             "over_limit": over, "rows": rows}
 
 
@@ -219,8 +221,10 @@ def _layer_errors(module: Any, x: Any, convert: Callable[[Any], Any]) -> dict[st
             inp = x.detach().to(weight.dtype).requires_grad_()
             out = layer(inp)
             if dy is None:
-                dy = torch.randn(out.shape, device=out.device, generator=torch.Generator(out.device).manual_seed(0))
+                gen = torch.Generator(out.device).manual_seed(0)
+                dy = torch.randn(out.shape, device=out.device, generator=gen)
             dx, dw = torch.autograd.grad(out, (inp, weight), dy.to(out.dtype))
             results[name] = (out.detach(), dx, dw)
-    return {name: {key: rel_err(results[name][i], results["ref"][i]) for i, key in enumerate(("y", "dx", "dw"))}
+    keys = ("y", "dx", "dw")
+    return {name: {key: rel_err(results[name][i], results["ref"][i]) for i, key in enumerate(keys)}
             for name in ("stock", "converted")}

@@ -1,5 +1,5 @@
-"""Speedups, the run summary (with issue 35's acceptance checks) and the markdown tables of benchmarks/models.py
-results; `models_section(path)` renders a result file for BENCHMARKS.md (benchmarks/tables.py)."""
+"""Speedups, the run summary (with issue 35's acceptance checks) and the markdown tables of the results of
+benchmarks/models.py; `models_section(path)` renders a result file for BENCHMARKS.md (tables.py)."""
 from __future__ import annotations
 
 import json
@@ -29,11 +29,12 @@ def speedups(row: dict[str, Any]) -> dict[str, Any]:
     for phase, runs in row.get("runs", {}).items():
         def get(key: str, field: str, runs: dict = runs) -> Any:
             return runs.get(key, {}).get(field)
+        fields = (("wall", "wall_ms"), ("gpu", "gpu_ms"))
         out[phase] = {f"{mode}_{what}": _ratio(get(f"stock_{mode}", field), get(f"converted_{mode}", field))
-                      for mode in ("eager", "compiled") for what, field in (("wall", "wall_ms"), ("gpu", "gpu_ms"))}
-        out[phase]["stock_compiled_vs_eager"] = _ratio(get("stock_eager", "wall_ms"), get("stock_compiled", "wall_ms"))
-        out[phase]["converted_compiled_vs_eager"] = _ratio(get("converted_eager", "wall_ms"),
-                                                           get("converted_compiled", "wall_ms"))
+                      for mode in ("eager", "compiled") for what, field in fields}
+        for variant in ("stock", "converted"):
+            out[phase][f"{variant}_compiled_vs_eager"] = _ratio(get(f"{variant}_eager", "wall_ms"),
+                                                                get(f"{variant}_compiled", "wall_ms"))
     return out
 
 
@@ -88,16 +89,17 @@ def _failure(m: dict[str, Any]) -> str:
     if "skipped" in m:
         return "skipped: " + m["skipped"]
     bad = [f"{phase} {key}: {r.get('error', 'skipped: ' + r.get('skipped', ''))[:160]}"
-           for phase, runs in m.get("runs", {}).items() for key, r in runs.items() if "error" in r or "skipped" in r]
+           for phase, runs in m.get("runs", {}).items() for key, r in runs.items()
+           if "error" in r or "skipped" in r]
     bad += [f"{v}: {e['error'][:160]}" for v, e in m.get("errors", {}).items()]
     if "error" in m.get("numerics", {}):
         bad.append("numerics: " + m["numerics"]["error"][:160])
     return "; ".join(bad)
 
 
-# -- markdown --------------------------------------------------------------------------------------------------
-def _f(value: Any, spec: str = ".2f", suffix: str = "") -> str:
-    return "–" if value is None else f"{value:{spec}}{suffix}"
+# -- markdown -----------------------------------------------------------------------------------------------
+def _f(value: Any, spec: str = ".2f") -> str:
+    return "–" if value is None else f"{value:{spec}}"
 
 
 def _cell(runs: dict[str, Any], key: str) -> str:
@@ -109,80 +111,102 @@ def _cell(runs: dict[str, Any], key: str) -> str:
     return f"{r['wall_ms']:.1f} ({_f(r.get('gpu_ms'), '.1f')})"
 
 
+def _row(cells: list[Any]) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+PHASE_HEAD = ["model", "input", "layers td / torch", "stock eager", "converted eager", "speedup (GPU)",
+              "stock compiled", "converted compiled", "speedup (GPU)", "stock compiled vs eager"]
+BREAKDOWN_HEAD = ["model", "variant", "GPU ms", "conv/GEMM: tiledispatch", "conv/GEMM: vendor", "norm",
+                  "elementwise", "reduction", "layout copies", "other"]
+BREAKDOWN_KEYS = ("tiledispatch", "vendor_conv_gemm", "norm", "elementwise", "reduction", "layout_copy",
+                  "other")
+NUMERICS_HEAD = ["model", "output: stock / converted vs fp32", "first-conv dw: stock / converted vs fp32",
+                 "layers", "worst converted y / dx / dw", "worst stock y / dx / dw", "over limit"]
+
+
+def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
+    return [_row(head), _row(["---"] * len(head)), *(_row(r) for r in rows)]
+
+
 def _phase_table(data: dict[str, Any], phase: str) -> list[str]:
-    lines = [("| model | input | layers td / torch | stock eager | converted eager | speedup (GPU) | "
-             "stock compiled | converted compiled | speedup (GPU) | stock compiled vs eager |"),
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = []
     for m in data["models"]:
         runs, sp = m.get("runs", {}).get(phase, {}), m.get("speedups", {}).get(phase, {})
         layers = m.get("layers", {})
-        lines.append(f"| {m['model']} | {'x'.join(map(str, m.get('input_shape', [])))} | "
-                     f"{layers.get('taken', '–')} / {layers.get('left', '–')} | {_cell(runs, 'stock_eager')} | "
-                     f"{_cell(runs, 'converted_eager')} | {_f(sp.get('eager_wall'))}× ({_f(sp.get('eager_gpu'))}×) | "
-                     f"{_cell(runs, 'stock_compiled')} | {_cell(runs, 'converted_compiled')} | "
-                     f"{_f(sp.get('compiled_wall'))}× ({_f(sp.get('compiled_gpu'))}×) | "
-                     f"{_f(sp.get('stock_compiled_vs_eager'))}× |")
-    return lines
+        rows.append([m["model"], "x".join(map(str, m.get("input_shape", []))),
+                     f"{layers.get('taken', '–')} / {layers.get('left', '–')}",
+                     _cell(runs, "stock_eager"), _cell(runs, "converted_eager"),
+                     f"{_f(sp.get('eager_wall'))}× ({_f(sp.get('eager_gpu'))}×)",
+                     _cell(runs, "stock_compiled"), _cell(runs, "converted_compiled"),
+                     f"{_f(sp.get('compiled_wall'))}× ({_f(sp.get('compiled_gpu'))}×)",
+                     f"{_f(sp.get('stock_compiled_vs_eager'))}×"])
+    return _table(PHASE_HEAD, rows)
 
 
 def _breakdown_table(data: dict[str, Any]) -> list[str]:
-    lines = [("| model | variant | GPU ms | conv/GEMM: tiledispatch | conv/GEMM: vendor | norm | elementwise | "
-             "reduction | layout copies | other |"), "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = []
     for m in data["models"]:
         for key in ("stock_eager", "converted_eager", "stock_compiled", "converted_compiled"):
             r = m.get("runs", {}).get("train", {}).get(key, {})
-            c = r.get("by_class_ms")
-            if not c:
-                continue
-            lines.append(f"| {m['model']} | {key} | {_f(r.get('gpu_ms'), '.1f')} | " + " | ".join(
-                _f(c.get(k), ".1f") for k in ("tiledispatch", "vendor_conv_gemm", "norm", "elementwise",
-                                              "reduction", "layout_copy", "other")) + " |")
-    return lines
+            if r.get("by_class_ms"):
+                rows.append([m["model"], key, _f(r.get("gpu_ms"), ".1f"),
+                             *(_f(r["by_class_ms"].get(k), ".1f") for k in BREAKDOWN_KEYS)])
+    return _table(BREAKDOWN_HEAD, rows)
+
+
+def _errs(values: dict[str, Any]) -> str:
+    return " / ".join(_f(values.get(k), ".1e") for k in ("y", "dx", "dw"))
 
 
 def _numerics_table(data: dict[str, Any]) -> list[str]:
-    lines = [("| model | output: stock / converted vs fp32 | first-conv dw: stock / converted vs fp32 | layers | "
-             "worst converted y / dx / dw | worst stock y / dx / dw | over limit |"), "|---|---|---|---|---|---|---|"]
+    rows = []
     for m in data["models"]:
         n = m.get("numerics", {})
         if not n or "error" in n:
             continue
         e, p = n.get("end_to_end", {}), n.get("per_layer", {})
         s, c = e.get("stock_vs_ref", {}), e.get("converted_vs_ref", {})
-        w, ws = p.get("worst", {}), p.get("worst_stock", {})
-        lines.append(f"| {m['model']} | {_f(s.get('output'), '.1e')} / {_f(c.get('output'), '.1e')} | "
-                     f"{_f(s.get('first_conv_dw'), '.1e')} / {_f(c.get('first_conv_dw'), '.1e')} | "
-                     f"{p.get('layers', '–')} | " + " / ".join(_f(w.get(k), ".1e") for k in ("y", "dx", "dw"))
-                     + " | " + " / ".join(_f(ws.get(k), ".1e") for k in ("y", "dx", "dw"))
-                     + f" | {len(p.get('over_limit', []))} |")
-    return lines
+        rows.append([m["model"], f"{_f(s.get('output'), '.1e')} / {_f(c.get('output'), '.1e')}",
+                     f"{_f(s.get('first_conv_dw'), '.1e')} / {_f(c.get('first_conv_dw'), '.1e')}",
+                     p.get("layers", "–"), _errs(p.get("worst", {})), _errs(p.get("worst_stock", {})),
+                     len(p.get("over_limit", []))])
+    return _table(NUMERICS_HEAD, rows)
+
+
+def _header(data: dict[str, Any]) -> str:
+    s = data.get("settings", {})
+    names = ("torch", "timm", "torchvision", "tiledispatch", "triton", "cuda", "cudnn")
+    versions = ", ".join(f"{name} {data.get(name)}" for name in names)
+    return (f"{data.get('gpu')}, {versions}, {data.get('date')}. {s.get('dtype')} channels-last, batch "
+            f"{s.get('batch')} (video {s.get('video_batch')}); wall = median of {s.get('steps')} "
+            f"synchronized steps after warm-up; GPU = summed kernel time per step (torch.profiler, "
+            f"{s.get('profile_steps')} steps); compiled = torch.compile(mode={s.get('compile_mode')!r}). "
+            "Cells: wall ms (GPU ms); speedup = stock / converted.")
+
+
+def _acceptance(acc: dict[str, Any]) -> str:
+    return (f"Acceptance (training step): every model converted ≥ stock eager: "
+            f"{acc.get('every_model_eager_ge_1')}, compiled: {acc.get('every_model_compiled_ge_1')}; X3D-M "
+            f"compiled {_f(acc.get('x3d_compiled'))}× (target {ACCEPT_X3D_COMPILED}); 2-D depthwise / "
+            f"grouped geomean eager {_f(acc.get('group_geomean_eager'), '.3f')}×, compiled "
+            f"{_f(acc.get('group_geomean_compiled'), '.3f')}× (target {ACCEPT_GROUP_GEOMEAN}); worst "
+            f"per-layer rel. err {_f(acc.get('worst_layer_rel_err'), '.1e')} (limit {ACCEPT_LAYER_ERR:g}).")
 
 
 def markdown(data: dict[str, Any]) -> str:
     """Every table of one result file."""
-    s = data.get("settings", {})
     summ = data.get("summary", {})
-    lines = [(f"{data.get('gpu')}, torch {data.get('torch')}, timm {data.get('timm')}, torchvision "
-             f"{data.get('torchvision')}, tiledispatch {data.get('tiledispatch')}, triton {data.get('triton')}, CUDA "
-             f"{data.get('cuda')}, cuDNN {data.get('cudnn')}, {data.get('date')}. {s.get('dtype')} channels-last, "
-             f"batch {s.get('batch')} (video {s.get('video_batch')}); wall = median of {s.get('steps')} synchronized "
-             f"steps after warm-up; GPU = summed kernel time per step (torch.profiler, {s.get('profile_steps')} "
-             f"steps); compiled = torch.compile(mode={s.get('compile_mode')!r}). Cells: wall ms (GPU ms); "
-             "speedup = stock / converted."), ""]
-    for phase, title in (("train", "Training step (forward + backward, optimizer excluded)"), ("infer", "Inference")):
+    lines = [_header(data), ""]
+    titles = (("train", "Training step (forward + backward, optimizer excluded)"), ("infer", "Inference"))
+    for phase, title in titles:
         if any(phase in m.get("runs", {}) for m in data["models"]):
             lines += [f"**{title}**", "", *_phase_table(data, phase), ""]
     lines += ["**Where a training step's GPU time goes (ms per step, by kernel class)**", "",
               *_breakdown_table(data), ""]
     lines += ["**Numerics (rel. error, norm-wise, vs fp32 with TF32 off)**", "", *_numerics_table(data), ""]
-    acc = summ.get("acceptance", {})
-    if acc:
-        lines += [("Acceptance (training step): every model converted ≥ stock eager: "
-                  f"{acc.get('every_model_eager_ge_1')}, compiled: {acc.get('every_model_compiled_ge_1')}; X3D-M "
-                  f"compiled {_f(acc.get('x3d_compiled'))}× (target {ACCEPT_X3D_COMPILED}); 2-D depthwise/grouped "
-                  f"geomean eager {_f(acc.get('group_geomean_eager'), '.3f')}×, compiled "
-                  f"{_f(acc.get('group_geomean_compiled'), '.3f')}× (target {ACCEPT_GROUP_GEOMEAN}); worst per-layer "
-                  f"rel. err {_f(acc.get('worst_layer_rel_err'), '.1e')} (limit {ACCEPT_LAYER_ERR:g})."), ""]
+    if summ.get("acceptance"):
+        lines += [_acceptance(summ["acceptance"]), ""]
     lines += [f"Failed or skipped: {f}" for f in summ.get("failures", [])]
     return "\n".join(lines).rstrip() + "\n"
 

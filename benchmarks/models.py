@@ -1,19 +1,17 @@
-"""Whole-model benchmark: a training step (forward + backward, optimizer excluded) and inference of public model
-definitions (timm / torchvision, no weights) and the project's X3D-M, stock vs converted (tiledispatch.nn.convert),
-eager and under torch.compile(mode="reduce-overhead"), in one process.
+"""Whole-model benchmark: a training step (forward + backward, no optimizer) and inference of public model
+definitions (timm / torchvision, no weights) and the project's X3D-M, stock vs tiledispatch.nn.convert-ed,
+eager and under torch.compile(mode="reduce-overhead"), bf16 channels-last, batch 32 (video 8), one process.
 
-bf16, channels-last, batch 32 (video: 8). Per model and phase (train, infer), for stock / converted x eager /
-compiled: wall time per step (median of --steps synchronized steps after warm-up, and back-to-back), GPU time
-per step (torch.profiler: summed kernel time) split by kernel class (convolution / GEMM: tiledispatch's Triton
-entries or cuDNN / cuBLAS; normalization; elementwise; reductions; layout copies), speedups; the layers convert
-took and left (with reasons); numerics: output and first-conv dw vs an fp32 reference, and every distinct layer's
-y / dx / dw vs fp32. A failing model or variant is recorded with its error and the run goes on; the JSON is
-rewritten after each model (a timeout keeps what was measured). --budget-s stops starting new work in time.
+Per model, phase and variant: wall time per step (median of --steps synchronized steps), GPU time per step
+(profiler kernel time by kernel class: model_measure.py), speedups, layers taken / left, numerics vs fp32
+(end to end and per layer). Eager runs (and numerics) of every model come first, then compiled passes;
+failures are recorded and the run goes on; the JSON is rewritten after each model; --budget-s stops
+starting new work.
 
-Usage (GPU):  python benchmarks/models.py [--models resnet50,x3d_m] [--steps 10] [--no-compile] [--phases train]
-                  [--budget-s 400] [--out PATH]
-Usage (CPU):  python benchmarks/models.py --smoke   (end-to-end check: tiny inputs, fp32, interpreter, small
-                  installed registries, no compile, no profiler)
+Usage (GPU):  python benchmarks/models.py [--models resnet50,x3d_m] [--steps 10] [--modes eager,compiled]
+                  [--phases train,infer] [--no-numerics] [--budget-s 400] [--out PATH]
+              python benchmarks/models.py --merge A.json B.json ... --out PATH
+Usage (CPU):  python benchmarks/models.py --smoke   (tiny, fp32, interpreter, small installed registries)
 """
 from __future__ import annotations
 
@@ -62,8 +60,10 @@ class ModelSpec:
 
 VIDEO = (3, 16, 112, 112)
 MODELS: tuple[ModelSpec, ...] = (
-    ModelSpec("convnext_nano", (("timm", "convnext_nano"), ("torchvision", "convnext_tiny")), group="2d-dw-grouped"),
-    ModelSpec("regnety_016", (("timm", "regnety_016"), ("torchvision", "regnet_y_1_6gf")), group="2d-dw-grouped"),
+    ModelSpec("convnext_nano", (("timm", "convnext_nano"), ("torchvision", "convnext_tiny")),
+              group="2d-dw-grouped"),
+    ModelSpec("regnety_016", (("timm", "regnety_016"), ("torchvision", "regnet_y_1_6gf")),
+              group="2d-dw-grouped"),
     ModelSpec("mobilenet_v2", (("torchvision", "mobilenet_v2"),), group="2d-dw-grouped"),
     ModelSpec("efficientnet_b0", (("timm", "efficientnet_b0"), ("torchvision", "efficientnet_b0")),
               group="2d-dw-grouped"),
@@ -113,9 +113,10 @@ def _smoke_cnn() -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
-            self.dw = nn.Sequential(nn.Conv2d(8, 8, 3, 1, 1, groups=8, bias=False), nn.BatchNorm2d(8), nn.SiLU())
-            self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(8, 8, 1), nn.ReLU(), nn.Conv2d(8, 8, 1),
-                                    nn.Sigmoid())
+            self.dw = nn.Sequential(nn.Conv2d(8, 8, 3, 1, 1, groups=8, bias=False), nn.BatchNorm2d(8),
+                                    nn.SiLU())
+            self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(8, 8, 1), nn.ReLU(),
+                                    nn.Conv2d(8, 8, 1), nn.Sigmoid())
             self.down = nn.Sequential(nn.Conv2d(8, 16, 1, 2, bias=False), nn.BatchNorm2d(16), nn.ReLU())
             self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
 
@@ -145,11 +146,12 @@ def build(spec: ModelSpec) -> tuple[Any, str]:
             continue
         if source == "timm":
             return module.create_model(name, pretrained=False), f"timm.{name}"
-        return getattr(module if source.endswith("video") else module.models, name)(weights=None), f"{source}.{name}"
+        family = module if source.endswith("video") else module.models
+        return getattr(family, name)(weights=None), f"{source}.{name}"
     raise ImportError(f"{spec.name}: no library for {spec.choices}: {'; '.join(errors)}")
 
 
-# -- steps -----------------------------------------------------------------------------------------------------
+# -- steps --------------------------------------------------------------------------------------------------
 def _loss(out: Any, labels: Any) -> Any:
     import torch.nn.functional as F
 
@@ -184,7 +186,7 @@ def _reset_compiled() -> None:
         trees()
 
 
-# -- one model -------------------------------------------------------------------------------------------------
+# -- one model ----------------------------------------------------------------------------------------------
 class Budget:
     def __init__(self, seconds: float) -> None:
         self.deadline = time.monotonic() + seconds
@@ -194,7 +196,8 @@ class Budget:
 
 
 def _error(exc: BaseException) -> dict[str, str]:
-    return {"error": f"{type(exc).__name__}: {str(exc)[:2000]}", "traceback": traceback.format_exc(limit=-6)[-4000:]}
+    return {"error": f"{type(exc).__name__}: {str(exc)[:2000]}",
+            "traceback": traceback.format_exc(limit=-6)[-4000:]}
 
 
 def _inputs(spec: ModelSpec, s: Settings, device: Any, dtype: Any, num_classes: int) -> tuple[Any, Any]:
@@ -255,7 +258,7 @@ def measure_variant(row: dict, spec: ModelSpec, base: Any, variant: str, s: Sett
                 if device.type == "cuda":
                     result.update(measure.gpu_time(step, device, s.profile_steps))
                 slot[key] = result
-            except Exception as exc:  # noqa: BLE001 - a model / compile failure is a result: recorded, the run goes on
+            except Exception as exc:  # noqa: BLE001 - a model / compile failure is a result: recorded
                 slot[key] = _error(exc)
             slot[key]["seconds"] = time.perf_counter() - started
             print(f"  {phase:5s} {key:18s} {_brief(slot[key])}", flush=True)
@@ -275,7 +278,7 @@ def _brief(result: dict) -> str:
 
 
 def check_numerics(row: dict, spec: ModelSpec, base: Any, s: Settings) -> None:
-    """End-to-end (output, first-conv dw) and per-layer (y, dx, dw) errors vs fp32, for stock and converted."""
+    """End-to-end (output, first-conv dw) and per-layer (y, dx, dw) errors vs fp32, stock and converted."""
     import torch
 
     import tiledispatch.nn as tdnn
@@ -288,8 +291,8 @@ def check_numerics(row: dict, spec: ModelSpec, base: Any, s: Settings) -> None:
         stock, _ = _prepare(base, "stock", device, dtype, spec.video)
         converted, _ = _prepare(base, "converted", device, dtype, spec.video)
         x, labels = _inputs(spec, s, device, torch.float32, row["num_classes"])
-        row["numerics"] = {"end_to_end": measure.end_to_end({"ref": ref, "stock": stock, "converted": converted},
-                                                            x, labels, _loss)}
+        models = {"ref": ref, "stock": stock, "converted": converted}
+        row["numerics"] = {"end_to_end": measure.end_to_end(models, x, labels, _loss)}
         del ref, converted
         row["numerics"]["per_layer"] = measure.per_layer(stock, x, tdnn.convert, LAYER_LIMIT)
     finally:
@@ -340,7 +343,7 @@ def _free(s: Settings) -> None:
         torch.cuda.empty_cache()
 
 
-# -- the run ---------------------------------------------------------------------------------------------------
+# -- the run ------------------------------------------------------------------------------------------------
 def install_smoke_registries() -> None:
     """Small registries (one small kernel each) as the default registries of the fp32 problems the smoke
     models run, so the interpreter run does not build the essential presets (minutes each on a small CPU)."""
@@ -352,11 +355,12 @@ def install_smoke_registries() -> None:
     for ndim in (2, 3):
         for direction, bias in CONV_EPILOGUES:
             wanted[("conv", direction, "fp32", ndim, "none", bias)] = td.ConvConfig(
-                family="igemm", direction=direction, ndim=ndim, dtype="fp32", block_m=32, block_n=16, block_k=16,
-                num_warps=4, num_stages=2, align=1, bias=bias)
+                family="igemm", direction=direction, ndim=ndim, dtype="fp32", block_m=32, block_n=16,
+                block_k=16, num_warps=4, num_stages=2, align=1, bias=bias)
     for layout, bias_mode in GEMM_EPILOGUES:
         epilogue = td.Epilogue(bias=bias_mode)
-        wanted[("gemm", "fp32", layout, epilogue)] = small_config("tiled", layout, "fp32").with_epilogue(epilogue)
+        cfg = small_config("tiled", layout, "fp32").with_epilogue(epilogue)
+        wanted[("gemm", "fp32", layout, epilogue)] = cfg
     universe = td.Registry("sm_90")
     for cfg in wanted.values():
         universe.add(cfg)
@@ -452,8 +456,8 @@ def run(specs: list[ModelSpec], s: Settings, out: Path, argv: list[str], built: 
                                                       if m.name in COMPILE_ORDER else len(COMPILE_ORDER))
         for i, spec in enumerate(order):
             row = rows[spec.name]
-            print(f"[pass {number + 1}/{len(plan)}: {mode} {'+'.join(phases)}] [{i + 1}/{len(order)}] {spec.name}",
-                  flush=True)
+            print(f"[pass {number + 1}/{len(plan)}: {mode} {'+'.join(phases)}] [{i + 1}/{len(order)}] "
+                  f"{spec.name}", flush=True)
             if "error" in row:
                 continue   # the model did not build in an earlier pass
             if budget.spent():
@@ -476,8 +480,8 @@ def passes(s: Settings) -> list[tuple[str, tuple[str, ...]]]:
 
 def settings_from(args: argparse.Namespace) -> Settings:
     if args.smoke:
-        return Settings(device="cpu", dtype="float32", batch=1, video_batch=1, steps=args.steps or 2, warmup=1,
-                        compiled_warmup=2, modes=MODES if args.smoke_compile else ("eager",),
+        return Settings(device="cpu", dtype="float32", batch=1, video_batch=1, steps=args.steps or 2,
+                        warmup=1, compiled_warmup=2, modes=MODES if args.smoke_compile else ("eager",),
                         compile_mode="default", pipelined=False, phases=tuple(args.phases.split(",")),
                         numerics=not args.no_numerics, budget_s=args.budget_s or 3600.0, smoke=True)
     modes = ("eager",) if args.no_compile else tuple(args.modes.split(","))
@@ -498,9 +502,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="JSON path (default benchmarks/results/models_<gpu>.json)")
     parser.add_argument("--smoke", action="store_true", help="CPU end-to-end check (tiny, fp32, interpreter)")
     parser.add_argument("--smoke-compile", action="store_true", help="also torch.compile in --smoke (slow)")
-    parser.add_argument("--no-prebuild", action="store_true", help="build default registries on first use only")
+    parser.add_argument("--no-prebuild", action="store_true",
+                        help="build the default registries on first use only")
     parser.add_argument("--merge", nargs="+", type=Path, metavar="JSON",
-                        help="merge result files of one GPU (per model, measured entries fill the gaps) into --out")
+                        help="merge result files of one GPU into --out (per model and mode, the first "
+                             "measured stock / converted pair)")
     args = parser.parse_args(argv)
     if any(p not in PHASES for p in args.phases.split(",")):
         parser.error(f"--phases {args.phases!r}: choose from {', '.join(PHASES)}")

@@ -3,10 +3,10 @@ shape it sees, for the CPU-lane model-zoo check (tests/nn/test_model_zoo_layers.
 each of its problems has a kernel, without compiling).
 
 Each model of MODELS is built (pretrained=False), run once on a small input with forward hooks on every
-nn.Conv1d/2d/3d, ConvTranspose and nn.Linear (and their subclasses), and each layer is recorded with its class,
-input shape and hyper-parameters (channels, kernel, stride, padding incl. 'same' / padding_mode, dilation,
-groups, bias, dtype), deduplicated per model by those fields (`count` layers share them). Layers the forward
-never calls are listed per model. A model that fails to build or run is recorded under `failed`.
+nn.Conv1d/2d/3d, ConvTranspose and nn.Linear (and their subclasses), and each layer is recorded with its
+class, input shape and hyper-parameters (channels, kernel, stride, padding incl. 'same' / padding_mode,
+dilation, groups, bias, dtype), deduplicated per model by those fields (`count` layers share them). Layers the
+forward never calls are listed per model. A model that fails to build or run is recorded under `failed`.
 
 Usage:  python tools/extract_model_layers.py --out tests/data/model_layers.json [--device cpu|meta]
             [--models NAME,...] [--size 64] [--video 4x32x32] [--list]
@@ -31,14 +31,15 @@ FORMAT = 1
 
 @dataclasses.dataclass(frozen=True)
 class ModelDef:
-    """A public model definition: `source` (timm / torchvision / project), the name its library knows,
-    and the input it needs: 2-D images (min_size: smallest square side it accepts, 0: --size) or video clips."""
+    """A public model definition: `source` (timm / torchvision / project), the name its library knows, and
+    the input it needs: 2-D images (min_size: smallest square side it accepts, 0: --size) or video clips."""
 
     source: str
     name: str
     video: bool = False
     min_size: int = 0
     kwargs: tuple[tuple[str, Any], ...] = ()
+    clip: tuple[int, int, int] | None = None   # a video net's fixed clip size (None: --video)
 
     @property
     def key(self) -> str:
@@ -66,7 +67,8 @@ MODELS: tuple[ModelDef, ...] = (
     _tv("swin_t"),
     # torchvision, video
     ModelDef("torchvision", "r3d_18", video=True), ModelDef("torchvision", "r2plus1d_18", video=True),
-    ModelDef("torchvision", "mc3_18", video=True), ModelDef("torchvision", "s3d", video=True),
+    ModelDef("torchvision", "mc3_18", video=True),
+    ModelDef("torchvision", "s3d", video=True, clip=(16, 224, 224)),   # its last pool is a fixed 2x7x7
     # timm
     _timm("convnext_nano"), _timm("convnextv2_nano"), _timm("regnety_016"), _timm("regnetx_016"),
     _timm("efficientnet_b0"), _timm("tf_efficientnet_b0"), _timm("mobilenetv3_large_100"),
@@ -74,7 +76,7 @@ MODELS: tuple[ModelDef, ...] = (
     _timm("hrnet_w18_small"), _timm("resnet50d"), _timm("seresnext26d_32x4d"), _timm("mixnet_s"),
     _timm("dla34"), _timm("rexnet_100"), _timm("resnest26d"), _timm("res2net50_26w_4s"),
     _timm("dpn68"), _timm("poolformer_s12"), _timm("edgenext_small"), _timm("mobilevit_s"),
-    _timm("efficientvit_b0"), _timm("repvgg_a0"), _timm("nf_resnet26"), _timm("resnetv2_50x1_bit"),
+    _timm("efficientvit_b0"), _timm("repvgg_a2"), _timm("nf_resnet26"), _timm("resnetv2_50x1_bit"),
     _timm("vit_small_patch16_224", min_size=224), _timm("levit_128s", min_size=224),
     # this project: X3D-M (src/tiledispatch/testing/x3d.py)
     ModelDef("project", "x3d_m", video=True),
@@ -103,7 +105,7 @@ def build(model: ModelDef) -> Any:
 def input_shape(model: ModelDef, size: int, video: tuple[int, int, int]) -> tuple[int, ...]:
     """Batch 1: (1, 3, S, S) with S = max(size, min_size), or (1, 3, T, H, W) for video nets."""
     if model.video:
-        return (1, 3, *video)
+        return (1, 3, *(model.clip or video))
     side = max(size, model.min_size)
     return (1, 3, side, side)
 
@@ -115,11 +117,12 @@ def _torch_classes() -> tuple[type, ...]:
 
 
 def _base_name(module: Any) -> str:
-    """The torch class a layer is (or derives from): Conv1d / Conv2d / Conv3d / ConvTranspose2d / Linear ..."""
+    """The torch class a layer is (or derives from): Conv1d / Conv2d / Conv3d / ConvTranspose2d / Linear."""
     import torch
 
-    bases = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.ConvTranspose1d, torch.nn.ConvTranspose2d,
-             torch.nn.ConvTranspose3d, torch.nn.Linear)
+    nn = torch.nn
+    bases = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d,
+             nn.Linear)
     for base in bases:
         if isinstance(module, base):
             return base.__name__
@@ -130,7 +133,8 @@ def layer_fields(module: Any, x: Any) -> dict[str, Any]:
     """The recorded fields of one conv / linear module called on input x (everything but its name)."""
     cls = type(module)
     fields: dict[str, Any] = {"op": _base_name(module), "class": f"{cls.__module__}.{cls.__qualname__}",
-                              "input_shape": list(x.shape), "dtype": str(module.weight.dtype).removeprefix("torch.")}
+                              "input_shape": list(x.shape),
+                              "dtype": str(module.weight.dtype).removeprefix("torch.")}
     if hasattr(module, "in_features"):
         fields.update(in_features=module.in_features, out_features=module.out_features,
                       bias=module.bias is not None)
@@ -205,10 +209,12 @@ def versions() -> dict[str, str | None]:
     return out
 
 
-def run(models: list[ModelDef], device: str, size: int, video: tuple[int, int, int], out: Path) -> dict[str, Any]:
+def run(models: list[ModelDef], device: str, size: int, video: tuple[int, int, int], out: Path
+        ) -> dict[str, Any]:
     """Extract every model (a failure is recorded and the run goes on), writing `out` after each."""
-    data: dict[str, Any] = {"format": FORMAT, "kind": "extracted", "generator": "tools/extract_model_layers.py",
-                            "device": device, "size": size, "video": list(video), "versions": versions(),
+    data: dict[str, Any] = {"format": FORMAT, "kind": "extracted",
+                            "generator": "tools/extract_model_layers.py", "device": device, "size": size,
+                            "video": list(video), "versions": versions(),
                             "date": datetime.datetime.now().isoformat(timespec="seconds"), "models": [],
                             "failed": []}
     for model in models:
@@ -260,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     data = run(select(args.models), args.device, args.size, args.video, args.out)
     layers = sum(len(m["layers"]) for m in data["models"])
-    print(f"{len(data['models'])} models ({layers} distinct layers), {len(data['failed'])} failed -> {args.out}")
+    print(f"{len(data['models'])} models ({layers} distinct layers), {len(data['failed'])} failed "
+          f"-> {args.out}")
     return 1 if data["failed"] else 0
 
 

@@ -27,7 +27,8 @@ def bench():
 @pytest.mark.parametrize(("name", "expected"), [
     ("conv_igemm_kernel", "tiledispatch"),
     ("gemm_tma_kernel", "tiledispatch"),
-    ("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64", "vendor_conv_gemm"),
+    ("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64",
+     "vendor_conv_gemm"),
     ("nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NNT", "vendor_conv_gemm"),
     ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<__nv_bfloat16, float>", "norm"),
     ("triton_per_fused__native_batch_norm_legit_functional_convolution_backward_12", "norm"),
@@ -102,8 +103,10 @@ def test_extract_records_deduplicated_layers_and_uncalled_ones(bench):
 
     layers, uncalled = ex.extract(Net(), torch.randn(1, 4, 6, 6))
     assert [layer["layer"] for layer in layers] == ["a", "c", "head"] and layers[0]["count"] == 2
-    assert layers[0]["padding"] == "same" and layers[0]["groups"] == 4 and layers[0]["input_shape"] == [1, 4, 6, 6]
-    assert layers[1]["class"].endswith("Same") and layers[1]["op"] == "Conv2d" and layers[1]["stride"] == [2, 2]
+    assert layers[0]["padding"] == "same" and layers[0]["groups"] == 4
+    assert layers[0]["input_shape"] == [1, 4, 6, 6]
+    assert layers[1]["class"].endswith("Same") and layers[1]["op"] == "Conv2d"
+    assert layers[1]["stride"] == [2, 2]
     assert layers[2]["input_shape"] == [1, 8] and layers[2]["out_features"] == 2
     assert uncalled == ["unused"]
 
@@ -121,7 +124,8 @@ def test_x3d_m_follows_the_published_layer_table():
     assert sum(p.numel() for p in model.parameters()) == pytest.approx(3.79e6, rel=0.01)   # paper: 3.8 M
     assert [len(stage) for stage in model.stages] == [3, 5, 11, 7]
     assert [stage[0].conv_c[0].out_channels for stage in model.stages] == [24, 48, 96, 192]
-    assert [stage[0].conv_b[0].groups for stage in model.stages] == [54, 108, 216, 432]   # 2.25x, channel-wise
+    # inner width 2.25x, channel-wise 3x3x3
+    assert [stage[0].conv_b[0].groups for stage in model.stages] == [54, 108, 216, 432]
     se = [not isinstance(block.se, nn.Identity) for block in model.stages[2]]
     assert se == [i % 2 == 0 for i in range(11)]
     with torch.device("meta"):
