@@ -10,7 +10,8 @@ from tiledispatch.configs.fields import check_field_types, config_from_dict, fil
 # direct: CUDA-core FMAs vectorized over channels (depthwise, very few channels per group);
 # gemm: 1x1 convolutions (stride 1, no padding, one group) as a GEMM over the pixels (every direction), and
 #       any convolution of one group through a column workspace and a GEMM (kloop "im2col");
-# tma: implicit GEMM of stride-1 fwd / bwd_data whose operand tiles are tensor-copy boxes (zero-filled padding).
+# tma: implicit GEMM of stride-1 fwd / bwd_data whose operand tiles are tensor-copy boxes (zero-filled
+#      padding).
 CONV_FAMILIES = ("igemm", "direct", "gemm", "tma")
 # How the implicit GEMM walks its reduction: "tap" loops over filter taps, then channels of one tap in
 # block_k chunks; "flat" walks (tap, channel) pairs flattened, so one block_k chunk spans several taps
@@ -35,17 +36,18 @@ class ConvConfig:
     acc_dtype: str = ""
     block_m: int = 128       # rows of the implicit GEMM (pixels; bwd_weight: output channels per group)
     block_n: int = 64        # columns (output channels per group; bwd_weight: taps x input channels)
-    block_k: int = 32        # reduction chunk (tma bwd_weight: output pixels per box; direct: taps unrolled or
-                             # accumulated per program, kernels/conv_direct)
+    block_k: int = 32        # reduction chunk (tma bwd_weight: output pixels per box; direct: taps unrolled
+                             # or accumulated per program, kernels/conv_direct)
     groups_per_program: int = 1
     num_warps: int = 4
-    num_stages: int = 2      # igemm / gemm: pipeline stages of the dot operands; direct: stages of the pipelined
-                             # loads of the main loop (1: a plain loop, kernels/conv_common.loop_range)
-    split_k: int = 0         # igemm bwd_weight: reduction splits over pixels (0: chosen per problem at launch);
-                             # igemm and tma fwd / bwd_data: >= 2 splits the reduction into at most split_k
-                             # ranges;
-                             # gemm im2col: the GEMM's fixed split count; gemm 1x1: the GEMM (0 tma_persistent,
-                             # 1 tiled, >= 2 split-K with that split count; kernels/conv_gemm.gemm_config)
+    num_stages: int = 2      # igemm / gemm: pipeline stages of the dot operands; direct: stages of the
+                             # pipelined loads of the main loop (1: a plain loop; conv_common.loop_range)
+    split_k: int = 0         # igemm bwd_weight: reduction splits over pixels (0: chosen per problem at
+                             # launch); igemm and tma fwd / bwd_data: >= 2 splits the reduction into at most
+                             # split_k ranges;
+                             # gemm im2col: the GEMM's fixed split count; gemm 1x1: the GEMM (0
+                             # tma_persistent, 1 tiled, >= 2 split-K with that split count;
+                             # kernels/conv_gemm.gemm_config)
     kloop: str = "tap"
     align: int = 8
     activation: str = "none"
@@ -59,8 +61,8 @@ class ConvConfig:
 
     @property
     def name(self) -> str:
-        return (f"conv-{self.family}-{self.direction}-{self.ndim}d-{self.dtype}-{self.out_dtype}-{self.acc_dtype}-"
-                f"{self.block_m}x{self.block_n}x{self.block_k}-g{self.groups_per_program}-w{self.num_warps}-"
+        return (f"conv-{self.family}-{self.direction}-{self.ndim}d-{self.dtype}-{self.out_dtype}-"
+                f"{self.acc_dtype}-{self.block_m}x{self.block_n}x{self.block_k}-g{self.groups_per_program}-w{self.num_warps}-"
                 f"s{self.num_stages}-k{self.split_k}-{self.kloop}-a{self.align}-{self.activation}-"
                 f"b{int(self.bias)}")
 

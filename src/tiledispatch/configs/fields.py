@@ -50,7 +50,8 @@ def check_field_types(cfg: Any) -> None:
 
 
 def config_from_dict(cls: type[T], data: dict[str, Any]) -> T:
-    """cls(**data), ignoring the derived keys `op` and `name`; an unknown key raises InvalidConfig naming it."""
+    """cls(**data), ignoring the derived keys `op` and `name`; an unknown key raises InvalidConfig naming
+    it."""
     fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(data) - fields - {"op", "name"})
     if unknown:

@@ -1,4 +1,4 @@
-"""GemmConfig: one GEMM kernel instance. Every field changes the generated code; `name` carries all of them."""
+"""GemmConfig: one GEMM kernel instance. Every field changes the generated code; `name` carries them all."""
 from __future__ import annotations
 
 import dataclasses

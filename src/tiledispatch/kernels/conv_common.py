@@ -25,7 +25,8 @@ SIZE_NAMES = ("N", "C", "K", "G", "CG", "KG")
 DIM_FIELDS = ("in", "out", "flt", "str", "pad", "dil")
 # which forward-role tensor each direction writes
 OUTPUT_ROLE = {"fwd": "y", "bwd_data": "x", "bwd_weight": "w"}
-ROW_KLOOPS = ("diagrow", "taprow")   # igemm / tma bwd_weight: a filter row of taps per program, an accumulator each
+# igemm / tma bwd_weight: a filter row of taps per program, an accumulator each
+ROW_KLOOPS = ("diagrow", "taprow")
 ROW_TAPS = 3                         # their taps of a filter row unrolled (filter widths <= 3)
 DIAG_KLOOPS = ("diag", "diagrow")    # igemm block-diagonal channel tiles (bwd_weight: rows and columns alike)
 CONV_SLOTS = {"x_ptr": 0, "w_ptr": 1, "y_ptr": 2, "bias_ptr": 3}   # per-call tensors of a bound conv launch
@@ -164,10 +165,11 @@ def fast_divisor(d: int) -> tuple[int, int]:
     return (2 ** (31 + bits) + d - 1) // d, bits - 1
 
 
-def fast_divmod_lines(quotient: str, remainder: str, index: str, divisor: str, magic: str, indent: str) -> str:
-    """Source lines `quotient = index // divisor; remainder = index % divisor` for a non-negative int32 `index`
-    through the multiplier `dm_{magic}` and shift `ds_{magic}` of `fast_divisor(divisor)`: a multiply-high and a
-    shift where a division by a run-time value costs tens of instructions per element."""
+def fast_divmod_lines(quotient: str, remainder: str, index: str, divisor: str, magic: str,
+                      indent: str) -> str:
+    """Source lines `quotient = index // divisor; remainder = index % divisor` for a non-negative int32
+    `index` through the multiplier `dm_{magic}` and shift `ds_{magic}` of `fast_divisor(divisor)`: a
+    multiply-high and a shift where a division by a run-time value costs tens of instructions per element."""
     by = f"(tl.umulhi({index}.to(tl.uint32), dm_{magic}.to(tl.uint32)) >> ds_{magic}).to(tl.int32)"
     return (f"{indent}{quotient} = tl.where(dm_{magic} == 0, {index}, {by})\n"
             f"{indent}{remainder} = {index} - {quotient} * {divisor}\n")
@@ -201,8 +203,8 @@ TARGET_WAVES = 2             # auto split: fill at least this many waves of `sms
 
 
 def auto_splits(programs: int, most: int, sms: int) -> int:
-    """Fewest reduction splits (at most `most`) that give TARGET_WAVES waves of `sms` programs without a mostly
-    empty last wave (<= 10% idle)."""
+    """Fewest reduction splits (at most `most`) that give TARGET_WAVES waves of `sms` programs without a
+    mostly empty last wave (<= 10% idle)."""
     low = -(-TARGET_WAVES * sms // programs)
     if low <= 1 or most <= 1:
         return max(1, min(low, most))
@@ -217,7 +219,7 @@ def auto_splits(programs: int, most: int, sms: int) -> int:
     return min(best, most)
 
 
-# -- the deterministic split reduce (igemm split-K, igemm and direct bwd_weight) ------------------------------
+# -- the deterministic split reduce (igemm split-K, igemm and direct bwd_weight) -----------------------------
 # Two entries sum the fp32 partials ws[s * E + e] over the splits s, and a launch runs one of them:
 # - 'wide' (many elements): WIDE_BLOCK elements per program, one split after the other;
 # - 'tall' (few elements, often many splits, where the wide walk would leave most SMs idle and wait on SPLITS

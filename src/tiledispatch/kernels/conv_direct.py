@@ -1,40 +1,10 @@
 """Family `direct`: depthwise and few-channels-per-group convolutions on CUDA cores (fp32 FMAs, no tl.dot),
-vectorized over the contiguous channel axis, for every direction and ndim 1, 2, 3.
+vectorized over the contiguous channel axis, for every direction and ndim 1, 2, 3, walking the filter taps.
 
-- fwd: a program computes BLOCK_M output pixels (n and the output dims flattened, innermost dim fastest, so
-  neighbouring taps hit lines just loaded) x BLOCK_N output channels, looping over the C/G input channels of
-  the group and over the filter taps (one runtime loop per dim). Bias and activation are fused.
-- bwd_data: by phases (grid axis 2: the residues of the input coordinates modulo the stride), a program
-  computes BLOCK_M input pixels of one phase x BLOCK_N input channels by gathering, for every tap, the output
-  pixel o with o*stride = i + pad - tap*dilation (0 <= o < out); whether the division is exact depends on
-  the phase and tap only, so the taps that meet no output pixel are skipped whole: no zero insertion, no
-  masked-off loads, no atomics.
-- bwd_weight: the reduction over N x output pixels is split over SPLIT programs of SPAN pixels each. A
-  program keeps TAP_CHUNK (block_k) [BLOCK_M, BLOCK_N] fp32 accumulators (one per filter tap of its chunk), so
-  one dy tile serves every tap of the chunk, and writes its partial sums to the workspace `ws_ptr`
-  [SPLIT, taps, C/G, K] (each element written by exactly one program). A last entry sums the partials in
-  split order (deterministic) and writes dw.
-
-fwd and bwd_data first repack the weight tap-major, ws[(tap * C/G + c) * K + k] (entry `wpack`, an fp32
-workspace), so the weight vector of a tap is one contiguous (vector) load, already converted, instead of a
-per-channel gather (stride taps: a scalar load per channel a thread holds). On small depthwise problems the
-repack costs more than it saves: its launch took 1.3-1.4 us of device time plus a launch gap per call on the
-MobileNetV2 14x14 / 7x7 layers (H200), so those run the `dwg` entry, which gathers each tap's weights from w
-and needs no repack (see gathers_weight).
-
-block_k > 1 in fwd and bwd_data unrolls the innermost filter dim of the `dw` entries by block_k taps (masked past
-its filter size; problems with a wider filter do not match): the loads of a filter row are issued back to back
-instead of one per loop trip, so more of them are in flight. The `grouped` entries keep run-time loops (their
-per-channel gathers, unrolled, spill registers). block_k == 1 loops over every filter dim at run time.
-
-num_stages > 1 software-pipelines the loads of the main loop (the innermost run-time tap loop; bwd_weight's pixel
-loop) through conv_common.loop_range; 1 keeps plain loops.
-
-Each direction has two compute entries and launches one of them (the other gets an empty grid): `dw` for
-depthwise problems (C/G = K/G = 1), whose channel addressing is contiguous (vector loads of `align` channels),
-and `grouped` for the rest, which gathers input channel g*C/G + c (separate entries, so the gathers' register
-needs never limit the depthwise kernel). Pixel coordinates are int32 and become int64 before any stride
-multiply; weight offsets are int32 (conv_problem_mismatch bounds pixel counts and weight elements).
+Each direction has a `dw` entry (depthwise: contiguous channel loads) and a `grouped` one and launches one of
+them; fwd / bwd_data repack the weight tap-major first (entry `wpack`) unless the problem is small enough to
+gather it (`dwg`); bwd_weight splits the pixel reduction into an fp32 workspace summed in split order. Design
+and measurements: docs/design/conv_direct.md.
 """
 from __future__ import annotations
 
@@ -89,11 +59,11 @@ MAX_GRID_YZ = rules.MAX_GRID_YZ
 BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 UNROLL = (1, 2, 3, 4, 5, 7)      # fwd / bwd_data, and roll: innermost filter taps unrolled (block_k)
 TAP_CHUNKS = (1, 3, 9)           # bwd_weight: filter taps accumulated per program (block_k)
-MAX_WGRAD_ACC_PER_THREAD = 96    # bwd_weight and roll: accumulator tiles x tile values per thread (spills above)
+MAX_WGRAD_ACC_PER_THREAD = 96    # bwd_weight and roll: accumulator tiles x values per thread (spills above)
 KLOOPS = ("tap", "roll")         # one tile per tap, or depthwise rows rolled (kernels/conv_roll.py)
 MAX_CG = 16                      # input channels per group it loops over (beyond: igemm's domain)
 MAX_INDEX = 2 ** 30              # it indexes pixels and weight elements in int32
-I = "    "
+INDENT = "    "
 
 
 # -- parameters ------------------------------------------------------------------------------------------
@@ -147,7 +117,7 @@ def pack_entry(cfg: ConvConfig) -> EntrySpec:
 
 # -- shared source pieces ---------------------------------------------------------------------------------
 def indented(*lines: str, level: int = 1) -> str:
-    return "".join(f"{I * level}{line}\n" for line in lines)
+    return "".join(f"{INDENT * level}{line}\n" for line in lines)
 
 
 def header(entry: EntrySpec) -> str:
@@ -156,8 +126,8 @@ def header(entry: EntrySpec) -> str:
 
 def vec(cfg: ConvConfig, row: str) -> str:
     """align a > 1: a row offset (pixel offset into x or y) is a multiple of a elements (strides are), so with
-    a 16-byte aligned base and a BLOCK_N-aligned channel range the tile is a run of a-element vectors (16 bytes
-    for 16-bit dtypes at align 8; 4 and 8 bytes at align 2 and 4, for channel totals like 54 or 108)."""
+    a 16-byte aligned base and a BLOCK_N-aligned channel range the tile is a run of a-element vectors (16
+    bytes for 16-bit dtypes at align 8; 4 and 8 bytes at align 2 and 4, for channel totals like 54 or 108)."""
     return f"tl.multiple_of({row}, [{cfg.align}])" if cfg.align > 1 else f"({row})"
 
 
@@ -186,9 +156,9 @@ def _block_steps(cfg: ConvConfig, size: str, step: str) -> str:
 
 def _advance(cfg: ConvConfig, size: str, level: int) -> str:
     """Move the coordinates p_<s>, nb of _decompose on by the step of _block_steps: a digit-wise add with one
-    carry per dim (each digit stays below twice its size, so one subtraction fixes it), instead of dividing the
-    flat index again (four integer divisions per pixel in 2-D: the sm_90 loop of a 3-tap chunk shrinks from 445
-    to 378 instructions)."""
+    carry per dim (each digit stays below twice its size, so one subtraction fixes it), instead of dividing
+    the flat index again (four integer divisions per pixel in 2-D: the sm_90 loop of a 3-tap chunk shrinks
+    from 445 to 378 instructions)."""
     lines, carry = [], ""
     for s in reversed(dims(cfg)):
         lines += [f"p_{s} = p_{s} + st_{s}{carry}", f"cy = (p_{s} >= {size}_{s}).to(tl.int32)",
@@ -221,14 +191,14 @@ def stride_hints(cfg: ConvConfig) -> str:
 
 
 def channel_major_pids(channels: str) -> list[str]:
-    """pid_m (pixel block) and pid_n (channel tile) of a flat grid axis 0 whose channel tiles vary fastest: the
-    programs of every channel tile of a pixel block run side by side and share each pixel's lines of channels
-    while they are in L2; with pixel blocks fastest, the tiles of a line ran a whole layer apart. H200: the
-    larger depthwise layers ran up to 17% faster this way (roll: MobileNetV2 stage1.0 / stage2.0 fwd 44.7 ->
-    39.5 / 25.8 -> 22.5 us, X3D res3.0 bwd_weight 225 -> 187 us; tap: X3D res3.0 fwd 127.6 -> 112.4 us), the
-    small ones within noise."""
-    return ["pid = tl.program_id(0)", f"n_tiles = ({channels} + BLOCK_N - 1) // BLOCK_N", "pid_n = pid % n_tiles",
-            "pid_m = pid // n_tiles"]
+    """pid_m (pixel block) and pid_n (channel tile) of a flat grid axis 0 whose channel tiles vary fastest:
+    the programs of every channel tile of a pixel block run side by side and share each pixel's lines of
+    channels while they are in L2; with pixel blocks fastest, the tiles of a line ran a whole layer apart.
+    H200: the larger depthwise layers ran up to 17% faster this way (roll: MobileNetV2 stage1.0 / stage2.0 fwd
+    44.7 -> 39.5 / 25.8 -> 22.5 us, X3D res3.0 bwd_weight 225 -> 187 us; tap: X3D res3.0 fwd 127.6 -> 112.4
+    us), the small ones within noise."""
+    return ["pid = tl.program_id(0)", f"n_tiles = ({channels} + BLOCK_N - 1) // BLOCK_N",
+            "pid_n = pid % n_tiles", "pid_m = pid // n_tiles"]
 
 
 def _tile_start(cfg: ConvConfig, channels: str) -> str:
@@ -238,13 +208,13 @@ def _tile_start(cfg: ConvConfig, channels: str) -> str:
             + channel_mask(cfg, channels))
 
 
-def tap_loop_nest(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]], ok: str, row: str, level: int,
-                  unroll: int = 1, pipelined: bool = True) -> tuple[str, str, str, str, int]:
-    """Nested loops over the filter dims, outermost first: (source, mask, row offset, linear tap, level) of the
-    innermost body. tap_lines(s, ok, row) gives the lines of dim s that define ok_<s> (pixel mask) and ro_<s>
-    (row offset) from the enclosing `ok` and `row` (a line ending in ':' guards the rest of the dim's body);
-    tap_<s> is the linear tap. unroll > 1 unrolls the innermost dim to that many taps (masked past the filter);
-    pipelined: the innermost run-time loop takes cfg's load stages (conv_common.loop_range)."""
+def tap_loop_nest(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]], ok: str, row: str,
+                  level: int, unroll: int = 1, pipelined: bool = True) -> tuple[str, str, str, str, int]:
+    """Nested loops over the filter dims, outermost first: (source, mask, row offset, linear tap, level) of
+    the innermost body. tap_lines(s, ok, row) gives the lines of dim s that define ok_<s> (pixel mask) and
+    ro_<s> (row offset) from the enclosing `ok` and `row` (a line ending in ':' guards the rest of the dim's
+    body); tap_<s> is the linear tap. unroll > 1 unrolls the innermost dim to that many taps (masked past the
+    filter); pipelined: the innermost run-time loop takes cfg's load stages (conv_common.loop_range)."""
     out, tap = "", ""
     ds = dims(cfg)
     runtime = ds[:-1] if unroll > 1 else ds
@@ -284,8 +254,9 @@ def _tap_loops(cfg: ConvConfig, tap_lines: Callable[[str, str, str], list[str]],
 
 def dw_weight(cfg: ConvConfig, mask: str, taps: dict[str, str] | None = None) -> str:
     """The fp32 weight vector of a tap for channels rn of a depthwise problem (C/G = K/G = 1, so channel rn's
-    filter is w[rn, 0, ...]), gathered from w itself: a tile's few weight lines stay in L1, and no repack launch
-    precedes the kernel. `taps` gives the filter coordinate per dim (default: the loop variables f_<s>)."""
+    filter is w[rn, 0, ...]), gathered from w itself: a tile's few weight lines stay in L1, and no repack
+    launch precedes the kernel. `taps` gives the filter coordinate per dim (default: the loop variables
+    f_<s>)."""
     coord = taps or {s: f"f_{s}" for s in dims(cfg)}
     offset = " + ".join(["rn.to(tl.int64) * sw_k"] + [f"{coord[s]} * sw_{s}" for s in dims(cfg)])
     return f"tl.load(w_ptr + ({offset}), mask={mask}, other=0.0).to(tl.float32)"
@@ -317,8 +288,8 @@ def _dgrad_tap(s: str, ok: str, row: str) -> list[str]:
 def _store(cfg: ConvConfig, tensor: str, coord: str = "p") -> str:
     """Cast the accumulator and store it at the tile's pixels ({coord}_<s>) and channels."""
     return indented(f"o_off = {vec(cfg, _row_offset(cfg, tensor, coord))}",
-                  f"tl.store({tensor}_ptr + (o_off[:, None] + rn[None, :]), acc.to({tl_type(cfg.out_dtype)}), "
-                  "mask=m_ok[:, None] & n_ok[None, :])")
+                  f"tl.store({tensor}_ptr + (o_off[:, None] + rn[None, :]), "
+                  f"acc.to({tl_type(cfg.out_dtype)}), mask=m_ok[:, None] & n_ok[None, :])")
 
 
 # -- forward and backward data ------------------------------------------------------------------------------
@@ -329,7 +300,8 @@ def _fwd_body(cfg: ConvConfig, kind: str) -> str:
         loops = _tap_loops(cfg, _fwd_tap, "x", "rn", w_off, 1, cfg.block_k)
     else:
         loops = (indented("xg = (rn // KG) * CG", "for cc in range(0, CG):")
-                 + _tap_loops(cfg, _fwd_tap, "x", "(xg + cc)", _packed_row(cfg, "({tap} * CG + cc) * K") + " + rn", 2))
+                 + _tap_loops(cfg, _fwd_tap, "x", "(xg + cc)",
+                              _packed_row(cfg, "({tap} * CG + cc) * K") + " + rn", 2))
     epilogue = ""
     if cfg.bias:
         epilogue += indented("acc += tl.load(bias_ptr + rn, mask=n_ok, other=0.0).to(tl.float32)[None, :]")
@@ -354,7 +326,8 @@ def _dgrad_body(cfg: ConvConfig, kind: str) -> str:
     return (_tile_start(cfg, "C") + indented(*phase_lines(dims(cfg), "rm", "m_ok", "N"))
             + _decompose(cfg, "rm", "sub")
             + indented(*(f"i_{s} = p_{s} * str_{s} + r_{s}" for s in ds))
-            + indented("r_base = nb.to(tl.int64) * sy_n", "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+            + indented("r_base = nb.to(tl.int64) * sy_n", "acc = tl.zeros((BLOCK_M, BLOCK_N), "
+                                                          "dtype=tl.float32)")
             + loops + _store(cfg, "x", "i"))
 
 
@@ -362,7 +335,7 @@ def _dgrad_body(cfg: ConvConfig, kind: str) -> str:
 def _tap_coords(cfg: ConvConfig, tap: str, suffix: str) -> str:
     """f_<s><suffix>: the per-dim filter coordinates of linear tap `tap` (innermost dim fastest)."""
     ds = dims(cfg)
-    return split_index("qt", tap, [f"flt_{s}" for s in ds], [f"f_{s}{suffix}" for s in ds], I)
+    return split_index("qt", tap, [f"flt_{s}" for s in ds], [f"f_{s}{suffix}" for s in ds], INDENT)
 
 
 def _wgrad_tap_setup(cfg: ConvConfig, j: int) -> str:
@@ -378,9 +351,9 @@ def _wgrad_tap_setup(cfg: ConvConfig, j: int) -> str:
 def _wgrad_pixel_loop(cfg: ConvConfig, chan: str) -> str:
     """Walk the program's pixel span in BLOCK_M blocks: one dy tile, then every tap of the chunk. Pipelined
     loops (num_stages > 1) carry the pixel coordinates from trip to trip (_advance); plain loops divide each
-    trip's flat index again. Measured on the H200 (MobileNetV2 / X3D depthwise layers): carried coordinates made
-    the pipelined instances up to 10% faster and the unpipelined ones 10-23% slower, although both loops lose
-    15% of their instructions."""
+    trip's flat index again. Measured on the H200 (MobileNetV2 / X3D depthwise layers): carried coordinates
+    made the pipelined instances up to 10% faster and the unpipelined ones 10-23% slower, although both loops
+    lose 15% of their instructions."""
     ds = dims(cfg)
     carried = cfg.num_stages > 1
     out = (_decompose(cfg, "m_lo + tl.arange(0, BLOCK_M)", "out") + _block_steps(cfg, "out", "BLOCK_M")
@@ -495,7 +468,8 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     kind = "dw" if is_depthwise(problem) else "grouped"
     if cfg.direction != "bwd_weight":
         packed = math.prod(problem.filter) * problem.c_per_group * problem.k
-        channels, phases = (problem.k, 1) if cfg.direction == "fwd" else (problem.c, math.prod(problem.stride))
+        channels, phases = ((problem.k, 1) if cfg.direction == "fwd"
+                            else (problem.c, math.prod(problem.stride)))
         kind = "dwg" if gathers_weight(problem) else kind
         grids = ((0 if kind == "dwg" else _cdiv(packed, PACK_BLOCK), 1, 1),
                  *_pick((_cdiv(phase_rows(problem), cfg.block_m) * _cdiv(channels, cfg.block_n), 1, phases),
@@ -526,43 +500,44 @@ def tile_errors(cfg: ConvConfig, errors: rules.Errors) -> int:
     per_thread = cfg.block_m * cfg.block_n // (32 * max(cfg.num_warps, 1))
     if cfg.direction == "bwd_weight" and cfg.kloop != "roll":
         if cfg.block_k not in TAP_CHUNKS:
-            errors.append(("block_k", f"family 'direct' bwd_weight takes block_k = filter taps accumulated per "
-                                      f"program, one of {TAP_CHUNKS}; got {cfg.block_k}"))
+            errors.append(("block_k", ("family 'direct' bwd_weight takes block_k = filter taps accumulated "
+                                       f"per program, one of {TAP_CHUNKS}; got {cfg.block_k}")))
         elif cfg.block_k * per_thread > MAX_WGRAD_ACC_PER_THREAD:
-            errors.append(("block_k", f"{cfg.block_k} taps x a {cfg.block_m}x{cfg.block_n} tile with "
-                                      f"{cfg.num_warps} warps hold {cfg.block_k * per_thread} accumulators per "
-                                      f"thread (max {MAX_WGRAD_ACC_PER_THREAD})"))
+            errors.append(("block_k", (f"{cfg.block_k} taps x a {cfg.block_m}x{cfg.block_n} tile with "
+                                       f"{cfg.num_warps} warps hold {cfg.block_k * per_thread} accumulators "
+                                       f"per thread (max {MAX_WGRAD_ACC_PER_THREAD})")))
     elif cfg.block_k not in UNROLL:
-        errors.append(("block_k", f"family 'direct' takes block_k = taps of the innermost filter dim unrolled "
-                                  f"(1: none), one of {UNROLL}; got {cfg.block_k}"))
+        errors.append(("block_k", ("family 'direct' takes block_k = taps of the innermost filter dim "
+                                   f"unrolled (1: none), one of {UNROLL}; got {cfg.block_k}")))
     if cfg.groups_per_program != 1:
-        errors.append(("groups_per_program", "family 'direct' vectorizes over channels; groups_per_program "
-                                             f"must be 1, got {cfg.groups_per_program}"))
+        errors.append(("groups_per_program", ("family 'direct' vectorizes over channels; groups_per_program "
+                                              f"must be 1, got {cfg.groups_per_program}")))
     return per_thread
 
 
 def resource_errors(cfg: ConvConfig, arch: ArchSpec, per_thread: int, errors: rules.Errors) -> None:
     if per_thread > rules.MAX_ACC_PER_THREAD:
-        errors.append(("num_warps", f"a {cfg.block_m}x{cfg.block_n} tile with {cfg.num_warps} warps holds more "
-                                    f"than {rules.MAX_ACC_PER_THREAD} accumulators per thread"))
+        errors.append(("num_warps", (f"a {cfg.block_m}x{cfg.block_n} tile with {cfg.num_warps} warps holds "
+                                     f"more than {rules.MAX_ACC_PER_THREAD} accumulators per thread")))
     smem = resources(cfg).shared_memory
     if smem > arch.smem_per_block:
-        errors.append(("num_stages", f"{cfg.num_stages} pipelined stages of {cfg.name} need up to {smem} B of "
-                                     f"shared memory; {arch.name} has {arch.smem_per_block} B per block"))
+        errors.append(("num_stages", (f"{cfg.num_stages} pipelined stages of {cfg.name} need up to {smem} B "
+                                      f"of shared memory; {arch.name} has {arch.smem_per_block} B per "
+                                      "block")))
 
 
 def shared_memory_bytes(cfg: ConvConfig) -> int:
-    """Shared memory of the pipelined loads (conv_common.loop_range), an upper estimate: num_stages - 1 buffers
-    of the [block_m, block_n] tiles one loop trip loads: a tap loop one per unrolled filter column (block_k;
-    bwd_weight: one per tap of its chunk and its dy tile), a roll walk at stride 2 two source rows per filter
-    column (bwd_weight: and its dy tile)."""
+    """Shared memory of the pipelined loads (conv_common.loop_range), an upper estimate: num_stages - 1
+    buffers of the [block_m, block_n] tiles one loop trip loads: a tap loop one per unrolled filter column
+    (block_k; bwd_weight: one per tap of its chunk and its dy tile), a roll walk at stride 2 two source rows
+    per filter column (bwd_weight: and its dy tile)."""
     tile = cfg.block_m * cfg.block_n * DTYPES[cfg.dtype].bytes if cfg.dtype in DTYPES else 0
     loads = cfg.block_k * (2 if cfg.kloop == "roll" else 1) + (cfg.direction == "bwd_weight")
     return max(0, cfg.num_stages - 1) * loads * tile
 
 
 def resources(cfg: ConvConfig) -> Resources:
-    """The pipelined loads' shared memory and the accumulator tiles: one, bwd_weight one per tap of its chunk."""
+    """The pipelined loads' shared memory and the accumulator tiles (bwd_weight: one per tap of its chunk)."""
     per_thread = cfg.block_m * cfg.block_n // (32 * max(cfg.num_warps, 1))
     tiles = cfg.block_k if cfg.direction == "bwd_weight" else 1
     return Resources(shared_memory_bytes(cfg), tiles * per_thread, cfg.num_warps)
@@ -570,8 +545,8 @@ def resources(cfg: ConvConfig) -> Resources:
 
 def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     if cfg.direction != "bwd_weight" and cfg.block_k > 1 and problem.filter[-1] > cfg.block_k:
-        return (f"filter: the kernel unrolls {cfg.block_k} taps of the innermost filter dim; the problem's filter "
-                f"{problem.filter} is wider")
+        return (f"filter: the kernel unrolls {cfg.block_k} taps of the innermost filter dim; the problem's "
+                f"filter {problem.filter} is wider")
     if problem.c_per_group > MAX_CG:
         return (f"c_per_group: family 'direct' loops over at most {MAX_CG} input channels per group "
                 f"(CUDA-core FMAs); the problem has {problem.c_per_group}")
@@ -580,7 +555,8 @@ def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     for field, count in (("spatial", pixels), ("k", weights)):
         if count >= MAX_INDEX:
             what = "N x pixels" if field == "spatial" else "weight elements"
-            return f"{field}: family 'direct' indexes {what} in int32 (< {MAX_INDEX}); the problem has {count}"
+            return (f"{field}: family 'direct' indexes {what} in int32 (< {MAX_INDEX}); the problem has "
+                    f"{count}")
     channels = problem.c if problem.direction == "bwd_data" else problem.k
     if -(-channels // cfg.block_n) > MAX_GRID_YZ:
         return f"block_n: {channels} channels need more than {MAX_GRID_YZ} channel tiles of {cfg.block_n}"

@@ -1,24 +1,14 @@
 """Family `gemm`: 1x1 convolutions (stride 1, no padding, one group) run as a GEMM over the pixels.
 
-Channels-last tensors whose pixels are evenly spaced are matrices: the input is (N*pixels) x C row-major, the
-output (N*pixels) x K, and the weight (K, C, 1..) is K x C row-major. fwd: y = x @ w^T (layout rcr);
-bwd_data: dx = dy @ w (rrr); bwd_weight: dw = dy^T @ x (crr), a K x C result reduced over every pixel. The
-instance is the GEMM family's own kernel built from the conv config's tile fields, chosen by split_k: 0 (fwd /
-bwd_data) tma_persistent for aligned problems, tiled otherwise; 1 the tiled GEMM (pointer loads; aligned
-problems too: 16-byte rows are all it needs); >= 2 (bwd_weight) splitk with that split count (its fp32 partials
-summed by the GEMM family's deterministic reduce). Few pixels favour tiled: on ResNet-50's 7x7 layers, 32 x 49
-pixels, the 2048 x 512 weight gradient took 8.3 us on tiled 64x128 against 14.1 us on tma_persistent 128x128
-and 13.4 + 4.8 us split 4 ways (H200 device times). Align 2 and 4 (channel totals multiples of 2 or 4) run the
-pointer-loading GEMMs compiled for rows of that many elements (`gemm_align`: 4- and 8-byte vectors of 16-bit
-types instead of single elements): x3d's 54 -> 24-channel pointwise fwd took 44.8 us at align 2 against 85.1 us
-at align 1 (H200 event times).
+Channels-last tensors with evenly spaced pixels are matrices, so fwd is y = x @ w^T, bwd_data dx = dy @ w and
+bwd_weight dw = dy^T @ x; the GEMM family's own kernel runs it, chosen by split_k (`gemm_config`). Design and
+measurements: docs/design/conv_gemm.md.
 """
 from __future__ import annotations
 
 import math
-from typing import Any
-
 from types import ModuleType
+from typing import Any
 
 from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
@@ -33,7 +23,7 @@ LAYOUTS = {"fwd": "rcr", "bwd_data": "rrr", "bwd_weight": "crr"}
 # GEMM operands by forward role: (A, B, out); slots of kernels/conv_common.CONV_SLOTS
 ROLES = {"fwd": ("x", "w", "y"), "bwd_data": ("y", "w", "x"), "bwd_weight": ("y", "x", "w")}
 _ROLE_SLOT = {"x": 0, "w": 1, "y": 2}
-GEMM_MODULES = {"tiled": gemm_tiled, "splitk": gemm_splitk, "tma_persistent": gemm_tma}   # by gemm_config's family
+GEMM_MODULES = {"tiled": gemm_tiled, "splitk": gemm_splitk, "tma_persistent": gemm_tma}   # of gemm_config
 
 
 def gemm_config(cfg: ConvConfig) -> GemmConfig:
@@ -53,8 +43,8 @@ def gemm_config(cfg: ConvConfig) -> GemmConfig:
 
 
 def gemm_align(cfg: ConvConfig) -> int:
-    """The GEMM's alignment in bytes: align 8 (channels multiples of 8) 16-byte rows; align 2 and 4 rows of 2 and
-    4 elements (4- and 8-byte vectors of 16-bit types); align 1 nothing."""
+    """The GEMM's alignment in bytes: align 8 (channels multiples of 8) 16-byte rows; align 2 and 4 rows of 2
+    and 4 elements (4- and 8-byte vectors of 16-bit types); align 1 nothing."""
     if cfg.align == 8:
         return ALIGN_BYTES
     return cfg.align * DTYPES[cfg.dtype].bytes if cfg.align > 1 else 1
@@ -65,7 +55,7 @@ def _gemm_module(cfg: ConvConfig) -> ModuleType:
 
 
 def gemm_errors(gemm: GemmConfig, arch: ArchSpec, errors: rules.Errors) -> None:
-    """The GEMM instance's validity (the GEMM predicate, kernels/family.config_errors), each reason prefixed."""
+    """The GEMM instance's validity (the GEMM predicate of kernels/family.py), each reason prefixed."""
     found: rules.Errors = []
     rules.gemm_errors(gemm, arch, GEMM_MODULES[gemm.family], found)
     errors.extend((field, f"as GEMM: {reason}") for field, reason in found)
@@ -106,20 +96,20 @@ def pixel_stride(t: Any, field: str) -> int:
     expected = step
     for dim in range(t.dim() - 1, 1, -1):
         if t.stride(dim) != expected and t.shape[dim] != 1:
-            raise BadInput(f"{field} has strides {tuple(t.stride())}: a 1x1 GEMM kernel needs evenly spaced pixels "
-                           "(a channels-last tensor without gaps)", field=field)
+            raise BadInput(f"{field} has strides {tuple(t.stride())}: a 1x1 GEMM kernel needs evenly spaced "
+                           "pixels (a channels-last tensor without gaps)", field=field)
         expected *= t.shape[dim]
     if t.stride(0) != expected and t.shape[0] != 1:
-        raise BadInput(f"{field} has strides {tuple(t.stride())}: a 1x1 GEMM kernel needs evenly spaced pixels "
-                       "(a channels-last tensor without gaps)", field=field)
+        raise BadInput(f"{field} has strides {tuple(t.stride())}: a 1x1 GEMM kernel needs evenly spaced "
+                       "pixels (a channels-last tensor without gaps)", field=field)
     return step
 
 
 def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any]) -> dict[str, Any]:
     """The GEMM kernel's run-time values: sizes, matrix strides (from the conv tensors' strides), alpha."""
     m, n, k = sizes(problem)
-    values: dict[str, Any] = {"M": m, "N": n, "K": k, "alpha": 1.0, "stride_ab": 0, "stride_bb": 0, "stride_ob": 0,
-                              "stride_biasb": 0}
+    values: dict[str, Any] = {"M": m, "N": n, "K": k, "alpha": 1.0, "stride_ab": 0, "stride_bb": 0,
+                              "stride_ob": 0, "stride_biasb": 0}
     if cfg.direction == "bwd_weight":   # A = dy^T: (K, pixels), K contiguous; B = x: (pixels, C); out = dw
         values.update({"stride_ar": 1, "stride_ac": pixel_stride(tensors["y"], "output"),
                        "stride_br": pixel_stride(tensors["x"], "input"), "stride_bc": 1,
@@ -128,7 +118,8 @@ def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any])
     a, b, out = (tensors[role] for role in ROLES[cfg.direction])
     w_rows = b.stride(0)   # weight (K, C, 1..): K x C row-major
     values.update({"stride_ar": pixel_stride(a, "input" if cfg.direction == "fwd" else "output"),
-                   "stride_ac": 1, "stride_or": pixel_stride(out, "output" if cfg.direction == "fwd" else "input"),
+                   "stride_ac": 1,
+                   "stride_or": pixel_stride(out, "output" if cfg.direction == "fwd" else "input"),
                    "stride_oc": 1})
     if cfg.direction == "fwd":   # B = w^T: (C, K) with C contiguous (column-major)
         values.update({"stride_br": 1, "stride_bc": w_rows})
@@ -146,12 +137,13 @@ def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None
     wants = [("groups_per_program", cfg.groups_per_program, 1), ("kloop", cfg.kloop, "tap")]
     if cfg.direction != "bwd_weight":
         if cfg.split_k not in ((0, 1) if cfg.align == 8 else (0,)):
-            errors.append(("split_k", f"family 'gemm' {cfg.direction} runs one GEMM: split_k 0 (tma_persistent "
-                                      f"when aligned) or, at align 8, 1 (the tiled GEMM); got {cfg.split_k} at "
-                                      f"align {cfg.align}"))
+            errors.append(("split_k", (f"family 'gemm' {cfg.direction} runs one GEMM: split_k 0 "
+                                       "(tma_persistent when aligned) or, at align 8, 1 (the tiled GEMM); "
+                                       f"got {cfg.split_k} at align {cfg.align}")))
     elif cfg.split_k not in (1, *rules.SPLIT_K):
-        errors.append(("split_k", f"family 'gemm' bwd_weight splits the pixel reduction over a fixed number of "
-                                  f"programs, one of {(1, *rules.SPLIT_K)} (1: unsplit); got {cfg.split_k}"))
+        errors.append(("split_k", ("family 'gemm' bwd_weight splits the pixel reduction over a fixed number "
+                                   f"of programs, one of {(1, *rules.SPLIT_K)} (1: unsplit); got "
+                                   f"{cfg.split_k}")))
         return
     for field, value, want in wants:
         if value != want:

@@ -1,42 +1,10 @@
 """Family `igemm`, directions fwd and bwd_data: implicit GEMM on tensor cores (tl.dot, fp32 accumulation).
 
-GEMM view of one group, in the kernel's own words (RED: reduction channels, COLS: result channels):
-- fwd: rows are the N*out pixels, COLS = K/G output channels, the reduction runs over (tap, RED = C/G). The A
-  operand is x at the tap's shifted input pixel i = o*stride - pad + tap*dil (masked outside the input).
-- bwd_data: rows are the N*in pixels, COLS = C/G input channels, the reduction runs over (tap, RED = K/G). The
-  A operand is dy at o = (i + pad - tap*dil) / stride, which exists only where the division is exact. Strides
-  above 1 use phase decomposition: grid axis 1 enumerates the prod(stride) residues i mod stride, so every row
-  of a program shares the residue and the taps that meet an output pixel are the same for all of them: they
-  form an arithmetic progression t0 + step*j per dim, computed once per program (no zero insertion, no
-  branches in the main loop).
-In both directions the A channel of group g is g*RED + r, the result channel g*COLS + col, and the weight
-element is w[g*KG + n, c, tap] (fwd: n = col, c = r; bwd_data: n = r, c = col).
-
-groups_per_program (GPP) > 1 merges GPP consecutive groups in one program: every operand gains a leading group
-axis ([GPP, BLOCK_M, BLOCK_K] x [GPP, BLOCK_K, BLOCK_N]) and one batched tl.dot computes them together, so the
-channel loads of neighbouring groups share cache lines. GPP == 1 is a plain 2-D dot (wgmma on Hopper).
-
-kloop 'tap' loops over (contributing) taps, then the group's reduction channels in BLOCK_K chunks (masked at
-RED); 'flat' walks the (tap, channel) pairs flattened, so one BLOCK_K chunk spans several taps when RED is
-small. Both are a single flat loop, which Triton software-pipelines.
-
-kloop 'diag' is for many small groups with C/G == K/G (ResNeXt-style): a program's BLOCK_N result channels
-are BLOCK_N / (C/G) whole groups, whose reduction channels are the same BLOCK_N channel indices, so each tap
-is one [BLOCK_M, BLOCK_N] x [BLOCK_N, BLOCK_N] dot against the block-diagonal weight of those groups
-(gathered with the off-diagonal blocks masked to zero). The tensor cores do BLOCK_N / (C/G) times the useful
-work, but every load is a contiguous channel run and the dot is a plain wgmma. BLOCK_K is C/G itself (a
-compile-time constant, so the weight gather vectorizes over each group's C/G contiguous channels).
-
-split_k >= 2 ("split" instances) cut the reduction loop into SPLITS contiguous ranges of iterations (grid axis 2,
-SPLITS chosen per problem at launch, at most split_k): for problems whose tiles leave most SMs idle (small
-N*pixels x channels, long reductions). With SPLITS > 1 each program stores its fp32 partial tile into a workspace
-ws[split, written pixel, channel] (dense, channels innermost) and the reduce entry sums the splits in a fixed
-order (no atomics), applies the bias and activation and writes the output; with SPLITS == 1 the main entry
-writes the output itself and the reduce entry is not launched.
-
-align=8 instances also require C/G and K/G to be multiples of 8 (align8_group_mismatch; 'diag'
-instances only the channel totals), so every channel run of 8 is 16-byte aligned; the kernel states it so that
-loads vectorize.
+Rows are pixels (bwd_data: by stride phase, grid axis 1), columns a group's result channels, and the reduction
+runs over (tap, channel) as kloop 'tap', 'flat' or the block-diagonal 'diag' walks it; groups_per_program > 1
+merges groups into one batched dot, split_k >= 2 splits the reduction into an fp32 workspace that the reduce
+entries sum in order. Its rules (`igemm_errors`) also govern bwd_weight and family tma. Design:
+docs/design/conv_igemm.md.
 """
 from __future__ import annotations
 
@@ -75,8 +43,8 @@ def is_split(cfg: ConvConfig) -> bool:
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
     aligned = cfg.align == VEC
-    params = [dataclasses.replace(p, divisibility=aligned16(aligned)) if p.name in ("x_ptr", "y_ptr", "w_ptr") else p
-              for p in common.standard_params(cfg)]
+    params = [dataclasses.replace(p, divisibility=aligned16(aligned)) if p.name in ("x_ptr", "y_ptr", "w_ptr")
+              else p for p in common.standard_params(cfg)]
     params += [Param("M_TILES", "i32"), Param("N_TILES", "i32")]
     if is_split(cfg):
         params += [Param("ws_ptr", "*fp32", divisibility=ALIGN_BYTES), Param("SPLITS", "i32")]
@@ -90,7 +58,8 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
 def reduce_entries(cfg: ConvConfig) -> list[EntrySpec]:
     """The (wide, tall) entries that sum the split partials ws[split, written pixel, channel] and run the
     epilogue (also the split instances' of family tma, kernels/conv_tma.py)."""
-    reduce = (*common.standard_params(cfg), Param("ws_ptr", "*fp32", divisibility=ALIGN_BYTES), Param("SPLITS", "i32"))
+    reduce = (*common.standard_params(cfg), Param("ws_ptr", "*fp32", divisibility=ALIGN_BYTES),
+              Param("SPLITS", "i32"))
     return [EntrySpec(fn, reduce, common.REDUCE_WARPS, 1) for fn in common.reduce_fns(REDUCE_FN)]
 
 
@@ -159,7 +128,8 @@ def written_elements(problem: ConvProblem) -> int:
 
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
-    scalars = [("M_TILES", -(-common.phase_rows(problem) // cfg.block_m)), ("N_TILES", _column_tiles(cfg, problem)[0])]
+    scalars = [("M_TILES", -(-common.phase_rows(problem) // cfg.block_m)),
+               ("N_TILES", _column_tiles(cfg, problem)[0])]
     if not is_split(cfg):
         return LaunchPlan((grid(cfg, problem),), tuple(scalars))
     splits = split_count(cfg, problem, sms)
@@ -227,8 +197,8 @@ def _phases(cfg: ConvConfig) -> str:
 
 def _rows(cfg: ConvConfig) -> str:
     """Decompose the program's rows into (n, q_s). a_row: A offset of the row at tap 0 (a pixel coordinate
-    base_s per dim, possibly outside the tensor); a tap shifting it by sh_s stays inside where
-    lo_s <= sh_s < hi_s (lo of the first dim is out of reach for rows past the end). o_row: written-row offset."""
+    base_s per dim, possibly outside the tensor); a tap shifting it by sh_s stays inside where lo_s <= sh_s <
+    hi_s (lo of the first dim is out of reach for rows past the end). o_row: written-row offset."""
     r = _ROLES[cfg.direction]
     dims = _dims(cfg)
     out = ["    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
@@ -255,7 +225,8 @@ def _rows(cfg: ConvConfig) -> str:
 def _columns(cfg: ConvConfig) -> str:
     r = _ROLES[cfg.direction]
     if cfg.kloop == "diag":   # global channel indices; the reduction tile is the result tile
-        return "\n".join(["    cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)", f"    cn_ok = cn < {r.cols_total}",
+        return "\n".join(["    cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+                          f"    cn_ok = cn < {r.cols_total}",
                           "    rk = tl.arange(0, BLOCK_N)", "    gj = 0", "    a_chan = pid_n * BLOCK_N",
                           "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"]) + "\n"
     out = ["    cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)", f"    cn_ok = cn < {r.cols}",
@@ -327,7 +298,8 @@ def _tap_loop(cfg: ConvConfig) -> str:
     out += _tap_index(cfg, "tap", ind)
     ok = " & ".join(f"(sh_{s} >= lo_{s}) & (sh_{s} < hi_{s})" for s in dims)
     out.append(f"{ind}ok = {ok}")
-    out.append(f"{ind}a_off = a_row + (" + " + ".join(f"sh_{s}.to(tl.int64) * {r.a_stride}_{s}" for s in dims) + ")")
+    out.append(f"{ind}a_off = a_row + ("
+               + " + ".join(f"sh_{s}.to(tl.int64) * {r.a_stride}_{s}" for s in dims) + ")")
     out.append(f"{ind}w_tap = " + " + ".join(f"t_{s}.to(tl.int64) * sw_{s}" for s in dims))
     out += [f"{ind}red = kc + rk", f"{ind}red_ok = red < {r.red}"]
     a_mask = _group_mask(cfg, "ok[:, None] & red_ok[None, :]")
@@ -348,7 +320,8 @@ def _flat_loop(cfg: ConvConfig) -> str:
            f"{ind}rr = r0 + rk", f"{ind}r_ok = rr < n_red", f"{ind}tap = rr // {r.red}",
            f"{ind}red = rr - tap * {r.red}"]
     out += _tap_index(cfg, "tap", ind)
-    ok = " & ".join(f"(sh_{s}[None, :] >= lo_{s}[:, None]) & (sh_{s}[None, :] < hi_{s}[:, None])" for s in dims)
+    ok = " & ".join(f"(sh_{s}[None, :] >= lo_{s}[:, None]) & (sh_{s}[None, :] < hi_{s}[:, None])"
+                    for s in dims)
     out.append(f"{ind}ok = r_ok[None, :] & {ok}")
     out.append(f"{ind}a_off = a_row[:, None] + ("
                + " + ".join(f"sh_{s}.to(tl.int64) * {r.a_stride}_{s}" for s in dims) + " + red)[None, :]")
@@ -378,13 +351,15 @@ def _diag_loop(cfg: ConvConfig) -> str:
     else:                        # w[k = a_chan + r, c = col % CG, tap]
         b_off = f"(a_chan + rk)[:, None].to(tl.int64) * sw_k + ({cl} % BLOCK_K)[None, :]"
     out = ["    red_ok = a_chan + rk < " + r.red_total,
-           f"    b_mask = ((rk[:, None] // BLOCK_K) == ({cl}[None, :] // BLOCK_K)) & red_ok[:, None] & cn_ok[None, :]",
+           (f"    b_mask = ((rk[:, None] // BLOCK_K) == ({cl}[None, :] // BLOCK_K)) & red_ok[:, None] & "
+           "cn_ok[None, :]"),
            f"    b_off = {b_off}",
            "    n_taps = " + " * ".join(f"nt_{s}" for s in dims),
            *_loop_range(cfg, "n_taps"), f"{ind}tap = it"]
     out += _tap_index(cfg, "tap", ind)
     out.append(f"{ind}ok = " + " & ".join(f"(sh_{s} >= lo_{s}) & (sh_{s} < hi_{s})" for s in dims))
-    out.append(f"{ind}a_off = a_row + (" + " + ".join(f"sh_{s}.to(tl.int64) * {r.a_stride}_{s}" for s in dims) + ")")
+    out.append(f"{ind}a_off = a_row + ("
+               + " + ".join(f"sh_{s}.to(tl.int64) * {r.a_stride}_{s}" for s in dims) + ")")
     out.append(f"{ind}w_tap = " + " + ".join(f"t_{s}.to(tl.int64) * sw_{s}" for s in dims))
     out.append(f"{ind}a = tl.load({r.a_ptr} + (a_off[:, None] + (a_chan + rk)[None, :]), "
                "mask=ok[:, None] & red_ok[None, :], other=0.0)")
@@ -435,9 +410,10 @@ def _store(cfg: ConvConfig) -> str:
 
 
 def _reduce_source(cfg: ConvConfig, entry: EntrySpec, kind: str) -> str:
-    """Sum the SPLITS fp32 partials of every written element (in a fixed order), then bias, activation, store."""
+    """Sum the SPLITS fp32 partials of each written element in a fixed order; bias, activation, store."""
     r = _ROLES[cfg.direction]
-    lines = [common.split_sum_lines(kind, f"({written_extent(cfg)}).to(tl.int64) * {r.cols_total}").rstrip("\n"),
+    total = f"({written_extent(cfg)}).to(tl.int64) * {r.cols_total}"
+    lines = [common.split_sum_lines(kind, total).rstrip("\n"),
              f"    ch = e % {r.cols_total}", f"    pix = e // {r.cols_total}"]
     offset = ["ch"]
     for s in reversed(_dims(cfg)):
@@ -447,27 +423,30 @@ def _reduce_source(cfg: ConvConfig, entry: EntrySpec, kind: str) -> str:
     if cfg.bias:
         lines.append("    acc += tl.load(bias_ptr + ch, mask=ok, other=0.0).to(tl.float32)")
     body = "\n".join(lines) + "\n" + common.activation_line(cfg)
-    body += (f"    tl.store({r.o_ptr} + ({' + '.join(reversed(offset))}), acc.to({common.tl_type(cfg.out_dtype)}), "
-             "mask=ok)\n")
+    body += (f"    tl.store({r.o_ptr} + ({' + '.join(reversed(offset))}), "
+             f"acc.to({common.tl_type(cfg.out_dtype)}), mask=ok)\n")
     return f"@triton.jit\ndef {entry.fn}(\n    {signature_text(list(entry.params))},\n):\n" + body
 
 
-# -- rules (shared by bwd_weight, kernels/conv_wgrad.py, and family tma) -------------------------------------------
+# -- rules (shared by bwd_weight, kernels/conv_wgrad.py, and family tma) -------------------------------------
 def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None:
     igemm_errors(cfg, arch, errors)
 
 
 def igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> bool:
-    """The implicit-GEMM rules of every direction; whether the tile was legal enough to estimate its resources."""
+    """The implicit-GEMM rules of every direction; whether the tile was legal enough to estimate its
+    resources."""
     if cfg.kloop in KLOOP_OWNERS:
-        errors.append(("kloop", f"kloop {cfg.kloop!r} belongs to family {KLOOP_OWNERS[cfg.kloop]!r}; igemm walks "
-                                "'tap', 'flat', 'diag', 'diagrow' or 'taprow'"))
+        errors.append(("kloop", (f"kloop {cfg.kloop!r} belongs to family {KLOOP_OWNERS[cfg.kloop]!r}; igemm "
+                                 "walks 'tap', 'flat', 'diag', 'diagrow' or 'taprow'")))
     if cfg.kloop in ROW_KLOOPS and cfg.direction != "bwd_weight":
-        errors.append(("kloop", f"kloop {cfg.kloop!r} exists for direction 'bwd_weight' only, not {cfg.direction!r}"))
+        errors.append(("kloop", (f"kloop {cfg.kloop!r} exists for direction 'bwd_weight' only, not "
+                                 f"{cfg.direction!r}")))
     if cfg.kloop == "taprow" and cfg.groups_per_program != 1:
-        errors.append(("groups_per_program", f"kloop 'taprow' takes one group per program; groups_per_program must "
-                                             f"be 1, got {cfg.groups_per_program}"))
-    ok = choice(errors, "block_m", cfg.block_m, DOT_BLOCKS) & choice(errors, "block_n", cfg.block_n, DOT_BLOCKS)
+        errors.append(("groups_per_program", ("kloop 'taprow' takes one group per program; "
+                                              f"groups_per_program must be 1, got {cfg.groups_per_program}")))
+    ok = choice(errors, "block_m", cfg.block_m, DOT_BLOCKS)
+    ok &= choice(errors, "block_n", cfg.block_n, DOT_BLOCKS)
     if cfg.kloop != "diag" or cfg.direction == "bwd_weight":   # fwd / bwd_data diag: block_k = C/G (below)
         ok &= choice(errors, "block_k", cfg.block_k, DOT_BLOCKS)
     ok &= choice(errors, "groups_per_program", cfg.groups_per_program, GROUPS_PER_PROGRAM)
@@ -476,12 +455,12 @@ def igemm_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> bool:
     held = resources(cfg)
     if held.accumulators > rules.MAX_ACC_PER_THREAD:
         tiles = cfg.groups_per_program * (ROW_TAPS if cfg.kloop in ROW_KLOOPS else 1)
-        errors.append(("num_warps", f"{tiles} x {cfg.block_m}x{cfg.block_n} tile with "
-                                    f"{cfg.num_warps} warps holds {held.accumulators} accumulators per thread "
-                                    f"(max {rules.MAX_ACC_PER_THREAD})"))
+        errors.append(("num_warps", (f"{tiles} x {cfg.block_m}x{cfg.block_n} tile with {cfg.num_warps} warps "
+                                     f"holds {held.accumulators} accumulators per thread (max "
+                                     f"{rules.MAX_ACC_PER_THREAD})")))
     if held.shared_memory > arch.smem_per_block:
-        errors.append(("num_stages", f"{cfg.num_stages} stages of {cfg.name} need {held.shared_memory} B of shared "
-                                     f"memory; {arch.name} has {arch.smem_per_block} B per block"))
+        errors.append(("num_stages", (f"{cfg.num_stages} stages of {cfg.name} need {held.shared_memory} B of "
+                                      f"shared memory; {arch.name} has {arch.smem_per_block} B per block")))
     if cfg.kloop in DIAG_KLOOPS:
         _diag_errors(cfg, errors)
     return True
@@ -493,14 +472,17 @@ def _diag_errors(cfg: ConvConfig, errors: rules.Errors) -> None:
     (block_m == block_n) and reduce over pixels (block_k)."""
     if cfg.direction == "bwd_weight":
         if cfg.block_m != cfg.block_n:
-            errors.append(("block_m", f"bwd_weight kloop {cfg.kloop!r} uses one channel tile for rows and columns: "
-                                      f"block_m must equal block_n={cfg.block_n}, got {cfg.block_m}"))
+            errors.append(("block_m", (f"bwd_weight kloop {cfg.kloop!r} uses one channel tile for rows and "
+                                       f"columns: block_m must equal block_n={cfg.block_n}, got "
+                                       f"{cfg.block_m}")))
     elif cfg.block_k not in DIAG_GROUP_CHANNELS or cfg.block_n % cfg.block_k:
-        errors.append(("block_k", f"kloop 'diag' takes block_k = channels per group, one of {DIAG_GROUP_CHANNELS} "
-                                  f"dividing block_n={cfg.block_n}; got {cfg.block_k}"))
+        errors.append(("block_k", ("kloop 'diag' takes block_k = channels per group, one of "
+                                   f"{DIAG_GROUP_CHANNELS} dividing block_n={cfg.block_n}; got "
+                                   f"{cfg.block_k}")))
     if cfg.groups_per_program != 1:
-        errors.append(("groups_per_program", f"kloop {cfg.kloop!r} tiles the channels of all groups at once; "
-                                             f"groups_per_program must be 1, got {cfg.groups_per_program}"))
+        errors.append(("groups_per_program", (f"kloop {cfg.kloop!r} tiles the channels of all groups at "
+                                              "once; groups_per_program must be 1, got "
+                                              f"{cfg.groups_per_program}")))
 
 
 def resources(cfg: ConvConfig) -> Resources:
@@ -509,29 +491,29 @@ def resources(cfg: ConvConfig) -> Resources:
     row_taps = ROW_TAPS if cfg.kloop in ROW_KLOOPS else 1
     # fwd / bwd_data diag reduce over the channel tile
     red = cfg.block_n if cfg.kloop == "diag" and cfg.direction != "bwd_weight" else cfg.block_k
-    stage = cfg.groups_per_program * (cfg.block_m * red + row_taps * red * cfg.block_n) * DTYPES[cfg.dtype].bytes
+    tile_bytes = (cfg.block_m * red + row_taps * red * cfg.block_n) * DTYPES[cfg.dtype].bytes
     tiles = cfg.groups_per_program * row_taps
-    return Resources(max(1, cfg.num_stages) * stage, tiles * cfg.block_m * cfg.block_n // (32 * cfg.num_warps),
-                     cfg.num_warps)
+    acc = tiles * cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
+    return Resources(max(1, cfg.num_stages) * cfg.groups_per_program * tile_bytes, acc, cfg.num_warps)
 
 
 def align8_group_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     """Align-8 igemm kernels (not 'diag') read 16-byte channel runs inside each group."""
     if cfg.align == 8 and (problem.c_per_group % 8 or problem.k_per_group % 8):
-        return (f"align: align-8 igemm kernels need channels per group that are multiples of 8 (16-byte channel "
-                f"runs); the problem has C/G={problem.c_per_group}, K/G={problem.k_per_group}")
+        return ("align: align-8 igemm kernels need channels per group that are multiples of 8 (16-byte "
+                f"channel runs); the problem has C/G={problem.c_per_group}, K/G={problem.k_per_group}")
     return None
 
 
 def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     """Row indices are int32, phases sit on grid axis 1."""
     if cfg.groups_per_program > problem.groups:
-        return (f"groups_per_program: the kernel merges {cfg.groups_per_program} groups per program, the problem "
-                f"has {problem.groups}")
+        return (f"groups_per_program: the kernel merges {cfg.groups_per_program} groups per program, the "
+                f"problem has {problem.groups}")
     if cfg.kloop == "diag":
         if problem.c_per_group != cfg.block_k or problem.k_per_group != cfg.block_k:
-            return (f"c_per_group: kloop 'diag' with block_k={cfg.block_k} computes C/G == K/G == {cfg.block_k}; "
-                    f"the problem has C/G={problem.c_per_group}, K/G={problem.k_per_group}")
+            return (f"c_per_group: kloop 'diag' with block_k={cfg.block_k} computes C/G == K/G == "
+                    f"{cfg.block_k}; the problem has C/G={problem.c_per_group}, K/G={problem.k_per_group}")
     elif reason := align8_group_mismatch(cfg, problem):
         return reason
     rows = common.phase_rows(problem)

@@ -1,36 +1,9 @@
 """Family `gemm`, kloop `im2col`: a convolution of one group as an explicit column workspace plus a GEMM.
 
-With cols[p, tap*C + c] = the input pixel that tap reads for output pixel p = (n, o) (zero in the padding), over
-the P = N x output pixels:
-- fwd: y (P x K) = cols (P x taps*C) @ w^T, w the K x taps*C matrix a channels-last weight is (layout rcr), with
-  the bias and activation epilogue of the GEMM family;
-- bwd_weight: dw (K x taps*C) = dy^T (K x P) @ cols (layout crr: A read through a transposed descriptor over
-  dy's [P, K] rows), split over the pixels by split_k (fp32 partials summed in split order by the last unit of
-  each tile to finish: deterministic, no floating-point atomics);
-- bwd_data: dcols (P x taps*C) = dy (P x K) @ w (layout rrr), then a gather (col2im) sums, in fp32, for every
-  dx element the dcols entries of the taps that reach it: dx[n, i, c] = sum over taps f with o = (i + pad -
-  f*dil) / stride integral and inside the output of dcols[(n, o), f*C + c]. Each dx element is written once
-  (no atomics, no zero fill).
-
-fwd / bwd_weight launch `conv_im2col_kernel` (it writes cols into a workspace in the problem's dtype: a
-program copies BLOCK_P pixels x BLOCK_C channels of one tap, the programs of one pixel block next to each other
-so their partial rows meet in L2), then the GEMM; bwd_data launches the GEMM into the workspace, then
-`conv_col2im_kernel` (BLOCK_P dx pixels x BLOCK_C channels, a loop over the taps). Where the implicit GEMM
-recomputes pixel coordinates and border masks in its main loop, the GEMM here runs an index-free loop; the price
-is writing and re-reading P x taps x C elements (`IM2COL_MAX_ELEMENTS` bounds the workspace), except for 1x1
-convolutions at stride 1 without padding, whose GEMM reads x (fwd, bwd_weight) or writes dx (bwd_data) itself
-(the copy / gather is not launched).
-
-align 8: channel totals multiples of 16, so a row of taps x C columns is a run of 16-byte units. align 1 (any
-input channel count, e.g. a 3-channel RGB stem; output channels a multiple of 8): the workspace rows are padded
-to `row_elements` (a multiple of 8) and, fwd / bwd_data, `conv_im2col_wpack_kernel` first copies the weight into
-rows of that stride, so the GEMM's tensor copies see 16-byte rows; the GEMM's reduction (fwd) or column count
-(bwd_data, bwd_weight) stays taps x C, the copies read zeros past it and the padding is never written or read.
-bwd_weight at align 1 always splits its reduction: the split epilogue's pointer stores write dw's rows of taps x C.
-At align 1 the copy moves whole rows of flattened (tap, channel) columns and bwd_data keeps dcols transposed,
-gathered per stride phase along the pixels (see TILES). The GEMM is `tma_persistent` with the config's tile,
-warps, stages and split_k (split_k > 1: fp32 partials, summed in order by the tile's last unit, which runs
-the epilogue).
+fwd / bwd_weight copy the columns (cols[p, tap*C + c]) into a workspace, then run the tma_persistent GEMM;
+bwd_data runs the GEMM into the workspace, then gathers it into dx (col2im). 1x1 convolutions at stride 1
+without padding skip the copy; align 1 pads the workspace rows (and repacks the weight) to 16 bytes. Design:
+docs/design/conv_gemm.md.
 """
 from __future__ import annotations
 
@@ -63,9 +36,10 @@ FN = "conv_im2col_kernel"
 GATHER_FN = "conv_col2im_kernel"
 WPACK_FN = "conv_im2col_wpack_kernel"
 WPACK_BLOCK = 1024
-# Program tiles (constexpr name, value) of the copy and the gather by align: 64 pixels x a 64-channel run of one
-# tap at align 8; align 1 copies 64 pixels x 64 flattened (tap, channel) columns (whole rows of a few-channel
-# cols) and gathers 512 dx pixels of one channel (from the transposed dcols, coalesced along the pixels)
+# Program tiles (constexpr name, value) of the copy and the gather by align: 64 pixels x a 64-channel run of
+# one tap at align 8; align 1 copies 64 pixels x 64 flattened (tap, channel) columns (whole rows of a
+# few-channel cols) and gathers 512 dx pixels of one channel (from the transposed dcols, coalesced along the
+# pixels)
 TILES = {8: (("BLOCK_P", 64), ("BLOCK_C", 64)), 1: (("BLOCK_P", 64), ("BLOCK_J", 64))}
 GATHER_TILES = {8: TILES[8], 1: (("BLOCK_P", 512),)}
 IM2COL_WARPS = 4
@@ -74,9 +48,9 @@ DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
 LAYOUTS = {"fwd": "rcr", "bwd_data": "rrr", "bwd_weight": "crr"}
 # The GEMM operand cols is (the copy writes, the gather reads, the workspace under this parameter name)
 COLS = {"fwd": "a_ptr", "bwd_data": "out_ptr", "bwd_weight": "b_ptr"}
-# Per-call tensors of the GEMM operands by conv slot (x 0, w 1, y 2, bias 3). The cols operand maps to x: a 1x1
-# convolution at stride 1 without padding (`reads_x`) reads x's pixel rows (bwd_data: writes dx's); otherwise
-# the workspace binding wins (so does the repacked weight's at align 1, `packed_weight`)
+# Per-call tensors of the GEMM operands by conv slot (x 0, w 1, y 2, bias 3). The cols operand maps to x: a
+# 1x1 convolution at stride 1 without padding (`reads_x`) reads x's pixel rows (bwd_data: writes dx's);
+# otherwise the workspace binding wins (so does the repacked weight's at align 1, `packed_weight`)
 SLOTS = {"fwd": {"x_ptr": 0, "w_ptr": 1, "a_ptr": 0, "b_ptr": 1, "out_ptr": 2, "bias_ptr": 3},
          "bwd_data": {"x_ptr": 0, "w_ptr": 1, "a_ptr": 2, "b_ptr": 1, "out_ptr": 0},
          "bwd_weight": {"x_ptr": 0, "a_ptr": 2, "b_ptr": 0, "out_ptr": 1}}
@@ -118,9 +92,11 @@ def _copy_params(cfg: ConvConfig) -> list[Param]:
     ty = "*" + DTYPES[cfg.dtype].triton
     aligned = cfg.align == 8
     x_ty = "*" + DTYPES[cfg.out_dtype if cfg.direction == "bwd_data" else cfg.dtype].triton
-    out = [Param("x_ptr", x_ty, divisibility=aligned16(aligned)), Param(_cols(cfg), ty, divisibility=ALIGN_BYTES),
-           Param("C", "i32"), Param("NB", "i32"), Param("WS_ROW", "i32"), Param("P", "i32")]
-    out += [Param(f"{field}_{s}", "i32") for field in ("in", "out", "flt", "str", "pad", "dil") for s in dims(cfg)]
+    out = [Param("x_ptr", x_ty, divisibility=aligned16(aligned)),
+           Param(_cols(cfg), ty, divisibility=ALIGN_BYTES), Param("C", "i32"), Param("NB", "i32"),
+           Param("WS_ROW", "i32"), Param("P", "i32")]
+    out += [Param(f"{field}_{s}", "i32") for field in ("in", "out", "flt", "str", "pad", "dil")
+            for s in dims(cfg)]
     out += [Param("sx_n", "i64")] + [Param(f"sx_{s}", "i64") for s in dims(cfg)]
     if cfg.align != 8 and cfg.direction != "bwd_data":   # the flat copy's fast divisors
         out += fast_divisor_params(_flat_divisors(cfg))
@@ -135,8 +111,8 @@ def _flat_divisors(cfg: ConvConfig) -> tuple[str, ...]:
 
 def _wpack_entry(cfg: ConvConfig) -> EntrySpec:
     ty = "*" + DTYPES[cfg.dtype].triton
-    params = (Param("w_ptr", ty), Param(packed_weight(cfg), ty, divisibility=ALIGN_BYTES), Param("W_ROWS", "i32"),
-              Param("COLS", "i32"), Param("R", "i32"), Param("sw_k", "i64"),
+    params = (Param("w_ptr", ty), Param(packed_weight(cfg), ty, divisibility=ALIGN_BYTES),
+              Param("W_ROWS", "i32"), Param("COLS", "i32"), Param("R", "i32"), Param("sw_k", "i64"),
               Param("BLOCK", "constexpr", WPACK_BLOCK))
     return EntrySpec(WPACK_FN, params, IM2COL_WARPS, 1)
 
@@ -154,20 +130,21 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
     """[weight repack (align 1)], then fwd / bwd_weight: the copy and the GEMM; bwd_data: the GEMM and the
     gather."""
     gemm = gemm_tma.entries(gemm_config(cfg))
-    copy = EntrySpec(GATHER_FN if cfg.direction == "bwd_data" else FN, tuple(_copy_params(cfg)), IM2COL_WARPS, 1)
+    copy = EntrySpec(GATHER_FN if cfg.direction == "bwd_data" else FN, tuple(_copy_params(cfg)),
+                     IM2COL_WARPS, 1)
     pack = [_wpack_entry(cfg)] if packs_weight(cfg) else []
     return [*pack, *gemm, copy] if cfg.direction == "bwd_data" else [*pack, copy, *gemm]
 
 
 def _wpack_source(cfg: ConvConfig) -> str:
     """packed[k, j] = w[k, j] for the W_ROWS (output channels) x COLS weight matrix, into rows of R >= COLS
-    elements (16-byte rows). Its own name for the row count: the values of a launch are shared by name with the GEMM,
-    whose K is the reduction size."""
+    elements (16-byte rows). Its own name for the row count: the values of a launch are shared by name with
+    the GEMM, whose K is the reduction size."""
     return (header(_wpack_entry(cfg))
             + indented("e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)", "k = e // COLS",
                        "j = e % COLS", "ok = k < W_ROWS",
-                       f"tl.store({packed_weight(cfg)} + (k * R + j), tl.load(w_ptr + (k * sw_k + j), mask=ok, "
-                       "other=0.0), mask=ok)"))
+                       f"tl.store({packed_weight(cfg)} + (k * R + j), tl.load(w_ptr + (k * sw_k + j), "
+                       "mask=ok, other=0.0), mask=ok)"))
 
 
 def _program_tile(cfg: ConvConfig, tiles_per_block: str) -> str:
@@ -194,9 +171,11 @@ def _im2col_source(cfg: ConvConfig) -> str:
             + split_index("q", "p", ["N"] + [f"out_{s}" for s in ds], ["n"] + [f"o_{s}" for s in ds], "    ")
             + indented(*(f"i_{s} = o_{s} * str_{s} - pad_{s} + f_{s} * dil_{s}" for s in ds),
                        f"ok = p_ok & {inside}", f"src = {_hint(cfg, src_off, 8)}",
-                       "v = tl.load(x_ptr + src[:, None] + rc[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)",
+                       "v = tl.load(x_ptr + src[:, None] + rc[None, :], mask=ok[:, None] & c_ok[None, :], "
+                       "other=0.0)",
                        f"dst = {_hint(cfg, 'p.to(tl.int64) * WS_ROW + tap * C', 16)}",
-                       f"tl.store({_cols(cfg)} + dst[:, None] + rc[None, :], v, mask=p_ok[:, None] & c_ok[None, :])"))
+                       f"tl.store({_cols(cfg)} + dst[:, None] + rc[None, :], v, mask=p_ok[:, None] & "
+                       "c_ok[None, :])"))
 
 
 def _col2im_source(cfg: ConvConfig) -> str:
@@ -208,12 +187,13 @@ def _col2im_source(cfg: ConvConfig) -> str:
     return (header(_copy_entry(cfg))
             + _program_tile(cfg, "c_tiles")
             + split_index("q", "p", ["N"] + [f"in_{s}" for s in ds], ["n"] + [f"i_{s}" for s in ds], "    ")
-            + indented("acc = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)", f"for tap in range(0, {taps}):")
+            + indented("acc = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)",
+                       f"for tap in range(0, {taps}):")
             + tap_coords(cfg, "tap", "        ")
             + indented("ok = p_ok", "o = n", *_reach(cfg),
                        f"src = {_hint(cfg, 'o.to(tl.int64) * WS_ROW + tap * C', 16)}",
-                       f"v = tl.load({_cols(cfg)} + src[:, None] + rc[None, :], mask=ok[:, None] & c_ok[None, :], "
-                       "other=0.0)", "acc += v.to(tl.float32)", level=2)
+                       f"v = tl.load({_cols(cfg)} + src[:, None] + rc[None, :], mask=ok[:, None] & "
+                       "c_ok[None, :], other=0.0)", "acc += v.to(tl.float32)", level=2)
             + indented(f"dst = {_hint(cfg, dst, 8)}",
                        f"tl.store(x_ptr + dst[:, None] + rc[None, :], acc.to({tl_type(cfg.out_dtype)}), "
                        "mask=p_ok[:, None] & c_ok[None, :])"))
@@ -234,20 +214,23 @@ def _im2col_flat_source(cfg: ConvConfig) -> str:
     """align 1: a program copies BLOCK_P pixels x BLOCK_J consecutive columns j = tap*C + c of cols (whole
     rows when the channels are few: coalesced stores, and loads along a filter row's contiguous run of x). The
     source offset splits into the image (int64, per pixel), the window's corner (per pixel) and the tap's
-    shift and channel (per column), the last two int32 within one image (conv_problem_mismatch bounds its
+    shift and channel (per column), the last two int32 within one image (problem_mismatch bounds its
     elements), so an element costs an add, an unsigned compare per dim and its address; the column and pixel
     index splits divide through fast divisors (launch scalars dm_/ds_: c, f<s>, o<s>)."""
     ds = dims(cfg)
     taps = " * ".join(f"flt_{s}" for s in ds)
-    inside = " & ".join(f"((c_{s}[:, None] + d_{s}[None, :]).to(tl.uint32) < in_{s}.to(tl.uint32))" for s in ds)
+    inside = " & ".join(f"((c_{s}[:, None] + d_{s}[None, :]).to(tl.uint32) < in_{s}.to(tl.uint32))"
+                        for s in ds)
     corner = " + ".join(f"c_{s} * sx_{s}.to(tl.int32)" for s in ds)
     shift = " + ".join([f"d_{s} * sx_{s}.to(tl.int32)" for s in ds] + ["c"])
     return (header(_copy_entry(cfg))
             + indented(f"cols = {taps} * C", "j_tiles = (cols + BLOCK_J - 1) // BLOCK_J",
                        "block = tl.program_id(0) // j_tiles",
-                       "j = (tl.program_id(0) % j_tiles) * BLOCK_J + tl.arange(0, BLOCK_J)", "j_ok = j < cols")
+                       "j = (tl.program_id(0) % j_tiles) * BLOCK_J + tl.arange(0, BLOCK_J)",
+                       "j_ok = j < cols")
             + fast_split_index("j", ["", "C"], ["", "c"], ["tap", "c"], "    ")
-            + fast_split_index("tap", [f"flt_{s}" for s in ds], [f"f{s}" for s in ds], [f"f_{s}" for s in ds], "    ")
+            + fast_split_index("tap", [f"flt_{s}" for s in ds], [f"f{s}" for s in ds], [f"f_{s}" for s in ds],
+                               "    ")
             + indented(*(f"d_{s} = f_{s} * dil_{s}" for s in ds), f"shift = {shift}",
                        "p = block * BLOCK_P + tl.arange(0, BLOCK_P)", "p_ok = p < P")
             + fast_split_index("p", ["N"] + [f"out_{s}" for s in ds], [""] + [f"o{s}" for s in ds],
@@ -261,11 +244,11 @@ def _im2col_flat_source(cfg: ConvConfig) -> str:
 
 
 def _col2im_transposed_source(cfg: ConvConfig) -> str:
-    """align 1: a program sums, for BLOCK_P dx pixels of one channel c and one stride phase (program_id(2): the
-    residues r_<s> of the pixel coordinates modulo the stride), dcolsT[tap*C + c, (n, o)] over the taps. Within
-    a phase a filter coordinate reaches every pixel or none (o = u + (r + pad - f*dil) / stride for the pixel's
-    sub-grid coordinate u), so the loops over the filter dims skip those that reach none and no pixel divides;
-    consecutive pixels read consecutive output pixels of a dcolsT row."""
+    """align 1: a program sums, for BLOCK_P dx pixels of one channel c and one stride phase (program_id(2):
+    the residues r_<s> of the pixel coordinates modulo the stride), dcolsT[tap*C + c, (n, o)] over the taps.
+    Within a phase a filter coordinate reaches every pixel or none (o = u + (r + pad - f*dil) / stride for the
+    pixel's sub-grid coordinate u), so the loops over the filter dims skip those that reach none and no pixel
+    divides; consecutive pixels read consecutive output pixels of a dcolsT row."""
     ds = dims(cfg)
     sub = ["NB"] + [f"sub_{s}" for s in ds]
     dst = " + ".join(["n.to(tl.int64) * sx_n"] + [f"i_{s}.to(tl.int64) * sx_{s}" for s in ds] + ["c"])
@@ -276,13 +259,15 @@ def _col2im_transposed_source(cfg: ConvConfig) -> str:
                 f"ro_{s} = {row} * out_{s} + o_{s}"]
 
     loops, ok, row, tap, level = tap_loop_nest(cfg, tap_lines, "p_ok", "n", 1, pipelined=False)
-    loops += indented(f"v = tl.load({_cols(cfg)} + (({tap} * C + c).to(tl.int64) * WS_ROW + {row}), mask={ok}, "
-                      "other=0.0)", "acc += v.to(tl.float32)", level=level)
+    loops += indented(f"v = tl.load({_cols(cfg)} + (({tap} * C + c).to(tl.int64) * WS_ROW + {row}), "
+                      f"mask={ok}, other=0.0)", "acc += v.to(tl.float32)", level=level)
     return (header(_copy_entry(cfg))
-            + indented("c = tl.program_id(0) % C", "p = (tl.program_id(0) // C) * BLOCK_P + tl.arange(0, BLOCK_P)")
+            + indented("c = tl.program_id(0) % C", "p = (tl.program_id(0) // C) * BLOCK_P + tl.arange(0, "
+                                                   "BLOCK_P)")
             + indented(*phase_lines(ds, "p", "p_ok", "NB"))
             + split_index("q", "p", sub, ["n"] + [f"u_{s}" for s in ds], "    ")
-            + indented(*(f"i_{s} = u_{s} * str_{s} + r_{s}" for s in ds), "acc = tl.zeros((BLOCK_P,), dtype=tl.float32)")
+            + indented(*(f"i_{s} = u_{s} * str_{s} + r_{s}" for s in ds), "acc = tl.zeros((BLOCK_P,), "
+                                                                          "dtype=tl.float32)")
             + loops
             + indented(f"tl.store(x_ptr + ({dst}), acc.to({tl_type(cfg.out_dtype)}), mask=p_ok)"))
 
@@ -314,12 +299,14 @@ def sizes(problem: ConvProblem, cfg: ConvConfig | None = None) -> tuple[int, int
     if problem.direction == "fwd":
         return pixels(problem), problem.k, cols
     if problem.direction == "bwd_data":
-        return (cols, pixels(problem), problem.k) if cfg and transposed(cfg) else (pixels(problem), cols, problem.k)
+        if cfg and transposed(cfg):
+            return cols, pixels(problem), problem.k
+        return pixels(problem), cols, problem.k
     return problem.k, cols, pixels(problem)
 
 
 def reads_x(problem: ConvProblem) -> bool:
-    """A 1x1 convolution at stride 1 without padding: cols is x (dx) itself (N x pixels rows of C channels)."""
+    """A 1x1 convolution at stride 1 without padding: cols is x (dx) itself (N x pixels rows of C)."""
     return (all(f == 1 for f in problem.filter) and all(s == 1 for s in problem.stride)
             and all(p == (0, 0) for p in problem.padding))
 
@@ -352,7 +339,8 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
         taps = math.prod(problem.filter) if problem.direction != "bwd_data" else 1
         copy = (-(-copied // tile["BLOCK_P"]) * taps * -(-problem.c // tile["BLOCK_C"]), 1, 1)
     elif "BLOCK_J" in tile:   # pixel blocks x column blocks
-        copy = (-(-copied // tile["BLOCK_P"]) * -(-math.prod(problem.filter) * problem.c // tile["BLOCK_J"]), 1, 1)
+        columns = math.prod(problem.filter) * problem.c
+        copy = (-(-copied // tile["BLOCK_P"]) * -(-columns // tile["BLOCK_J"]), 1, 1)
     else:   # the largest stride phase's dx pixel blocks x channels, a grid layer per phase
         copy = (-(-phase_rows(problem) // tile["BLOCK_P"]) * problem.c, 1, math.prod(problem.stride))
     if reads_x(problem):   # an empty grid: the copy (gather) is not launched
@@ -389,9 +377,9 @@ def extra_values(cfg: ConvConfig, problem: ConvProblem, tensors: dict[str, Any])
     w_rows = row_elements(problem) if packs_weight(cfg) else w.stride(0)
     copied = problem.n * math.prod(problem.spatial) if problem.direction == "bwd_data" else pixels(problem)
     ws_row = _pixel_row(problem) if transposed(cfg) else cols_rows
-    values = {"M": m, "N": n, "K": k, "NB": problem.n, "P": copied, "R": row_elements(problem), "WS_ROW": ws_row,
-              "W_ROWS": problem.k, "COLS": math.prod(problem.filter) * problem.c, "sw_k": w.stride(0), "alpha": 1.0,
-              "stride_ab": 0, "stride_bb": 0, "stride_ob": 0}
+    values = {"M": m, "N": n, "K": k, "NB": problem.n, "P": copied, "R": row_elements(problem),
+              "WS_ROW": ws_row, "W_ROWS": problem.k, "COLS": math.prod(problem.filter) * problem.c,
+              "sw_k": w.stride(0), "alpha": 1.0, "stride_ab": 0, "stride_bb": 0, "stride_ob": 0}
     if problem.direction == "fwd":
         return {**values, "stride_ar": cols_rows, "stride_ac": 1, "stride_br": 1, "stride_bc": w_rows,
                 "stride_or": y_rows, "stride_oc": 1, "stride_biasb": 0}
@@ -409,15 +397,15 @@ def _rows(t: Any, field: str) -> int:
     """The pixel stride of a channels-last activation the GEMM reads or writes as a matrix (16-byte rows)."""
     step = conv_gemm.pixel_stride(t, field)
     if step % 8:
-        raise BadInput(f"{field} has strides {tuple(t.stride())}: the tensor-copy GEMM takes its pixels as rows "
-                       "whose stride is a multiple of 8 elements (16 bytes)", field=field)
+        raise BadInput(f"{field} has strides {tuple(t.stride())}: the tensor-copy GEMM takes its pixels as "
+                       "rows whose stride is a multiple of 8 elements (16 bytes)", field=field)
     return step
 
 
 def _check_weight_rows(w: Any, problem: ConvProblem, unit: int) -> None:
     """The GEMM (align 1: the weight repack) reads (fwd, bwd_data) or writes (bwd_weight) w as a K x taps*C
-    matrix: each output channel's (tap, c) elements contiguous, tap-major (a channels-last weight without gaps);
-    align 8: rows 16 bytes apart."""
+    matrix: each output channel's (tap, c) elements contiguous, tap-major (a channels-last weight without
+    gaps); align 8: rows 16 bytes apart."""
     expected, step = [], problem.c
     for size in reversed(problem.filter):
         expected.append(step)
@@ -439,21 +427,25 @@ def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None
     """A bf16 / fp16 forward or weight gradient through an im2col workspace and the tma_persistent GEMM, whose
     instance (split_k: its fixed split count, 1 forward) must be valid."""
     if cfg.direction not in DIRECTIONS:
-        errors.append(("direction", f"kloop 'im2col' computes {', '.join(DIRECTIONS)}, not {cfg.direction!r}"))
+        errors.append(("direction", (f"kloop 'im2col' computes {', '.join(DIRECTIONS)}, not "
+                                     f"{cfg.direction!r}")))
     if cfg.dtype not in ("bf16", "fp16"):
         errors.append(("dtype", f"kloop 'im2col' runs a 16-bit GEMM; dtype {cfg.dtype!r} is not one"))
     if cfg.groups_per_program != 1:
-        errors.append(("groups_per_program", f"kloop 'im2col' needs groups_per_program=1, got "
-                                             f"{cfg.groups_per_program}"))
+        errors.append(("groups_per_program", (f"kloop 'im2col' needs groups_per_program=1, got "
+                                              f"{cfg.groups_per_program}")))
     if cfg.align not in (1, 8):
-        errors.append(("align", f"kloop 'im2col' takes align 8 (channel totals multiples of 16) or 1 (any input "
-                                f"channel count, in workspace rows padded to 16 bytes); got {cfg.align}"))
+        errors.append(("align", ("kloop 'im2col' takes align 8 (channel totals multiples of 16) or 1 (any "
+                                 "input channel count, in workspace rows padded to 16 bytes); got "
+                                 f"{cfg.align}")))
     elif cfg.align == 1 and cfg.direction == "bwd_weight" and cfg.split_k < 2:
-        errors.append(("split_k", "kloop 'im2col' bwd_weight at align 1 writes dw (rows of taps x C elements, not "
-                                  f"16-byte aligned) through its split epilogue: split_k must be >= 2, got {cfg.split_k}"))
+        errors.append(("split_k", ("kloop 'im2col' bwd_weight at align 1 writes dw (rows of taps x C "
+                                   "elements, not 16-byte aligned) through its split epilogue: split_k must "
+                                   f"be >= 2, got {cfg.split_k}")))
     if cfg.split_k not in IM2COL_SPLITS:
-        errors.append(("split_k", f"kloop 'im2col' splits the GEMM's reduction a fixed number of times (the split "
-                                  f"reduce runs the epilogue), one of {IM2COL_SPLITS}; got {cfg.split_k}"))
+        errors.append(("split_k", ("kloop 'im2col' splits the GEMM's reduction a fixed number of times (the "
+                                   f"split reduce runs the epilogue), one of {IM2COL_SPLITS}; got "
+                                   f"{cfg.split_k}")))
     if not errors and cfg.dtype in DTYPES and cfg.out_dtype in DTYPES:
         conv_gemm.gemm_errors(gemm_config(cfg), arch, errors)
 
@@ -469,40 +461,42 @@ def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     if problem.groups != 1:
         return f"groups: kloop 'im2col' computes one group, got groups={problem.groups}"
     if problem.n * math.prod(problem.spatial) > rules.INT32_LIMIT:
-        return f"spatial: N x input pixels ({problem.n * math.prod(problem.spatial)}) exceed the int32 pixel index"
+        return (f"spatial: N x input pixels ({problem.n * math.prod(problem.spatial)}) exceed the int32 "
+                "pixel index")
     if cfg.align == 8 and (problem.c % 16 or problem.k % 16):
         return (f"c: kloop 'im2col' copies 16-byte channel runs and runs a GEMM over rows of multiples of 16 "
                 f"elements; the problem has C={problem.c}, K={problem.k}")
     if problem.k % 8:
-        return (f"k: kloop 'im2col' runs a tensor-copy GEMM over the output channels as 16-byte rows; K must be a "
-                f"multiple of 8, got {problem.k}")
+        return ("k: kloop 'im2col' runs a tensor-copy GEMM over the output channels as 16-byte rows; K must "
+                f"be a multiple of 8, got {problem.k}")
     image = math.prod(problem.spatial) * problem.c
     if cfg.align != 8 and image > rules.INT32_LIMIT:
         return (f"spatial: kloop 'im2col' at align 1 offsets within one image in int32; an image of "
                 f"{problem.spatial} x {problem.c} channels has {image} elements")
     if cfg.align != 8 and reads_x(problem):
-        return ("filter: a 1x1 convolution at stride 1 without padding needs no im2col; kloop 'im2col' runs it at "
-                "align 8 only (its GEMM reads or writes x's pixel rows)")
+        return ("filter: a 1x1 convolution at stride 1 without padding needs no im2col; kloop 'im2col' runs "
+                "it at align 8 only (its GEMM reads or writes x's pixel rows)")
     workspace = workspace_elements(problem, cfg)
     if workspace > IM2COL_MAX_ELEMENTS:
-        return f"spatial: the im2col workspace would hold {workspace} elements, more than {IM2COL_MAX_ELEMENTS}"
+        return (f"spatial: the im2col workspace would hold {workspace} elements, more than "
+                f"{IM2COL_MAX_ELEMENTS}")
     m, n, _ = sizes(problem, cfg)
     if cfg.split_k > 1 and cfg.split_k * m * n > IM2COL_MAX_ELEMENTS:
         return (f"split_k: {cfg.split_k} fp32 partials of the {m} x {n} GEMM output would hold "
                 f"{cfg.split_k * m * n} elements, more than {IM2COL_MAX_ELEMENTS}")
     if pixels(problem) > rules.INT32_LIMIT:
-        return (f"spatial: N x output pixels ({pixels(problem)}) exceed the int32 pixel index of the im2col copy "
-                "and GEMM")
+        return (f"spatial: N x output pixels ({pixels(problem)}) exceed the int32 pixel index of the im2col "
+                "copy and GEMM")
     return None
 
 # (block_m, block_n, block_k, warps, stages, split_k) per (direction, align): bwd_weight wide tiles for many
-# columns (taps x C) and split reductions for few tiles; fwd / bwd_data the large-tile GEMM shapes (many pixels,
-# K <= 512 output channels, 576-4608 columns for bwd_data; split reductions where few pixels leave most SMs
-# without a tile: ResNet layer4's 3x3 at 7x7 pixels); align 1 narrow tiles for few channels (a 3-channel
-# 7x7 stem: 147 columns, 64 output channels)
-_FWD_TILES = ((128, 128, 64, 8, 4, 1), (128, 256, 64, 8, 3, 1), (128, 64, 64, 4, 4, 1), (64, 128, 64, 4, 4, 1),
-              (128, 128, 64, 8, 3, 4), (64, 128, 64, 4, 4, 4), (128, 64, 64, 4, 4, 2), (64, 128, 64, 4, 4, 2),
-              (128, 128, 64, 8, 4, 2))
+# columns (taps x C) and split reductions for few tiles; fwd / bwd_data the large-tile GEMM shapes (many
+# pixels, K <= 512 output channels, 576-4608 columns for bwd_data; split reductions where few pixels leave
+# most SMs without a tile: ResNet layer4's 3x3 at 7x7 pixels); align 1 narrow tiles for few channels (a
+# 3-channel 7x7 stem: 147 columns, 64 output channels)
+_FWD_TILES = ((128, 128, 64, 8, 4, 1), (128, 256, 64, 8, 3, 1), (128, 64, 64, 4, 4, 1),
+              (64, 128, 64, 4, 4, 1), (128, 128, 64, 8, 3, 4), (64, 128, 64, 4, 4, 4), (128, 64, 64, 4, 4, 2),
+              (64, 128, 64, 4, 4, 2), (128, 128, 64, 8, 4, 2))
 _NARROW_TILES = ((128, 64, 64, 4, 4, 1), (128, 128, 64, 8, 4, 1), (64, 64, 64, 4, 4, 1))
 _CANDIDATES = {
     ("bwd_weight", 8): ((128, 128, 64, 8, 3, 1), (128, 256, 64, 8, 3, 1), (128, 128, 64, 8, 3, 2),

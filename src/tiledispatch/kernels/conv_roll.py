@@ -1,34 +1,9 @@
-"""Family `direct`, kloop 'roll': depthwise convolutions that slide down the rows (H) of the image, for fwd
-and bwd_weight (stride 1 or 2 and dilation 1 along H) and bwd_data (stride 1 in every dim), ndim 2 and 3.
+"""Family `direct`, kloop 'roll': depthwise convolutions that slide down the rows (H) of the image, ndim 2 and
+3: fwd and bwd_weight at stride 1 or 2 along H, bwd_data at stride 1.
 
-The tap kernels (conv_direct) load one activation tile per filter tap: 9 per written pixel of a 3x3 filter.
-Here a program owns a strip of BLOCK_M written pixels along W x BLOCK_N channels over ROWS consecutive written
-rows (of one image; of one depth in 3-D). It walks the source rows that feed them once, top to bottom; each
-source row is loaded once per filter column (block_k shifted tiles, unrolled) and added, with the weights of
-the filter rows that meet it, into rolling fp32 accumulators (slots, the oldest first). Once a written row
-has met its last filter row, slot 0 holds it: it is stored (with the fwd epilogue) and the ring turns. A 2-D
-filter's weights are loaded once per program, straight from w (3-D: once per source row and filter depth, from
-the tap-major repack of conv_direct's pack entry).
-
-- stride 1 (fwd, and bwd_data, which is then the correlation with the flipped filter): three slots; source row
-  t of the walk meets written rows j0 + t - 2 + slot. fwd: y[j] += x[j - pad + fh] * w[fh], so the walk starts
-  at source row j0 - pad and slot takes filter row 2 - slot; bwd_data: dx[i] += dy[i + pad - fh] * w[fh], so
-  it starts at dy row j0 + pad - 2 and slot takes filter row slot. Loads per written pixel: filter columns x
-  (ROWS + 2) / ROWS (3.75 for 3x3 at ROWS = 8) instead of 9.
-- stride 2 (fwd): two slots; written row j reads source rows 2j - pad + fh, so rows 2j - pad + 2 also open
-  row j + 1. After the first source row, each step adds two: the odd one (filter row 1) to slot 0, the even
-  one (filter row 2) to slot 0 and (filter row 0) to slot 1. Loads per written pixel: 2 x filter columns
-  (+1 row per program) instead of 3 x filter columns.
-fwd has an entry per stride along H and a launch runs the one of the problem (the other gets an empty grid).
-bwd_weight (below) walks the same rows the other way round: the dy tiles of a strip stay, the x rows stream
-past them into an accumulator tile per filter tap, and each strip is a split of the reduction.
-
-Filter heights 1 to 3 (the rows past the filter's height get zero weights); the filter width is unrolled to
-block_k (masked past it; wider filters do not match). ROWS is a run-time scalar chosen per problem at launch
-(rows_plan): enough programs for ROLL_PROGRAMS_PER_SM per SM, at most MAX_ROWS rows each (H200: 3 per SM ran
-the MobileNetV2 roll winners 2-21% faster than 8, and 2-4 alike). num_stages > 1
-pipelines the loads of the walk (conv_common.loop_range). Pixel coordinates
-are int32 and become int64 before any stride multiply.
+A program walks the source rows feeding a strip of written rows once, adding each into ROLL_SLOTS rolling
+accumulators, instead of loading a tile per filter tap (kernels/conv_direct.py). Design and measurements:
+docs/design/conv_direct.md.
 """
 from __future__ import annotations
 
@@ -69,7 +44,7 @@ from tiledispatch.problems.conv import ConvProblem
 ROLL_SLOTS = 3              # rolling accumulators (filter heights up to 3)
 ROLL_H_STRIDES = {"fwd": (1, 2), "bwd_data": (1,), "bwd_weight": (1, 2)}   # the strides along H it walks
 MAX_ROWS = 32               # written rows per program at most
-ROLL_PROGRAMS_PER_SM = 3    # rows_plan aims for this many programs per SM (results/profiles/roll_chunking_h200.log)
+ROLL_PROGRAMS_PER_SM = 3    # rows_plan's programs per SM (results/profiles/roll_chunking_h200.log)
 FN = {"fwd": "conv_roll_fwd_s{}_kernel", "bwd_data": "conv_roll_dgrad_kernel",
       "bwd_weight": "conv_roll_wgrad_s{}_kernel"}   # {}: the stride along H (ROLL_H_STRIDES, an entry each)
 FWD_DEPTH = "od * str_d - pad_d + fd * dil_d"   # the x depth of written depth od and filter depth fd
@@ -114,8 +89,9 @@ def _program(cfg: ConvConfig, side: Side) -> str:
     return (stride_hints(cfg)
             + indented(*channel_major_pids(side.channels), "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
             + channel_mask(cfg, side.channels)
-            + indented(f"tiles_w = ({ext}_w + BLOCK_M - 1) // BLOCK_M", f"chunks = ({ext}_h + ROWS - 1) // ROWS",
-                       *split, "nb = q", "j0 = ch * ROWS", "dc = tw * BLOCK_M + tl.arange(0, BLOCK_M)",
+            + indented(f"tiles_w = ({ext}_w + BLOCK_M - 1) // BLOCK_M",
+                       f"chunks = ({ext}_h + ROWS - 1) // ROWS", *split, "nb = q", "j0 = ch * ROWS",
+                       "dc = tw * BLOCK_M + tl.arange(0, BLOCK_M)",
                        f"c_ok = dc < {ext}_w"))
 
 
@@ -123,7 +99,8 @@ def _columns(cfg: ConvConfig, side: Side) -> str:
     """Per unrolled filter column f: the source column of every written column, its mask and x/y offset."""
     out = []
     for f in range(cfg.block_k):
-        src = (f"dc + pad_w - {f} * dil_w" if cfg.direction == "bwd_data" else f"dc * str_w - pad_w + {f} * dil_w")
+        src = (f"dc + pad_w - {f} * dil_w" if cfg.direction == "bwd_data"
+               else f"dc * str_w - pad_w + {f} * dil_w")
         within = f" & ({f} < flt_w)" if f else ""
         out += [f"sc_{f} = {src}", f"ok_{f} = c_ok & (sc_{f} >= 0) & (sc_{f} < {side.src_ext}_w){within}",
                 f"co_{f} = sc_{f}.to(tl.int64) * s{side.src}_w"]
@@ -137,13 +114,15 @@ def packs_weight(cfg: ConvConfig) -> bool:
     return cfg.ndim == 3 and cfg.direction != "bwd_weight"
 
 
-def _weights(cfg: ConvConfig, depth: str, level: int, rows: tuple[int, ...] = tuple(range(ROLL_SLOTS))) -> str:
+def _weights(cfg: ConvConfig, depth: str, level: int,
+             rows: tuple[int, ...] = tuple(range(ROLL_SLOTS))) -> str:
     """w_<fh>_<f>: the fp32 weight vectors of filter rows `rows` and columns 0..block_k-1 (zero past the
     filter); `depth` is the filter depth of 3-D taps (from the packed weight), '' in 2-D (from w itself)."""
     out = []
     for fh in rows:
         for f in range(cfg.block_k):
-            mask = " & ".join(["n_ok"] + ([f"({fh} < flt_h)"] if fh else []) + ([f"({f} < flt_w)"] if f else []))
+            mask = " & ".join(["n_ok"] + ([f"({fh} < flt_h)"] if fh else [])
+                              + ([f"({f} < flt_w)"] if f else []))
             if depth:
                 tap = f"({depth} * flt_h + {fh}) * flt_w + {f}"
                 out.append(f"w_{fh}_{f} = tl.load(ws_ptr + (({tap}) * K + rn), mask={mask}, other=0.0)")
@@ -213,7 +192,8 @@ def _body_stride1(cfg: ConvConfig) -> str:
     loop = loop_range(cfg, "0", f"ROWS + {ROLL_SLOTS - 1}")
     return (_setup(cfg, side, start, ROLL_SLOTS) + indented(f"for t in {loop}:")
             + _add_row(cfg, side, "r0 + t", pairs, 2)
-            + _store_oldest(cfg, side, f"j0 + t - {ROLL_SLOTS - 1}", f"(t >= {ROLL_SLOTS - 1}) & ", ROLL_SLOTS))
+            + _store_oldest(cfg, side, f"j0 + t - {ROLL_SLOTS - 1}", f"(t >= {ROLL_SLOTS - 1}) & ",
+                            ROLL_SLOTS))
 
 
 def _body_stride2(cfg: ConvConfig) -> str:
@@ -275,7 +255,8 @@ def _wgrad_store(cfg: ConvConfig) -> str:
     for fh in range(ROLL_SLOTS):
         for f in range(cfg.block_k):
             tap = f"(fd * flt_h + {fh}) * flt_w + {f}" if cfg.ndim == 3 else f"{fh} * flt_w + {f}"
-            mask = " & ".join(["n_ok"] + ([f"({fh} < flt_h)"] if fh else []) + ([f"({f} < flt_w)"] if f else []))
+            mask = " & ".join(["n_ok"] + ([f"({fh} < flt_h)"] if fh else [])
+                              + ([f"({f} < flt_w)"] if f else []))
             out.append(f"tl.store(ws_ptr + ((split * taps + {tap}) * K + rn), tl.sum(acc_{fh}_{f}, axis=0), "
                        f"mask={mask})")
     return indented(*out)
@@ -355,7 +336,8 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     computes = tuple(main if s == problem.stride[-2] else (0, 1, 1) for s in ROLL_H_STRIDES[cfg.direction])
     taps_k = math.prod(problem.filter) * problem.k
     if cfg.direction == "bwd_weight":   # every row strip is a split of the reduction
-        return LaunchPlan((*computes, *reduce_grids(taps_k, sms)), scalars=(("ROWS", rows), ("SPLIT", strips)),
+        return LaunchPlan((*computes, *reduce_grids(taps_k, sms)),
+                          scalars=(("ROWS", rows), ("SPLIT", strips)),
                           workspaces=(("ws_ptr", strips * taps_k, WORKSPACE_DTYPE),))
     if not packs_weight(cfg):
         return LaunchPlan(computes, scalars=(("ROWS", rows),))
@@ -371,15 +353,16 @@ def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None
     tiles (bwd_weight: one per filter row and column), the split given by its row strips."""
     per_thread = conv_direct.tile_errors(cfg, errors)
     if cfg.ndim not in (2, 3):
-        errors.append(("ndim", f"kloop 'roll' rolls down the rows of 2-D and 3-D images, not ndim={cfg.ndim}"))
+        errors.append(("ndim", ("kloop 'roll' rolls down the rows of 2-D and 3-D images, not "
+                                f"ndim={cfg.ndim}")))
     tiles = ROLL_SLOTS * (cfg.block_k if cfg.direction == "bwd_weight" else 1)
     if tiles * per_thread > conv_direct.MAX_WGRAD_ACC_PER_THREAD:
-        errors.append(("num_warps", f"kloop 'roll' keeps {tiles} {cfg.block_m}x{cfg.block_n} accumulator tiles: "
-                                    f"{tiles * per_thread} values per thread with {cfg.num_warps} warps "
-                                    f"(max {conv_direct.MAX_WGRAD_ACC_PER_THREAD})"))
+        errors.append(("num_warps", (f"kloop 'roll' keeps {tiles} {cfg.block_m}x{cfg.block_n} accumulator "
+                                     f"tiles: {tiles * per_thread} values per thread with {cfg.num_warps} "
+                                     f"warps (max {conv_direct.MAX_WGRAD_ACC_PER_THREAD})")))
     if cfg.direction == "bwd_weight" and cfg.split_k not in (0, 1):
-        errors.append(("split_k", f"kloop 'roll' splits bwd_weight by its row strips; split_k must be 0, got "
-                                  f"{cfg.split_k}"))
+        errors.append(("split_k", ("kloop 'roll' splits bwd_weight by its row strips; split_k must be 0, got "
+                                   f"{cfg.split_k}")))
     conv_direct.resource_errors(cfg, arch, per_thread, errors)
 
 
@@ -398,10 +381,11 @@ def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
         return (f"c_per_group: kloop 'roll' computes depthwise convolutions (C/G = K/G = 1); the problem has "
                 f"C/G={problem.c_per_group}, K/G={problem.k_per_group}")
     if problem.filter[-2] > ROLL_SLOTS:
-        return f"filter: kloop 'roll' rolls filters up to {ROLL_SLOTS} rows high; the problem's is {problem.filter}"
+        return (f"filter: kloop 'roll' rolls filters up to {ROLL_SLOTS} rows high; the problem's is "
+                f"{problem.filter}")
     if problem.filter[-1] > cfg.block_k:
-        return (f"filter: the kernel unrolls {cfg.block_k} filter columns; the problem's filter {problem.filter} "
-                f"is wider")
+        return (f"filter: the kernel unrolls {cfg.block_k} filter columns; the problem's filter "
+                f"{problem.filter} is wider")
     if problem.dilation[-2] != 1:
         return f"dilation: kloop 'roll' needs dilation 1 along H, got {problem.dilation}"
     if problem.direction == "bwd_data" and any(s != 1 for s in problem.stride):

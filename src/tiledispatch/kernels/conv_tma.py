@@ -1,50 +1,10 @@
 """Family `tma`, directions fwd and bwd_data at stride 1: implicit GEMM whose operand tiles are tensor-copy
-(TMA) boxes, so the loads need no per-pixel index math, no masks and no im2col.
+(TMA) boxes, so the loads need no index math and no masks (the copy engine zero-fills the padding).
 
-Programs are persistent (at most as many as fit on the SMs at once, walking tiles with that stride), so the two
-descriptors are made once per program. A tile is BLOCK_M output pixels that form a box of one image (1-D: BLOCK_M
-along w; 2-D: TH x 8; 3-D: TD x 8 x 8, see `pixel_box`) times BLOCK_N result channels of one group. For each tap the
-activation operand is the same pixel box shifted by the tap, read through a descriptor over the whole channels-last
-tensor [N, *spatial, channels]: the box may start at negative coordinates or run past the end, and the tensor-copy
-engine fills those elements with zeros, which is exactly the convolution's zero padding. The weight operand is a box
-of one tap of the weight tensor [K, *filter, C/G] (the dot, below, says why its descriptor puts the taps first).
-
-- fwd: A = x at o - pad + tap*dil (reduction over the group's C/G input channels in BLOCK_K chunks),
-  W = w[g*KG + cols, tap, chunk]; result channels of the group are KG.
-- bwd_data (stride 1): A = dy at i + pad - tap*dil (reduction over the group's K/G output channels),
-  W = w[g*KG + chunk, tap, cols] transposed; result channels are CG.
-split_k >= 2 ("split" instances, for tiles that leave most SMs idle, each with a long reduction: ResNet-50's
-7x7 and 14x14 3x3 layers, late 3-D layers) cut the reduction loop (taps x channel chunks) into SPLITS contiguous
-ranges, at most split_k, chosen per problem at launch: the persistent walk runs over (tile, split) units, and
-with SPLITS > 1 a unit stores its fp32 partial into ws[split, written pixel, channel], which conv_igemm's reduce
-entries sum in split order before the epilogue (deterministic).
-
-A chunk that runs past the group's reduction channels reads the next group's activations; fwd multiplies them
-with weight channels past C/G, which the weight box zero-fills (the weight tensor is C/G wide), while bwd_data
-would meet the next group's weights, so grouped bwd_data needs K/G to be a multiple of BLOCK_K (problem match).
-Result columns past the group's channels read other groups' weights and are never stored.
-
-TMA needs 16-byte aligned base pointers and strides: align-8 problems with C/G and K/G multiples of 8 (every
-stride of x, dy and w is then a multiple of 8 elements). The output is stored with masks (the box's pixels
-past the edge).
-
-The dot is acc^T = W @ A^T: the weight tile is the tensor cores' first operand, read from a descriptor
-over w ordered [*filter, K, C/G] (taps outermost, so its box [1.., BLOCK_N, BLOCK_K] drops unit dims only), and
-the pixel box, merged into BLOCK_M rows and transposed, the second. The first operand of an asynchronous
-Hopper dot must stay in shared memory: Triton 3.6 moves it into registers when the box needs a merging reshape
-(2-D / 3-D pixel boxes) and then keeps up to three dots in flight while the next tap's operand is loaded into
-the same registers (its issue 9433, a read-after-write hazard). The earlier form (A = the pixel box as first
-operand) did that: on the H200 its outputs changed from run to run on some problems (4-warp 128x128 and
-8-warp 128x256 tiles most often, relative errors 3e-3 to 5e-2), which had those tiles refused as "wrong". With
-the weight first both operands stay in shared memory; 124 (instance, layer) cases, each run 8 times, gave
-identical outputs (2026-11-24), and the refusals are gone. The same swap made the stride-1 3x3 layers faster
-(ResNet-50 layer3.1.conv2 fwd: 27.0 us igemm, 20.9 us the 4-warp 128x128 tile, no-flush device times).
-The epilogue stores acc^T (rows are channels).
-
-Strided problems are left to the pointer-loading implicit GEMM and the im2col GEMM: a strided variant of this
-kernel (x read through a stride-phase view [N, H / sh, sh, W / sw, sw * C], one box per tap) was measured on the
-H200 (2026-11-24) and won none of the 1,100 fwd sweep problems (its best at a median 0.43x the best instance)
-and no ResNet-50 stride-2 layer (within 3% of igemm at best).
+Persistent programs walk (pixel box x channel tile) units; the weight box is the dot's first operand, so both
+operands stay in shared memory (Triton issue 9433). split_k >= 2 splits the reduction as kernels/conv_igemm.py
+does, whose reduce entries and implicit-GEMM rules it shares. Design and measurements:
+docs/design/conv_tma.md.
 """
 from __future__ import annotations
 
@@ -87,8 +47,8 @@ def box_of(ndim: int, pixels: int) -> tuple[int, ...]:
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
     box = pixel_box(cfg)
-    params = [p if p.name not in ("x_ptr", "y_ptr", "w_ptr") else Param(p.name, p.ty, divisibility=ALIGN_BYTES)
-              for p in common.standard_params(cfg)]
+    params = [p if p.name not in ("x_ptr", "y_ptr", "w_ptr")
+              else Param(p.name, p.ty, divisibility=ALIGN_BYTES) for p in common.standard_params(cfg)]
     params.append(Param("NUM_PROGRAMS", "i32"))
     if is_split(cfg):
         params += [Param("ws_ptr", "*fp32", divisibility=ALIGN_BYTES), Param("SPLITS", "i32")]
@@ -104,7 +64,8 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
 def render(cfg: ConvConfig) -> str:
     entry = entries(cfg)[0]
     tile = _program(cfg) + _loop(cfg) + _store(cfg)
-    walk = ("    for tile in range(tl.program_id(0), n_tiles_total, NUM_PROGRAMS):\n" if not is_split(cfg) else
+    walk = ("    for tile in range(tl.program_id(0), n_tiles_total, NUM_PROGRAMS):\n"
+            if not is_split(cfg) else
             "    for unit in range(tl.program_id(0), n_tiles_total * SPLITS, NUM_PROGRAMS):\n"
             "        tile = unit % n_tiles_total\n        split = unit // n_tiles_total\n")
     body = (hints(cfg) + _descriptors(cfg) + _tile_count(cfg) + walk
@@ -143,7 +104,8 @@ def split_count(cfg: ConvConfig, problem: ConvProblem, sms: int) -> int:
     """SPLITS of a split instance (1 for the others): enough units for every program slot, at most split_k."""
     if not is_split(cfg):
         return 1
-    most = min(cfg.split_k, max(1, conv_igemm.loop_iterations(cfg, problem) // conv_igemm.MIN_ITERS_PER_SPLIT))
+    most = min(cfg.split_k,
+               max(1, conv_igemm.loop_iterations(cfg, problem) // conv_igemm.MIN_ITERS_PER_SPLIT))
     return common.auto_splits(tiles(cfg, problem), most, max(1, sms) * programs_per_sm(cfg))
 
 
@@ -178,13 +140,13 @@ def tma_errors(cfg: ConvConfig, errors: rules.Errors) -> None:
         if value != want:
             errors.append((field, f"family 'tma' {cfg.direction} needs {field}={want!r}, got {value!r}"))
     if cfg.split_k == 1 and not wgrad:
-        errors.append(("split_k", f"family 'tma' {cfg.direction} takes split_k 0 (one range) or >= 2 (at most that "
-                                  "many reduction ranges), not 1"))
+        errors.append(("split_k", (f"family 'tma' {cfg.direction} takes split_k 0 (one range) or >= 2 (at "
+                                   "most that many reduction ranges), not 1")))
     box, field = box_unit(cfg.ndim), "block_k" if wgrad else "block_m"   # the pixels of one box
     pixels = getattr(cfg, field)
     if pixels % box or pixels < box:
-        errors.append((field, f"family 'tma' tiles {cfg.ndim}-D pixels in boxes of {box}-pixel rows; {field} "
-                              f"must be a multiple of {box}, got {pixels}"))
+        errors.append((field, (f"family 'tma' tiles {cfg.ndim}-D pixels in boxes of {box}-pixel rows; "
+                               f"{field} must be a multiple of {box}, got {pixels}")))
 
 
 def resources(cfg: ConvConfig) -> Resources:
@@ -194,7 +156,8 @@ def resources(cfg: ConvConfig) -> Resources:
 def channel_mismatch(problem: ConvProblem) -> str | None:
     """Stride 1 and 16-byte channel runs per group (both directions)."""
     if any(s != 1 for s in problem.stride):
-        return f"stride: family 'tma' shifts whole pixel boxes per tap and needs stride 1, got {problem.stride}"
+        return ("stride: family 'tma' shifts whole pixel boxes per tap and needs stride 1, got "
+                f"{problem.stride}")
     if problem.c_per_group % 8 or problem.k_per_group % 8:
         return (f"c_per_group: family 'tma' reads 16-byte channel runs per group; the problem has "
                 f"C/G={problem.c_per_group}, K/G={problem.k_per_group}")
@@ -205,7 +168,8 @@ def index_mismatch(problem: ConvProblem, count: int) -> str | None:
     """`count` (tiles or boxes) and the pixel coordinates fit the kernel's int32 indices."""
     if count > rules.INT32_LIMIT or max(problem.spatial + problem.output) + 2 * max(
             max(p) for p in problem.padding) >= rules.INT32_LIMIT:
-        return f"spatial: {problem.n} x {problem.spatial} pixels exceed the kernel's int32 grid and coordinates"
+        return (f"spatial: {problem.n} x {problem.spatial} pixels exceed the kernel's int32 grid and "
+                "coordinates")
     return None
 
 
@@ -214,14 +178,15 @@ def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     if reason := channel_mismatch(problem):
         return reason
     if problem.direction == "bwd_data" and problem.groups > 1 and problem.k_per_group % cfg.block_k:
-        return (f"k_per_group: grouped bwd_data on family 'tma' reduces whole chunks of block_k={cfg.block_k} "
-                f"output channels per group; the problem has K/G={problem.k_per_group}")
+        return ("k_per_group: grouped bwd_data on family 'tma' reduces whole chunks of "
+                f"block_k={cfg.block_k} output channels per group; the problem has K/G={problem.k_per_group}")
     return index_mismatch(problem, tiles(cfg, problem))
 
 # -- source pieces -----------------------------------------------------------------------------------------
 def hints(cfg: ConvConfig) -> str:
     """C/G, K/G and every non-unit stride are multiples of 8 (the problem match guarantees it)."""
-    names = ["C", "K", "CG", "KG", "sx_n", "sy_n", "sw_k"] + [f"s{t}_{s}" for t in "xyw" for s in common.dims(cfg)]
+    names = (["C", "K", "CG", "KG", "sx_n", "sy_n", "sw_k"]
+             + [f"s{t}_{s}" for t in "xyw" for s in common.dims(cfg)])
     return "".join(f"    {line}\n" for line in common.multiple_hints(names, 8))
 
 
@@ -235,7 +200,8 @@ def _tile_count(cfg: ConvConfig) -> str:
 
 def _program(cfg: ConvConfig) -> str:
     """tile -> column tile, group, box origin o0_<s> per dim and image n."""
-    out = ["    pid_n = tile % n_tiles", "    rest = tile // n_tiles", "    pid_g = rest % G", "    rest = rest // G"]
+    out = ["    pid_n = tile % n_tiles", "    rest = tile // n_tiles", "    pid_g = rest % G",
+           "    rest = rest // G"]
     for s in reversed(common.dims(cfg)):
         out += [f"    o0_{s} = (rest % boxes_{s}) * T_{s}", f"    rest = rest // boxes_{s}"]
     out.append("    n = rest")
@@ -276,15 +242,18 @@ def _loop(cfg: ConvConfig) -> str:
         out.append(f"{ind}f_{s} = tap" if last else f"{ind}f_{s} = tap % flt_{s}")
         if not last:
             out.append(f"{ind}tap = tap // flt_{s}")
-    sign, flip = ("-", "+") if cfg.direction == "fwd" else ("+", "-")   # fwd: o - pad + tap; bwd_data: i + pad - tap
+    # fwd: o - pad + tap; bwd_data: i + pad - tap
+    sign, flip = ("-", "+") if cfg.direction == "fwd" else ("+", "-")
     a_at = ", ".join(["n", *(f"o0_{s} {sign} pad_{s} {flip} f_{s} * dil_{s}" for s in ds),
                       f"pid_g * {r.red} + kc"])
     taps = ", ".join(f"f_{s}" for s in ds)
     out.append(f"{ind}act = a_desc.load([{a_at}]).reshape(BLOCK_M, BLOCK_K).T")
     if cfg.direction == "fwd":
-        out.append(f"{ind}wt = w_desc.load([{taps}, pid_g * KG + pid_n * BLOCK_N, kc]).reshape(BLOCK_N, BLOCK_K)")
+        out.append(f"{ind}wt = w_desc.load([{taps}, pid_g * KG + pid_n * BLOCK_N, kc])"
+                   ".reshape(BLOCK_N, BLOCK_K)")
     else:
-        out.append(f"{ind}wt = w_desc.load([{taps}, pid_g * KG + kc, pid_n * BLOCK_N]).reshape(BLOCK_K, BLOCK_N).T")
+        out.append(f"{ind}wt = w_desc.load([{taps}, pid_g * KG + kc, pid_n * BLOCK_N])"
+                   ".reshape(BLOCK_K, BLOCK_N).T")
     out += [f"{ind}if {DOT_F32}:",
             f"{ind}    acc += tl.dot(wt.to(tl.float32), act.to(tl.float32), input_precision=\"ieee\")",
             f"{ind}else:", f"{ind}    acc = tl.dot(wt, act, acc)"]
@@ -310,7 +279,7 @@ def _store(cfg: ConvConfig) -> str:
 
 
 def _epilogue_lines(cfg: ConvConfig) -> tuple[str, list[str]]:
-    """(the tile's rows, pixel coordinates p_<s>, columns and channels, as source; the output offset terms)."""
+    """(the tile's rows, pixel coordinates p_<s>, columns and channels as source; output offset terms)."""
     r = common.ROLES[cfg.direction]
     ds = common.dims(cfg)
     out = ["    rm = tl.arange(0, BLOCK_M)", "    m_ok = rm < BLOCK_M", "    rest = rm"]

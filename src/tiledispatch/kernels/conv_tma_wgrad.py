@@ -1,37 +1,9 @@
 """Family `tma`, direction bwd_weight (kloop 'taprow'): the weight gradient over tensor-copy boxes of pixels.
 
-    dw[g*KG + k, tap, c] = sum over output pixels o of dy[n, o, g*KG + k] * x[n, o - pad + tap*dil, g*CG + c]
-
-(stride 1). A program owns a BLOCK_M x BLOCK_N tile of (k, c) of one group and one filter row (a tap of the
-outer filter dims; the innermost dim's taps are unrolled to ROW_TAPS, an accumulator each, masked past the
-filter). It walks a range of pixel boxes, each BLOCK_K output pixels of one image shaped as
-conv_tma.box_of(ndim, BLOCK_K): per box one dy box [BLOCK_K, BLOCK_M], whose transpose is the dot's A, and per
-tap the x box of the same pixels shifted by the tap, [BLOCK_K, BLOCK_N]. The copy engine zero-fills what lies
-outside the tensors: dy past the output extent (pixels that do not exist) and x in the padding, so the loop
-has no index math and no masks. Channels past the group (a tile wider than K/G or C/G) are read from the next
-group and never stored.
-
-The boxes are split into SPLITS contiguous ranges of BPS boxes (grid axis 1). With SPLITS > 1 each program
-stores its fp32 partials into ws[split, k, tap*CG + c] and the reduce entries of kernels/conv_wgrad.py sum
-them in split order (deterministic); with SPLITS == 1 the main entry writes dw. Grid: (tiles_m * tiles_n *
-filter rows, SPLITS, G), the row tile fastest.
-
-TMA needs 16-byte aligned bases and strides: align-8 problems with C/G and K/G multiples of 8 (problem match).
-
-DOTS_DRAINED: the dot's A (the dy box transposed; 2-D / 3-D: a box merged into rows) reaches the tensor cores
-from registers, and Triton 3.6 keeps such dots in flight while the next box's A is loaded into the same
-registers (its issue 9433, a read-after-write hazard; on the H200 the fwd / bwd_data kernels of
-kernels/conv_tma.py, which had the same pattern, gave outputs that changed from run to run). So each box ends
-with a use of the last accumulator outside a dot, an identity (b >= 0), which makes Triton wait for every dot of
-the box before the next box's loads are read; the tensor copies stay pipelined.
-
-Tried and not adopted (2026-11-24, a prototype outside the package, H200): both operands in shared memory by
-making every box 2-D. x is copied zero-padded and dy copied into the padded row pitch (zero past the output), so
-each tap is a plain row offset in the flattened [N, pixels, channels] views and no box needs a merging reshape.
-The main kernel alone (best of 9 tiles and 3 split counts) took 100.8 us on r3d_18 layer2.conv (this kernel's
-best: 167 us; cuDNN 75.2 us), 56.7 us on layer3.conv (86; cuDNN 37.2), 226.5 us on layer1.conv (227; 201.3) and
-49.5 us on layer4.conv (41; 26.0). The two padded copies (torch pad) took 15-178 us more, so the whole reached
-0.41-0.49x cuDNN; with copies at the memory floor it would still be near 0.6x on layer2 / layer3 (estimated).
+A program owns a (k, c) tile of one group and one filter row (ROW_TAPS accumulators) and walks a range of
+output-pixel boxes: per box one dy box and, per tap, the x box shifted by the tap; kernels/conv_wgrad.py's
+reduce entries sum the splits. DOTS_DRAINED keeps Triton 3.6 from loading into registers that dots in flight
+still read. Design and measurements: docs/design/conv_tma.md.
 """
 from __future__ import annotations
 
@@ -52,16 +24,18 @@ FN = "conv_tma_wgrad_kernel"
 MIN_BOXES_PER_SPLIT = 8     # auto split: each split reduces at least this many boxes
 MAX_SPLITS = 1024
 MAX_GRID_YZ = rules.MAX_GRID_YZ
-I = "    "
+INDENT = "    "
 
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
     params = [dataclasses.replace(p, divisibility=ALIGN_BYTES) if p.name in ("x_ptr", "y_ptr", "w_ptr") else p
               for p in common.standard_params(cfg)]
-    params += [Param("ws_ptr", "*fp32", divisibility=ALIGN_BYTES), Param("SPLITS", "i32"), Param("BPS", "i32"),
+    params += [Param("ws_ptr", "*fp32", divisibility=ALIGN_BYTES), Param("SPLITS", "i32"),
+               Param("BPS", "i32"),
                Param("BLOCK_M", "constexpr", cfg.block_m), Param("BLOCK_N", "constexpr", cfg.block_n),
                Param("BLOCK_K", "constexpr", cfg.block_k)]
-    params += [Param(f"T_{s}", "constexpr", t) for s, t in zip(common.dims(cfg), box_of(cfg.ndim, cfg.block_k))]
+    params += [Param(f"T_{s}", "constexpr", t)
+               for s, t in zip(common.dims(cfg), box_of(cfg.ndim, cfg.block_k))]
     params.append(Param(DOT_F32, "constexpr", False))
     return [EntrySpec(FN, tuple(params), cfg.num_warps, cfg.num_stages), *conv_wgrad.reduce_entries(cfg)]
 
@@ -86,7 +60,7 @@ def tile_counts(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
 
 
 def split_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int]:
-    """(SPLITS, BPS): box ranges and boxes per range (none empty); split_k 0 fills common.TARGET_WAVES waves."""
+    """(SPLITS, BPS): box ranges and boxes per range (none empty); split_k 0 fills TARGET_WAVES waves."""
     total = boxes(cfg, problem)
     programs = math.prod(tile_counts(cfg, problem)) * problem.groups
     most = max(1, min(total // MIN_BOXES_PER_SPLIT, MAX_SPLITS, MAX_GRID_YZ))
@@ -121,23 +95,25 @@ def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     if reason := conv_tma.channel_mismatch(problem) or conv_wgrad.row_mismatch(cfg, problem):
         return reason
     if problem.groups > MAX_GRID_YZ:
-        return f"groups: family 'tma' bwd_weight puts the {problem.groups} groups on a grid axis of {MAX_GRID_YZ}"
+        return (f"groups: family 'tma' bwd_weight puts the {problem.groups} groups on a grid axis of "
+                f"{MAX_GRID_YZ}")
     return conv_tma.index_mismatch(problem, boxes(cfg, problem))
 
 # -- source pieces -----------------------------------------------------------------------------------------
 def _prologue(cfg: ConvConfig) -> str:
     """Hints (C/G, K/G and every non-unit stride are multiples of 8), the program's tile, group and filter row
     (`tap`; f_<s> of the outer dims)."""
-    *outer, inner = common.dims(cfg)
+    *outer, _ = common.dims(cfg)
     lines = [
         "pid_t = tl.program_id(0)", "pid_s = tl.program_id(1)", "pid_g = tl.program_id(2)",
         "ROW = " + " * ".join(f"flt_{s}" for s in common.dims(cfg)) + " * CG",
         "tiles_m = (KG + BLOCK_M - 1) // BLOCK_M", "tiles_n = (CG + BLOCK_N - 1) // BLOCK_N",
-        "tile_m = pid_t % tiles_m", "rest = pid_t // tiles_m", "tile_n = rest % tiles_n", "tap = rest // tiles_n",
+        "tile_m = pid_t % tiles_m", "rest = pid_t // tiles_m", "tile_n = rest % tiles_n",
+        "tap = rest // tiles_n",
         "k0 = pid_g * KG + tile_m * BLOCK_M", "c0 = pid_g * CG + tile_n * BLOCK_N"]
-    src = hints(cfg) + "".join(f"{I}{line}\n" for line in lines)
+    src = hints(cfg) + "".join(f"{INDENT}{line}\n" for line in lines)
     if outer:
-        src += common.split_index("t_rest", "tap", [f"flt_{s}" for s in outer], [f"f_{s}" for s in outer], I)
+        src += common.split_index("t_rest", "tap", [f"flt_{s}" for s in outer], [f"f_{s}" for s in outer], INDENT)
     return src
 
 
@@ -148,23 +124,24 @@ def _descriptors(cfg: ConvConfig) -> str:
     def desc(name: str, ptr: str, ext: str, stride: str, chans: str, block: str) -> str:
         shape = ", ".join(["N", *(f"{ext}_{s}" for s in ds), chans])
         strides = ", ".join([f"{stride}_n", *(f"{stride}_{s}" for s in ds), "1"])
-        return (f"{I}{name} = tl.make_tensor_descriptor({ptr}, shape=[{shape}], strides=[{strides}], "
+        return (f"{INDENT}{name} = tl.make_tensor_descriptor({ptr}, shape=[{shape}], strides=[{strides}], "
                 f"block_shape=[1, {box}, {block}])\n")
 
-    src = desc("y_desc", "y_ptr", "out", "sy", "K", "BLOCK_M") + desc("x_desc", "x_ptr", "in", "sx", "C", "BLOCK_N")
+    src = (desc("y_desc", "y_ptr", "out", "sy", "K", "BLOCK_M")
+           + desc("x_desc", "x_ptr", "in", "sx", "C", "BLOCK_N"))
     count = ["n_boxes = N"]
     for s in ds:
         count += [f"boxes_{s} = (out_{s} + T_{s} - 1) // T_{s}", f"n_boxes = n_boxes * boxes_{s}"]
     count += ["b_lo = pid_s * BPS", "b_hi = min(b_lo + BPS, n_boxes)"]
-    return src + "".join(f"{I}{line}\n" for line in count)
+    return src + "".join(f"{INDENT}{line}\n" for line in count)
 
 
 def _loop(cfg: ConvConfig) -> str:
     """Per box: its origin o0_<s> and image q, the dy box, then per unrolled tap j its x box and dot."""
     *outer, inner = common.dims(cfg)
-    ind = I * 2
+    ind = INDENT * 2
     lines = [f"acc{j} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)" for j in range(ROW_TAPS)]
-    src = "".join(f"{I}{line}\n" for line in lines) + f"{I}for b in range(b_lo, b_hi):\n{ind}q = b\n"
+    src = "".join(f"{INDENT}{line}\n" for line in lines) + f"{INDENT}for b in range(b_lo, b_hi):\n{ind}q = b\n"
     for s in reversed(common.dims(cfg)):
         src += f"{ind}o0_{s} = (q % boxes_{s}) * T_{s}\n{ind}q = q // boxes_{s}\n"
     at = ", ".join(["q", *(f"o0_{s}" for s in common.dims(cfg)), "k0"])
@@ -188,11 +165,11 @@ def _store(cfg: ConvConfig) -> str:
     lines = ["rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)", "rc = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)",
              "k_row = (pid_g * KG + rm).to(tl.int64)", "tile_ok = (rm < KG)[:, None] & (rc < CG)[None, :]",
              "w_row = " + "".join(f"f_{s}.to(tl.int64) * sw_{s} + " for s in outer) + "rc"]
-    src = "".join(f"{I}{line}\n" for line in lines)
+    src = "".join(f"{INDENT}{line}\n" for line in lines)
     out_ty = common.tl_type(cfg.out_dtype)
     for j in range(ROW_TAPS):
         w_off = f"(k_row[:, None] * sw_k + (w_row + {j} * sw_{inner})[None, :])"
         ws_off = f"k_row[:, None] * ROW + ((tap * flt_{inner} + {j}) * CG + rc)[None, :]"
-        src += (f"{I}mask{j} = tile_ok & ({j} < flt_{inner})\n"
+        src += (f"{INDENT}mask{j} = tile_ok & ({j} < flt_{inner})\n"
                 + conv_wgrad.store_lines(f"acc{j}", f"mask{j}", w_off, ws_off, out_ty))
     return src

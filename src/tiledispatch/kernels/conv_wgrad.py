@@ -1,39 +1,9 @@
-"""Family `igemm`, direction bwd_weight: implicit GEMM with split-K over the pixels and a deterministic reduce.
+"""Family `igemm`, direction bwd_weight: implicit GEMM over the pixels, split-K with a deterministic reduce.
 
-Per group g the weight gradient is a GEMM reduced over every output pixel p = (n, o):
-
-    dw[g*KG + kk, c, tap] = sum_p dy[n, o, g*KG + kk] * x[n, o*stride - pad + tap*dil, g*CG + c]
-
-- rows: the KG output channels of a group (block_m per tile);
-- columns: (tap, c) pairs, block_n per tile, walked by `kloop`:
-  'tap'  one tap per column tile, block_n input channels of it (tiles_n = taps * ceil(CG / block_n));
-         the border mask and the input offset are per pixel only (good for CG >= block_n);
-  'flat' columns are the flattened index j = tap*CG + c (tiles_n = ceil(taps*CG / block_n)); one tile spans
-         several taps, so small CG fills the tile (the mask is per (pixel, column));
-- reduction: the N * out-pixels, in block_k chunks. The chunks are split into SPLITS contiguous ranges of CPS
-  chunks (grid axis 1). With SPLITS > 1 every program stores its fp32 partial tile into the workspace
-  ws[split, k, tap*CG + c] and the reduce entry sums the splits in a fixed order (no atomics) and writes dw in
-  out_dtype; with SPLITS == 1 the main entry writes dw itself and the reduce entry is not launched.
-- groups_per_program (GPP) > 1: a program handles GPP consecutive groups with a batched 3-D dot
-  [GPP, BM, BK] x [GPP, BK, BN] (the channels of consecutive groups are adjacent in memory).
-- kloop 'diag' (C/G == K/G, many small groups): a program takes one tap and a tile of BLOCK_N (== BLOCK_M)
-  channels holding the BLOCK_N // CG whole groups that start at a group boundary; rows and columns are the same
-  global channels, so the dot [BN, BK] x [BK, BN] makes every (k, c) pair of those groups plus the
-  cross-group pairs, which the store masks out (BN / CG times the useful work, on contiguous channel loads).
-- kloop 'diagrow': 'diag' over a filter row: a program takes the taps of the innermost filter dim (unrolled
-  to ROW_TAPS, masked past the filter; wider filters do not match) with one accumulator each, so one dy tile
-  and one pixel decomposition per chunk serve ROW_TAPS taps (their x tiles are shifted by a pixel and mostly
-  meet in L1), where 'diag' loads and decomposes them once per tap.
-- kloop 'taprow': 'tap' over a filter row the same way (one group per program): ROW_TAPS accumulators of
-  [BLOCK_M, BLOCK_N], each column tile a filter row x BLOCK_N input channels.
-
-Grid of the main entry: (tiles_m * tiles_n, SPLITS, ceil(G / GPP)) ('diag': (taps * channel tiles, SPLITS, 1),
-taps fastest; 'diagrow', 'taprow': filter rows instead of taps); tiles_m varies fastest, and the programs of
-one split are launched together so that they share their pixel range in L2.
-
-align=8 instances additionally assume (conv_problem_mismatch checks it) C/G and K/G multiples of 8 ('diag':
-channel tiles of whole groups, (BLOCK_N // C/G) * C/G, multiples of 8): every channel run then starts on a
-16-byte boundary and the loads vectorize.
+Per group, rows are output channels, columns (tap, input channel) pairs walked by kloop ('tap', 'flat', 'diag'
+and the filter-row forms 'diagrow' / 'taprow'), and the reduction runs over the N x output pixels in block_k
+chunks, split over SPLITS programs whose fp32 partials the reduce entries (also family tma's) sum in split
+order. Design: docs/design/conv_igemm.md.
 """
 from __future__ import annotations
 
@@ -47,14 +17,14 @@ from tiledispatch.kernels.conv_common import (
     DIAG_KLOOPS,
     REDUCE_KINDS,
     REDUCE_WARPS,
+    ROW_KLOOPS,
+    ROW_TAPS,
     auto_splits,
     dims,
     fast_divisor_params,
     fast_divisor_scalars,
     fast_divmod_lines,
     reduce_fns,
-    ROW_KLOOPS,
-    ROW_TAPS,
     reduce_grids,
     split_index,
     split_sum_lines,
@@ -74,7 +44,8 @@ MAX_GRID_YZ = rules.MAX_GRID_YZ
 
 
 def row_taps(cfg: ConvConfig) -> int:
-    """Accumulators (filter taps) of a program: 'diagrow' / 'taprow' ROW_TAPS of a filter row, other kloops one."""
+    """Accumulators (filter taps) of a program: 'diagrow' / 'taprow' ROW_TAPS of a filter row, other kloops
+    one."""
     return ROW_TAPS if cfg.kloop in ROW_KLOOPS else 1
 
 
@@ -83,7 +54,8 @@ def _aligned_standard_params(cfg: ConvConfig) -> list[Param]:
     """The standard parameters; align-8 instances know that the x and y base pointers are 16-byte aligned."""
     out = standard_params(cfg)
     if cfg.align == 8:
-        out = [dataclasses.replace(p, divisibility=ALIGN_BYTES) if p.name in ("x_ptr", "y_ptr") else p for p in out]
+        out = [dataclasses.replace(p, divisibility=ALIGN_BYTES) if p.name in ("x_ptr", "y_ptr") else p
+               for p in out]
     return out
 
 
@@ -100,7 +72,8 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
 def reduce_entries(cfg: ConvConfig) -> list[EntrySpec]:
     """The (wide, tall) entries that sum the split partials ws[split, k, tap*CG + c] into dw (also the tma
     weight gradient's, kernels/conv_tma_wgrad.py)."""
-    reduce = (*standard_params(cfg), Param("ws_ptr", "*fp32", divisibility=ALIGN_BYTES), Param("SPLITS", "i32"))
+    reduce = (*standard_params(cfg), Param("ws_ptr", "*fp32", divisibility=ALIGN_BYTES),
+              Param("SPLITS", "i32"))
     return [EntrySpec(fn, reduce, REDUCE_WARPS, 1) for fn in reduce_fns(REDUCE_FN)]
 
 
@@ -111,8 +84,8 @@ def _prod(names: list[str]) -> str:
 
 def _prologue(cfg: ConvConfig) -> str:
     ds = dims(cfg)
-    # align-8 problems have C/G and K/G multiples of 8 (not 'diag': whole tiles of groups are); rounding tells the
-    # compiler so (same value)
+    # align-8 problems have C/G and K/G multiples of 8 (not 'diag': whole tiles of groups are); rounding tells
+    # the compiler so (same value)
     align = cfg.align == 8 and cfg.kloop not in DIAG_KLOOPS
     cgv, kgv = ("CG // 8 * 8", "KG // 8 * 8") if align else ("CG", "KG")
     src = f"""\
@@ -142,10 +115,10 @@ def _prologue(cfg: ConvConfig) -> str:
 
 
 def _diag_columns(cfg: ConvConfig) -> str:
-    """kloop 'diag' / 'diagrow': rm = the tile's global channels (rows: k, columns: c), rc = their channel within
-    the group, same_group = the (row, column) pairs of one group; then the columns of the program's tap
+    """kloop 'diag' / 'diagrow': rm = the tile's global channels (rows: k, columns: c), rc = their channel
+    within the group, same_group = the (row, column) pairs of one group; then the columns of the program's tap
     ('diagrow': of each tap of its filter row) as _columns makes them."""
-    # align 8: the tile width and K are multiples of 8 (conv_problem_mismatch); rounding tells the compiler so
+    # align 8: the tile width and K are multiples of 8 (problem_mismatch); rounding tells the compiler so
     tile_ch, k_total = ("BLOCK_N // CGv * CGv // 8 * 8", "K // 8 * 8") if cfg.align == 8 else (
         "BLOCK_N // CGv * CGv", "K")
     span = "TAPS"   # programs per channel tile: one per tap ('diagrow': per filter row)
@@ -167,9 +140,9 @@ def _diag_columns(cfg: ConvConfig) -> str:
 
 
 def _row_columns(cfg: ConvConfig, x_channel: str) -> str:
-    """'diagrow' / 'taprow': `tap` is the program's filter row (the taps of the outer dims); f_<s>, dl_<s> of its
-    outer dims, then per unrolled tap j of the innermost dim: dl_<in>j, x_colj, w_colj, ws_colj (`x_channel` as
-    in _tap_columns)."""
+    """'diagrow' / 'taprow': `tap` is the program's filter row (the taps of the outer dims); f_<s>, dl_<s> of
+    its outer dims, then per unrolled tap j of the innermost dim: dl_<in>j, x_colj, w_colj, ws_colj
+    (`x_channel` as in _tap_columns)."""
     *outer, inner = dims(cfg)
     src = split_index("t_rest", "tap", [f"flt_{s}" for s in outer], [f"f_{s}" for s in outer], "    ") \
         if outer else ""
@@ -188,8 +161,8 @@ def _row_columns(cfg: ConvConfig, x_channel: str) -> str:
 
 
 def _columns(cfg: ConvConfig) -> str:
-    """Per column: n_ok, x_col (input offset of the tap and channel), w_col (weight offset), ws_col (tap*CG + c);
-    'tap': dl_<s> scalars (tap offsets in input pixels); 'flat': dl_<s> vectors."""
+    """Per column: n_ok, x_col (input offset of the tap and channel), w_col (weight offset), ws_col (tap*CG +
+    c); 'tap': dl_<s> scalars (tap offsets in input pixels); 'flat': dl_<s> vectors."""
     if cfg.kloop in ("tap", "taprow"):   # 'taprow': `tap` is the filter row (_row_columns)
         src = ("    c_tiles = (CGv + BLOCK_N - 1) // BLOCK_N\n    tap = tile_n // c_tiles\n"
                "    rc = (tile_n % c_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)\n    n_ok = rc < CGv\n")
@@ -203,8 +176,9 @@ def _columns(cfg: ConvConfig) -> str:
 
 
 def _tap_columns(cfg: ConvConfig, x_channel: str) -> str:
-    """f_<s>, dl_<s> of the column's tap; x_col = the input offset of tap and channel (`x_channel`: the channel
-    within the group, or the global one for 'diag'), w_col = the weight offset of tap and channel in the group."""
+    """f_<s>, dl_<s> of the column's tap; x_col = the input offset of tap and channel (`x_channel`: the
+    channel within the group, or the global one for 'diag'), w_col = the weight offset of tap and channel in
+    the group."""
     ds = dims(cfg)
     hint = cfg.align == 8
     src = tap_coords(cfg, "tap", "    ")
@@ -273,10 +247,10 @@ def _loads(cfg: ConvConfig) -> str:
     inner = dims(cfg)[-1]
     src += _transpose(cfg)
     for j in range(ROW_TAPS):
-        src += (f"{ind}x_ok{j} = x_ok & (b_{inner} + dl_{inner}{j} >= 0) & (b_{inner} + dl_{inner}{j} < in_{inner})"
-                f" & ({j} < flt_{inner})\n"
-                f"{ind}b{j} = tl.load({b_ptr.replace('x_col', f'x_col{j}')}, "
-                f"mask=x_ok{j}[:, None] & n_ok[None, :], other=0.0)\n"
+        src += (f"{ind}x_ok{j} = x_ok & (b_{inner} + dl_{inner}{j} >= 0) & (b_{inner} + dl_{inner}{j} < "
+                f"in_{inner}) & ({j} < flt_{inner})\n{ind}b{j} = "
+                f"tl.load({b_ptr.replace('x_col', f'x_col{j}')}, mask=x_ok{j}[:, None] & n_ok[None, :], "
+                "other=0.0)\n"
                 + dot_lines(cfg, f"acc{j}", f"b{j}"))
     return src
 
@@ -287,8 +261,8 @@ def _transpose(cfg: ConvConfig) -> str:
 
 
 def dot_lines(cfg: ConvConfig, acc: str, b: str) -> str:
-    """`acc` += at @ `b` in the loop body (fp32 operands on the interpreter's DOT_F32 path); also the tma weight
-    gradient's (kernels/conv_tma_wgrad.py)."""
+    """`acc` += at @ `b` in the loop body (fp32 operands on the interpreter's DOT_F32 path); also the tma
+    weight gradient's (kernels/conv_tma_wgrad.py)."""
     ind = "        "
     precision = ', input_precision="ieee"' if cfg.dtype == "fp32" else ""
     return (f"{ind}if {DOT_F32}:\n"
@@ -318,8 +292,8 @@ def _accumulators(cfg: ConvConfig) -> list[str]:
 
 
 def _store(cfg: ConvConfig) -> str:
-    """SPLITS == 1: dw in out_dtype; else the fp32 partial into ws[pid_s, k, tap*CG + c]. 'diagrow' / 'taprow':
-    one store per unrolled tap j (its accumulator and columns), masked past the filter."""
+    """SPLITS == 1: dw in out_dtype; else the fp32 partial into ws[pid_s, k, tap*CG + c]. 'diagrow' /
+    'taprow': one store per unrolled tap j (its accumulator and columns), masked past the filter."""
     out_ty = tl_type(cfg.out_dtype)
     if cfg.groups_per_program == 1:
         k_row = "(ych + rm)"
@@ -342,8 +316,8 @@ def _store(cfg: ConvConfig) -> str:
 
 
 def store_lines(acc: str, mask: str, w_off: str, ws_off: str, out_ty: str) -> str:
-    """`acc` into dw at `w_off` (SPLITS == 1, in out_dtype) or into its split's fp32 workspace rows at `ws_off`;
-    also the tma weight gradient's."""
+    """`acc` into dw at `w_off` (SPLITS == 1, in out_dtype) or into its split's fp32 workspace rows at
+    `ws_off`; also the tma weight gradient's."""
     return ("    if SPLITS == 1:\n"
             f"        tl.store(w_ptr + {w_off}, {acc}.to({out_ty}), mask={mask})\n"
             "    else:\n"
@@ -380,8 +354,8 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def filter_spans(cfg: ConvConfig, problem: ConvProblem) -> int:
-    """The filter's share of the column tiles: its taps, or for the row kloops its rows (taps of the outer dims;
-    also the tma weight gradient's)."""
+    """The filter's share of the column tiles: its taps, or for the row kloops its rows (taps of the outer
+    dims; also the tma weight gradient's)."""
     taps = math.prod(problem.filter)
     return taps // problem.filter[-1] if cfg.kloop in ROW_KLOOPS else taps
 
@@ -431,8 +405,9 @@ def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None
         return
     acc = cfg.groups_per_program * cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
     if cfg.num_warps == 16 and acc > 64:
-        errors.append(("num_warps", f"{cfg.groups_per_program} x {cfg.block_m}x{cfg.block_n} tile with 16 warps "
-                                    f"holds {acc} accumulators per thread in a 128-register budget (max 64)"))
+        errors.append(("num_warps", (f"{cfg.groups_per_program} x {cfg.block_m}x{cfg.block_n} tile with 16 "
+                                     f"warps holds {acc} accumulators per thread in a 128-register budget "
+                                     "(max 64)")))
 
 
 def resources(cfg: ConvConfig) -> Resources:
@@ -450,8 +425,8 @@ def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
 
 def row_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     if cfg.kloop in ROW_KLOOPS and problem.filter[-1] > ROW_TAPS:
-        return (f"filter: kloop {cfg.kloop!r} unrolls {ROW_TAPS} taps of the innermost filter dim; the problem's "
-                f"filter is {problem.filter}")
+        return (f"filter: kloop {cfg.kloop!r} unrolls {ROW_TAPS} taps of the innermost filter dim; the "
+                f"problem's filter is {problem.filter}")
     return None
 
 
@@ -461,26 +436,29 @@ def _diag_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
         return (f"c_per_group: bwd_weight kloop {cfg.kloop!r} needs C/G == K/G <= block_n={cfg.block_n}; the "
                 f"problem has C/G={cg}, K/G={problem.k_per_group}")
     if cfg.align == 8 and (cfg.block_n // cg) * cg % 8:
-        return (f"align: align-8 'diag' tiles of {cfg.block_n // cg} groups of C/G={cg} channels do not start on "
-                f"multiples of 8 channels")
+        return (f"align: align-8 'diag' tiles of {cfg.block_n // cg} groups of C/G={cg} channels do not "
+                "start on multiples of 8 channels")
     return None
 
 
 def _grid_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     """Pixel indices are int32, splits and group blocks sit on grid axes 1 and 2."""
     if (pixel_chunks(cfg, problem) + 1) * cfg.block_k > rules.INT32_LIMIT:
-        return f"spatial: {problem.n} x {problem.output} output pixels exceed the kernel's int32 pixel indexing"
+        return (f"spatial: {problem.n} x {problem.output} output pixels exceed the kernel's int32 pixel "
+                "indexing")
     tiles_m, tiles_n, group_blocks = tile_counts(cfg, problem)
     if group_blocks > MAX_GRID_YZ:
         return (f"groups: {group_blocks} blocks of {cfg.groups_per_program} groups exceed the grid limit "
                 f"{MAX_GRID_YZ}; use a larger groups_per_program")
-    if tiles_m * tiles_n > rules.INT32_LIMIT or math.prod(problem.filter) * problem.c_per_group > rules.INT32_LIMIT:
-        return f"filter: {problem.filter} taps x {problem.c_per_group} channels exceed the kernel's int32 columns"
+    columns = math.prod(problem.filter) * problem.c_per_group
+    if tiles_m * tiles_n > rules.INT32_LIMIT or columns > rules.INT32_LIMIT:
+        return (f"filter: {problem.filter} taps x {problem.c_per_group} channels exceed the kernel's int32 "
+                "columns")
     return None
 
 # -- preset candidates -----------------------------------------------------------------------------------
-# (block_m, block_n, block_k, groups_per_program, num_warps, num_stages, kloop, align): untuned starting points
-# for the presets; the comment says which problems each is meant for.
+# (block_m, block_n, block_k, groups_per_program, num_warps, num_stages, kloop, align): untuned starting
+# points for the presets; the comment says which problems each is meant for.
 _CANDIDATES = (
     (128, 128, 64, 1, 8, 3, "tap", 8),     # dense, K/G >= 128, C/G >= 128 (wgmma)
     (128, 256, 64, 1, 8, 3, "tap", 8),     # dense, wide C/G (fewer re-reads of dy)
@@ -504,7 +482,7 @@ _CANDIDATES = (
     (64, 64, 32, 1, 4, 4, "diagrow", 8),
     (32, 32, 64, 1, 4, 3, "diagrow", 8),   # ... less masked work for C/G = 4, 8
     (32, 32, 64, 1, 4, 2, "diagrow", 1),   # ... C/G <= 32 whose tiles do not align to 8 channels
-    (64, 64, 64, 1, 4, 3, "taprow", 8),    # dense, K/G = C/G = 64: a filter row per program (one dy tile, 3 taps)
+    (64, 64, 64, 1, 4, 3, "taprow", 8),    # dense, K/G = C/G = 64: a filter row per program (3 taps)
     (128, 64, 64, 1, 8, 3, "taprow", 8),   # ... K/G >= 128
     (64, 128, 64, 1, 8, 3, "taprow", 8),   # ... C/G >= 128
     (32, 32, 64, 1, 4, 3, "taprow", 8),    # grouped, C/G = K/G = 32
@@ -514,5 +492,6 @@ _CANDIDATES = (
 def candidate_configs(dtype: str, ndim: int) -> list[ConvConfig]:
     """Starting points for the bwd_weight igemm presets of one dtype and ndim (split_k chosen per problem)."""
     return [ConvConfig(family="igemm", direction="bwd_weight", ndim=ndim, dtype=dtype, block_m=bm, block_n=bn,
-                       block_k=bk, groups_per_program=gpp, num_warps=w, num_stages=s, kloop=kloop, align=align)
+                       block_k=bk, groups_per_program=gpp, num_warps=w, num_stages=s, kloop=kloop,
+                       align=align)
             for bm, bn, bk, gpp, w, s, kloop, align in _CANDIDATES]

@@ -1,10 +1,11 @@
 """The kernel-family protocol: the module that builds each config, and the one validity predicate of both ops.
 
-`family_module(cfg)` is the module of cfg's family. Besides entries(cfg), render(cfg) and launch_plan(...), each
-family module owns its rules: config_errors(cfg, arch, errors) appends (field, reason) for each of its rules that
-cfg breaks, problem_mismatch(cfg, problem) says why its kernel cannot compute a problem (None: it can), and
-resources(cfg) estimates what one program holds. kernels/rules.py runs the op-wide rules around them. Every
-caller (registry, selection, codegen, presets, tools, tests) asks the functions below, for GEMM and conv alike.
+`family_module(cfg)` is the module of cfg's family. Besides entries(cfg), render(cfg) and launch_plan(...),
+each family module owns its rules: config_errors(cfg, arch, errors) appends (field, reason) for each of its
+rules that cfg breaks, problem_mismatch(cfg, problem) says why its kernel cannot compute a problem (None: it
+can), and resources(cfg) estimates what one program holds. kernels/rules.py runs the op-wide rules around
+them. Every caller (registry, selection, codegen, presets, tools, tests) asks the functions below, for GEMM
+and conv alike.
 """
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def family_module(cfg: GemmConfig | ConvConfig) -> ModuleType:
     if cfg.family not in _CONV:
         raise bad_choice(InvalidConfig, "family", cfg.family, _CONV)
     by_direction = _CONV[cfg.family]
-    name = _CONV_KLOOPS.get((cfg.family, cfg.kloop)) or by_direction.get(None) or by_direction.get(cfg.direction)
+    name = (_CONV_KLOOPS.get((cfg.family, cfg.kloop)) or by_direction.get(None)
+            or by_direction.get(cfg.direction))
     if name is None:
         raise bad_choice(InvalidConfig, "direction", cfg.direction, DIRECTIONS)
     return importlib.import_module(f"tiledispatch.kernels.{name}")
@@ -62,7 +64,7 @@ def _checking_module(cfg: GemmConfig | ConvConfig) -> ModuleType:
 
 
 def config_errors(cfg: GemmConfig | ConvConfig, arch: ArchSpec) -> list[tuple[str, str]]:
-    """Every reason `cfg` cannot be built for `arch`, as (field, reason) in a fixed order; empty when valid."""
+    """Every reason `cfg` cannot be built for `arch`, as (field, reason) in a fixed order (empty: valid)."""
     errors: list[tuple[str, str]] = []
     if isinstance(cfg, GemmConfig):
         if choice(errors, "family", cfg.family, GEMM_FAMILIES):

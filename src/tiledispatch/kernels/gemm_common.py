@@ -21,9 +21,10 @@ def ptr(name: str, dtype: str, align: int = 1) -> Param:
 def hint(cfg: GemmConfig) -> int:
     """The factor aligned pointer-loading kernels are compiled to know of sizes along unit strides and of
     strides: `align` bytes of the input type (a16: 8 elements of fp16 / bf16, 16 of fp8 / int8, 4 of fp32; a4:
-    2 of fp16 / bf16), which the output's leading dimension also has (its type is at least as wide). 1: nothing
-    known (align-1 kernels, and the TMA families, which take strides as descriptor fields; but a tma_persistent
-    or streamk kernel storing through pointers, subtile 0, knows them: they vectorize its stores)."""
+    2 of fp16 / bf16), which the output's leading dimension also has (its type is at least as wide). 1:
+    nothing known (align-1 kernels, and the TMA families, which take strides as descriptor fields; but a
+    tma_persistent or streamk kernel storing through pointers, subtile 0, knows them: they vectorize its
+    stores)."""
     pointer_stores = cfg.family in ("tma_persistent", "streamk") and cfg.subtile == 0
     if cfg.align == 1 or (cfg.family in TMA_FAMILIES and not pointer_stores):
         return 1
@@ -38,8 +39,8 @@ def size_params(cfg: GemmConfig, names: str) -> list[Param]:
 
 
 def strides(prefix: str, layout_letter: str | None, factor: int) -> list[Param]:
-    """Batch, row and column strides of a matrix operand, known multiples of `factor`; the contiguous one is the
-    constexpr 1."""
+    """Batch, row and column strides of a matrix operand, known multiples of `factor`; the contiguous one is
+    the constexpr 1."""
     row_unit = layout_letter == "c"
     col_unit = layout_letter == "r"
     params = [Param(f"stride_{prefix}b", "i64", divisibility=factor)]
@@ -212,12 +213,12 @@ def epilogue(cfg: GemmConfig) -> str:
 
 
 def last_arrival(counter: str, first: str, slot: str, indent: str, load_args: str = "") -> str:
-    """Lines that count this program's arrival at `counter` (an index into count_ptr) once its partial is stored,
-    then open a block run only by the program that arrives last of SPLIT_K: it sets the counter back to zero for
-    the next launch and sums the SPLIT_K partial slots into `acc` in split order (the same sum whoever arrives
-    last): slot 0 at address `first`, slot s at `slot` (an expression of s). The barrier makes every thread's
-    partial stores precede the release (the atomic is one thread's); the loads read other programs' stores, so
-    they bypass L1 (cache_modifier=".cg")."""
+    """Lines that count this program's arrival at `counter` (an index into count_ptr) once its partial is
+    stored, then open a block run only by the program that arrives last of SPLIT_K: it sets the counter back
+    to zero for the next launch and sums the SPLIT_K partial slots into `acc` in split order (the same sum
+    whoever arrives last): slot 0 at address `first`, slot s at `slot` (an expression of s). The barrier makes
+    every thread's partial stores precede the release (the atomic is one thread's); the loads read other
+    programs' stores, so they bypass L1 (cache_modifier=".cg")."""
     load = f'{load_args}cache_modifier=".cg"'
     lines = ["tl.debug_barrier()",
              f'arrived = tl.atomic_add(count_ptr + {counter}, 1, sem="acq_rel", scope="gpu")',

@@ -1,5 +1,5 @@
-"""Family `splitk`: K split over SPLIT_K programs into an fp32/int32 workspace whose slots are summed in a fixed
-order (deterministic, no floating-point atomics) before the fused epilogue runs.
+"""Family `splitk`: K split over SPLIT_K programs into an fp32/int32 workspace whose slots are summed in a
+fixed order (deterministic, no floating-point atomics) before the fused epilogue runs.
 
 Up to SERIAL_SPLITS splits it is one launch: each program stores its partial tile, counts its arrival in the
 tile's counter (LaunchPlan.counters) and the last to arrive sums the tile's slots and runs the epilogue. More
@@ -23,8 +23,8 @@ REDUCE_FN = "gemm_splitk_reduce_kernel"
 FOLD_FN = "gemm_splitk_fold_kernel"
 REDUCE_ELEMENTS_PER_THREAD = 32   # of the reduce's accumulator tile: 4 warps for its 32x128 tile
 # The reduce's own tile, at most REDUCE_TILE (rows, columns): a memory-bound pass wants many small programs.
-# With the partial kernel's tile (e.g. 256x128 over 16 warps, SPLIT_K loads in flight) it spilled and took 52 us
-# of a 77 us call on a 256x3584x3584 bf16 GEMM (H200), with 28 programs for 132 SMs.
+# With the partial kernel's tile (e.g. 256x128 over 16 warps, SPLIT_K loads in flight) it spilled and took 52
+# us of a 77 us call on a 256x3584x3584 bf16 GEMM (H200), with 28 programs for 132 SMs.
 REDUCE_TILE = (32, 128)
 
 
@@ -71,7 +71,8 @@ def entries(cfg: GemmConfig) -> list[EntrySpec]:
         common.ptr("a_ptr", cfg.dtype, cfg.align), common.ptr("b_ptr", cfg.dtype, cfg.align),
         common.ptr("ws_ptr", cfg.acc_dtype, ALIGN_BYTES), *epilogue_ptrs,
         *common.size_params(cfg, "MNK"), WS_LD, *common.operand_params(cfg),
-        *(common.epilogue_scalar_params(cfg) if serial else []), *common.tile_constexprs(cfg), split_param(cfg),
+        *(common.epilogue_scalar_params(cfg) if serial else []), *common.tile_constexprs(cfg),
+        split_param(cfg),
     ]
     main = EntrySpec(PARTIAL_FN, tuple(partial), cfg.num_warps, cfg.num_stages)
     if serial:
@@ -120,8 +121,8 @@ def render(cfg: GemmConfig) -> str:
 
 
 def _serial_reduce(cfg: GemmConfig) -> str:
-    """The last-arriving program of the tile (counter: batch, then tile) sums its slots in split order and runs
-    the epilogue."""
+    """The last-arriving program of the tile (counter: batch, then tile) sums its slots in split order and
+    runs the epilogue."""
     zero = "0" if cfg.acc_dtype == "int32" else "0.0"
     first = "ws_tile + pid_b.to(tl.int64) * SPLIT_K * ws_step"
     return (common.last_arrival("pid_b * tl.num_programs(0) + pid", first, f"{first} + s * ws_step", "    ",
@@ -129,12 +130,12 @@ def _serial_reduce(cfg: GemmConfig) -> str:
             + indent(common.epilogue(cfg), "    "))
 
 
-# Split counts up to MAX_UNROLLED_SPLITS are summed by the reduce's unrolled loop alone. More (few output tiles over
-# very long reductions, e.g. 1x1 weight gradients over millions of pixels) are first folded: an entry sums each
-# run of FOLD consecutive slots into the run's first slot, over a grid of (tiles, SPLIT_K / FOLD), and the reduce
-# sums those; on x3d res2.0.conv_a's 54 x 24 weight gradient (two reduce programs) one reduce over 128 slots
-# took 28 us against a 77 us partial pass, the fold and the reduce 4.2 + 2.0 us (H200 device times). The order
-# of the sums is still fixed.
+# Split counts up to MAX_UNROLLED_SPLITS are summed by the reduce's unrolled loop alone. More (few output
+# tiles over very long reductions, e.g. 1x1 weight gradients over millions of pixels) are first folded: an
+# entry sums each run of FOLD consecutive slots into the run's first slot, over a grid of (tiles, SPLIT_K /
+# FOLD), and the reduce sums those; on x3d res2.0.conv_a's 54 x 24 weight gradient (two reduce programs) one
+# reduce over 128 slots took 28 us against a 77 us partial pass, the fold and the reduce 4.2 + 2.0 us (H200
+# device times). The order of the sums is still fixed.
 MAX_UNROLLED_SPLITS = 64
 FOLD = 16
 
@@ -155,7 +156,7 @@ def fold_entry(cfg: GemmConfig) -> EntrySpec:
 
 
 def fold_source(cfg: GemmConfig) -> str:
-    """Slot g * FOLD of ws[batch, SPLIT_K, M, WS_LD] += slots g * FOLD + 1 .. g * FOLD + FOLD - 1, in order."""
+    """Slot g * FOLD of ws[batch, SPLIT_K, M, WS_LD] += slots g * FOLD + 1 .. (g + 1) * FOLD - 1, in order."""
     entry = fold_entry(cfg)
     acc_ty = common.TL_TYPES[cfg.acc_dtype]
     return (
@@ -183,17 +184,19 @@ def reduce_source(cfg: GemmConfig) -> str:
         + workspace_offsets()
         + f"    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype={acc_ty})\n"
         + f"    for s in {reduce_loop(cfg)}:\n"
-        + "        acc += tl.load(ws_tile + (pid_b.to(tl.int64) * SPLIT_K + s) * ws_step, mask=ws_mask, other=0)\n"
+        + "        acc += tl.load(ws_tile + (pid_b.to(tl.int64) * SPLIT_K + s) * ws_step, mask=ws_mask, "
+          "other=0)\n"
         + common.epilogue(cfg)
     )
 
 
-def reduce_plan(cfg: GemmConfig, m: int, n: int, batch: int) -> tuple[tuple[int, int, int], tuple[str, int, str],
-                                                                    tuple[str, int]]:
+def reduce_plan(cfg: GemmConfig, m: int, n: int,
+                batch: int) -> tuple[tuple[int, int, int], tuple[str, int, str], tuple[str, int]]:
     """The reduce's grid (output tiles x batches), the workspace ws[batch, SPLIT_K, M, WS_LD] it sums and the
     WS_LD scalar (one place for the workspace layout of splitk and split tma_persistent)."""
     row = ws_ld(n)
-    return (common.tile_count(reduce_config(cfg), m, n), batch, 1), ("ws_ptr", batch * cfg.split_k * m * row, cfg.acc_dtype), ("WS_LD", row)
+    workspace = ("ws_ptr", batch * cfg.split_k * m * row, cfg.acc_dtype)
+    return (common.tile_count(reduce_config(cfg), m, n), batch, 1), workspace, ("WS_LD", row)
 
 
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
@@ -206,7 +209,7 @@ def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -
     return LaunchPlan(((tiles, cfg.split_k, batch), *folds, grid), scalars=(row,), workspaces=(workspace,))
 
 
-# -- rules ------------------------------------------------------------------------------------------------------
+# -- rules ---------------------------------------------------------------------------------------------------
 def config_errors(cfg: GemmConfig, arch: ArchSpec, errors: rules.Errors) -> None:
     choice(errors, "split_k", cfg.split_k, rules.SPLIT_K)
     rules.subtile_errors(cfg, errors, subtiles=False)

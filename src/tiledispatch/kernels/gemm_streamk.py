@@ -1,15 +1,8 @@
 """Family `streamk`: data-parallel persistent waves, then stream-K over the remaining tiles.
 
-The first DP_TILES tiles are computed whole by a persistent walk, exactly as tma_persistent does (flattened
-loop, descriptor epilogue). The K iterations of the remaining tiles are cut into equal contiguous ranges, one
-per lane of programs (split_plan), so the last waves keep every SM busy; each program stores the fp32 partial
-sums of the tile pieces it covers to a workspace slot through a tensor descriptor, in column slices of at most
-32 KiB. A second kernel adds the slots of each stream-K tile in a fixed order, FIXUP_ROWS rows per program, and
-runs the epilogue: deterministic, no atomics, no inter-program waiting.
-With subtile 0 the data-parallel tiles and the partials are stored from registers through pointers instead,
-compiled knowing the 16-byte alignment of sizes and strides so the stores vectorize (no staging buffer, no
-wait on a store). Without those hints a pointer store of the 128x128 partial over 4 warps spilled (255
-registers and 1128 bytes of stack).
+The first DP_TILES tiles are computed whole as tma_persistent does; the K iterations of the rest are cut into
+equal ranges, one per lane of programs, whose fp32 partials a fixup kernel sums in a fixed order before the
+epilogue (deterministic, no atomics). Design and measurements: docs/design/gemm.md.
 """
 from __future__ import annotations
 
@@ -27,7 +20,7 @@ FIXUP_FN = "gemm_streamk_fixup_kernel"
 SK_PARAMS = ("DP_TILES", "SK_ITERS", "SK_SLOTS", "SK_GROUP")   # whole tiles; K iterations per lane; slots per
 # tile; programs per lane (see split_plan)
 MAX_SK_GROUP = 4             # lanes span a column's tile rows only when M has at most this many tiles
-FIXUP_ROWS = 32              # tile rows one fixup program sums (a memory-bound pass wants many small programs)
+FIXUP_ROWS = 32              # tile rows a fixup program sums (a memory-bound pass wants many small programs)
 FIXUP_WARPS = 4
 WS_SLICE_BYTES = 32 * 1024   # at most this much of a partial tile per workspace store
 
@@ -42,9 +35,9 @@ def fixup_rows(cfg: GemmConfig) -> int:
 
 def entries(cfg: GemmConfig) -> list[EntrySpec]:
     ws = common.ptr("ws_ptr", cfg.acc_dtype, ALIGN_BYTES)
-    main = [*tma.persistent_params(cfg), *tma.operand_descriptors(cfg), *gemm_tma.epilogue_descriptors(cfg, 3), ws,
-            *_sk_params(), Param("SK_SEGS", "i32"), *common.operand_params(cfg),
-            *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg)]
+    main = [*tma.persistent_params(cfg), *tma.operand_descriptors(cfg),
+            *gemm_tma.epilogue_descriptors(cfg, 3), ws, *_sk_params(), Param("SK_SEGS", "i32"),
+            *common.operand_params(cfg), *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg)]
     fixup = [common.ptr("out_ptr", cfg.out_dtype, cfg.align), *common.epilogue_pointer_params(cfg),
              *common.size_params(cfg, "MN"), Param("K", "i32"), Param("BATCH", "i32"), ws, *_sk_params(),
              *common.epilogue_scalar_params(cfg), *common.tile_constexprs(cfg),
@@ -89,9 +82,9 @@ def _ws_store(cfg: GemmConfig, indent: str) -> str:
 def _ws_descriptor(cfg: GemmConfig) -> str:
     if cfg.subtile == 0:
         return ""
-    return ("    ws_desc = tl.make_tensor_descriptor(\n"
-            "        ws_ptr, shape=[(num_tiles - DP_TILES) * SK_SLOTS * BLOCK_M, BLOCK_N], strides=[BLOCK_N, 1],\n"
-            f"        block_shape=[BLOCK_M, BLOCK_N // {ws_slices(cfg)}])\n")
+    return ("    ws_desc = tl.make_tensor_descriptor(\n        ws_ptr, shape=[(num_tiles - DP_TILES) * "
+            "SK_SLOTS * BLOCK_M, BLOCK_N], strides=[BLOCK_N, 1],\n        block_shape=[BLOCK_M, BLOCK_N // "
+            f"{ws_slices(cfg)}])\n")
 
 
 def _main_source(cfg: GemmConfig, entry: EntrySpec) -> str:
@@ -109,9 +102,9 @@ def _main_source(cfg: GemmConfig, entry: EntrySpec) -> str:
         + "    start = lane * SK_ITERS\n"
         + "    end = min(start + SK_ITERS, sk_total)\n"
         + "    first_unit = start // k_tiles\n"
-        # segment bounds come from the loop index alone (nothing loop-carried), so Triton pipelines the K loop.
-        # (One loop over all of a lane's K iterations, storing at piece ends inside it, measured slower on the
-        # H200: 256x6144x4096 bf16, 128x128x64 w4 s6, main kernel 30.8 -> 39.2 us.)
+        # segment bounds come from the loop index alone (nothing loop-carried), so Triton pipelines the K
+        # loop. (One loop over all of a lane's K iterations, storing at piece ends inside it, measured slower
+        # on the H200: 256x6144x4096 bf16, 128x128x64 w4 s6, main kernel 30.8 -> 39.2 us.)
         + "    for seg in range(0, SK_SEGS):\n"
         + "        unit = first_unit + seg\n"
         + "        k_lo = max(start - unit * k_tiles, 0)\n"
@@ -161,7 +154,7 @@ def split_plan(tiles: int, k_tiles: int, programs: int, group: int = 1) -> tuple
     takes K iterations [l * SK_ITERS, (l + 1) * SK_ITERS) of the units of `group` consecutive tiles, each of
     its programs one tile of the unit, at the same K offsets. With group = the tile rows of a column (M of at
     most MAX_SK_GROUP tiles), a lane's programs read the same B blocks at the same time, as data-parallel
-    neighbours do (H200, 256x6144x4096 bf16, 128x128x64 w4 s6: main kernel 35.9 -> 30.8 us with lanes of 2)."""
+    neighbours do (H200, 256x6144x4096 bf16, 128x128x64 w4 s6: main kernel 35.9 -> 30.8 us, lanes of 2)."""
     full_waves, rest = divmod(tiles, programs)
     if rest == 0:
         return tiles, 1, 1
@@ -205,7 +198,7 @@ def ws_slices(cfg: GemmConfig) -> int:
     return slices
 
 
-# -- rules ------------------------------------------------------------------------------------------------------
+# -- rules ---------------------------------------------------------------------------------------------------
 def config_errors(cfg: GemmConfig, arch: ArchSpec, errors: rules.Errors) -> None:
     rules.unsplit_errors(cfg, errors)
     rules.subtile_errors(cfg, errors, subtiles=True)

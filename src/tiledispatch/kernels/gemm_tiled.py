@@ -36,7 +36,7 @@ def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -
     return LaunchPlan(((common.tile_count(cfg, m, n), batch, 1),))
 
 
-# -- rules ------------------------------------------------------------------------------------------------------
+# -- rules ---------------------------------------------------------------------------------------------------
 def config_errors(cfg: GemmConfig, arch: ArchSpec, errors: rules.Errors) -> None:
     rules.unsplit_errors(cfg, errors)
     rules.subtile_errors(cfg, errors, subtiles=False)

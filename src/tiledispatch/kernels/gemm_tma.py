@@ -1,20 +1,10 @@
-"""Families `tma_persistent` and `tma_ws`: one program per SM slot walking output tiles (group-M swizzle),
-A and B loaded through tensor descriptors (TMA).
+"""Families `tma_persistent` and `tma_ws`: one program per SM slot walking output tiles (group-M swizzle), A
+and B loaded through tensor descriptors (TMA).
 
-tma_persistent flattens the tile and K loops (the next tile's loads overlap this tile's epilogue) and writes
-the output through a descriptor in `subtile` column slices (a smaller staging buffer leaves shared memory for
-deeper pipelines); C and D are read through descriptors too. subtile=0 stores from registers through pointers
-instead (vectorized: such a kernel knows its sizes and strides along unit strides are multiples of 16 bytes),
-with no staging buffer and no wait on one tile's TMA stores before the next tile's: on the H200 it was the
-fastest candidate on several mid-size shapes (2048^3, 1024x4096x4096, 256x6144x4096 bf16 rcr, by 1-4%) and
-slower on short K (4096x4096x64: 0.79 vs 0.89 of cuBLAS).
-With split_k > 1, tma_persistent walks (tile, K range) units into an fp32 workspace instead, and the last
-unit of each tile to finish sums the tile and runs the epilogue (see below).
-tma_ws warp-specializes the tile loop (a producer warp group issuing TMA loads, two consumer groups running
-wgmma). Triton 3.6 fails to compile warp-specialized rank-3 descriptor stores and hangs on the GPU on
-warp-specialized rank-3 loads, so tma_ws uses 2-D descriptors throughout (no epilogue subtiling) and computes
-one batch (is_supported refuses batched problems); its epilogues read no C or D (the validity predicate says
-why).
+tma_persistent flattens the tile and K loops and stores through a descriptor in `subtile` column slices (0:
+pointer stores); with split_k > 1 it walks (tile, K range) units, the last of a tile summing it. tma_ws
+warp-specializes the loop on 2-D descriptors, one batch. Design, Triton 3.6's limits and measurements:
+docs/design/gemm.md.
 """
 from __future__ import annotations
 
@@ -141,15 +131,15 @@ def _finish(cfg: GemmConfig, acc: str, col: str, width: str, out_box: str, out_s
 
 # -- split_k > 1 (tma_persistent): the persistent walk over (tile, split) units -----------------------------
 # Unit u is split s = u // tiles of tile u % tiles (split-major: the programs running together read the same K
-# range of neighbouring tiles, which L2 shares): it reduces K blocks [s * k_span, (s + 1) * k_span) through the
-# descriptors, stores its fp32 partial into slot s of the tile's ws[tile, SPLIT_K, BLOCK_M, BLOCK_N] and counts
-# itself in the tile's arrival counter. The unit that arrives last sums the tile's slots in split order (the
-# same sum whichever unit that is: deterministic, no floating-point atomics), runs the epilogue through
+# range of neighbouring tiles, which L2 shares): it reduces K blocks [s * k_span, (s + 1) * k_span) through
+# the descriptors, stores its fp32 partial into slot s of the tile's ws[tile, SPLIT_K, BLOCK_M, BLOCK_N] and
+# counts itself in the tile's arrival counter. The unit that arrives last sums the tile's slots in split order
+# (the same sum whichever unit that is: deterministic, no floating-point atomics), runs the epilogue through
 # pointers and sets the counter back to zero, so the zero-initialised counters (LaunchPlan.counters) are zero
 # again after every launch. No unit ever waits for another. The epilogue's stores assume nothing of the
-# output's strides (conv im2col writes weight-gradient rows of any length through them).
-# For few output tiles with a long K (M <= 256, say), where one unit per tile would leave most SMs idle; one
-# launch, where a separate reduce kernel cost 3-4 us more on the H200
+# output's strides (conv im2col writes weight-gradient rows of any length through them). For few output tiles
+# with a long K (M <= 256, say), where one unit per tile would leave most SMs idle; one launch, where a
+# separate reduce kernel cost 3-4 us more on the H200
 # (results/profiles/gemm_split_after_reduce_tile_h200.json).
 def _split_entries(cfg: GemmConfig) -> list[EntrySpec]:
     params = [*tma.persistent_params(cfg), *tma.operand_descriptors(cfg, 3),
@@ -177,7 +167,8 @@ def _split_source(cfg: GemmConfig) -> str:
             + tma.TILE_WALK + walk + tma.tile_coords()
             + tma.k_loop(cfg, "split * k_span", "tl.minimum(split * k_span + k_span, k_tiles)")
             + SPLIT_STORE
-            + common.last_arrival("tile_id", "slots + in_tile", "slots + s * tile_elems + in_tile", "        ")
+            + common.last_arrival("tile_id", "slots + in_tile", "slots + s * tile_elems + in_tile",
+                                  "        ")
             + tma.indent_block(common.epilogue(cfg), "        "))
 
 
@@ -188,13 +179,13 @@ def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -
     if cfg.split_k == 1:
         return LaunchPlan(((programs, 1, 1),), scalars=scalars)
     tiles = common.tile_count(cfg, m, n, batch)
-    return LaunchPlan(((programs, 1, 1),), scalars=scalars,
-                      workspaces=(("ws_ptr", tiles * cfg.split_k * cfg.block_m * cfg.block_n, cfg.acc_dtype),),
+    slots = tiles * cfg.split_k * cfg.block_m * cfg.block_n
+    return LaunchPlan(((programs, 1, 1),), scalars=scalars, workspaces=(("ws_ptr", slots, cfg.acc_dtype),),
                       counters=(("count_ptr", tiles),))
 
 
 
-# -- rules ------------------------------------------------------------------------------------------------------
+# -- rules ---------------------------------------------------------------------------------------------------
 def config_errors(cfg: GemmConfig, arch: ArchSpec, errors: rules.Errors) -> None:
     ws = cfg.family == "tma_ws"
     if ws:
@@ -202,11 +193,11 @@ def config_errors(cfg: GemmConfig, arch: ArchSpec, errors: rules.Errors) -> None
     if cfg.split_k != 1:
         choice(errors, "split_k", cfg.split_k, rules.SPLIT_K)
     if not ws and cfg.split_k > MAX_SPLIT_K:
-        errors.append(("split_k", f"a split tma_persistent kernel sums its partials in one unrolled reduce: split_k "
-                                  f"at most {MAX_SPLIT_K}, got {cfg.split_k}"))
+        errors.append(("split_k", ("a split tma_persistent kernel sums its partials in one unrolled reduce: "
+                                   f"split_k at most {MAX_SPLIT_K}, got {cfg.split_k}")))
     if not ws and cfg.split_k != 1 and cfg.subtile != 1:
-        errors.append(("subtile", "a split tma_persistent kernel runs its epilogue where it sums the partials "
-                                  f"(pointer stores); subtile must be 1, got {cfg.subtile}"))
+        errors.append(("subtile", ("a split tma_persistent kernel runs its epilogue where it sums the "
+                                   f"partials (pointer stores); subtile must be 1, got {cfg.subtile}")))
     rules.subtile_errors(cfg, errors, subtiles=not ws)
     tma.tma_errors(cfg, arch, errors)
     if ws:
@@ -217,16 +208,16 @@ def config_errors(cfg: GemmConfig, arch: ArchSpec, errors: rules.Errors) -> None
 def _ws_errors(cfg: GemmConfig, errors: rules.Errors) -> None:
     if cfg.with_c or cfg.num_d or cfg.bias == "row":
         field = "with_c" if cfg.with_c else ("num_d" if cfg.num_d else "bias")
-        errors.append((field, "tma_ws epilogues read nothing indexed by output rows (C, D, a row bias): Triton "
-                              "3.6's warp-specialized code computed wrong results for them on H200"))
+        errors.append((field, ("tma_ws epilogues read nothing indexed by output rows (C, D, a row bias): "
+                               "Triton 3.6's warp-specialized code computed wrong results for them on H200")))
     if cfg.num_stages > MAX_WS_STAGES:
-        errors.append(("num_stages", f"Triton 3.6's warp-specialized pipeline computed wrong results on H200 with "
-                                     f"6 and 8 stages (128x64 and 128x128 tiles, every shape tried); tma_ws needs "
-                                     f"num_stages <= {MAX_WS_STAGES}, got {cfg.num_stages}"))
+        errors.append(("num_stages", ("Triton 3.6's warp-specialized pipeline computed wrong results on H200 "
+                                      "with 6 and 8 stages (128x64 and 128x128 tiles, every shape tried); "
+                                      f"tma_ws needs num_stages <= {MAX_WS_STAGES}, got {cfg.num_stages}")))
     if cfg.block_m < 128 and cfg.block_n > 128:
-        errors.append(("block_n", f"Triton 3.6 cannot split a {cfg.block_m}x{cfg.block_n} tile between the two "
-                                  f"consumer warp groups of tma_ws (compile fails); use block_n <= 128 or "
-                                  f"block_m >= 128"))
+        errors.append(("block_n", (f"Triton 3.6 cannot split a {cfg.block_m}x{cfg.block_n} tile between the "
+                                   "two consumer warp groups of tma_ws (compile fails); use block_n <= 128 "
+                                   "or block_m >= 128")))
 
 
 def problem_mismatch(cfg: GemmConfig, problem: GemmProblem) -> str | None:

@@ -1,40 +1,10 @@
 """Family `tma_ws` for fp8 (e4m3, rcr): a warp-specialized persistent GEMM written in Gluon, where the kernel
 owns its wgmma waits.
 
-fp8 wgmma accumulates in reduced precision, so every K block's product is promoted into an fp32 accumulator.
-Here each block's product goes into a fresh partial that is added one block late, after the next block's wgmma
-group has been issued (a wait with one group outstanding), so the promotion overlaps the tensor cores; Triton's
-tl.dot form can only wait for zero outstanding groups. A producer warp issues the TMA loads into a ring of
-STAGES slots (mbarrier full / empty pairs); one consumer warp group per 64 rows of the tile (two for 128-row
-tiles, three for 192-row ones), partitions of their own, each accumulate their rows and release slots as their
-wgmma groups complete, so one group's promotion adds can overlap the others' wgmmas. The epilogue (alpha and
-the per-tensor scales, bias, activation, cast) stores each warp group's 64 rows through a TMA store, and the
-next tile's loads run meanwhile.
-
-Why the loop runs in unrolled chunks of CHUNK = 2 K blocks, with no wgmma group in flight across a chunk's end:
-ptxas (CUDA 12.8) serializes every wgmma of a loop that carries a group in flight across its back-edge while it
-reads a completed partial (C7514), and each thread holds three register sets of its 64 x BLOCK_N rows; the
-launch's 168 registers per thread fit chunks of 2 without spilling (tools/probe_fp8_gluon.py --inspect).
-On an H100 this form ran 8192^3 at 1200 TF/s, the best tl.dot instance of the fp8 essential preset 1168 and
-torch._scaled_mm 1455; 2048^3 at 0.92 of torch._scaled_mm against 0.81 (probe_fp8_gluon_h100.json under
-benchmarks/results/profiles).
-
-192-row tiles read a fifth fewer operand bytes per FLOP from L2 than 128-row ones. Their three consumers
-share the registers with the producer's (padded) warp group: 160 each, room for two register sets, so they
-promote without the lag (CHUNK 1), and A arrives as three 64-row boxes (Gluon shapes are powers of two). On the
-H200 they ran 8192^3 in 789 us against 907 us for 128x128 (torch._scaled_mm 765 us) and 16384x4096x14336 in
-1435 against 1760 us (results/profiles/probe_fp8_tall_ws_h200.json).
-
-With split_k > 1 the persistent walk runs over (tile, K range) units, split-major (the programs running together
-read one K range of neighbouring tiles), every unit k_span blocks long (blocks past K load as zeros). Each
-consumer warp group stores its fp32 rows of the unit to the tile's workspace slot and counts itself on a
-(tile, warp group) counter; the group that arrives last of the tile's splits sums the slots in split order
-(deterministic) and runs the epilogue. For few output tiles with a long K: on the H200, 128x128 at 6 stages
-and k2 ran 256x4096x14336 in 39.7 us against 51.0 unsplit (all 64 tiles on 64 SMs) and 40.8 for the best split
-tma_persistent; the fp8 kernels are otherwise bound by how fast L2 feeds the SMs (about 9 TB/s for TMA and
-cp.async alike, results/profiles/probe_tma_ingest_h200.json), which more splits do not change.
-
-Triton's interpreter cannot run Gluon: these kernels run on CUDA devices only (the launcher says so).
+Each K block's product is promoted into the fp32 accumulator one block late, overlapping the next block's
+wgmma; a producer warp feeds a ring of STAGES slots and one consumer warp group per 64 rows accumulates and
+stores its rows; split_k > 1 sums per-tile workspace slots in split order. Gluon does not run on the
+interpreter: CUDA devices only. Design and measurements: docs/design/gemm_ws_fp8.md.
 """
 from __future__ import annotations
 
@@ -51,7 +21,7 @@ from tiledispatch.problems.gemm import GemmProblem
 
 FN = "gemm_tma_kernel"
 DIALECT = "gluon"
-CHUNK = 2            # K blocks per unrolled chunk of the two-consumer form (see the module docstring)
+CHUNK = 2            # K blocks per unrolled chunk of the two-consumer form (docs/design/gemm_ws_fp8.md)
 WG_ROWS = 64         # rows of the tile per consumer warp group
 # 128-row tiles promote one block late in chunks of two, 192-row tiles (less register room per group) each
 # block once its group completes: both fit the partitions' registers for these tiles.
@@ -60,9 +30,9 @@ BLOCK_N = (64, 128)
 BLOCK_K = 128
 SMEM_EXTRA = 256     # bytes Triton 3.6 adds for the partitions (152-168 measured on sm_90 builds)
 MAX_SPLIT_K = 8      # split K: the last of a tile's splits sums the slots in an unrolled loop
-# Worker partitions (consumer warp groups after the default one, then the producer warp) and the registers each
-# asks for, by consumer count: a 4-warp consumer holds three 64 x block_n fp32 sets with two consumers (the lagged
-# promotion), two with three, and all partitions together fit the SM's 64K registers.
+# Worker partitions (consumer warp groups after the default one, then the producer warp) and the registers
+# each asks for, by consumer count: a 4-warp consumer holds three 64 x block_n fp32 sets with two consumers
+# (the lagged promotion), two with three, and all partitions together fit the SM's 64K registers.
 WORKER_BUDGET = {2: ([4, 1], [240, 24]), 3: ([4, 4, 1], [160, 160, 24])}
 
 
@@ -82,8 +52,8 @@ def _descriptor(name: str, dtype: str, rows: int, cols: int, geometry: str) -> P
 
 
 def consumers(cfg: GemmConfig) -> int:
-    """Consumer warp groups: one per WG_ROWS rows of the tile (at least one, so that estimates of invalid tiles
-    stay defined)."""
+    """Consumer warp groups: one per WG_ROWS rows of the tile (at least one, so that estimates of invalid
+    tiles stay defined)."""
     return max(1, cfg.block_m // WG_ROWS)
 
 
@@ -116,16 +86,16 @@ def entries(cfg: GemmConfig) -> list[EntrySpec]:
 
 
 def _epilogue_lines(cfg: GemmConfig) -> str:
-    """Bias and activation on a warp group's rows (`acc`, rows off_m.., columns off_n..) in its wgmma layout."""
+    """Bias and activation on a warp group's rows (`acc`: rows off_m.., columns off_n.., wgmma layout)."""
     lines = []
     if cfg.bias == "row":
         lines += ["rows = off_m + gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))",
-                  "acc = acc + gl.expand_dims(gl.load(bias_ptr + rows, mask=rows < M, other=0.0)"
-                  ".to(gl.float32), 1)"]
+                  ("acc = acc + gl.expand_dims(gl.load(bias_ptr + rows, mask=rows < M, other=0.0)"
+                  ".to(gl.float32), 1)")]
     elif cfg.bias == "col":
         lines += ["cols = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, layout))",
-                  "acc = acc + gl.expand_dims(gl.load(bias_ptr + cols, mask=cols < N, other=0.0)"
-                  ".to(gl.float32), 0)"]
+                  ("acc = acc + gl.expand_dims(gl.load(bias_ptr + cols, mask=cols < N, other=0.0)"
+                  ".to(gl.float32), 0)")]
     if cfg.activation != "none":
         lines.append("acc = " + common.ACTIVATION_EXPR[cfg.activation].format(x="acc").replace("tl.", "gl."))
     return "".join(f"    {line}\n" for line in lines)
@@ -136,13 +106,14 @@ def render(cfg: GemmConfig) -> str:
     runtime = [p.name for p in entry.params if not p.is_constexpr]
     bias = ", bias_ptr" if cfg.bias != "none" else ""
     split = ", ws_ptr, count_ptr" if cfg.split_k > 1 else ""
-    signature = ",\n    ".join([*runtime, *(f"{p.name}: gl.constexpr" for p in entry.params if p.is_constexpr)])
+    constexprs = [f"{p.name}: gl.constexpr" for p in entry.params if p.is_constexpr]
+    signature = ",\n    ".join([*runtime, *constexprs])
     groups = consumers(cfg)
-    staging = "".join(f"    out_smem{g} = gl.allocate_shared_memory(out_desc.dtype, out_desc.block_type.shape, "
-                      f"out_desc.layout)\n" for g in range(groups))
-    partitions = "".join(f"        (_consume, (out_desc, out_smem{g}, scale{bias}{split}, M, N, full, empty, a_bufs, "
-                         f"b_bufs, my_units,\n                    k_span, num_pid_m, num_pid_n, layout, GROUP_M, "
-                         f"STAGES, CHUNK, SPLIT_K, BM, {g})),\n" for g in range(groups))
+    staging = "".join(f"    out_smem{g} = gl.allocate_shared_memory(out_desc.dtype, "
+                      "out_desc.block_type.shape, out_desc.layout)\n" for g in range(groups))
+    partitions = "".join(f"        (_consume, (out_desc, out_smem{g}, scale{bias}{split}, M, N, full, empty, "
+                         "a_bufs, b_bufs, my_units,\n                    k_span, num_pid_m, num_pid_n, "
+                         f"layout, GROUP_M, STAGES, CHUNK, SPLIT_K, BM, {g})),\n" for g in range(groups))
     warps, regs = WORKER_BUDGET[groups]
     fills = {"{PARTITIONS}": partitions, "{STAGING}": staging, "{CONSUMERS}": str(groups),
              "{BLOCK_M}": str(cfg.block_m), "{WORKER_WARPS}": str(warps), "{WORKER_REGS}": str(regs),
@@ -155,18 +126,19 @@ def render(cfg: GemmConfig) -> str:
 
 def launch_plan(cfg: GemmConfig, m: int, n: int, k: int, batch: int, sms: int) -> LaunchPlan:
     """One program per SM (the ring and staging buffers take most of an SM's shared memory), at most one per
-    unit (output tile, or with split_k > 1 a tile's K range); split K adds the fp32 partial slots of every tile
-    and one arrival counter per tile and consumer warp group."""
+    unit (output tile, or with split_k > 1 a tile's K range); split K adds the fp32 partial slots of every
+    tile and one arrival counter per tile and consumer warp group."""
     tiles = common.tile_count(cfg, m, n, batch)
     grids = ((min(tiles * cfg.split_k, sms), 1, 1),)
     if cfg.split_k == 1:
         return LaunchPlan(grids)
-    return LaunchPlan(grids, workspaces=(("ws_ptr", tiles * cfg.split_k * cfg.block_m * cfg.block_n, cfg.acc_dtype),),
+    slots = tiles * cfg.split_k * cfg.block_m * cfg.block_n
+    return LaunchPlan(grids, workspaces=(("ws_ptr", slots, cfg.acc_dtype),),
                       counters=(("count_ptr", tiles * consumers(cfg)),))
 
 
 
-# -- rules ------------------------------------------------------------------------------------------------------
+# -- rules ---------------------------------------------------------------------------------------------------
 def config_errors(cfg: GemmConfig, arch: ArchSpec, errors: rules.Errors) -> None:
     if cfg.split_k != 1:
         choice(errors, "split_k", cfg.split_k, rules.SPLIT_K)
@@ -177,19 +149,19 @@ def config_errors(cfg: GemmConfig, arch: ArchSpec, errors: rules.Errors) -> None
     if cfg.block_m not in BLOCK_M:
         errors.append(("block_m", f"{form} needs block_m in {legal(BLOCK_M)}, got {cfg.block_m}"))
     if cfg.block_m in rules.WS_FP8_WIDE_M and cfg.block_n != 128:
-        errors.append(("block_n", f"{form} runs 192-row tiles with block_n=128 only (three warp groups of 64 "
-                                  f"rows share the registers), got {cfg.block_n}"))
+        errors.append(("block_n", (f"{form} runs 192-row tiles with block_n=128 only (three warp groups of "
+                                   f"64 rows share the registers), got {cfg.block_n}")))
     if cfg.block_n not in BLOCK_N:
-        errors.append(("block_n", f"{form} needs block_n in {legal(BLOCK_N)} (wider tiles run out of "
-                                  f"registers for the lagged promotion), got {cfg.block_n}"))
+        errors.append(("block_n", (f"{form} needs block_n in {legal(BLOCK_N)} (wider tiles run out of "
+                                   f"registers for the lagged promotion), got {cfg.block_n}")))
     if cfg.block_k != BLOCK_K:
         errors.append(("block_k", f"{form} needs block_k={BLOCK_K}, got {cfg.block_k}"))
     if cfg.with_c or cfg.num_d:
-        errors.append(("with_c" if cfg.with_c else "num_d", f"{form} reads no C or D tensors; tma_persistent "
-                                                             f"and tiled fp8 kernels do"))
+        errors.append(("with_c" if cfg.with_c else "num_d", (f"{form} reads no C or D tensors; "
+                                                             "tma_persistent and tiled fp8 kernels do")))
     if cfg.split_k > MAX_SPLIT_K:
-        errors.append(("split_k", f"{form} sums a tile's split partials in one unrolled reduce: split_k at most "
-                                  f"{MAX_SPLIT_K}, got {cfg.split_k}"))
+        errors.append(("split_k", (f"{form} sums a tile's split partials in one unrolled reduce: split_k at "
+                                   f"most {MAX_SPLIT_K}, got {cfg.split_k}")))
 
 
 def problem_mismatch(cfg: GemmConfig, problem: GemmProblem) -> str | None:
@@ -197,8 +169,8 @@ def problem_mismatch(cfg: GemmConfig, problem: GemmProblem) -> str | None:
 
 
 def resources(cfg: GemmConfig) -> Resources:
-    """The ring of A and B slots with their two barriers, a WG_ROWS-row output staging buffer per consumer warp
-    group, and SMEM_EXTRA bytes for the partitions; each consumer warp group holds its rows' accumulator."""
+    """The ring of A and B slots with their two barriers, a WG_ROWS-row output staging buffer per consumer
+    warp group and SMEM_EXTRA bytes for the partitions; each consumer warp group holds its rows' sums."""
     warps = cfg.num_warps * consumers(cfg)
     if cfg.out_dtype not in DTYPES:   # reported by validity; the ring and barriers alone
         return rules.tile_resources(cfg, warps, tma.TMA_BARRIER_BYTES)
@@ -404,4 +376,4 @@ def gemm_tma_kernel(
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(full.index(i))
         mbarrier.invalidate(empty.index(i))
-'''
+'''  # noqa: E501, RUF100 (the kernel's own lines reach the generated source as they are)

@@ -29,9 +29,9 @@ def _copy_tile(t, src, dst, tiles_c, tiles_rc, rows, cols, src_ld, dst_ld, src_b
     tl.store(dst + z * dst_batch + r64[:, None] * dst_ld + c[None, :], values, mask=mask)
 
 
-# The leading dimensions are not specialized: were the destination's known to be 16-byte aligned (it always is)
-# and the source's not, Triton would give loads and stores different layouts, and a store layout of 16-byte
-# runs per thread masked element by element scatters each warp's store over sixteen sectors.
+# The leading dimensions are not specialized: were the destination's known to be 16-byte aligned (it always
+# is) and the source's not, Triton would give loads and stores different layouts, and a store layout of
+# 16-byte runs per thread masked element by element scatters each warp's store over sixteen sectors.
 @triton.jit(do_not_specialize=["src_ld0", "dst_ld0", "src_ld1", "dst_ld1"])
 def pad_copy_kernel(src0, dst0, src1, dst1, tiles0, tiles_c0, tiles_rc0, rows0, cols0, src_ld0, dst_ld0,
                     src_batch0, dst_batch0, tiles_c1, tiles_rc1, rows1, cols1, src_ld1, dst_ld1, src_batch1,

@@ -21,8 +21,8 @@ class Param:
     name: str
     ty: str                     # Triton signature type ("*fp16", "i32", "fp32", "constexpr")
     value: Any = None           # the value of a constexpr
-    divisibility: int = 1       # compiled with tt.divisibility=N when N > 1: a pointer's alignment in bytes, an
-                                # integer's known factor (a size or stride in elements)
+    divisibility: int = 1       # compiled with tt.divisibility=N when N > 1: a pointer's alignment in bytes,
+                                # an integer's known factor (a size or stride in elements)
 
     @property
     def is_constexpr(self) -> bool:

@@ -17,7 +17,7 @@ from tiledispatch.problems.gemm import GemmProblem
 SMEM_PER_SM = 232448          # bytes of shared memory per SM on sm_90 (228 KiB)
 REGS_PER_SM = 65536
 REG_OVERHEAD = 64             # registers per thread besides the accumulator (addresses, operands, indices)
-TMA_BARRIER_BYTES = 1024      # the TMA families' stage mbarriers (24 B for 3 stages; tma_ws 376-488 B on sm_90)
+TMA_BARRIER_BYTES = 1024      # stage mbarriers of the TMA families (3 stages: 24 B; tma_ws 376-488 B, sm_90)
 WS_WARPS = 4                  # Triton 3.6 on sm_90 warp-specializes only kernels compiled with 4 warps
 
 
@@ -26,22 +26,22 @@ def tma_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -
     if not arch.tma:
         errors.append(("family", f"family {cfg.family!r} needs TMA (sm_90+); {arch.name} has none"))
     if cfg.align != 16:
-        errors.append(("align", f"family {cfg.family!r} reads through tensor descriptors, which need 16-byte "
-                                f"aligned strides: align must be 16, got {cfg.align}"))
+        errors.append(("align", (f"family {cfg.family!r} reads through tensor descriptors, which need "
+                                 f"16-byte aligned strides: align must be 16, got {cfg.align}")))
 
 
 def ws_warps_errors(cfg: GemmConfig, arch: ArchSpec, errors: list[tuple[str, str]]) -> None:
     """tma_ws (both forms): warp specialization needs WS_WARPS warps."""
     if cfg.num_warps != WS_WARPS:
-        errors.append(("num_warps", f"warp specialization takes effect on {arch.name} only with num_warps="
-                                    f"{WS_WARPS} (Triton ignores it otherwise); got {cfg.num_warps}"))
+        errors.append(("num_warps", (f"warp specialization takes effect on {arch.name} only with num_warps="
+                                     f"{WS_WARPS} (Triton ignores it otherwise); got {cfg.num_warps}")))
 
 
 def ws_batch_mismatch(cfg: GemmConfig, problem: GemmProblem) -> str | None:
     """tma_ws (both forms) computes one matrix."""
     if problem.batch > 1:
-        return (f"batch: tma_ws computes one matrix (batch={problem.batch}); Triton 3.6 hangs warp-specializing "
-                f"the rank-3 descriptors that batches need")
+        return (f"batch: tma_ws computes one matrix (batch={problem.batch}); Triton 3.6 hangs "
+                "warp-specializing the rank-3 descriptors that batches need")
     return None
 
 
@@ -53,8 +53,8 @@ def persistent_params(cfg: GemmConfig) -> list[Param]:
 
 
 def operand_descriptors(cfg: GemmConfig, rank: int = 3) -> list[Param]:
-    """Descriptor parameters of A and B in their stored orientation: a row-major A is [M, K], a column-major one
-    [K, M]; a column-major B (K-major) is [N, K], a row-major one [K, N]. rank 2 drops the batch axis
+    """Descriptor parameters of A and B in their stored orientation: a row-major A is [M, K], a column-major
+    one [K, M]; a column-major B (K-major) is [N, K], a row-major one [K, N]. rank 2 drops the batch axis
     (tma_ws, which handles one batch: Triton 3.6 hangs warp-specializing rank-3 loads)."""
     a_row, b_row = cfg.layout[0] == "r", cfg.layout[1] == "r"
     a = ("M", "K", cfg.block_m, cfg.block_k, "stride_ar") if a_row else ("K", "M", cfg.block_k, cfg.block_m,
@@ -80,11 +80,12 @@ def device_descriptors(params: list[Param]) -> str:
 
 def descriptor_param(name: str, dtype: str, rows: str, cols: str, block_rows: int, block_cols: int,
                      row_stride: str, batch_stride: str, rank: int = 3) -> Param:
-    """A tensor-descriptor parameter `<name>_desc` over the matrix `<name>_ptr` points to, built on the host for
-    each launch (runtime/launcher.py, `host_descriptor`): its value names the parameters that give the base
-    tensor, rows, columns and row stride (and, rank 3, the batch stride: [batch, rows, cols] with [1, rows,
-    cols] boxes, a 1-deep tensor for an operand shared by every batch, stride 0). Descriptors made on the
-    device instead cost each small GEMM 1.5-2 us of start-up on the H200 (tools/probe_host_descriptors.py)."""
+    """A tensor-descriptor parameter `<name>_desc` over the matrix `<name>_ptr` points to, built on the host
+    for each launch (runtime/launcher.py, `host_descriptor`): its value names the parameters that give the
+    base tensor, rows, columns and row stride (and, rank 3, the batch stride: [batch, rows, cols] with [1,
+    rows, cols] boxes, a 1-deep tensor for an operand shared by every batch, stride 0). Descriptors made on
+    the device instead cost each small GEMM 1.5-2 us of start-up on the H200
+    (tools/probe_host_descriptors.py)."""
     block = [block_rows, block_cols] if rank == 2 else [1, block_rows, block_cols]
     ty = f"tensordesc<{DTYPES[dtype].triton}[{', '.join(map(str, block))}]>"
     fields = [f"{name}_ptr", rows, cols, row_stride] + ([batch_stride] if rank == 3 else [])
@@ -95,7 +96,8 @@ def matrix_descriptor(name: str, dtype: str, block_m: int, width: int, rank: int
     """The descriptor parameter over a row-major [batch, M, N] matrix of the epilogue (out, C, D) with
     [BLOCK_M, width] boxes (rank 2: one [M, N] matrix)."""
     prefix = "o" if name == "out" else name
-    return descriptor_param(name, dtype, "M", "N", block_m, width, f"stride_{prefix}r", f"stride_{prefix}b", rank)
+    return descriptor_param(name, dtype, "M", "N", block_m, width, f"stride_{prefix}r", f"stride_{prefix}b",
+                            rank)
 
 
 TILE_WALK = """\
@@ -121,8 +123,10 @@ def tile_coords(indent: str = "        ") -> str:
 
 def tile_loads(cfg: GemmConfig, indent: str, rank: int = 3) -> str:
     """Load the A tile as [BLOCK_M, BLOCK_K] and the B tile as [BLOCK_K, BLOCK_N] at K offset `off_k`."""
-    a_at = ("off_m, off_k", "BLOCK_M, BLOCK_K", "") if cfg.layout[0] == "r" else ("off_k, off_m", "BLOCK_K, BLOCK_M", ".T")
-    b_at = ("off_k, off_n", "BLOCK_K, BLOCK_N", "") if cfg.layout[1] == "r" else ("off_n, off_k", "BLOCK_N, BLOCK_K", ".T")
+    a_at = (("off_m, off_k", "BLOCK_M, BLOCK_K", "") if cfg.layout[0] == "r"
+            else ("off_k, off_m", "BLOCK_K, BLOCK_M", ".T"))
+    b_at = (("off_k, off_n", "BLOCK_K, BLOCK_N", "") if cfg.layout[1] == "r"
+            else ("off_n, off_k", "BLOCK_N, BLOCK_K", ".T"))
     lines = []
     for name, (at, shape, trans) in (("a", a_at), ("b", b_at)):
         if rank == 3:
@@ -138,7 +142,8 @@ def k_loop(cfg: GemmConfig, k_lo: str, k_hi: str, indent: str = "        ", rank
     body = indent + "    "
     dot = common.dot_line(cfg).replace("\n        ", "\n" + body)
     # rank 3: the batch each operand is read from (an operand shared by every batch has one)
-    batch = "".join(f"{indent}{x}_bi = tl.where(stride_{x}b == 0, 0, pid_b)\n" for x in "ab") if rank == 3 else ""
+    batch = ("".join(f"{indent}{x}_bi = tl.where(stride_{x}b == 0, 0, pid_b)\n" for x in "ab")
+             if rank == 3 else "")
     return (batch + f"{indent}acc = tl.zeros((BLOCK_M, BLOCK_N), dtype={acc_ty})\n"
             f"{indent}for ki in range({k_lo}, {k_hi}):\n"
             f"{body}off_k = ki * BLOCK_K\n"
@@ -151,8 +156,8 @@ def indent_block(text: str, extra: str) -> str:
 
 
 def programs_per_sm(cfg: GemmConfig, held: Resources) -> int:
-    """Resident programs per SM, from shared memory and accumulator registers (at least 1); `held`: the family's
-    resource estimate of cfg."""
+    """Resident programs per SM, from shared memory and accumulator registers (at least 1); `held`: the
+    family's resource estimate of cfg."""
     by_smem = SMEM_PER_SM // max(1, held.shared_memory)
     warps = held.warps + (cfg.num_warps if cfg.family == "tma_ws" else 0)   # + producer group
     acc_per_thread = cfg.block_m * cfg.block_n // (32 * held.warps)
