@@ -113,7 +113,8 @@ def _prologue(cfg: ConvConfig) -> str:
         "k0 = pid_g * KG + tile_m * BLOCK_M", "c0 = pid_g * CG + tile_n * BLOCK_N"]
     src = hints(cfg) + "".join(f"{INDENT}{line}\n" for line in lines)
     if outer:
-        src += common.split_index("t_rest", "tap", [f"flt_{s}" for s in outer], [f"f_{s}" for s in outer], INDENT)
+        src += common.split_index("t_rest", "tap", [f"flt_{s}" for s in outer], [f"f_{s}" for s in outer],
+                                  INDENT)
     return src
 
 
@@ -141,7 +142,8 @@ def _loop(cfg: ConvConfig) -> str:
     *outer, inner = common.dims(cfg)
     ind = INDENT * 2
     lines = [f"acc{j} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)" for j in range(ROW_TAPS)]
-    src = "".join(f"{INDENT}{line}\n" for line in lines) + f"{INDENT}for b in range(b_lo, b_hi):\n{ind}q = b\n"
+    src = ("".join(f"{INDENT}{line}\n" for line in lines)
+           + f"{INDENT}for b in range(b_lo, b_hi):\n{ind}q = b\n")
     for s in reversed(common.dims(cfg)):
         src += f"{ind}o0_{s} = (q % boxes_{s}) * T_{s}\n{ind}q = q // boxes_{s}\n"
     at = ", ".join(["q", *(f"o0_{s}" for s in common.dims(cfg)), "k0"])
