@@ -44,8 +44,8 @@ def main() -> None:
     stock = make_model().to(device, dtype).to(memory_format=torch.channels_last)
     model = copy.deepcopy(stock)
 
-    report = tdnn.convert(model)      # in place: same modules and Parameter objects, conv weights channels-last
-    print(report)                     # layer / module / shape / runs on (tiledispatch, or torch and why)
+    report = tdnn.convert(model)   # in place: same modules and Parameters, conv weights channels-last
+    print(report)                  # layer / module / shape / runs on (tiledispatch, or torch and why)
 
     batches = [(torch.randn(batch, 3, size, size, device=device, dtype=dtype),
                 torch.randint(0, 10, (batch,), device=device)) for _ in range(2)]
@@ -56,7 +56,7 @@ def main() -> None:
     print(f"loss after {steps} steps: stock {train(stock, batches, steps):.4f}, "
           f"converted {train(model, batches, steps):.4f}")
 
-    compiled = torch.compile(model, fullgraph=True)   # the ops are traced by their fake kernels: no graph break
+    compiled = torch.compile(model, fullgraph=True)   # traced through the ops' fake kernels: no graph break
     with torch.no_grad():
         model.eval()
         err = float((compiled(x).float() - model(x).float()).norm() / model(x).float().norm())

@@ -13,8 +13,9 @@ PAIRS = [(tdnn.Conv1d, torch.nn.Conv1d), (tdnn.Conv2d, torch.nn.Conv2d), (tdnn.C
          (tdnn.Linear, torch.nn.Linear)]
 
 
-CONV_KWARGS = {"in_channels": 4, "out_channels": 6, "kernel_size": 3, "stride": 2, "padding": 1, "dilation": 1, "groups": 2,
-                   "bias": False, "padding_mode": "zeros", "device": "cpu", "dtype": torch.float16}
+CONV_KWARGS = {"in_channels": 4, "out_channels": 6, "kernel_size": 3, "stride": 2, "padding": 1,
+               "dilation": 1, "groups": 2, "bias": False, "padding_mode": "zeros", "device": "cpu",
+               "dtype": torch.float16}
 LINEAR_KWARGS = {"in_features": 4, "out_features": 6, "bias": False, "device": "cpu", "dtype": torch.float16}
 
 
@@ -80,8 +81,9 @@ def test_what_stays_on_torch_says_why_and_runs_torch():
 @pytest.mark.slow
 @pytest.mark.parametrize("ours, theirs, args, kwargs, x_shape", [
     (tdnn.Conv1d, torch.nn.Conv1d, (6, 6, 5), {"stride": 2, "padding": 2, "groups": 6}, (2, 6, 13)),
-    (tdnn.Conv1d, torch.nn.Conv1d, (6, 6, 5), {"stride": 2, "padding": 2, "groups": 6}, (6, 13)),   # unbatched
-    (tdnn.Conv2d, torch.nn.Conv2d, (8, 6, 3), {"stride": 2, "padding": 1, "groups": 2, "bias": False}, (2, 8, 7, 9)),
+    (tdnn.Conv1d, torch.nn.Conv1d, (6, 6, 5), {"stride": 2, "padding": 2, "groups": 6}, (6, 13)),   # no batch
+    (tdnn.Conv2d, torch.nn.Conv2d, (8, 6, 3), {"stride": 2, "padding": 1, "groups": 2, "bias": False},
+     (2, 8, 7, 9)),
     (tdnn.Conv2d, torch.nn.Conv2d, (3, 5, (3, 2)), {"padding": "same", "dilation": 2}, (1, 3, 8, 7)),
     (tdnn.Conv3d, torch.nn.Conv3d, (4, 6, (3, 1, 1)), {"padding": (1, 0, 0), "bias": False}, (1, 4, 5, 4, 3)),
     (tdnn.Linear, torch.nn.Linear, (7, 4), {}, (2, 3, 7)),
@@ -95,17 +97,19 @@ def test_forward_and_backward_match_torch(ours, theirs, args, kwargs, x_shape):
     rx = x.double().requires_grad_()
     x.requires_grad_()
     y, ry = mod(x), ref(rx)
-    assert y.shape == ry.shape and float((y.detach().double() - ry.detach()).norm() / ry.detach().norm()) < 2e-5
+    got, want = y.detach().double(), ry.detach()
+    assert got.shape == want.shape and float((got - want).norm() / want.norm()) < 2e-5
     grad = torch.randn(ry.shape, dtype=torch.float64)
     y.backward(grad.float())
     ry.backward(grad)
-    for got, want in [(x.grad, rx.grad), *((p.grad, q.grad) for p, q in zip(mod.parameters(), ref.parameters()))]:
+    pairs = [(x.grad, rx.grad), *((p.grad, q.grad) for p, q in zip(mod.parameters(), ref.parameters()))]
+    for got, want in pairs:
         assert got.shape == want.shape and float((got.double() - want).norm() / want.norm()) < 2e-5
 
 
 @pytest.mark.slow
 def test_autocast_casts_operands_like_torch():
-    """Under autocast the operands run in the autocast dtype (fp16 here: the interpreter's bf16 dot is wrong)."""
+    """Under autocast the operands run in the autocast dtype (fp16: the interpreter's bf16 dot is wrong)."""
     torch.manual_seed(2)
     conv = tdnn.Conv2d(8, 8, 3, padding=1, groups=2, bias=False)
     x = torch.randn(2, 8, 5, 6)

@@ -81,7 +81,8 @@ FAKE_CASES = [
     ((1, 4, 6, 5), (8, 4, 2, 3), {"padding": ((0, 1), (2, 0))}),
     ((1, 4, 6, 5), (4, 4, 2, 3), {"padding": "same", "dilation": 2}),
     ((2, 8, 11), (8, 1, 5), {"stride": 3, "padding": 2, "groups": 8}),
-    ((1, 4, 5, 6, 7), (6, 2, 3, 1, 2), {"stride": (1, 2, 3), "padding": (1, 0, 1), "dilation": (2, 1, 1), "groups": 2}),
+    ((1, 4, 5, 6, 7), (6, 2, 3, 1, 2),
+     {"stride": (1, 2, 3), "padding": (1, 0, 1), "dilation": (2, 1, 1), "groups": 2}),
     ((3, 16, 1, 1), (4, 16, 1, 1), {}),
 ]
 
@@ -97,7 +98,8 @@ def _torch_args(kwargs):
 def test_fake_conv_ops_give_torchs_shapes_and_channels_last_strides(x_shape, w_shape, kwargs):
     ndim = len(x_shape) - 2
     conv = (F.conv1d, F.conv2d, F.conv3d)[ndim - 1]
-    geometry = {k: kwargs.get(k, d) for k, d in (("stride", 1), ("padding", 0), ("dilation", 1), ("groups", 1))}
+    defaults = (("stride", 1), ("padding", 0), ("dilation", 1), ("groups", 1))
+    geometry = {k: kwargs.get(k, d) for k, d in defaults}
     targs = _torch_args(kwargs)
     with FakeTensorMode():
         x, w = torch.empty(x_shape), torch.empty(w_shape)
@@ -111,8 +113,9 @@ def test_fake_conv_ops_give_torchs_shapes_and_channels_last_strides(x_shape, w_s
     assert dw.shape == w.shape and dw.stride() == channels_last_strides(w_shape)
 
 
-@pytest.mark.parametrize("a_shape, b_shape, out", [((5, 7), (7, 3), (5, 3)), ((2, 5, 7), (7, 3), (2, 5, 3)),
-                                                   ((5, 7), (2, 7, 3), (2, 5, 3)), ((2, 5, 7), (2, 7, 3), (2, 5, 3))])
+@pytest.mark.parametrize("a_shape, b_shape, out", [
+    ((5, 7), (7, 3), (5, 3)), ((2, 5, 7), (7, 3), (2, 5, 3)), ((5, 7), (2, 7, 3), (2, 5, 3)),
+    ((2, 5, 7), (2, 7, 3), (2, 5, 3))])
 def test_fake_gemm_shapes(a_shape, b_shape, out):
     with FakeTensorMode():
         y = ops.gemm(torch.empty(a_shape), torch.empty(b_shape))

@@ -1,11 +1,12 @@
 """tiledispatch.nn.Conv1d / Conv2d / Conv3d / Linear: torch's modules whose forward runs the custom ops.
 
-Subclasses of torch.nn.ConvNd / Linear: same constructor, parameters, buffers and state_dict (a torch checkpoint
-loads unchanged, and theirs loads into torch's). What tiledispatch cannot serve stays on torch: a module whose
-configuration td has no op for keeps `td_reason` (e.g. padding_mode='reflect') and runs torch's forward, as
-does a call with an unserved dtype (float64, ...) or an empty batch. Conv weights are kept channels-last (the layout
-the kernels read, so no per-call copy); inputs in another layout are copied channels-last inside the op, and
-outputs are channels-last. Under autocast the operands are cast to the autocast dtype, as torch does.
+Subclasses of torch.nn.ConvNd / Linear: same constructor, parameters, buffers and state_dict (a torch
+checkpoint loads unchanged, and theirs loads into torch's). What tiledispatch cannot serve stays on torch: a
+module whose configuration td has no op for keeps `td_reason` (e.g. padding_mode='reflect') and runs torch's
+forward, as does a call with an unserved dtype (float64, ...) or an empty batch. Conv weights are kept
+channels-last (the layout the kernels read, so no per-call copy); inputs in another layout are copied
+channels-last inside the op, and outputs are channels-last. Under autocast the operands are cast to the
+autocast dtype, as torch does.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def dtype_reason(dtype: torch.dtype) -> str | None:
 
 
 def _autocast(device: torch.device, *tensors: Any) -> tuple:
-    """The tensors cast to the autocast dtype when autocast is on for their device (as torch's conv / linear)."""
+    """The tensors cast to the autocast dtype when autocast is on for their device (as torch's layers do)."""
     if not torch.is_autocast_enabled(device.type):
         return tensors
     dtype = torch.get_autocast_dtype(device.type)
@@ -61,12 +62,14 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
         with torch.no_grad():
             self.weight.data = as_channels_last(self.weight.data)
 
-    def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor,
+                      bias: torch.Tensor | None) -> torch.Tensor:
         spatial = len(self.kernel_size)
-        if (self.td_reason is not None or input.dtype not in DTYPES or input.dim() not in (spatial + 1, spatial + 2)
-                or (input.dim() == spatial + 2 and input.shape[0] == 0)):
+        dims = input.dim()
+        if (self.td_reason is not None or input.dtype not in DTYPES or dims not in (spatial + 1, spatial + 2)
+                or (dims == spatial + 2 and input.shape[0] == 0)):
             # torch.nn.Conv1d/2d/3d's, next in the method order of the concrete classes
-            return super()._conv_forward(input, weight, bias)   # type: ignore[misc]
+            return super()._conv_forward(input, weight, bias)
         batched = input.dim() == spatial + 2
         x, weight, bias = _autocast(input.device, input if batched else input.unsqueeze(0), weight, bias)
         y = _conv_op(x, weight, bias, *self._td_geometry, "none")
@@ -102,7 +105,7 @@ class Conv3d(_TdConv, torch.nn.Conv3d):
 
 
 class Linear(torch.nn.Linear):
-    """torch.nn.Linear running torch.ops.tiledispatch.gemm: x (*, in) @ weight.T (a column-major view) + bias."""
+    """torch.nn.Linear running torch.ops.tiledispatch.gemm: x (*, in) @ weight.T (column-major) + bias."""
 
     td_reason: str | None
 

@@ -1,4 +1,5 @@
-"""PyTorch custom operators over td.conv* and td.gemm (namespace `tiledispatch`); importing this registers them.
+"""PyTorch custom operators over td.conv* and td.gemm (namespace `tiledispatch`); importing this registers
+them.
 
     torch.ops.tiledispatch.conv / conv_bwd_data / conv_bwd_weight / gemm / gemm_scaled
 
@@ -73,7 +74,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
 def gemm_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
                 bias: torch.Tensor | None = None, out_dtype: torch.dtype = torch.bfloat16,
                 activation: str | None = None) -> torch.Tensor:
-    """activation(scale_a * scale_b * a @ b + bias) for fp8 a, b, through torch.ops.tiledispatch.gemm_scaled."""
+    """activation(scale_a * scale_b * a @ b + bias) for fp8 a, b (torch.ops.tiledispatch.gemm_scaled)."""
     return _gemm_ops.gemm_scaled(a, b, scale_a, scale_b, bias, out_dtype,
                                  check_activation(activation or "none"))
 

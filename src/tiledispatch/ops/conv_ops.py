@@ -10,6 +10,7 @@ padding as [left0, right0, left1, right1, ...].
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -69,7 +70,7 @@ def _fake_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stri
     return empty_channels_last(shape, x.dtype, x.device)
 
 
-def _setup_conv(ctx, inputs, output) -> None:   # type: ignore[no-untyped-def]
+def _setup_conv(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
     x, w, bias, stride, padding, dilation, groups, activation = inputs
     ctx.geometry = (stride, padding, dilation, groups)
     ctx.activation = activation
@@ -77,7 +78,7 @@ def _setup_conv(ctx, inputs, output) -> None:   # type: ignore[no-untyped-def]
     ctx.save_for_backward(x, w, bias, output if keep_output else None)
 
 
-def _conv_backward(ctx, grad: torch.Tensor):   # type: ignore[no-untyped-def]
+def _conv_backward(ctx: Any, grad: torch.Tensor) -> tuple:
     x, w, bias, y = ctx.saved_tensors
     geometry = ctx.geometry
     pre = conv(x, w, bias, *geometry, "none") if needs_pre_activation(ctx.activation) else None
@@ -110,13 +111,13 @@ def _fake_bwd_data(dy: torch.Tensor, w: torch.Tensor, input_shape: _Ints, stride
     return empty_channels_last(input_shape, dy.dtype, dy.device)
 
 
-def _setup_bwd_data(ctx, inputs, output) -> None:   # type: ignore[no-untyped-def]
+def _setup_bwd_data(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
     dy, w, _input_shape, stride, padding, dilation, groups = inputs
     ctx.geometry = (stride, padding, dilation, groups)
     ctx.save_for_backward(dy, w)
 
 
-def _bwd_data_backward(ctx, grad: torch.Tensor):   # type: ignore[no-untyped-def]
+def _bwd_data_backward(ctx: Any, grad: torch.Tensor) -> tuple:
     dy, w = ctx.saved_tensors
     g_dy = conv(grad, w, None, *ctx.geometry, "none") if ctx.needs_input_grad[0] else None
     g_w = conv_bwd_weight(grad, dy, list(w.shape), *ctx.geometry) if ctx.needs_input_grad[1] else None
@@ -143,13 +144,13 @@ def _fake_bwd_weight(x: torch.Tensor, dy: torch.Tensor, weight_shape: _Ints, str
     return empty_channels_last(weight_shape, dy.dtype, dy.device)
 
 
-def _setup_bwd_weight(ctx, inputs, output) -> None:   # type: ignore[no-untyped-def]
+def _setup_bwd_weight(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
     x, dy, _weight_shape, stride, padding, dilation, groups = inputs
     ctx.geometry = (stride, padding, dilation, groups)
     ctx.save_for_backward(x, dy)
 
 
-def _bwd_weight_backward(ctx, grad: torch.Tensor):   # type: ignore[no-untyped-def]
+def _bwd_weight_backward(ctx: Any, grad: torch.Tensor) -> tuple:
     x, dy = ctx.saved_tensors
     g_x = conv_bwd_data(dy, grad, list(x.shape), *ctx.geometry) if ctx.needs_input_grad[0] else None
     g_dy = conv(x, grad, None, *ctx.geometry, "none") if ctx.needs_input_grad[1] else None

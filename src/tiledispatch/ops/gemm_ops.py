@@ -8,6 +8,8 @@ Operands whose last two dims are neither row- nor column-major are copied contig
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 import tiledispatch as td
@@ -34,7 +36,8 @@ def _out_shape(a: torch.Tensor, b: torch.Tensor) -> tuple:
     return (*batch, a.shape[-2], b.shape[-1])
 
 
-def _gemm_kernel(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str) -> torch.Tensor:
+def _gemm_kernel(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
+                 activation: str) -> torch.Tensor:
     """activation(a @ b + bias), row-major."""
     out = _fake_gemm(a, b, bias, activation)
     td.gemm(_matrix(a), _matrix(b), bias=None if bias is None else bias.contiguous(),
@@ -46,7 +49,7 @@ def _fake_gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, acti
     return a.new_empty(_out_shape(a, b))
 
 
-def _setup_gemm(ctx, inputs, output) -> None:   # type: ignore[no-untyped-def]
+def _setup_gemm(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
     a, b, bias, activation = inputs
     ctx.activation = activation
     keep_output = activation in FROM_OUTPUT and activation != "none"
@@ -58,7 +61,7 @@ def _sum_to(grad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return grad.sum(0) if grad.dim() > like.dim() else grad
 
 
-def _gemm_backward(ctx, grad: torch.Tensor):   # type: ignore[no-untyped-def]
+def _gemm_backward(ctx: Any, grad: torch.Tensor) -> tuple:
     a, b, bias, out = ctx.saved_tensors
     pre = gemm(a, b, bias, "none") if needs_pre_activation(ctx.activation) else None
     grad = activation_backward(ctx.activation, grad, out, pre)
@@ -95,7 +98,7 @@ def _fake_gemm_scaled(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, s
     return a.new_empty(_out_shape(a, b), dtype=out_dtype)
 
 
-def _no_backward(ctx, grad: torch.Tensor):   # type: ignore[no-untyped-def]
+def _no_backward(ctx: Any, grad: torch.Tensor) -> tuple:
     raise BadInput("tiledispatch::gemm_scaled (fp8) is not differentiable", field="a")
 
 

@@ -72,7 +72,7 @@ def pairs(flat: Sequence[int]) -> tuple[tuple[int, int], ...]:
 
 
 def same_padding(kernel: Sequence[int], dilation: Sequence[int]) -> list[int]:
-    """padding='same' as torch computes it: dilation * (kernel - 1) split with the extra element on the right."""
+    """padding='same' as torch computes it: dilation * (kernel - 1), the odd element on the right."""
     flat: list[int] = []
     for k, d in zip(kernel, dilation):
         total = d * (k - 1)
