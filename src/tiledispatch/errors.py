@@ -59,6 +59,7 @@ def legal(values: Iterable[object]) -> str:
     return ", ".join(repr(v) for v in values)
 
 
-def bad_choice(kind: type[TileDispatchError], field: str, value: object, choices: Iterable[object]) -> TileDispatchError:
+def bad_choice(kind: type[TileDispatchError], field: str, value: object,
+               choices: Iterable[object]) -> TileDispatchError:
     """Build the standard 'field has an illegal value' error."""
     return kind(f"{field}={value!r} is not valid; legal values: {legal(choices)}", field=field)

@@ -67,7 +67,8 @@ class Dataset:
                              field="schema_version")
         return data
 
-    def open(self, op: str, direction: str, dtype: str, gpu: str, resume: bool, extra: dict[str, Any]) -> None:
+    def open(self, op: str, direction: str, dtype: str, gpu: str, resume: bool,
+             extra: dict[str, Any]) -> None:
         """Create the directory for a new sweep, or check that an existing one matches (with resume=True)."""
         if self.exists():
             if not resume:
@@ -117,7 +118,8 @@ class Dataset:
         import pandas as pd
 
         cols = list(columns) if columns is not None else None
-        frames = [frame for frame in (self._read(p, cols, quarantine) for p in self.parts()) if frame is not None]
+        frames = [frame for frame in (self._read(p, cols, quarantine) for p in self.parts())
+                  if frame is not None]
         if not frames:
             return pd.DataFrame(columns=cols or [])
         return pd.concat(frames, ignore_index=True)

@@ -103,7 +103,8 @@ class LocalPool:
                         w.assign(queue.popleft())
                 ready = wait([w.conn for w in workers] + [w.proc.sentinel for w in workers], timeout=0.5)
                 for i, w in enumerate(workers):
-                    fresh = self._drain(w, sink, advance) if (w.conn in ready or w.proc.sentinel in ready) else True
+                    fresh = (self._drain(w, sink, advance) if (w.conn in ready or w.proc.sentinel in ready)
+                             else True)
                     if fresh and self._healthy(w):
                         continue
                     # a closed pipe means the worker is dying even while it is not reaped yet: not a hang

@@ -27,7 +27,8 @@ def _ray():
     try:
         import ray
     except ImportError:
-        raise SweepError("--executor ray needs Ray: pip install 'tiledispatch[ray]'", field="executor") from None
+        raise SweepError("--executor ray needs Ray: pip install 'tiledispatch[ray]'",
+                         field="executor") from None
     return ray
 
 

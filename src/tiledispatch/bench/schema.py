@@ -61,8 +61,9 @@ def _spread(prefix: str, values: tuple, width: int = MAX_DIMS, fill: int = 0) ->
 def problem_columns(problem: GemmProblem | ConvProblem) -> dict[str, Any]:
     """Every problem field as a `p_` column (plus derived FLOPs and minimal bytes)."""
     if isinstance(problem, GemmProblem):
-        cols: dict[str, Any] = {f"p_{k}": getattr(problem, k) for k in ("m", "n", "k", "batch", "dtype",
-                                                                      "out_dtype", "acc_dtype", "layout", "align")}
+        cols: dict[str, Any] = {f"p_{k}": getattr(problem, k)
+                                for k in ("m", "n", "k", "batch", "dtype",
+                                          "out_dtype", "acc_dtype", "layout", "align")}
         e = problem.epilogue
         cols.update(p_activation=e.activation, p_bias=e.bias, p_num_d=e.num_d, p_with_c=bool(e.with_c))
     else:
@@ -117,7 +118,8 @@ class Outcome:
 
 
 def make_row(problem: GemmProblem | ConvProblem, tag: str, kernel: str,
-             config: GemmConfig | ConvConfig | None, outcome: Outcome, stamp: dict[str, Any]) -> dict[str, Any]:
+             config: GemmConfig | ConvConfig | None, outcome: Outcome,
+             stamp: dict[str, Any]) -> dict[str, Any]:
     """One dataset row: keys, problem and config columns, the outcome with TF/s and GB/s, the stamp."""
     row: dict[str, Any] = {"op": op_of(problem), "direction": direction_of(problem), "dtype": problem.dtype,
                            "problem": problem_key(problem), "problem_json": problem_json(problem),

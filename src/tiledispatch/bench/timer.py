@@ -75,7 +75,8 @@ def flushed_event_samples(fn: Callable[[], object], count: int, flush, device) -
     the device) sampled 23-150 us."""
     import torch
 
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(count)]
     host_s = AHEAD_FIRST_GUESS_S
     for first in range(0, count, AHEAD_SAMPLES):
         run = events[first:first + AHEAD_SAMPLES]
@@ -137,7 +138,8 @@ class SweepTimer:
             before = statistics.median(samples) if samples else None
             samples += self._chunk(fn, count)
             estimate = statistics.median(samples)
-            if len(samples) >= rule.min_samples and before is not None and abs(estimate - before) <= rule.rtol * estimate:
+            if (len(samples) >= rule.min_samples and before is not None
+                    and abs(estimate - before) <= rule.rtol * estimate):
                 stable = True
                 break
             if len(samples) >= rule.max_samples or (sum(samples) >= rule.budget_ms and len(samples) >= 3):

@@ -66,7 +66,8 @@ def conv_vendor(problem: ConvProblem, args: ConvArgs) -> VendorCall:
     import torch
 
     if any(left != right for left, right in problem.padding):
-        raise UnsupportedProblem("cuDNN takes symmetric padding only (asymmetric padding needs an extra copy)",
+        raise UnsupportedProblem("cuDNN takes symmetric padding only "
+                                 "(asymmetric padding needs an extra copy)",
                                  field="vendor")
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = False     # fp32 is compared at fp32 accuracy, as the kernels are

@@ -152,7 +152,8 @@ class _Runner:
                                Outcome("runtime_error", str(fault), pair.padded), stamp)
                 conn.send(("row", index, row))
                 os._exit(3)   # the CUDA context is unusable: the supervisor starts a new worker for the rest
-            conn.send(("row", index, make_row(problem, batch.tag, kernel.name, kernel.config, outcome, stamp)))
+            conn.send(("row", index,
+                       make_row(problem, batch.tag, kernel.name, kernel.config, outcome, stamp)))
         conn.send(("done", batch.batch_id))
 
 

@@ -49,7 +49,8 @@ def compile_entries(source_path: Path, cc: int, out_dir: Path) -> dict[str, dict
         compiled = triton.compile(src, target=target,
                                   options={"num_warps": spec.num_warps, "num_stages": spec.num_stages})
         (out_dir / f"{spec.fn}.cubin").write_bytes(compiled.asm["cubin"])
-        (out_dir / f"{spec.fn}.json").write_text((Path(compiled.metadata_group[f"{spec.fn}.json"])).read_text())
+        (out_dir / f"{spec.fn}.json").write_text(
+            (Path(compiled.metadata_group[f"{spec.fn}.json"])).read_text())
         resources[spec.fn] = {"shared": compiled.metadata.shared, "num_warps": spec.num_warps}
     return resources
 

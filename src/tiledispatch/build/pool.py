@@ -38,7 +38,8 @@ def _exit_with_parent(parent: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     if os.getppid() != parent:   # died before the request took effect
         os._exit(1)
-    threading.Thread(target=_watch_parent, args=(parent,), name="tiledispatch-parent-watch", daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(parent,), name="tiledispatch-parent-watch",
+                     daemon=True).start()
 
 
 def _watch_parent(parent: int) -> None:

@@ -130,7 +130,8 @@ def codegen(
 
 def build_cmd(
     preselected: Annotated[str | None, typer.Option("--preselected", help="packaged preset to build",
-                                                       show_default=False, callback=preselected_option)] = None,
+                                                    show_default=False,
+                                                    callback=preselected_option)] = None,
     config: Annotated[Path | None, typer.Option(
         "--config", help="JSON file: codegen manifest.json, registry JSON, or a list of instance names / "
         "config dicts", show_default=False)] = None,

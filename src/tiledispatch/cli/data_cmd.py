@@ -64,7 +64,8 @@ def _print_summary(data: dict[str, Any]) -> None:
     console.print(text(f"coverage {_pct(data['coverage'])} of {data['pairs_expected']} (problem, kernel) "
                        f"pairs; ok {_pct(data['ok_share'])} ({data['ok_pairs']} pairs)"))
     without = data["problems_without_ok"]
-    console.print(text(f"problems with an ok kernel: {data['problems_with_ok']}; without: {without['count']}"))
+    console.print(text(f"problems with an ok kernel: {data['problems_with_ok']}; "
+                       f"without: {without['count']}"))
     for example in without["examples"]:
         console.print(text(f"  no ok kernel: {example}"))
     style = "" if data["duplicate_pairs"] == 0 else "bold red"
@@ -87,7 +88,8 @@ def _status_table(data: dict[str, Any]):
 
 # -- oracle ---------------------------------------------------------------------------------------
 @data_app.command("oracle")
-def data_oracle(directory: DirArg, json_out: JsonOpt = False, csv_path: CsvOpt = None, top: TopOpt = 20) -> None:
+def data_oracle(directory: DirArg, json_out: JsonOpt = False, csv_path: CsvOpt = None,
+                top: TopOpt = 20) -> None:
     """Best kernel per problem, how far the second-best and the median kernel are, and the vendor speed-up."""
     from tiledispatch.bench.analysis import largest_gaps, oracle, oracle_summary, records
 

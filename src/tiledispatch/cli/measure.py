@@ -101,7 +101,8 @@ def _runner(selection: Selection, args: Any) -> tuple[Any, Any]:
         written = args.get(OUTPUT_ROLE[selection.problem.direction])
         written.fill_(float("nan"))     # poisoned again: an earlier kernel may have written it (profile)
         bound = selection.kernel.bound_launch(args, selection.problem)
-        run = lambda: bound(args.x, args.w, args.y, args.bias)
+        def run():
+            return bound(args.x, args.w, args.y, args.bias)
         return run(), run
     from tiledispatch.runtime.execute import run_selection
 

@@ -49,13 +49,16 @@ def sweep(
     problems: Annotated[str, typer.Option("--problems", help="a problems JSON file or a named suite (see "
                                           "`tiledispatch problems list`)", rich_help_panel=SUITE_PANEL)],
     out: Annotated[Path, typer.Option("--out", help="dataset directory to write")],
-    preset: Annotated[list[str] | None, typer.Option("--preset", help="preset(s) whose kernels to sweep")] = None,
+    preset: Annotated[list[str] | None, typer.Option("--preset",
+                                                     help="preset(s) whose kernels to sweep")] = None,
     config: Annotated[list[str] | None, typer.Option("--config", help="config file(s) of kernels to sweep "
                                                      "(formats as for `build`)")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="continue DIR: skip the pairs it already holds")] = False,
+    resume: Annotated[bool, typer.Option("--resume",
+                                         help="continue DIR: skip the pairs it already holds")] = False,
     dtype: Annotated[str | None, typer.Option("--dtype", rich_help_panel=SUITE_PANEL)] = None,
     layout: Annotated[str | None, typer.Option("--layout", rich_help_panel=SUITE_PANEL)] = None,
-    ndims: Annotated[str | None, typer.Option("--ndims", help="e.g. 2,3", rich_help_panel=SUITE_PANEL)] = None,
+    ndims: Annotated[str | None, typer.Option("--ndims", help="e.g. 2,3",
+                                              rich_help_panel=SUITE_PANEL)] = None,
     batch: Annotated[int | None, typer.Option("--batch", rich_help_panel=SUITE_PANEL)] = None,
     direction: Annotated[str | None, typer.Option("--direction", rich_help_panel=SUITE_PANEL)] = None,
     count: Annotated[int | None, typer.Option("--count", help="random problems", rich_help_panel=SUITE_PANEL)
@@ -63,7 +66,8 @@ def sweep(
     seed: Annotated[int | None, typer.Option("--seed", rich_help_panel=SUITE_PANEL)] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="only the first N problems",
                                               rich_help_panel=SUITE_PANEL)] = None,
-    executor: Annotated[str, typer.Option("--executor", help="local or ray", rich_help_panel=RUN_PANEL)] = "local",
+    executor: Annotated[str, typer.Option("--executor", help="local or ray",
+                                          rich_help_panel=RUN_PANEL)] = "local",
     address: Annotated[str | None,
                        typer.Option("--address", help="Ray cluster address [default: start a local "
                                                 "Ray]", rich_help_panel=RUN_PANEL)] = None,
@@ -108,7 +112,8 @@ def _print(report: Any) -> None:
     console.print(rows)
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(report.by_status.items())) or "none"
     console.print(text(f"rows by status: {statuses}"))
-    console.print(text(f"dataset: {report.dataset} ({report.gpu}; workers {', '.join(report.workers) or '-'})"))
+    console.print(text(f"dataset: {report.dataset} "
+                       f"({report.gpu}; workers {', '.join(report.workers) or '-'})"))
 
 
 def register(app: typer.Typer) -> None:

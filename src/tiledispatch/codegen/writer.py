@@ -50,7 +50,8 @@ def read_manifest(path: str | Path) -> tuple[str, list[tuple[Config, str]]]:
         rows = manifest["instances"]
         arch = manifest["arch"]
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise InvalidConfig(f"{manifest_path}: not a readable codegen manifest ({exc})", field="manifest") from exc
+        raise InvalidConfig(f"{manifest_path}: not a readable codegen manifest ({exc})",
+                            field="manifest") from exc
     out = []
     for row in rows:
         cfg = parse_name(row["name"])

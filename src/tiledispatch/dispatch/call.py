@@ -46,10 +46,11 @@ class Site:
     registry_for: Callable[[Any], KernelStore]
 
 
-# -- GEMM ------------------------------------------------------------------------------------------------------
+# -- GEMM ----------------------------------------------------------------------------------------------------
 def gemm(site: Site, a: Any, b: Any, out: Any, c: Any, bias: Any, bias_mode: str | None, d: Any,
          activation: str | None, alpha: Any, beta: Any, out_dtype: str | None, allow_tf32: bool,
-         strategy: str, scale_a: Any, scale_b: Any, problem: GemmProblem | None = None) -> tuple[torch.Tensor, Decision]:
+         strategy: str, scale_a: Any, scale_b: Any,
+         problem: GemmProblem | None = None) -> tuple[torch.Tensor, Decision]:
     """out = activation(alpha * a @ b + beta * c + bias + sum(d)) and the decision that computed it."""
     if beta != 0 and c is None:
         c = out   # BLAS semantics: out = alpha * A @ B + beta * out
@@ -124,11 +125,12 @@ def _check_matches(problem: GemmProblem, derived: GemmProblem) -> None:
                            f"the tensors and {getattr(problem, field)!r} in the problem", field=field)
 
 
-# -- convolution -----------------------------------------------------------------------------------------------
+# -- convolution ---------------------------------------------------------------------------------------------
 # the two tensors a direction reads, by forward role, in call order
 INPUT_ROLES = {"fwd": ("x", "w"), "bwd_data": ("y", "w"), "bwd_weight": ("x", "y")}
 # per direction, the positions of x, w and y in (first input, second input, output)
-_SLOTS = {d: tuple((*INPUT_ROLES[d], OUTPUT_ROLE[d]).index(role) for role in ("x", "w", "y")) for d in INPUT_ROLES}
+_SLOTS = {d: tuple((*INPUT_ROLES[d], OUTPUT_ROLE[d]).index(role) for role in ("x", "w", "y"))
+          for d in INPUT_ROLES}
 _CALLER_NAMES = {"fwd": ("x", "w", "out"), "bwd_data": ("dy", "w", "out"), "bwd_weight": ("x", "dy", "out")}
 
 
@@ -150,7 +152,8 @@ def conv(site: Site, direction: str, first: Any, second: Any, shape: Geometry | 
     the call's Geometry (td.conv*) or a ConvProblem (Registry.run)."""
     key = conv_key(first, second, shape, bias, activation, out, strategy)
     hit = site.memo.get(key)
-    if hit is not None and hit.stamp == hit.registry.stamp() and (out is None or not meets(hit, out, first, second)):
+    if (hit is not None and hit.stamp == hit.registry.stamp()
+            and (out is None or not meets(hit, out, first, second))):
         return hit.bound(*role_tuple(direction, first, second, out, bias)), hit
     return first_conv(site, key, direction, first, second, shape, bias, activation, out, strategy)
 

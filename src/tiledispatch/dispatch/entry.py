@@ -61,7 +61,8 @@ def conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, str
                       groups)
     key = call.conv_key(x, w, shape, bias, activation, out, strategy)
     hit = _CONV_GET(key)
-    if hit is not None and hit.stamp == hit.registry.stamp() and (out is None or not call.meets(hit, out, x, w)):
+    if (hit is not None and hit.stamp == hit.registry.stamp()
+            and (out is None or not call.meets(hit, out, x, w))):
         return hit.bound(x, w, out, bias)
     return call.first_conv(CONV, key, "fwd", x, w, shape, bias, activation, out, strategy)[0]
 
@@ -73,7 +74,8 @@ def conv_bwd_data(dy: torch.Tensor, w: torch.Tensor, input_shape: Any, stride: A
     shape = _geometry("bwd_data", input_shape, getattr(w, "shape", "w"), stride, padding, dilation, groups)
     key = call.conv_key(dy, w, shape, None, None, out, strategy)
     hit = _CONV_GET(key)
-    if hit is not None and hit.stamp == hit.registry.stamp() and (out is None or not call.meets(hit, out, dy, w)):
+    if (hit is not None and hit.stamp == hit.registry.stamp()
+            and (out is None or not call.meets(hit, out, dy, w))):
         return hit.bound(out, w, dy, None)
     return call.first_conv(CONV, key, "bwd_data", dy, w, shape, None, None, out, strategy)[0]
 
@@ -85,7 +87,8 @@ def conv_bwd_weight(x: torch.Tensor, dy: torch.Tensor, weight_shape: Any, stride
     shape = _geometry("bwd_weight", getattr(x, "shape", "x"), weight_shape, stride, padding, dilation, groups)
     key = call.conv_key(x, dy, shape, None, None, out, strategy)
     hit = _CONV_GET(key)
-    if hit is not None and hit.stamp == hit.registry.stamp() and (out is None or not call.meets(hit, out, x, dy)):
+    if (hit is not None and hit.stamp == hit.registry.stamp()
+            and (out is None or not call.meets(hit, out, x, dy))):
         return hit.bound(x, out, dy, None)
     return call.first_conv(CONV, key, "bwd_weight", x, dy, shape, None, None, out, strategy)[0]
 

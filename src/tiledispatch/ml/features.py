@@ -207,7 +207,8 @@ def _gemm_view(cols: dict[str, Any], c: dict[str, Any], padded, out: dict[str, A
     import numpy as np
 
     p = _num(cols, "p_")
-    r16 = lambda x: np.where(padded, np.ceil(x / 16.0) * 16.0, x)
+    def r16(x):
+        return np.where(padded, np.ceil(x / 16.0) * 16.0, x)
     m, n, k, batch = r16(p["m"]), r16(p["n"]), r16(p["k"]), p["batch"]
     family = np.asarray(cols["c_family"], dtype=object)
     split = np.maximum(c["split_k"], 1.0)    # > 1 for splitk and split tma_persistent kernels only
@@ -237,7 +238,8 @@ def _conv_problem(cols: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
 
     p = _num(cols, "p_")
     ndim = p["ndim"]
-    dims = lambda name: [np.where(ndim > i, p[f"{name}_{i}"], 1.0) for i in range(3)]
+    def dims(name):
+        return [np.where(ndim > i, p[f"{name}_{i}"], 1.0) for i in range(3)]
     spatial, filt, stride = dims("spatial"), dims("filter"), dims("stride")
     taps, in_px, out_px = np.prod(filt, axis=0), np.prod(spatial, axis=0), np.prod(dims("out"), axis=0)
     direction = np.asarray(cols["p_direction"], dtype=object)

@@ -56,7 +56,8 @@ def gemm_problem(values: dict[str, Any]) -> GemmProblem:
 def conv_problem(values: dict[str, Any]) -> ConvProblem:
     v = {k: _plain(x) for k, x in values.items()}
     ndim = int(v["ndim"])
-    dims = lambda name: tuple(int(v[f"{name}_{i}"]) for i in range(ndim))
+    def dims(name):
+        return tuple(int(v[f"{name}_{i}"]) for i in range(ndim))
     padding = tuple(zip(dims("pad_left"), dims("pad_right")))
     return ConvProblem(v["direction"], int(v["n"]), int(v["c"]), int(v["k"]), int(v["groups"]),
                        dims("spatial"), dims("filter"), dims("stride"), padding, dims("dilation"), v["dtype"],

@@ -200,7 +200,8 @@ def dedupe(cases: Iterable[Case]) -> list[Case]:
     return out
 
 
-def all_cases(suites: Iterable[str] = SUITES, dtype: str = "bf16", batch: int | None = None) -> list[ConvCase]:
+def all_cases(suites: Iterable[str] = SUITES, dtype: str = "bf16",
+              batch: int | None = None) -> list[ConvCase]:
     """The cases of several suites, de-duplicated across them (suite order kept)."""
     cases: list[ConvCase] = []
     for name in suites:

@@ -157,7 +157,8 @@ class GemmProblem:
     def signature(self) -> str:
         """A stable key for tuning databases."""
         e = self.epilogue
-        return (f"gemm:{self.m}x{self.n}x{self.k}:b{self.batch}:{self.dtype}-{self.out_dtype}-{self.acc_dtype}:"
+        return (f"gemm:{self.m}x{self.n}x{self.k}:b{self.batch}:"
+                f"{self.dtype}-{self.out_dtype}-{self.acc_dtype}:"
                 f"{self.layout}:a{self.align}:{e.activation}-{e.bias}-d{e.num_d}-c{int(e.with_c)}")
 
     def to_dict(self) -> dict[str, Any]:

@@ -68,7 +68,8 @@ class Support:
 class Kernel:
     """What every built instance has: its config, arch, cache entry, support check and bound launches."""
 
-    def __init__(self, config: GemmConfig | ConvConfig, arch: ArchSpec, entry_dir: Path | None = None) -> None:
+    def __init__(self, config: GemmConfig | ConvConfig, arch: ArchSpec,
+                 entry_dir: Path | None = None) -> None:
         self.config = config
         self.arch = arch
         self._entry_dir = entry_dir
@@ -264,7 +265,8 @@ class ConvBound(EntryLaunches):
                  out_shape: tuple[int, ...], out_dtype: Any, workspaces: tuple[tuple[int, Any, bool], ...],
                  reusable: bool) -> None:
         super().__init__(entries, device, index, workspaces)
-        self.out_slot, self.out_shape, self.out_dtype, self.reusable = out_slot, out_shape, out_dtype, reusable
+        self.out_slot, self.out_shape = out_slot, out_shape
+        self.out_dtype, self.reusable = out_dtype, reusable
 
     def __call__(self, x: Any, w: Any, y: Any, bias: Any) -> Any:
         dyn = [x, w, y, bias]

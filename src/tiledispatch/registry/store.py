@@ -167,7 +167,8 @@ class KernelStore:
             # before compiling, once per cache miss: raises CodegenError
             check_source(task.source, kernel.name)
             todo.append(task)
-        what = f"building {len(todo)} kernels for {self.arch.name} into {self.cache_dir} (cached for later runs)"
+        what = (f"building {len(todo)} kernels for {self.arch.name} into {self.cache_dir} "
+                "(cached for later runs)")
         with progress_bar(what, len(todo), progress) as advance:
             def done(result: CompileResult) -> None:
                 if result.ok:

@@ -69,7 +69,8 @@ class HostDescriptor:
         return super().__new__(cls)
 
     def __init__(self, base: Any, g: Geometry) -> None:
-        self.base, self.shape, self.strides, self.block_shape, self.padding = base, g.shape, g.strides, g.block, "zero"
+        self.base, self.shape, self.strides = base, g.shape, g.strides
+        self.block_shape, self.padding = g.block, "zero"
 
 
 def checked(base: Any, g: Geometry) -> Any:

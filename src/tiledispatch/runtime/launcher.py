@@ -342,7 +342,8 @@ class _InterpretedEntry:
 
     def __init__(self, jit: Any, grid: tuple[int, int, int], picks: list[int], consts: list[Any],
                  descs: tuple = ()) -> None:
-        self.jit, self.grid, self.pick, self.consts, self.descs = jit, grid, _picker(picks), tuple(consts), descs
+        self.jit, self.grid, self.pick = jit, grid, _picker(picks)
+        self.consts, self.descs = tuple(consts), descs
 
     def fire(self, dyn: tuple, stream: int) -> None:
         args = _described(self.pick(dyn + self.consts), self.descs, descriptors.checked)
@@ -374,7 +375,8 @@ class Workspaces:
         torch = _import_torch()
         self.shapes, self.device, self.empty, self.zeros = shapes, device, torch.empty, torch.zeros
         self.capturing = rt.is_capturing if rt is not None else (lambda: False)
-        size = sum(n * torch.empty((), dtype=dtype).element_size() for n, dtype, zeroed in shapes if not zeroed)
+        size = sum(n * torch.empty((), dtype=dtype).element_size()
+                   for n, dtype, zeroed in shapes if not zeroed)
         self.keep = tuple(zeroed or size <= KEPT_WORKSPACE_BYTES for _, _, zeroed in shapes)
         self.kept: dict[tuple[int, int], tuple[Any, ...]] = {}   # (raw stream, thread) -> its kept workspaces
 
@@ -387,7 +389,8 @@ class Workspaces:
             with _KEPT_LOCK:
                 while len(self.kept) >= KEPT_WORKSPACE_KEYS:
                     self.kept.pop(next(iter(self.kept)))
-                kept = self.kept[key] = tuple(self._allocate(s) for s, keep in zip(self.shapes, self.keep) if keep)
+                kept = self.kept[key] = tuple(self._allocate(s)
+                                              for s, keep in zip(self.shapes, self.keep) if keep)
         if all(self.keep):
             return kept
         held = iter(kept)
@@ -405,7 +408,8 @@ class EntryLaunches:
 
     def __init__(self, entries: list, device: Any, device_index: int | None,
                  workspaces: tuple[tuple[int, Any, bool], ...]) -> None:
-        self.entries, self.device, self.index, self.workspaces = tuple(entries), device, device_index, workspaces
+        self.entries, self.device = tuple(entries), device
+        self.index, self.workspaces = device_index, workspaces
         rt = cuda_runtime() if device_index is not None else None
         self.rt = rt
         self.get_device = rt.get_device if rt is not None else (lambda: None)
@@ -444,8 +448,8 @@ class BoundLaunch(EntryLaunches):
             alpha, beta = integral("alpha", alpha), integral("beta", beta)
         if out is None:
             out = self.empty(self.out_shape, dtype=self.out_dtype, device=self.device)
-        dyn = (a, b, out, c, bias, alpha, beta, scale_a, scale_b, *d) if d else (a, b, out, c, bias, alpha, beta,
-                                                                                scale_a, scale_b)
+        dyn = ((a, b, out, c, bias, alpha, beta, scale_a, scale_b, *d) if d
+               else (a, b, out, c, bias, alpha, beta, scale_a, scale_b))
         self.launch(dyn)
         return out
 

@@ -104,7 +104,8 @@ def _first_copy(chunk: list[tuple[Corner, Any]]) -> Any:
         return None
     from tiledispatch.kernels import pad_copy
 
-    parts = [pad_copy.geometry(*src.shape, w, src.stride(), dst.stride()) for (src, dst), w in zip(views, words)]
+    parts = [pad_copy.geometry(*src.shape, w, src.stride(), dst.stride())
+             for (src, dst), w in zip(views, words)]
     if len(chunk) == 1:        # the second half of the launch repeats the first and never runs
         views, parts = views * 2, parts * 2
     (tiles0, ints0, block0), (tiles1, ints1, block1) = parts
@@ -119,7 +120,8 @@ def _first_copy(chunk: list[tuple[Corner, Any]]) -> Any:
     direct = raw_launch(kernel, ())
     if direct is None:       # a build that needs scratch: Triton's launcher, which allocates it
         run, function, packed = kernel.run, kernel.function, kernel.packed_metadata
-        direct = lambda gx, gy, gz, s, args: run(gx, gy, gz, s, function, packed, None, None, None, *args)
+        def direct(gx, gy, gz, s, args):
+            return run(gx, gy, gz, s, function, packed, None, None, None, *args)
 
     def fire(*sources: Any) -> None:
         src = sources * (3 - len(sources))    # one source: the idle second half repeats it, as compiled

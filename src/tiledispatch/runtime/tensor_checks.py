@@ -54,7 +54,8 @@ def byte_extent(t: Any) -> int:
 
 def ranges_meet(start: int, extent: int, other_start: int, other_extent: int) -> bool:
     """Whether [start, start + extent) and [other_start, other_start + other_extent) intersect."""
-    return extent > 0 and other_extent > 0 and start < other_start + other_extent and other_start < start + extent
+    return (extent > 0 and other_extent > 0
+            and start < other_start + other_extent and other_start < start + extent)
 
 
 def overlaps(x: Any, y: Any) -> bool:

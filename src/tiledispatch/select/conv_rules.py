@@ -59,8 +59,8 @@ def _padded_flops(cfg: ConvConfig, problem: ConvProblem) -> float:
         k_pad = taps * _ceil_to(per_tap, cfg.block_k)
     else:
         k_pad = _ceil_to(k, cfg.block_k)
-    return 2.0 * problem.groups * _ceil_to(m, cfg.block_m) * _ceil_to(n, 16 if n < cfg.block_n else cfg.block_n) \
-        * k_pad
+    return 2.0 * problem.groups * _ceil_to(m, cfg.block_m) \
+        * _ceil_to(n, 16 if n < cfg.block_n else cfg.block_n) * k_pad
 
 
 def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
@@ -112,5 +112,6 @@ def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
         body += WORKSPACE_PASSES * 4 * written * splits / (arch.hbm_gbps * 1e3)
         body += LAUNCH_US
     if cfg.kloop == "im2col":   # the 16-bit cols workspace, written and read back, and the copy's launch
-        body += WORKSPACE_PASSES * 2 * conv_im2col.workspace_elements(problem, cfg) / (arch.hbm_gbps * 1e3) + LAUNCH_US
+        body += (WORKSPACE_PASSES * 2 * conv_im2col.workspace_elements(problem, cfg) / (arch.hbm_gbps * 1e3)
+                 + LAUNCH_US)
     return LAUNCH_US + body

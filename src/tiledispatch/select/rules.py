@@ -53,7 +53,8 @@ def estimate_us(cfg: GemmConfig, problem: GemmProblem, arch: ArchSpec) -> float:
         if cfg.align == 1:
             per_program *= UNALIGNED_SLOWDOWN
         total = per_program * occ / latency_hiding + 2 * LAUNCH_US
-        return total + FIXUP_PASSES * 4 * min(tiles, 2 * slots) * cfg.block_m * cfg.block_n / (arch.hbm_gbps * 1e3)
+        return total + (FIXUP_PASSES * 4 * min(tiles, 2 * slots) * cfg.block_m * cfg.block_n
+                        / (arch.hbm_gbps * 1e3))
     overhead = CTA_OVERHEAD_US * (PERSISTENT_OVERLAP if cfg.family in ("tma_persistent", "tma_ws") else 1.0)
     t_cta = k_iters * t_iter + overhead
     if cfg.align == 1:

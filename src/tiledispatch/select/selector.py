@@ -70,7 +70,8 @@ def plan_for(kernel: Kernel, problem: GemmProblem | ConvProblem) -> Plan | None:
     if kernel.is_supported(problem):
         return Plan(kernel, problem)
     cfg = kernel.config
-    padded = least_padded(cfg, problem) if isinstance(problem, GemmProblem) and isinstance(cfg, GemmConfig) else None
+    padded = (least_padded(cfg, problem) if isinstance(problem, GemmProblem) and isinstance(cfg, GemmConfig)
+              else None)
     return Plan(kernel, padded, True) if padded is not None else None
 
 
@@ -90,7 +91,8 @@ def is_vendor(plan: Plan) -> bool:
     return plan.kernel.config.family == "vendor"
 
 
-def by_rules(plans: list[Plan], request: GemmProblem | ConvProblem, arch: ArchSpec) -> list[tuple[Plan, float]]:
+def by_rules(plans: list[Plan], request: GemmProblem | ConvProblem,
+             arch: ArchSpec) -> list[tuple[Plan, float]]:
     """Plans ranked by the analytic estimate (µs), padding copies priced in. Vendor plans have no estimate:
     they are ranked only when no other plan exists (in registry order, score 0)."""
     ours = [plan for plan in plans if not is_vendor(plan)]

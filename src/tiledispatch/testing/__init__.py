@@ -49,7 +49,8 @@ def matrix(rows: int, cols: int, *, letter: str = "r", dtype: str = "fp16", batc
     return t[..., :rows].transpose(-1, -2)
 
 
-def vector(length: int, *, dtype: str, batch: int | None = None, device: Any = "cpu", generator: Any = None) -> Any:
+def vector(length: int, *, dtype: str, batch: int | None = None, device: Any = "cpu",
+           generator: Any = None) -> Any:
     import torch
 
     shape = (batch, length) if batch is not None else (length,)

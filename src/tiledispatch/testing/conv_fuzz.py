@@ -44,7 +44,8 @@ def random_problem(rng: random.Random, direction: str, dtype: str, *, max_pixels
             continue
 
 
-def random_problems(count: int, direction: str, dtype: str, seed: int = 0, **limits: int) -> list[ConvProblem]:
+def random_problems(count: int, direction: str, dtype: str, seed: int = 0,
+                    **limits: int) -> list[ConvProblem]:
     rng = random.Random(f"{seed}-{direction}-{dtype}")
     return [random_problem(rng, direction, dtype, **limits) for _ in range(count)]
 

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from tiledispatch.dtypes import SCALED_DTYPES, torch_dtype
-
-FP8_SPREAD = 32.0
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.runtime.arguments import GemmArgs
+
+FP8_SPREAD = 32.0
 
 
 def _matrix(rows: int, cols: int, batch: int, letter: str, dtype: str, device, generator):
@@ -19,7 +19,8 @@ def _matrix(rows: int, cols: int, batch: int, letter: str, dtype: str, device, g
         t = (torch.randn(shape, generator=generator, dtype=torch.float32, device=generator.device)
              * FP8_SPREAD).to(torch_dtype(dtype))
     else:
-        t = torch.randn(shape, generator=generator, dtype=torch.float32, device=generator.device).to(torch_dtype(dtype))
+        t = torch.randn(shape, generator=generator, dtype=torch.float32,
+                        device=generator.device).to(torch_dtype(dtype))
     t = t.to(device)
     t = t if letter == "r" else t.transpose(-1, -2)
     return t if batch > 1 else t[0]
@@ -50,7 +51,8 @@ def make_args(problem: GemmProblem, device, seed: int = 0, alpha: float = 1.0, b
     bias = None
     if e.bias != "none":
         length = p.m if e.bias == "row" else p.n
-        bias = (torch.randn(length, generator=gen, device=gen.device) * 2).to(torch_dtype(p.out_dtype)).to(device)
+        bias = (torch.randn(length, generator=gen, device=gen.device) * 2).to(
+            torch_dtype(p.out_dtype)).to(device)
     d = tuple(out_like() for _ in range(e.num_d))
     c = out_like() if e.with_c else None
     if p.acc_dtype == "int32":

@@ -75,7 +75,8 @@ def errors(out, ref) -> dict[str, float]:
     got = out.detach().to(ref.device, ref.dtype)
     diff = got - ref
     ref_norm = float(torch.linalg.vector_norm(ref))
-    rel = float(torch.linalg.vector_norm(diff)) / ref_norm if ref_norm > 0 else float(torch.linalg.vector_norm(diff))
+    rel = (float(torch.linalg.vector_norm(diff)) / ref_norm if ref_norm > 0
+           else float(torch.linalg.vector_norm(diff)))
     max_abs = float(diff.abs().max()) if diff.numel() else 0.0
     if not math.isfinite(rel) or torch.isnan(got).any():
         rel = math.inf
@@ -93,7 +94,8 @@ def validate(out, args: GemmArgs, dtype: str) -> dict[str, float | bool]:
 CONV_TOLERANCES = {"fp16": 2e-3, "bf16": 1e-2, "fp32": 1e-5}
 
 
-def _random_channels_last(shape: tuple[int, ...], dtype: str, device: Any, gen: Any, scale: float = 1.0) -> Any:
+def _random_channels_last(shape: tuple[int, ...], dtype: str, device: Any, gen: Any,
+                          scale: float = 1.0) -> Any:
     import torch
 
     t = empty_channels_last(shape, torch_dtype(dtype), device)
@@ -112,14 +114,16 @@ def make_conv_args(problem: ConvProblem, device: Any, seed: int = 0, poison: boo
     for role, shape in shapes(problem).items():
         if role == written:
             if poison:
-                tensors[role] = empty_channels_last(shape, torch_dtype(problem.out_dtype), device).fill_(float("nan"))
+                tensors[role] = empty_channels_last(shape, torch_dtype(problem.out_dtype),
+                                                    device).fill_(float("nan"))
             else:
                 tensors[role] = None
         else:
             tensors[role] = _random_channels_last(shape, problem.dtype, device, gen)
     bias = None
     if problem.bias:
-        bias = torch.randn(problem.k, generator=gen, device=gen.device).to(torch_dtype(problem.out_dtype)).to(device)
+        bias = torch.randn(problem.k, generator=gen, device=gen.device).to(
+            torch_dtype(problem.out_dtype)).to(device)
     return ConvArgs(tensors["x"], tensors["w"], tensors["y"], bias)
 
 

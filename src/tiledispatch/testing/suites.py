@@ -118,7 +118,8 @@ def tma_configs() -> list[GemmConfig]:
         for l_, layout in enumerate(LAYOUTS):
             subtile = {"tma_persistent": (1, 2, 0, 1)[l_], "streamk": (1, 2, 1, 0)[l_]}.get(family, 1)
             epilogue = family_epilogue(family, FLOAT_EPILOGUES[(3 * f + l_) % len(FLOAT_EPILOGUES)])
-            out.append(small_config(family, layout, "fp16", align=16, subtile=subtile).with_epilogue(epilogue))
+            out.append(small_config(family, layout, "fp16", align=16,
+                                    subtile=subtile).with_epilogue(epilogue))
     for i, family in enumerate(("tiled", "splitk", *TMA_FAMILIES)):
         if family == "tma_ws":
             continue
