@@ -62,6 +62,7 @@ def test_sweep_records_every_pair_once_with_timings(tmp_path):
     assert set(df.worker[df.status == "ok"]) <= {"cpu0", "cpu1"} and set(df.status) <= set(STATUSES)
 
 
+@pytest.mark.slow
 def test_schema_columns_hold_problem_and_config_fields(tmp_path):
     run_sweep(spec(tmp_path / "d", problems=entries(SHAPES[:1]), configs=NAMES[:1]))
     row = load_frame(tmp_path / "d").iloc[0]
@@ -91,6 +92,7 @@ def test_planted_crash_and_hang_cost_one_row_each(tmp_path, monkeypatch):
     assert report.by_status == {"ok": 2, "timeout": 2, "runtime_error": 2}
 
 
+@pytest.mark.slow
 def test_slow_kernel_loading_is_not_a_hang(tmp_path, monkeypatch):
     # Loading a batch's kernels (a build on a busy machine) may outlast the per-pair timeout; it is bounded
     # by the start-up allowance instead, so no pair is lost to it.

@@ -87,6 +87,7 @@ def registry(build_registry):
 
 
 @pytest.mark.parametrize("cfg, problem", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.slow
 def test_matches_reference(registry, cfg, problem):
     assert conv_problem_mismatch(cfg, problem) is None
     _, _, result = run_and_validate(registry.get(cfg.name), problem)
