@@ -72,7 +72,7 @@ def test_every_direct_instance_of_the_all_presets_renders(direction, ndim):
 
 def test_a_build_checks_each_source_before_compiling(monkeypatch, tmp_path):
     """Registry.build runs the check on every instance it is about to compile, and raises (never skips)."""
-    from tiledispatch.registry import registry as registry_module
+    from tiledispatch.registry import store as registry_module
 
     reg = td.Registry(td.detect("sm_90"), cache_dir=tmp_path)
     cfg = td.parse_name("conv-direct-bwd_weight-2d-bf16-bf16-fp32-32x32x3-g1-w4-s2-k0-roll-a8-none-b0")
