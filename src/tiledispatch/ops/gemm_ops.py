@@ -21,7 +21,10 @@ from tiledispatch.ops.registration import define
 def _matrix(t: torch.Tensor) -> torch.Tensor:
     """t when td.gemm can read it in place (row- or column-major, a real batch stride), else a copy."""
     rows, cols = t.shape[-2], t.shape[-1]
-    inner = t.stride(-1) == 1 or t.stride(-2) == 1 or rows == 1 or cols == 1
+    # one unit-stride axis, and rows / columns that do not alias
+    # (a broadcast (1, N) gradient has strides (0, 0))
+    inner = ((t.stride(-1) == 1 and (rows == 1 or t.stride(-2) >= cols))
+             or (t.stride(-2) == 1 and (cols == 1 or t.stride(-1) >= rows)))
     batch = t.dim() == 2 or t.shape[0] == 1 or t.stride(0) != 0
     return t if inner and batch else t.contiguous()
 
