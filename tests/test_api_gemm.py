@@ -58,4 +58,5 @@ def test_later_calls_reuse_it(first_call, m, n, k, batch):
 
 def test_default_cache_is_the_session_tmp_dir(first_call, isolated_cache):
     registry = defaults.registries()[("gemm", "fp16", "rcr", EPILOGUE)]
-    assert all(k.entry_dir.is_relative_to(isolated_cache) for k in registry)
+    compiled = [k for k in registry if k.config.family != "vendor"]   # the vendor plan compiles nothing
+    assert compiled and all(k.entry_dir.is_relative_to(isolated_cache) for k in compiled)
