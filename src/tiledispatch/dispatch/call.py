@@ -33,10 +33,6 @@ from tiledispatch.select.selector import check_strategy
 if TYPE_CHECKING:
     import torch
 
-    from tiledispatch.select.selector import Selection
-
-Problem = GemmProblem | ConvProblem
-
 
 @dataclasses.dataclass
 class Site:
@@ -59,7 +55,7 @@ def gemm(site: Site, a: Any, b: Any, out: Any, c: Any, bias: Any, bias_mode: str
         (bias_mode, activation, out_dtype, allow_tf32, strategy, problem,
          device_token() if strategy == "auto" else None))   # auto reads the current GPU's tuning DB
     hit = site.memo.get(key)
-    if (hit is not None and hit.stamp == hit.registry.stamp() and type(alpha) in _REAL and type(beta) in _REAL
+    if (hit is not None and hit.stamp == hit.registry.stamp() and type(alpha) in REAL and type(beta) in REAL
             and (out is None or not meets(hit, out, a, b))):
         return hit.bound(a, b, out, c, bias, d, alpha, beta, scale_a, scale_b), hit
     args = gemm_args(a, b, out, c, bias, bias_mode, d, activation, alpha, beta, out_dtype, allow_tf32,
@@ -97,7 +93,7 @@ def first_gemm(site: Site, key: Any, args: GemmArgs, strategy: str, expected: Ge
     return out, decision
 
 
-_REAL = (int, float)
+REAL = (int, float)   # scalars a remembered decision takes without checking them
 
 
 def _extents(out: Any, *inputs: Any) -> tuple[int, ...]:
@@ -220,8 +216,3 @@ def _check_pair(first: Any, second: Any, names: tuple[str, str, str]) -> None:
     if first.device != second.device:
         raise BadInput(f"{names[1]} is on {second.device} but {names[0]} is on {first.device}",
                        field=names[1])
-
-
-def selection_of(decision: Decision) -> Selection:
-    """A copy of a decision's selection the caller may change."""
-    return decision.selection.copy()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tiledispatch.dispatch import call
+from tiledispatch.dispatch.call import REAL
 from tiledispatch.dispatch.defaults import CONV, GEMM
 from tiledispatch.runtime.launcher import call_key, device_token
 
@@ -17,7 +18,6 @@ if TYPE_CHECKING:
 
 _GEMM_GET = GEMM.memo.get
 _CONV_GET = CONV.memo.get
-_REAL = (int, float)
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, d: tuple = (),
@@ -41,7 +41,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, 
         (bias_mode, activation, out_dtype, allow_tf32, strategy, None,
          device_token() if strategy == "auto" else None))
     hit = _GEMM_GET(key)
-    if (hit is not None and hit.stamp == hit.registry.stamp() and type(alpha) in _REAL and type(beta) in _REAL
+    if (hit is not None and hit.stamp == hit.registry.stamp() and type(alpha) in REAL and type(beta) in REAL
             and (out is None or not call.meets(hit, out, a, b))):
         return hit.bound(a, b, out, c, bias, d, alpha, beta, scale_a, scale_b)
     args = call.gemm_args(a, b, out, c, bias, bias_mode, d, activation, alpha, beta, out_dtype, allow_tf32,
