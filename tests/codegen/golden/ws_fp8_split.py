@@ -61,6 +61,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
+_cta_barrier = getattr(gl, "barrier", None) or gl.thread_barrier   # Triton 3.7 renamed thread_barrier
+
 
 @gluon.jit
 def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
@@ -163,7 +165,7 @@ def _sum_splits(acc, tile, split, ws_ptr, count_ptr, layout: gl.constexpr, SPLIT
     in_tile = gl.expand_dims(rows, 1) * BN + gl.expand_dims(cols, 0)
     slots = ws_ptr + tile.to(gl.int64) * (SPLIT_K * BM * BN)
     gl.store(slots + split * (BM * BN) + in_tile, acc)
-    gl.thread_barrier()
+    _cta_barrier()
     counter = count_ptr + tile * (BM // ROWS) + WG
     last = gl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1
     if last:
