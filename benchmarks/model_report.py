@@ -1,7 +1,9 @@
-"""Speedups, the run summary (with issue 35's acceptance checks) and the markdown tables of the results of
-benchmarks/models.py; `models_section(path)` renders a result file for BENCHMARKS.md (tables.py)."""
+"""Speedups, the run summary (with issue 35's acceptance checks), the markdown tables, writing and merging
+of the result files of benchmarks/models.py; `models_section(path)` renders a result file for BENCHMARKS.md
+(tables.py)."""
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -12,6 +14,8 @@ ACCEPT_X3D_COMPILED = 1.5    # X3D-M under reduce-overhead
 ACCEPT_GROUP_GEOMEAN = 1.05  # over the 2-D depthwise / grouped models
 ACCEPT_LAYER_ERR = 1e-2      # per-layer y / dx / dw vs fp32
 GROUP = "2d-dw-grouped"
+VARIANTS = ("stock", "converted")
+MODES = ("eager", "compiled")
 
 
 def _ratio(num: Any, den: Any) -> float | None:
@@ -44,9 +48,12 @@ def _worst_layer(row: dict[str, Any]) -> float | None:
     return max(values) if values else None
 
 
-def summary(models: list[dict[str, Any]]) -> dict[str, Any]:
-    """Geomeans and minima of the speedups per phase and mode, failures, and the acceptance checks."""
+def summary(models: list[dict[str, Any]], loss: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Geomeans and minima of the speedups per phase and mode, failures, and the acceptance checks (with the
+    loss comparison's verdict when the run made one)."""
     out: dict[str, Any] = {"failures": [f"{m['model']}: {_failure(m)}" for m in models if _failure(m)]}
+    if loss and "error" in loss:
+        out["failures"].append(f"loss comparison ({loss.get('model')}): {loss['error'][:160]}")
     for phase in ("train", "infer"):
         for mode in ("eager", "compiled"):
             key = f"{mode}_wall"
@@ -68,6 +75,7 @@ def summary(models: list[dict[str, Any]]) -> dict[str, Any]:
         "group_geomean_eager": out.get("train_eager", {}).get("group_geomean"),
         "group_geomean_compiled": out.get("train_compiled", {}).get("group_geomean"),
         "worst_layer_rel_err": max((w for w in worst if w is not None), default=None),
+        "loss_matches_stock": loss.get("pass") if loss else None,
         "targets": {"every": ACCEPT_EVERY, "x3d_compiled": ACCEPT_X3D_COMPILED,
                     "group_geomean": ACCEPT_GROUP_GEOMEAN, "layer_rel_err": ACCEPT_LAYER_ERR},
     }
@@ -108,7 +116,8 @@ def _cell(runs: dict[str, Any], key: str) -> str:
         return "error"
     if "wall_ms" not in r:
         return "–"
-    return f"{r['wall_ms']:.1f} ({_f(r.get('gpu_ms'), '.1f')})"
+    mark = " †" if r.get("graph_breaks") or r.get("cudagraph_skips") else ""
+    return f"{r['wall_ms']:.1f} ({_f(r.get('gpu_ms'), '.1f')}){mark}"
 
 
 def _row(cells: list[Any]) -> str:
@@ -117,8 +126,8 @@ def _row(cells: list[Any]) -> str:
 
 PHASE_HEAD = ["model", "input", "layers td / torch", "stock eager", "converted eager", "speedup (GPU)",
               "stock compiled", "converted compiled", "speedup (GPU)", "stock compiled vs eager"]
-BREAKDOWN_HEAD = ["model", "variant", "GPU ms", "conv/GEMM: tiledispatch", "conv/GEMM: vendor", "norm",
-                  "elementwise", "reduction", "layout copies", "other"]
+BREAKDOWN_HEAD = ["model", "variant", "GPU ms", "conv/GEMM share", "conv/GEMM: tiledispatch",
+                  "conv/GEMM: vendor", "norm", "elementwise", "reduction", "layout copies", "other"]
 BREAKDOWN_KEYS = ("tiledispatch", "vendor_conv_gemm", "norm", "elementwise", "reduction", "layout_copy",
                   "other")
 NUMERICS_HEAD = ["model", "output: stock / converted vs fp32", "first-conv dw: stock / converted vs fp32",
@@ -126,7 +135,8 @@ NUMERICS_HEAD = ["model", "output: stock / converted vs fp32", "first-conv dw: s
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
-    return [_row(head), _row(["---"] * len(head)), *(_row(r) for r in rows)]
+    """A markdown table; none (no lines) without rows."""
+    return [_row(head), _row(["---"] * len(head)), *(_row(r) for r in rows)] if rows else []
 
 
 def _phase_table(data: dict[str, Any], phase: str) -> list[str]:
@@ -150,7 +160,9 @@ def _breakdown_table(data: dict[str, Any]) -> list[str]:
         for key in ("stock_eager", "converted_eager", "stock_compiled", "converted_compiled"):
             r = m.get("runs", {}).get("train", {}).get(key, {})
             if r.get("by_class_ms"):
+                share = _ratio(r.get("conv_gemm_ms"), r.get("gpu_ms"))
                 rows.append([m["model"], key, _f(r.get("gpu_ms"), ".1f"),
+                             "–" if share is None else f"{100 * share:.0f}%",
                              *(_f(r["by_class_ms"].get(k), ".1f") for k in BREAKDOWN_KEYS)])
     return _table(BREAKDOWN_HEAD, rows)
 
@@ -182,7 +194,8 @@ def _header(data: dict[str, Any]) -> str:
             f"{s.get('batch')} (video {s.get('video_batch')}); wall = median of {s.get('steps')} "
             f"synchronized steps after warm-up; GPU = summed kernel time per step (torch.profiler, "
             f"{s.get('profile_steps')} steps); compiled = torch.compile(mode={s.get('compile_mode')!r}). "
-            "Cells: wall ms (GPU ms); speedup = stock / converted.")
+            "Cells: wall ms (GPU ms); speedup = stock / converted; † = compiled with graph breaks or "
+            "graphs run without CUDA graphs (counts in the JSON).")
 
 
 def _acceptance(acc: dict[str, Any]) -> str:
@@ -191,27 +204,107 @@ def _acceptance(acc: dict[str, Any]) -> str:
             f"compiled {_f(acc.get('x3d_compiled'))}× (target {ACCEPT_X3D_COMPILED}); 2-D depthwise / "
             f"grouped geomean eager {_f(acc.get('group_geomean_eager'), '.3f')}×, compiled "
             f"{_f(acc.get('group_geomean_compiled'), '.3f')}× (target {ACCEPT_GROUP_GEOMEAN}); worst "
-            f"per-layer rel. err {_f(acc.get('worst_layer_rel_err'), '.1e')} (limit {ACCEPT_LAYER_ERR:g}).")
+            f"per-layer rel. err {_f(acc.get('worst_layer_rel_err'), '.1e')} (limit {ACCEPT_LAYER_ERR:g}); "
+            f"loss comparison: {acc.get('loss_matches_stock')}.")
+
+
+def _loss_lines(loss: dict[str, Any]) -> list[str]:
+    """The loss comparison: setup, then first / last / final loss and step-wise gaps per curve."""
+    title = f"**Loss over training steps: {loss.get('model')}, stock vs converted**"
+    if "error" in loss:
+        return [title, "", f"Failed: {loss['error'][:300]}"]
+    gaps = loss.get("max_abs_diff", {})
+    head = ["curve", "first", "last", f"final (mean of last {loss.get('window')})", "max abs Δ per step"]
+    rows = [[name, *(_f(loss[key][name], ".4f") for key in ("first", "last", "final")),
+             _f(gaps.get(gap), ".4f") if gap else "–"]
+            for name, gap in (("stock", "stock_vs_fp32"), ("converted", "converted_vs_stock"), ("fp32", None))
+            if name in loss.get("first", {})]
+    shape = "x".join(map(str, loss.get("input_shape", [])))
+    setup = (f"{loss.get('source')}, input {shape}, {loss.get('steps')} steps of {loss.get('optimizer')} "
+             f"over {loss.get('batches')} fixed random batches and labels, from the same initial weights; "
+             f"{loss.get('precision')}. Max abs Δ: stock vs the fp32 curve, converted vs stock.")
+    verdict = "pass" if loss.get("pass") else "**miss**"
+    return [title, "", setup, "", *_table(head, rows), "",
+            f"Converted's final loss minus stock's: {_f(loss.get('final_gap'), '+.4f')} (limit "
+            f"{loss.get('tolerance')} x stock's first loss): {verdict}."]
 
 
 def markdown(data: dict[str, Any]) -> str:
-    """Every table of one result file."""
+    """Every table of one result file (tables without rows left out)."""
     summ = data.get("summary", {})
     lines = [_header(data), ""]
     titles = (("train", "Training step (forward + backward, optimizer excluded)"), ("infer", "Inference"))
     for phase, title in titles:
         if any(phase in m.get("runs", {}) for m in data["models"]):
             lines += [f"**{title}**", "", *_phase_table(data, phase), ""]
-    lines += ["**Where a training step's GPU time goes (ms per step, by kernel class)**", "",
-              *_breakdown_table(data), ""]
-    lines += ["**Numerics (rel. error, norm-wise, vs fp32 with TF32 off)**", "", *_numerics_table(data), ""]
-    if summ.get("acceptance"):
+    sections = (("Where a training step's GPU time goes (ms per step, by kernel class; share = conv/GEMM "
+                 "kernels of the GPU time)", _breakdown_table(data)),
+                ("Numerics (rel. error, norm-wise, vs fp32 with TF32 off)", _numerics_table(data)))
+    for title, table in sections:
+        lines += [f"**{title}**", "", *table, ""] if table else []
+    if data.get("loss"):
+        lines += [*_loss_lines(data["loss"]), ""]
+    if summ.get("acceptance") and data["models"]:
         lines += [_acceptance(summ["acceptance"]), ""]
     lines += [f"Failed or skipped: {f}" for f in summ.get("failures", [])]
     return "\n".join(lines).rstrip() + "\n"
 
 
+INTRO = ("Training step (forward + backward, optimizer excluded) and inference of public model "
+         "definitions (timm / torchvision, no weights) and the project's X3D-M "
+         "(`src/tiledispatch/testing/x3d.py`), stock vs `tiledispatch.nn.convert`ed, eager and under "
+         "`torch.compile(mode=\"reduce-overhead\")`, in one process (`benchmarks/models.py`): wall and GPU "
+         "time per step, the GPU time by kernel class, layers taken / left on torch, numerics against fp32, "
+         "and (`--loss-steps`) the loss curves of stock and converted copies trained side by side.")
+
+
 def models_section(path: Path) -> str:
-    """The BENCHMARKS.md section of one result file (benchmarks/tables.py)."""
+    """The BENCHMARKS.md section of one result file (benchmarks/tables.py): what the benchmark is, the file's
+    `notes`, then its tables."""
     data = json.loads(path.read_text())
-    return f"## Models: stock vs converted ({path.name})\n\n" + markdown(data)
+    notes = [f"Note: {note}" for note in data.get("notes", [])]
+    return "\n\n".join([f"## Models: stock vs converted ({path.name})", INTRO, *notes, markdown(data)])
+
+
+# -- result files -------------------------------------------------------------------------------------------
+def merge(paths: list[Path], out: Path) -> dict[str, Any]:
+    """One result file from several runs on one GPU: per model and phase, the stock and converted pair of each
+    mode comes from the first file that measured both (so each speedup is from one run); the numerics and the
+    layers from the first file that has them, and so the loss comparison."""
+    datas = [json.loads(p.read_text()) for p in paths]
+    if len({d["gpu"] for d in datas}) > 1:
+        raise SystemExit(f"--merge: files from different GPUs: {sorted({d['gpu'] for d in datas})}")
+    merged = {**datas[0], "models": [], "merged_from": [{"path": str(p), "date": d["date"], "argv": d["argv"]}
+                                                         for p, d in zip(paths, datas)]}
+    rows: dict[str, dict[str, Any]] = {}
+    for data in datas:
+        for model in data["models"]:
+            row = rows.setdefault(model["model"], copy.deepcopy(model))
+            for phase, runs in model.get("runs", {}).items():
+                have = row.setdefault("runs", {}).setdefault(phase, {})
+                for mode in MODES:   # stock and converted of a mode: both from the same file
+                    pair = [f"{variant}_{mode}" for variant in VARIANTS]
+                    if (all("wall_ms" in runs.get(k, {}) for k in pair)
+                            and not all("wall_ms" in have.get(k, {}) for k in pair)):
+                        have.update({k: runs[k] for k in pair})
+            for field in ("numerics", "layers", "source", "input_shape", "num_classes", "params_m"):
+                mine = row.get(field)
+                if field in model and (mine is None or (isinstance(mine, dict) and "error" in mine)):
+                    row[field] = model[field]
+    for row in rows.values():
+        if row.get("runs"):
+            row.pop("skipped", None)   # a model skipped in one run and measured in another
+        row["speedups"] = speedups(row)
+    merged["models"] = list(rows.values())
+    losses = [d["loss"] for d in datas if "loss" in d]
+    if losses:
+        merged["loss"] = next((loss for loss in losses if "error" not in loss), losses[0])
+    write(merged, out)
+    return merged
+
+
+def write(data: dict[str, Any], out: Path) -> None:
+    data["summary"] = summary(data["models"], data.get("loss"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1) + "\n")
+    out.with_suffix(".md").write_text(markdown(data))

@@ -8,8 +8,11 @@ Per model, phase and variant: wall time per step (median of --steps synchronized
 failures are recorded and the run goes on; the JSON is rewritten after each model; --budget-s stops
 starting new work.
 
+--loss-steps N first trains stock and converted copies of --loss-model side by side (model_loss.py).
+
 Usage (GPU):  python benchmarks/models.py [--models resnet50,x3d_m] [--steps 10] [--modes eager,compiled]
                   [--phases train,infer] [--no-numerics] [--budget-s 400] [--out PATH]
+              python benchmarks/models.py --loss-only --loss-steps 100 [--loss-model resnet18]
               python benchmarks/models.py --merge A.json B.json ... --out PATH
 Usage (CPU):  python benchmarks/models.py --smoke   (tiny, fp32, interpreter, small installed registries)
 """
@@ -18,7 +21,6 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import json
 import sys
 import time
 import traceback
@@ -27,20 +29,17 @@ from typing import Any
 
 if str(Path(__file__).resolve().parent) not in sys.path:   # benchmarks/protocol.py, however this was started
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+import model_loss
 import model_measure as measure
+import model_registries as registries
 import model_report as report
 from protocol import environment, gpu_slug
 
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = ("stock", "converted")
-MODES = ("eager", "compiled")
+VARIANTS, MODES = report.VARIANTS, report.MODES
 PHASES = ("train", "infer")
 LAYER_LIMIT = 1e-2   # per-layer rel. err. of y / dx / dw vs fp32 (issue 35's acceptance for bf16)
 SKIPPED = "time budget (--budget-s) spent"
-# the epilogues converted layers run: conv (direction, bias) and linear (layout, bias) problems
-CONV_EPILOGUES = (("fwd", False), ("fwd", True), ("bwd_data", False), ("bwd_weight", False))
-GEMM_EPILOGUES = (("rcr", "col"), ("rcr", "none"), ("rrr", "none"), ("crr", "none"))
-TD_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,13 +69,18 @@ MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("resnext50_32x4d", (("torchvision", "resnext50_32x4d"),), group="2d-dw-grouped"),
     ModelSpec("resnet50", (("torchvision", "resnet50"),)),
     ModelSpec("mobilenet_v3_large", (("torchvision", "mobilenet_v3_large"),), group="2d-se"),
-    ModelSpec("r2plus1d_18", (("torchvision.video", "r2plus1d_18"),), VIDEO, "3d-dense"),
-    ModelSpec("r3d_18", (("torchvision.video", "r3d_18"),), VIDEO, "3d-dense"),
+    ModelSpec("r2plus1d_18", (("torchvision.models.video", "r2plus1d_18"),), VIDEO, "3d-dense"),
+    ModelSpec("r3d_18", (("torchvision.models.video", "r3d_18"),), VIDEO, "3d-dense"),
     ModelSpec("x3d_m", (("project", "x3d_m"),), (3, 16, 224, 224), "3d-depthwise"),
 )
 # compiled passes take the models in this order (the issue's reduce-overhead references first)
 COMPILE_ORDER = ("x3d_m", "resnet50", "convnext_nano", "regnety_016", "mobilenet_v2", "efficientnet_b0",
                  "resnext50_32x4d", "r2plus1d_18", "mobilenet_v3_large", "r3d_18", "smoke_cnn", "x3d_tiny")
+# --loss-model may also name these (small models: 100 steps stay cheap)
+LOSS_MODELS: tuple[ModelSpec, ...] = (
+    ModelSpec("resnet18", (("torchvision", "resnet18"),)),
+    ModelSpec("mobilenet_v3_small", (("torchvision", "mobilenet_v3_small"),), group="2d-se"),
+)
 # --smoke: what builds here (no timm / torchvision next to the CPU torch wheel), at tiny sizes
 SMOKE_MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("smoke_cnn", (("project", "smoke_cnn"),), (3, 16, 16), "2d-dw-grouped"),
@@ -101,6 +105,11 @@ class Settings:
     numerics: bool = True
     budget_s: float = 400.0
     smoke: bool = False
+    loss_steps: int = 0          # > 0: the loss comparison of loss_model first (model_loss.py)
+    loss_model: str = "resnet18"
+    loss_batches: int = 4        # fixed random batches the loss comparison cycles through
+    loss_autocast: bool = True   # fp32 weights + torch.autocast(dtype) (CUDA); False: weights in dtype
+    cudnn_benchmark: bool = True   # cuDNN picks its algorithms by timing them (as benchmarks/conv.py runs it)
 
 
 # -- models --------------------------------------------------------------------------------------------------
@@ -146,7 +155,7 @@ def build(spec: ModelSpec) -> tuple[Any, str]:
             continue
         if source == "timm":
             return module.create_model(name, pretrained=False), f"timm.{name}"
-        family = module if source.endswith("video") else module.models
+        family = module if source.startswith("torchvision.models") else module.models
         return getattr(family, name)(weights=None), f"{source}.{name}"
     raise ImportError(f"{spec.name}: no library for {spec.choices}: {'; '.join(errors)}")
 
@@ -200,11 +209,12 @@ def _error(exc: BaseException) -> dict[str, str]:
             "traceback": traceback.format_exc(limit=-6)[-4000:]}
 
 
-def _inputs(spec: ModelSpec, s: Settings, device: Any, dtype: Any, num_classes: int) -> tuple[Any, Any]:
+def _inputs(spec: ModelSpec, s: Settings, device: Any, dtype: Any, num_classes: int, seed: int = 0
+            ) -> tuple[Any, Any]:
     import torch
 
     batch = s.video_batch if spec.video else s.batch
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator().manual_seed(seed)
     x = torch.randn((batch, *spec.input), generator=gen)
     fmt = torch.channels_last_3d if spec.video else torch.channels_last
     labels = torch.randint(0, num_classes, (batch,), generator=gen)
@@ -249,7 +259,7 @@ def measure_variant(row: dict, spec: ModelSpec, base: Any, variant: str, s: Sett
             if budget.spent():
                 slot[key] = {"skipped": SKIPPED}
                 continue
-            started = time.perf_counter()
+            started, before = time.perf_counter(), _compile_counts()
             try:
                 model.train() if phase == "train" else model.eval()
                 step = make_step(phase, runner, model, x, labels, mode == "compiled")
@@ -257,6 +267,8 @@ def measure_variant(row: dict, spec: ModelSpec, base: Any, variant: str, s: Sett
                 result = measure.wall_times(step, device, warmup, s.steps, s.pipelined)
                 if device.type == "cuda":
                     result.update(measure.gpu_time(step, device, s.profile_steps))
+                if mode == "compiled":
+                    result.update({k: v - before[k] for k, v in _compile_counts().items()})
                 slot[key] = result
             except Exception as exc:  # noqa: BLE001 - a model / compile failure is a result: recorded
                 slot[key] = _error(exc)
@@ -267,14 +279,25 @@ def measure_variant(row: dict, spec: ModelSpec, base: Any, variant: str, s: Sett
             _reset_compiled()
 
 
+def _compile_counts() -> dict[str, int]:
+    """torch.compile's running counts: graph breaks, and compiled graphs Inductor ran without CUDA graphs
+    under reduce-overhead (a skip leaves the host cost in the step: the reason is in the log)."""
+    from torch._dynamo.utils import counters
+
+    return {"graph_breaks": sum(counters["graph_break"].values()),
+            "cudagraph_skips": counters["inductor"]["cudagraph_skips"]}
+
+
 def _brief(result: dict) -> str:
     if "error" in result:
         return "ERROR " + result["error"][:200]
     if "skipped" in result:
         return "skipped: " + result["skipped"]
     gpu = result.get("gpu_ms")
+    compiled = (f", {result['graph_breaks']} graph breaks, {result['cudagraph_skips']} cudagraph skips"
+                if "cudagraph_skips" in result else "")
     return (f"{result['wall_ms']:8.2f} ms wall" + (f", {gpu:8.2f} ms GPU" if gpu else "")
-            + f" (first call {result['first_call_s']:.1f} s, {result['seconds']:.0f} s)")
+            + f" (first call {result['first_call_s']:.1f} s, {result['seconds']:.0f} s{compiled})")
 
 
 def check_numerics(row: dict, spec: ModelSpec, base: Any, s: Settings) -> None:
@@ -311,10 +334,8 @@ def measure_model(row: dict[str, Any], spec: ModelSpec, s: Settings, budget: Bud
     except Exception as exc:  # noqa: BLE001 - recorded; the other models still run
         row.update(_error(exc))
         return
-    head = getattr(base, "num_classes", None) or next(m.out_features for m in reversed(list(base.modules()))
-                                                      if isinstance(m, torch.nn.Linear))
     batch = s.video_batch if spec.video else s.batch
-    row.update(source=source, input_shape=[batch, *spec.input], num_classes=int(head),
+    row.update(source=source, input_shape=[batch, *spec.input], num_classes=_num_classes(base),
                params_m=sum(p.numel() for p in base.parameters()) / 1e6)
     for variant in VARIANTS:
         try:
@@ -333,6 +354,49 @@ def measure_model(row: dict[str, Any], spec: ModelSpec, s: Settings, budget: Bud
     row["seconds"] = row.get("seconds", 0.0) + time.perf_counter() - started
 
 
+def _num_classes(model: Any) -> int:
+    import torch
+
+    head = getattr(model, "num_classes", None) or next(m.out_features for m in reversed(list(model.modules()))
+                                                       if isinstance(m, torch.nn.Linear))
+    return int(head)
+
+
+def loss_comparison(spec: ModelSpec, s: Settings) -> dict[str, Any]:
+    """Stock and converted copies of one model (and an fp32 one unless the run is fp32) trained s.loss_steps
+    SGD steps from the same weights on the same s.loss_batches fixed random batches: curves and verdict."""
+    import torch
+
+    device = torch.device(s.device)
+    autocast = getattr(torch, s.dtype) if s.loss_autocast and device.type == "cuda" else None
+    dtype = torch.float32 if autocast is not None else getattr(torch, s.dtype)
+    started = time.perf_counter()
+    torch.manual_seed(0)
+    base, source = build(spec)
+    classes = _num_classes(base)
+    batches = [_inputs(spec, s, device, dtype, classes, seed) for seed in range(s.loss_batches)]
+    variants = [("stock", "stock", dtype, autocast), ("converted", "converted", dtype, autocast)]
+    if dtype != torch.float32 or autocast is not None:
+        variants.append(("fp32", "stock", torch.float32, None))
+    curves: dict[str, list[float]] = {}
+    layers = None
+    for name, variant, model_dtype, cast in variants:
+        model, converted = _prepare(base, variant, device, model_dtype, spec.video)
+        layers = _layers(converted) if converted is not None else layers
+        measure.deterministic_train(model)
+        data = [(x.to(model_dtype), labels) for x, labels in batches]
+        curves[name] = model_loss.train_curve(model, data, s.loss_steps, _loss, autocast=cast)
+        print(f"  loss {name:9s} first {curves[name][0]:.4f} last {curves[name][-1]:.4f}", flush=True)
+        del model
+        _free(s)
+    precision = f"autocast {s.dtype}, fp32 weights" if autocast is not None else f"{s.dtype} weights"
+    batch = s.video_batch if spec.video else s.batch
+    return {"model": spec.name, "source": source, "input_shape": [batch, *spec.input], "layers": layers,
+            "batches": s.loss_batches, "precision": precision,
+            "optimizer": f"SGD(lr={model_loss.LR}, momentum={model_loss.MOMENTUM})",
+            **model_loss.compare(curves), "seconds": time.perf_counter() - started}
+
+
 def _free(s: Settings) -> None:
     import gc
 
@@ -344,94 +408,6 @@ def _free(s: Settings) -> None:
 
 
 # -- the run ------------------------------------------------------------------------------------------------
-def install_smoke_registries() -> None:
-    """Small registries (one small kernel each) as the default registries of the fp32 problems the smoke
-    models run, so the interpreter run does not build the essential presets (minutes each on a small CPU)."""
-    import tiledispatch as td
-    from tiledispatch.dispatch import defaults
-    from tiledispatch.testing import small_config
-
-    wanted: dict[tuple, Any] = {}
-    for ndim in (2, 3):
-        for direction, bias in CONV_EPILOGUES:
-            wanted[("conv", direction, "fp32", ndim, "none", bias)] = td.ConvConfig(
-                family="igemm", direction=direction, ndim=ndim, dtype="fp32", block_m=32, block_n=16,
-                block_k=16, num_warps=4, num_stages=2, align=1, bias=bias)
-    for layout, bias_mode in GEMM_EPILOGUES:
-        epilogue = td.Epilogue(bias=bias_mode)
-        cfg = small_config("tiled", layout, "fp32").with_epilogue(epilogue)
-        wanted[("gemm", "fp32", layout, epilogue)] = cfg
-    universe = td.Registry("sm_90")
-    for cfg in wanted.values():
-        universe.add(cfg)
-    print(f"smoke: building {len(universe)} small kernels (cached after the first run)", flush=True)
-    universe.build()
-    for key, cfg in wanted.items():
-        registry = td.Registry("sm_90")
-        registry.add(cfg)
-        registry.build()   # from the cache the universe filled
-        defaults.install(key, registry)
-
-
-def prebuild(specs: list[ModelSpec], s: Settings) -> dict[str, Any]:
-    """Build every kernel of the default registries the converted models will use, in one worker pool (the
-    default path then loads them from the cache instead of building each registry on its first call)."""
-    import tiledispatch as td
-
-    dtype = TD_DTYPES[s.dtype]
-    registry = td.Registry()
-    for ndim in sorted({3 if spec.video else 2 for spec in specs}):
-        for direction, bias in CONV_EPILOGUES:
-            registry.add_preset(f"conv_{direction}_{dtype}_{ndim}d_essential", ("none", bias))
-    for layout, bias_mode in GEMM_EPILOGUES:
-        registry.add_preset(f"gemm_{dtype}_{layout}_essential", td.Epilogue(bias=bias_mode))
-    print(f"prebuild: {len(registry)} kernels of the default registries", flush=True)
-    result = registry.build()
-    print(f"prebuild: {result}", flush=True)
-    return {"kernels": len(registry), "built": len(result.built), "cached": len(result.cached),
-            "failed": result.failed, "seconds": result.seconds}
-
-
-def merge(paths: list[Path], out: Path) -> dict[str, Any]:
-    """One result file from several runs on one GPU: per model and phase, the stock and converted pair of each
-    mode comes from the first file that measured both (so each speedup is from one run); the numerics and the
-    layers from the first file that has them."""
-    datas = [json.loads(p.read_text()) for p in paths]
-    if len({d["gpu"] for d in datas}) > 1:
-        raise SystemExit(f"--merge: files from different GPUs: {sorted({d['gpu'] for d in datas})}")
-    merged = {**datas[0], "models": [], "merged_from": [{"path": str(p), "date": d["date"], "argv": d["argv"]}
-                                                         for p, d in zip(paths, datas)]}
-    rows: dict[str, dict[str, Any]] = {}
-    for data in datas:
-        for model in data["models"]:
-            row = rows.setdefault(model["model"], copy.deepcopy(model))
-            for phase, runs in model.get("runs", {}).items():
-                have = row.setdefault("runs", {}).setdefault(phase, {})
-                for mode in MODES:   # stock and converted of a mode: both from the same file
-                    pair = [f"{variant}_{mode}" for variant in VARIANTS]
-                    if (all("wall_ms" in runs.get(k, {}) for k in pair)
-                            and not all("wall_ms" in have.get(k, {}) for k in pair)):
-                        have.update({k: runs[k] for k in pair})
-            for field in ("numerics", "layers", "source", "input_shape", "num_classes", "params_m"):
-                mine = row.get(field)
-                if field in model and (mine is None or (isinstance(mine, dict) and "error" in mine)):
-                    row[field] = model[field]
-    for row in rows.values():
-        if row.get("runs"):
-            row.pop("skipped", None)   # a model skipped in one run and measured in another
-        row["speedups"] = report.speedups(row)
-    merged["models"] = list(rows.values())
-    write(merged, out)
-    return merged
-
-
-def write(data: dict[str, Any], out: Path) -> None:
-    data["summary"] = report.summary(data["models"])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, indent=1) + "\n")
-    out.with_suffix(".md").write_text(report.markdown(data))
-
-
 def run(specs: list[ModelSpec], s: Settings, out: Path, argv: list[str], built: dict | None = None
         ) -> dict[str, Any]:
     import torch
@@ -444,9 +420,19 @@ def run(specs: list[ModelSpec], s: Settings, out: Path, argv: list[str], built: 
         except ImportError:
             env[name] = None
     env["cudnn"] = torch.backends.cudnn.version() if device.type == "cuda" else None
+    torch.backends.cudnn.benchmark = s.cudnn_benchmark
     data = {"benchmark": "models", "mode": "smoke" if s.smoke else "gpu", **env, "argv": argv,
             "settings": dataclasses.asdict(s), "prebuild": built, "models": []}
     budget = Budget(s.budget_s)
+    if s.loss_steps:
+        print(f"[loss] {s.loss_model}: {s.loss_steps} steps, stock vs converted", flush=True)
+        try:
+            data["loss"] = loss_comparison(loss_spec(s.loss_model), s)
+        except Exception as exc:  # noqa: BLE001 - recorded; the timing passes still run
+            data["loss"] = {"model": s.loss_model, **_error(exc)}
+            print(f"  loss: ERROR {data['loss']['error'][:200]}", flush=True)
+        _free(s)
+        report.write(data, out)
     rows: dict[str, dict[str, Any]] = {spec.name: {"model": spec.name, "group": spec.group, "runs": {}}
                                        for spec in specs}
     data["models"] = list(rows.values())
@@ -466,9 +452,14 @@ def run(specs: list[ModelSpec], s: Settings, out: Path, argv: list[str], built: 
                         row["runs"].setdefault(phase, {})[f"{variant}_{mode}"] = {"skipped": SKIPPED}
                 continue
             measure_model(row, spec, s, budget, mode, phases, s.numerics and number == 0)
-            write(data, out)
-    write(data, out)
+            report.write(data, out)
+    report.write(data, out)
     return data
+
+
+def loss_spec(name: str) -> ModelSpec:
+    """The ModelSpec --loss-model names (any benchmarked, loss-only or smoke model)."""
+    return {m.name: m for m in (*MODELS, *LOSS_MODELS, *SMOKE_MODELS)}[name]
 
 
 def passes(s: Settings) -> list[tuple[str, tuple[str, ...]]]:
@@ -479,14 +470,18 @@ def passes(s: Settings) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
+    loss = {"loss_autocast": not args.loss_no_autocast, "cudnn_benchmark": not args.no_cudnn_benchmark}
     if args.smoke:
         return Settings(device="cpu", dtype="float32", batch=1, video_batch=1, steps=args.steps or 2,
                         warmup=1, compiled_warmup=2, modes=MODES if args.smoke_compile else ("eager",),
                         compile_mode="default", pipelined=False, phases=tuple(args.phases.split(",")),
-                        numerics=not args.no_numerics, budget_s=args.budget_s or 3600.0, smoke=True)
+                        numerics=not args.no_numerics, budget_s=args.budget_s or 3600.0, smoke=True,
+                        loss_steps=3 if args.loss_steps is None else args.loss_steps,
+                        loss_model=args.loss_model or "smoke_cnn", **loss)
     modes = ("eager",) if args.no_compile else tuple(args.modes.split(","))
     return Settings(steps=args.steps or 10, modes=modes, phases=tuple(args.phases.split(",")),
-                    numerics=not args.no_numerics, budget_s=args.budget_s or 400.0)
+                    numerics=not args.no_numerics, budget_s=args.budget_s or 400.0,
+                    loss_steps=args.loss_steps or 0, loss_model=args.loss_model or "resnet18", **loss)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -504,6 +499,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke-compile", action="store_true", help="also torch.compile in --smoke (slow)")
     parser.add_argument("--no-prebuild", action="store_true",
                         help="build the default registries on first use only")
+    parser.add_argument("--loss-steps", type=int,
+                        help="first train stock and converted copies of --loss-model this many SGD steps on "
+                             "fixed random data and record both loss curves (default 0; smoke 3)")
+    parser.add_argument("--loss-model", help="the model of --loss-steps (default resnet18; smoke smoke_cnn; "
+                                             f"also: {', '.join(m.name for m in LOSS_MODELS)})")
+    parser.add_argument("--loss-only", action="store_true", help="the loss comparison alone (no timing)")
+    parser.add_argument("--loss-no-autocast", action="store_true",
+                        help="loss comparison with bf16 weights (default: fp32 weights under autocast bf16)")
+    parser.add_argument("--no-cudnn-benchmark", action="store_true",
+                        help="leave torch.backends.cudnn.benchmark off (default: on, for both variants)")
     parser.add_argument("--merge", nargs="+", type=Path, metavar="JSON",
                         help="merge result files of one GPU into --out (per model and mode, the first "
                              "measured stock / converted pair)")
@@ -513,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(m not in MODES for m in args.modes.split(",")):
         parser.error(f"--modes {args.modes!r}: choose from {', '.join(MODES)}")
     if args.merge:
-        data = merge(args.merge, args.out or args.merge[0])
+        data = report.merge(args.merge, args.out or args.merge[0])
         print(report.markdown(data), flush=True)
         return 0
     pool = SMOKE_MODELS if args.smoke else MODELS
@@ -522,17 +527,25 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown models {unknown}; known: {', '.join(m.name for m in pool)}")
     s = settings_from(args)
+    try:
+        loss_spec(s.loss_model)
+    except KeyError:
+        parser.error(f"unknown --loss-model {s.loss_model!r}")
+    if args.loss_only and not s.loss_steps:
+        parser.error("--loss-only needs --loss-steps N (N > 0)")
     if not args.smoke:
         import torch
 
         if not torch.cuda.is_available():
             parser.error("no CUDA device: run on a GPU, or --smoke on CPU")
     else:
-        install_smoke_registries()
+        registries.install_smoke()
     out = args.out or ROOT / "benchmarks" / "results" / (
         "models_cpu_smoke.json" if args.smoke else f"models_{gpu_slug(_gpu_name())}.json")
-    specs = [m for m in pool if m.name in wanted]
-    built = None if args.smoke or args.no_prebuild or "converted" not in VARIANTS else prebuild(specs, s)
+    specs = [] if args.loss_only else [m for m in pool if m.name in wanted]
+    needs = specs + ([loss_spec(s.loss_model)] if s.loss_steps else [])
+    ndims = sorted({3 if spec.video else 2 for spec in needs})
+    built = None if args.smoke or args.no_prebuild else registries.prebuild(ndims, s.dtype)
     data = run(specs, s, out, sys.argv if argv is None else argv, built)
     print(report.markdown(data), flush=True)
     print(f"wrote {out} and {out.with_suffix('.md')}", flush=True)

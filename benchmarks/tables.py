@@ -6,29 +6,41 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+if str(Path(__file__).resolve().parent) not in sys.path:   # model_report.py, however this was started
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+import model_report
+
 ROOT = Path(__file__).resolve().parents[1]
+TABLE = "|---"
 
 
 def gemm_baseline_section(path: Path) -> str:
     data = json.loads(path.read_text())
     lim = data["limits"]
     lines = [f"## GEMM baseline: essential presets vs cuBLAS ({path.name})", "",
-             f"{data['gpu']}, tiledispatch {data['tiledispatch']}, triton {data['triton']}, torch {data['torch']}, "
-             f"CUDA {data['cuda']}, {data['date']}. Protocol: {data['protocol']}.",
+             f"{_versions(data)}, CUDA {data['cuda']}, {data['date']}. Protocol: {data['protocol']}.",
              f"Measured limits in the same run: cuBLAS bf16 8192³ {lim['cublas_bf16_8192_tflops']:.0f} TF/s, "
              f"HBM copy {lim['hbm_copy_gbps']:.0f} GB/s.", "",
-             "`best` = fastest plan of the preset (exhaustive tuning), `auto` = the rules pick without tuning; "
-             "ratio = cuBLAS time / our time (> 1: faster than cuBLAS). `(padded)` = run on zero-padded copies.", "",
-             "| dtype | layout | M×N×K | cuBLAS µs | cuBLAS TF/s | best µs | best TF/s | best ratio | auto ratio | best kernel |",
+             "`best` = fastest plan of the preset (exhaustive tuning), `auto` = the rules pick without "
+             "tuning; ratio = cuBLAS time / our time (> 1: faster than cuBLAS). `(padded)` = run on "
+             "zero-padded copies.", "",
+             "| dtype | layout | M×N×K | cuBLAS µs | cuBLAS TF/s | best µs | best TF/s | best ratio | "
+             "auto ratio | best kernel |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in data["rows"]:
-        lines.append(f"| {r['dtype']} | {r['layout']} | {r['m']}×{r['n']}×{r['k']} | {r['cublas_ms'] * 1e3:.1f} | "
-                     f"{r['cublas_tflops']:.0f} | {r['best_ms'] * 1e3:.1f} | {r['best_tflops']:.0f} | "
-                     f"{r['best_ratio']:.2f} | {r['auto_ratio']:.2f} | `{r['best_kernel']}` |")
+        lines.append(f"| {r['dtype']} | {r['layout']} | {r['m']}×{r['n']}×{r['k']} | "
+                     f"{r['cublas_ms'] * 1e3:.1f} | {r['cublas_tflops']:.0f} | {r['best_ms'] * 1e3:.1f} | "
+                     f"{r['best_tflops']:.0f} | {r['best_ratio']:.2f} | {r['auto_ratio']:.2f} | "
+                     f"`{r['best_kernel']}` |")
     lines += ["", "| dtype_layout | best geomean | auto geomean | worst best ratio |", "|---|---|---|---|"]
     for key, s in data["summary"].items():
         lines.append(f"| {key} | {s['best_geomean']:.3f} | {s['auto_geomean']:.3f} | {s['best_min']:.3f} |")
     return "\n".join(lines) + "\n"
+
+
+def _versions(data: dict) -> str:
+    return (f"{data['gpu']}, tiledispatch {data['tiledispatch']}, triton {data['triton']}, "
+            f"torch {data['torch']}")
 
 
 def _us(ms: float | None) -> str:
@@ -42,28 +54,32 @@ def _x(value: float | None, digits: int = 2) -> str:
 def _notes(data: dict) -> list[str]:
     """Notes a result file carries: `notes` (free text) and `reruns` (rows measured again in a later run)."""
     lines = [f"Note: {note}" for note in data.get("notes", [])]
-    lines += [f"Re-run {r['date']}: {r['rows']} rows ({' '.join(r['argv'])}): {r['why']}." for r in data.get("reruns", [])]
+    lines += [f"Re-run {r['date']}: {r['rows']} rows ({' '.join(r['argv'])}): {r['why']}."
+              for r in data.get("reruns", [])]
     return lines
 
 
 def gemm_sweeps_section(folder: Path) -> str:
-    """The candidate sweeps (benchmarks/gemm.py --preset-kind candidates --full-matrix) the measured presets are
-    derived from: per combo the geomean of the best candidate, i.e. what an exhaustive search of the candidate
-    space reaches."""
+    """The candidate sweeps (benchmarks/gemm.py --preset-kind candidates --full-matrix) the measured presets
+    are derived from: per combo the geomean of the best candidate, i.e. what an exhaustive search of the
+    candidate space reaches."""
     paths = sorted(folder.glob("sweep_*.json"))
     if not paths:
         return ""
     lines = ["## GEMM candidate sweeps (benchmarks/results/sweeps/)", "",
-             ("Full matrix over the `gemm_<combo>_candidates` presets, every shape of the suite; `tune` = best "
-              "candidate per shape (the ceiling of any preset derived from it by tools/derive_presets.py)."), "",
-             "| combo | GPU | date | candidates | tune geomean | worst tune ratio | compute-bound tune geomean |",
+             ("Full matrix over the `gemm_<combo>_candidates` presets, every shape of the suite; `tune` = "
+              "best candidate per shape (the ceiling of any preset derived from it by "
+              "tools/derive_presets.py)."), "",
+             "| combo | GPU | date | candidates | tune geomean | worst tune ratio | "
+             "compute-bound tune geomean |",
              "|---|---|---|---|---|---|---|"]
     for path in paths:
         data = json.loads(path.read_text())
         for key, s in data["summary"].items():
             plans = max((r.get("plans", 0) for r in data["rows"] if r["combo"] == key), default=0)
-            lines.append(f"| {key} | {data['gpu']} | {data['date'][:10]} | {plans} | {_x(s['tune_geomean'], 3)} | "
-                         f"{_x(s['tune_min'])} ({s['tune_min_shape']}) | {_x(s['compute_bound_tune_geomean'], 3)} |")
+            lines.append(f"| {key} | {data['gpu']} | {data['date'][:10]} | {plans} | "
+                         f"{_x(s['tune_geomean'], 3)} | {_x(s['tune_min'])} ({s['tune_min_shape']}) | "
+                         f"{_x(s['compute_bound_tune_geomean'], 3)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -72,59 +88,71 @@ def gemm_section(path: Path) -> str:
     data = json.loads(path.read_text())
     lim = data.get("limits") or {}
     lines = [f"## GEMM: tiledispatch vs cuBLAS ({path.name})", "",
-             (f"{data['gpu']}, tiledispatch {data['tiledispatch']}, triton {data['triton']}, torch {data['torch']}, "
-              f"CUDA {data['cuda']}, {data['date']}; presets `gemm_<dtype>_<layout>_{data['preset_kind']}`."),
+             (f"{_versions(data)}, CUDA {data['cuda']}, {data['date']}; presets "
+              f"`gemm_<dtype>_<layout>_{data['preset_kind']}`."),
              f"Protocol: {data['protocol']}.", *_notes(data)]
     if lim:
-        lines.append(f"Measured limits in the same run: cuBLAS bf16 8192³ {lim['cublas_bf16_8192_tflops']:.0f} TF/s, "
-                     f"HBM copy {lim['hbm_copy_gbps']:.0f} GB/s.")
-    lines += ["", ("`tune` = fastest valid plan of the preset (exhaustive), `auto` = `select(problem, 'auto')` "
-                   "without a tuning DB; ratio = cuBLAS time / our time (> 1: faster than cuBLAS); compute-bound = "
-                   "M, N, K ≥ 4096. `(padded)` = run on zero-padded copies of the operands (copies included in "
-                   "the time; no out given, so the result is a view of the padded output, as td.gemm returns "
-                   "it)."), "",
-              ("| combo | shapes | tune geomean | auto geomean | auto / tune | worst tune ratio | compute-bound tune "
-               "geomean | wrong plans |"), "|---|---|---|---|---|---|---|---|"]
+        lines.append(f"Measured limits in the same run: cuBLAS bf16 8192³ "
+                     f"{lim['cublas_bf16_8192_tflops']:.0f} TF/s, HBM copy {lim['hbm_copy_gbps']:.0f} GB/s.")
+    lines += ["", ("`tune` = fastest valid plan of the preset (exhaustive), `auto` = "
+                   "`select(problem, 'auto')` without a tuning DB; ratio = cuBLAS time / our time (> 1: "
+                   "faster than cuBLAS); "
+                   "compute-bound = M, N, K ≥ 4096. `(padded)` = run on zero-padded copies of the operands "
+                   "(copies included in the time; no out given, so the result is a view of the padded "
+                   "output, as td.gemm returns it)."), "",
+              ("| combo | shapes | tune geomean | auto geomean | auto / tune | worst tune ratio | "
+               "compute-bound tune geomean | wrong plans |"), "|---|---|---|---|---|---|---|---|"]
     for key, s in data["summary"].items():
         lines.append(f"| {key} | {s['shapes']} | {_x(s['tune_geomean'], 3)} | {_x(s['auto_geomean'], 3)} | "
                      f"{_x(s['auto_vs_tune_geomean'], 3)} | {_x(s['tune_min'])} ({s['tune_min_shape']}) | "
-                     f"{_x(s['compute_bound_tune_geomean'], 3)} ({s['compute_bound_shapes']}) | {s['wrong_plans']} |")
+                     f"{_x(s['compute_bound_tune_geomean'], 3)} ({s['compute_bound_shapes']}) | "
+                     f"{s['wrong_plans']} |")
     for key in data["summary"]:
         lines += ["", f"### {key}", "",
                   ("| M×N×K | why | cuBLAS µs | cuBLAS TF/s | tune µs | tune TF/s | tune ratio | auto µs | "
                    "auto ratio | tune kernel |"), "|---|---|---|---|---|---|---|---|---|---|"]
         for r in (r for r in data["rows"] if r["combo"] == key):
             lines.append(f"| {r['m']}×{r['n']}×{r['k']} | {r['why']} | {_us(r['cublas_ms'])} | "
-                         f"{_x(r['cublas_tflops'], 1)} | {_us(r.get('tune_ms'))} | {_x(r.get('tune_tflops'), 1)} | "
-                         f"{_x(r.get('tune_ratio'))} | {_us(r.get('auto_ms'))} | {_x(r.get('auto_ratio'))} | "
-                         f"`{r.get('tune_kernel')}` |")
+                         f"{_x(r['cublas_tflops'], 1)} | {_us(r.get('tune_ms'))} | "
+                         f"{_x(r.get('tune_tflops'), 1)} | {_x(r.get('tune_ratio'))} | "
+                         f"{_us(r.get('auto_ms'))} | {_x(r.get('auto_ratio'))} | `{r.get('tune_kernel')}` |")
     return "\n".join(lines) + "\n"
 
 
+def _signed(value: float | None, digits: int) -> str:
+    return "–" if value is None else f"{value:+.{digits}f}"
+
+
 def dispatch_overhead_section(path: Path) -> str:
-    """`dispatch_overhead_<gpu>.json` from benchmarks/dispatch_overhead.py: host µs per call and overhead."""
+    """`dispatch_overhead_<gpu>.json` from benchmarks/dispatch_overhead.py: host µs per call and overhead.
+    A row may lack variants (a run of a subset): their cells show '–'."""
     data = json.loads(path.read_text())
-    names = ("direct", "kernel_run", "registry_run", "td_gemm", "torch_mm", "graph_replay", "kernel_run_alloc")
+    names = ("direct", "kernel_run", "registry_run", "td_gemm", "torch_mm", "graph_replay",
+             "kernel_run_alloc")
+    limit = data.get("limit_us")
     lines = [f"## Dispatch overhead ({path.name})", "",
              (f"{data['gpu']} (host {data['host_cpu']}), tiledispatch {data['tiledispatch']}, triton "
               f"{data['triton']}, torch {data['torch']}, CUDA {data['cuda']}, {data['date']}."),
              f"Protocol: {data['protocol']}", *_notes(data), "",
-             ("µs per call: `direct` = CompiledKernel.run with prebuilt arguments, `kernel_run` = Kernel.run(out=), "
-              "`registry_run` = Registry.run (rules), `td_gemm` = td.gemm(out=), `graph_replay` = Kernel.run in a "
-              f"CUDA graph, `kernel_run_alloc` = Kernel.run allocating out. Limit: {data['limit_us']:g} µs over "
-              "`direct`."), "",
-             "| M×N×K | " + " | ".join(names) + " | overhead µs (kernel / registry / td.gemm) | result | kernel |",
+             ("µs per call: `direct` = CompiledKernel.run with prebuilt arguments, `kernel_run` = "
+              "Kernel.run(out=), `registry_run` = Registry.run (rules), `td_gemm` = td.gemm(out=), "
+              "`graph_replay` = Kernel.run in a CUDA graph, `kernel_run_alloc` = Kernel.run allocating out. "
+              f"Limit: {'–' if limit is None else f'{limit:g}'} µs over `direct`."), "",
+             "| M×N×K | " + " | ".join(names)
+             + " | overhead µs (kernel / registry / td.gemm) | result | kernel |",
              "|---|" + "---|" * len(names) + "---|---|---|"]
     for r in data["rows"]:
-        us = r["per_call_us"]
-        over = " / ".join(f"{r['overhead_us'][v]:+.2f}" for v in ("kernel_run", "registry_run", "td_gemm"))
+        us, overhead = r.get("per_call_us", {}), r.get("overhead_us", {})
+        over = " / ".join(_signed(overhead.get(v), 2) for v in ("kernel_run", "registry_run", "td_gemm"))
+        verdict = {True: "pass", False: "FAIL"}.get(r.get("pass"), "–")
         lines.append(f"| {r['m']}×{r['n']}×{r['k']} | " + " | ".join(_x(us.get(v)) for v in names)
-                     + f" | {over} | {'pass' if r['pass'] else 'FAIL'} | `{r['kernel']}` |")
+                     + f" | {over} | {verdict} | `{r.get('kernel')}` |")
     return "\n".join(lines) + "\n"
 
 
 def conv_overhead_section(path: Path) -> str:
-    """`conv_overhead_<gpu>.json` from benchmarks/conv_overhead.py: host µs per call of the conv call paths."""
+    """`conv_overhead_<gpu>.json` from benchmarks/conv_overhead.py: host µs per call of the conv call
+    paths."""
     data = json.loads(path.read_text())
     names = ("bound", "kernel_launch", "td_api", "torch")
     lines = [f"## Convolution dispatch overhead ({path.name})", "",
@@ -132,8 +160,8 @@ def conv_overhead_section(path: Path) -> str:
               f"{data['triton']}, torch {data['torch']}, CUDA {data['cuda']}, {data['date']}."),
              f"Protocol: {data['protocol']}", *_notes(data), "",
              ("µs per call: `bound` = the selected instance's bound launch (ConvBound), `kernel_launch` = "
-              "Kernel.launch, `td_api` = td.conv / conv_bwd_data / conv_bwd_weight (out=), `torch` = the cuDNN "
-              "call of benchmarks/conv.py; issue = the loop alone (host time)."), "",
+              "Kernel.launch, `td_api` = td.conv / conv_bwd_data / conv_bwd_weight (out=), `torch` = the "
+              "cuDNN call of benchmarks/conv.py; issue = the loop alone (host time)."), "",
              "| layer | direction | launches | " + " | ".join(names)
              + " | overhead µs (launch / td) | issue µs (bound / td) | kernel |",
              "|---|---|---|" + "---|" * len(names) + "---|---|---|"]
@@ -146,8 +174,12 @@ def conv_overhead_section(path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _join(values: list) -> str:
+    return "×".join(map(str, values))
+
+
 def _problem(r: dict) -> str:
-    join = lambda v: "×".join(map(str, v))
+    join = _join
     groups = f" g{r['groups']}" if r["groups"] > 1 else ""
     stride = f" s{join(r['stride'])}" if any(s > 1 for s in r["stride"]) else ""
     return f"N{r['n']} {r['c']}→{r['k']}{groups} {join(r['spatial'])} f{join(r['filter'])}{stride}"
@@ -169,34 +201,35 @@ def _acceptance_line(a: dict) -> str:
         extra += f", worst {_pct(a['worst_pct'])} ({a['worst_case']})"
     if mem and a.get("copy_speed_pct"):
         extra += f", {_pct(a['copy_speed_pct'])} of copy speed"
-    return (f"| {a['direction']} | {a['check']} | {val} | {goal} | {ceiling} | {'pass' if a['pass'] else '**miss**'} "
+    verdict = "pass" if a["pass"] else "**miss**"
+    return (f"| {a['direction']} | {a['check']} | {val} | {goal} | {ceiling} | {verdict} "
             f"| {a['rows']}/{a['of']}{extra} |")
 
 
 def conv_section(path: Path) -> str:
-    """`conv_<gpu>.json` from benchmarks/conv.py, between the conv markers: acceptance, geomeans per direction x
-    category, then one table per direction."""
+    """`conv_<gpu>.json` from benchmarks/conv.py, between the conv markers: acceptance, geomeans per direction
+    x category, then one table per direction."""
     data = json.loads(path.read_text())
     copy = (data.get("limits") or {}).get("hbm_copy_gbps")
     lines = ["<!-- conv:begin -->", f"## Convolution: tiledispatch vs cuDNN ({path.name})", "",
-             (f"{data['gpu']}, tiledispatch {data['tiledispatch']}, triton {data['triton']}, torch {data['torch']}, "
+             (f"{_versions(data)}, "
               f"CUDA {data['cuda']}, {data['date']}; {data['dtype']}, suites {', '.join(data['suites'])}, "
               f"{data['seconds']:.0f} s."), f"Protocol: {data['protocol']}.",
              *([f"Measured in the same run: HBM copy {copy:.0f} GB/s (read + write)."] if copy else []),
              *_notes(data), "",
              ("`tune` = fastest valid plan of preset `conv_<direction>_<dtype>_<n>d_all`, `auto` = "
-              "`select(problem, 'auto')` of `..._essential` without a tuning DB; ratio = cuDNN time / our time "
-              "(> 1: faster than cuDNN); GB/s = minimal bytes (read two tensors, write the third once) / time; "
-              "% floor = that over the HBM copy bandwidth; copy µs = a device copy moving the row's minimal "
-              "bytes (half read, half written) under the same protocol; at copy speed = cuDNN time / copy time, "
-              "the ratio a kernel that streams its tensors once at copy speed would reach (a ceiling for "
-              "memory-bound rows)."), "",
+              "`select(problem, 'auto')` of `..._essential` without a tuning DB; ratio = cuDNN time / our "
+              "time (> 1: faster than cuDNN); GB/s = minimal bytes (read two tensors, write the third once) "
+              "/ time; % floor = that over the HBM copy bandwidth; copy µs = a device copy moving the row's "
+              "minimal bytes (half read, half written) under the same protocol; at copy speed = cuDNN time / "
+              "copy time, the ratio a kernel that streams its tensors once at copy speed would reach (a "
+              "ceiling for memory-bound rows)."), "",
              "| direction | check | value | target | at copy speed | result | rows |",
              "|---|---|---|---|---|---|---|"]
     for a in data["summary"]["acceptance"]:
         lines.append(_acceptance_line(a))
-    lines += ["", ("| direction | category | rows | tune geomean | auto geomean | at copy speed | worst tune | "
-                   "tune % floor | cuDNN % floor | wrong plans |"), "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", ("| direction | category | rows | tune geomean | auto geomean | at copy speed | worst tune "
+                   "| tune % floor | cuDNN % floor | wrong plans |"), TABLE * 10 + "|"]
     for g in data["summary"]["groups"]:
         lines.append(f"| {g['direction']} | {g['category']} | {g['rows']} | {_x(g['tune_geomean'], 3)} | "
                      f"{_x(g['auto_geomean'], 3)} | {_x(g.get('ceiling_geomean'), 3)} | "
@@ -205,22 +238,24 @@ def conv_section(path: Path) -> str:
                      f"{g['wrong_plans']} |")
     for direction in dict.fromkeys(r["direction"] for r in data["rows"]):
         lines += ["", f"### conv {direction}", "",
-                  ("| layer | category | problem | cuDNN µs | copy µs | tune µs | tune ratio | auto µs | auto ratio | "
-                   "TF/s | GB/s | % floor | tune kernel |"), "|" + "---|" * 13]
+                  ("| layer | category | problem | cuDNN µs | copy µs | tune µs | tune ratio | auto µs | "
+                   "auto ratio | TF/s | GB/s | % floor | tune kernel |"), "|" + "---|" * 13]
         for r in (r for r in data["rows"] if r["direction"] == direction):
-            kernel = f"`{r['tune_kernel']}`" if r.get("tune_kernel") else (r.get("error") or r.get("tune_error")
-                                                                           or "–")
+            failed = r.get("error") or r.get("tune_error") or "–"
+            kernel = f"`{r['tune_kernel']}`" if r.get("tune_kernel") else failed
             lines.append(f"| {r['case']} | {r['category']} | {_problem(r)} | {_us(r.get('cudnn_ms'))} | "
                          f"{_us(r.get('copy_ms'))} | {_us(r.get('tune_ms'))} | {_x(r.get('tune_ratio'))} | "
-                         f"{_us(r.get('auto_ms'))} | {_x(r.get('auto_ratio'))} | {_x(r.get('tune_tflops'), 1)} | "
-                         f"{_x(r.get('tune_gbps'), 0)} | "
+                         f"{_us(r.get('auto_ms'))} | {_x(r.get('auto_ratio'))} | "
+                         f"{_x(r.get('tune_tflops'), 1)} | {_x(r.get('tune_gbps'), 0)} | "
                          f"{_pct(r.get('tune_floor_pct'))} | {kernel} |")
     return "\n".join(lines) + "\n<!-- conv:end -->\n"
+
 
 def sweep_throughput_section(path: Path) -> str:
     data = json.loads(path.read_text())
     lines = [f"## Sweep throughput ({path.name})", "",
-             f"{data['gpu']}, triton {data['triton']}, torch {data['torch']}, {data['date']}. {data['what']}.", "",
+             f"{data['gpu']}, triton {data['triton']}, torch {data['torch']}, {data['date']}. "
+             f"{data['what']}.", "",
              "| sweep | pairs | measured | measure s | pairs/s | workers |", "|---|---|---|---|---|---|"]
     for name, run in data["runs"].items():
         lines.append(f"| {name} | {run['pairs']:,} | {run['measured']:,} | {run['measure_seconds']:.1f} | "
@@ -250,7 +285,8 @@ def select_speed_section(path: Path) -> str:
         "| measure | value | target |", "|---|---|---|",
         f"| rank {cold['candidates']} candidates, cold (median of {cold['problems']} problems) | "
         f"{cold['median_ms']:.2f} ms | {targets['rank_300_cold_ms']} ms |",
-        f"| warm `select`, a problem seen before | {warm['per_call_us']:.1f} µs | {targets['warm_select_us']} µs |",
+        f"| warm `select`, a problem seen before | {warm['per_call_us']:.1f} µs | "
+        f"{targets['warm_select_us']} µs |",
         ""])
 
 
@@ -259,12 +295,14 @@ def _eff(row: dict) -> str:
 
 
 def ml_section(folder: Path) -> str:
-    """Held-out validation of the shipped cost models (results/ml/*.validate.json, `tiledispatch validate`)."""
+    """Held-out validation of the shipped cost models (results/ml/*.validate.json, `tiledispatch
+    validate`)."""
     lines = ["## Cost models on held-out problems (results/ml)", "",
-             "`tiledispatch validate` on the problems held out of training (20% of each dataset, split by problem). "
-             "Efficiency = best time of the problem / time of the pick; mean / P10. top-1: the pick is the best "
-             "kernel; top-5: the best of the model's 5 first is timed (`tune` confirm).", "",
-             "| model | held-out problems | model | model top-1 | model top-5 | rules | rules top-5 | our best time / vendor time, median (> 1: vendor faster) |",
+             "`tiledispatch validate` on the problems held out of training (20% of each dataset, split by "
+             "problem). Efficiency = best time of the problem / time of the pick; mean / P10. top-1: the "
+             "pick is the best kernel; top-5: the best of the model's 5 first is timed (`tune` confirm).", "",
+             "| model | held-out problems | model | model top-1 | model top-5 | rules | rules top-5 | "
+             "our best time / vendor time, median (> 1: vendor faster) |",
              "|---|---|---|---|---|---|---|---|"]
     for path in sorted(folder.glob("*.validate.json")):
         data = json.loads(path.read_text())
@@ -292,6 +330,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "sweep_throughput": sweep_throughput_section,
     "multi_gpu_speedup": multi_gpu_section,
     "select_speed": select_speed_section,
+    "models": model_report.models_section,
 }
 
 
@@ -308,21 +347,29 @@ def result_kind(path: Path) -> str | None:
     return "gemm" if path.name.startswith("gemm_") else path.stem
 
 
-def main() -> None:
-    parts = ["# Benchmarks", "", "Numbers below are rendered by `python benchmarks/tables.py` from the committed "
-             "JSON in `benchmarks/results/`; every number was measured in one run against the vendor library.", ""]
+def render(results: Path) -> tuple[str, dict[str, list[Path]]]:
+    """BENCHMARKS.md's text from the result files under `results`, and the files no renderer took (by
+    kind)."""
+    parts = ["# Benchmarks", "", "Numbers below are rendered by `python benchmarks/tables.py` from the "
+             "committed JSON in `benchmarks/results/`; every number was measured in one run against the "
+             "vendor library.", ""]
     by_kind: dict[str, list[Path]] = {}
-    for path in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
+    for path in sorted(results.glob("*.json")):
         kind = result_kind(path)
         if kind is not None:
             by_kind.setdefault(kind, []).append(path)
-    for kind, render in RENDERERS.items():
-        parts += [render(path) for path in by_kind.pop(kind, [])]
-    parts.append(gemm_sweeps_section(ROOT / "benchmarks" / "results" / "sweeps"))
-    parts.append(ml_section(ROOT / "benchmarks" / "results" / "ml"))
-    for kind, paths in by_kind.items():
+    for kind, section in RENDERERS.items():
+        parts += [section(path) for path in by_kind.pop(kind, [])]
+    parts.append(gemm_sweeps_section(results / "sweeps"))
+    parts.append(ml_section(results / "ml"))
+    return "\n".join(parts), by_kind
+
+
+def main() -> None:
+    text, left = render(ROOT / "benchmarks" / "results")
+    for kind, paths in left.items():
         print(f"not rendered (no renderer for {kind!r}): {', '.join(p.name for p in paths)}", file=sys.stderr)
-    (ROOT / "BENCHMARKS.md").write_text("\n".join(parts))
+    (ROOT / "BENCHMARKS.md").write_text(text)
 
 
 if __name__ == "__main__":

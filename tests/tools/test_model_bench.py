@@ -21,7 +21,7 @@ def bench():
         if str(ROOT / folder) not in sys.path:
             sys.path.insert(0, str(ROOT / folder))
     return {name: importlib.import_module(name) for name in ("models", "model_measure", "model_report",
-                                                              "extract_model_layers")}
+                                                              "model_loss", "extract_model_layers")}
 
 
 @pytest.mark.parametrize(("name", "expected"), [
@@ -67,19 +67,96 @@ def test_speedups_summary_and_acceptance(bench):
 
 
 def test_merge_takes_each_stock_converted_pair_from_one_file(bench, tmp_path):
-    models = bench["models"]
+    report = bench["model_report"]
     a = _row("resnet50", "2d-dense", 10.0, 8.0, "a")
     a["runs"]["train"]["converted_eager"] = {"skipped": "time budget (--budget-s) spent"}
     b = _row("resnet50", "2d-dense", 11.0, 9.0, "b")
     paths = []
     for name, row in (("a", a), ("b", b)):
         path = tmp_path / f"{name}.json"
-        path.write_text(json.dumps({"gpu": "NVIDIA H100", "date": name, "argv": [], "models": [row]}))
+        loss = {"model": "resnet18", "error": "RuntimeError: x"} if name == "a" else _loss_result(bench)
+        path.write_text(json.dumps({"gpu": "NVIDIA H100", "date": name, "argv": [], "models": [row],
+                                    "loss": loss}))
         paths.append(path)
-    merged = models.merge(paths, tmp_path / "merged.json")
+    merged = report.merge(paths, tmp_path / "merged.json")
     runs = merged["models"][0]["runs"]["train"]
     assert runs["stock_eager"]["file"] == runs["converted_eager"]["file"] == "b"
-    assert (tmp_path / "merged.md").is_file()
+    assert merged["loss"]["pass"] is True   # the file whose loss comparison ran, not the failed one
+    assert merged["summary"]["acceptance"]["loss_matches_stock"] is True
+    assert "Loss over training steps: resnet18" in (tmp_path / "merged.md").read_text()
+
+
+def _loss_result(bench: dict) -> dict:
+    curves = {"stock": [2.0, 1.5, 1.0], "converted": [2.0, 1.55, 1.0], "fp32": [2.0, 1.5, 0.9]}
+    return {"model": "resnet18", "source": "torchvision.resnet18", "input_shape": [4, 3, 8, 8], "batches": 2,
+            "optimizer": "SGD", "precision": "fp32", **bench["model_loss"].compare(curves, window=2)}
+
+
+def test_loss_compare_reports_curves_gaps_and_the_verdict(bench):
+    loss = bench["model_loss"]
+    out = loss.compare({"stock": [2.0, 1.5, 1.0], "converted": [2.0, 1.6, 1.0], "fp32": [2.0, 1.5, 0.9]},
+                       window=2, tol=0.02)
+    assert out["first"] == {"stock": 2.0, "converted": 2.0, "fp32": 2.0}
+    assert out["final"]["converted"] == pytest.approx(1.3) and out["final"]["stock"] == pytest.approx(1.25)
+    assert out["max_abs_diff"]["converted_vs_stock"] == pytest.approx(0.1)
+    assert out["max_abs_diff"]["stock_vs_fp32"] == pytest.approx(0.1)
+    assert out["pass"] is False   # 0.05 above stock's final loss > 0.02 x 2.0
+    assert loss.compare({"stock": [2.0, 1.0], "converted": [2.0, 1.03]}, window=1, tol=0.02)["pass"] is True
+    assert "fp32_vs_stock" not in out["max_abs_diff"] and len(out["curves"]["stock"]) == 3
+
+
+def test_train_curve_is_repeatable_and_learns(bench):
+    """Two copies from the same weights on the same batches give the same curve, and the loss falls."""
+    import copy
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(4, 5))
+    gen = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(4, 3, 6, 6, generator=gen), torch.randint(0, 5, (4,), generator=gen))]
+    train = bench["model_loss"].train_curve
+    loss_fn = bench["models"]._loss
+    a = train(copy.deepcopy(model), batches, 30, loss_fn, lr=0.1)
+    b = train(copy.deepcopy(model), batches, 30, loss_fn, lr=0.1)
+    assert a == b and len(a) == 30 and a[-1] < 0.8 * a[0]
+
+
+def test_loss_options_are_checked(bench):
+    models = bench["models"]
+    with pytest.raises(SystemExit):
+        models.main(["--loss-only"])   # no --loss-steps: nothing to run
+    with pytest.raises(SystemExit):
+        models.main(["--loss-steps", "5", "--loss-model", "no_such_model"])
+    assert models.loss_spec("resnet18").choices == (("torchvision", "resnet18"),)
+    assert models.loss_spec("smoke_cnn").name == "smoke_cnn"
+
+
+def test_video_models_come_from_torchvision_models_video(bench, monkeypatch):
+    """torchvision's video nets live in torchvision.models.video (there is no torchvision.video)."""
+    import types
+
+    built = []
+    video = types.ModuleType("torchvision.models.video")
+    video.r2plus1d_18 = lambda weights: built.append(weights) or nn.Identity()
+    for name, module in (("torchvision", types.ModuleType("torchvision")),
+                         ("torchvision.models", types.ModuleType("torchvision.models")),
+                         ("torchvision.models.video", video)):
+        monkeypatch.setitem(sys.modules, name, module)
+    spec = next(m for m in bench["models"].MODELS if m.name == "r2plus1d_18")
+    model, source = bench["models"].build(spec)
+    assert isinstance(model, nn.Identity) and built == [None]
+    assert source == "torchvision.models.video.r2plus1d_18"
+
+
+def test_every_benchmark_model_builds_offline(bench):
+    """Each model of the benchmark (and the loss models) builds without weights, with its input shape."""
+    pytest.importorskip("timm")
+    pytest.importorskip("torchvision")
+    models = bench["models"]
+    for spec in (*models.MODELS, *models.LOSS_MODELS):
+        model, source = models.build(spec)
+        assert not source.startswith("project") or spec.name == "x3d_m"
+        assert models._num_classes(model) in (400, 1000), spec.name
 
 
 def test_extract_records_deduplicated_layers_and_uncalled_ones(bench):
