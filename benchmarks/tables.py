@@ -320,7 +320,8 @@ def _vendor_median(strategies: dict) -> str:
     return f"{vendor['median']:.2f}" if vendor else "-"
 
 
-# Renderers by the JSON's "benchmark" field (files without one: by file-name prefix), in section order.
+# Renderers by the JSON's "benchmark" field (files without one: by file-name prefix), in section order; the
+# GEMM sweeps and cost-model sections (folders) come before those in LAST.
 RENDERERS: dict[str, Callable[[Path], str]] = {
     "gemm": gemm_section,
     "gemm_baseline": gemm_baseline_section,
@@ -332,6 +333,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "select_speed": select_speed_section,
     "models": model_report.models_section,
 }
+LAST = ("models",)
 
 
 def result_kind(path: Path) -> str | None:
@@ -358,10 +360,11 @@ def render(results: Path) -> tuple[str, dict[str, list[Path]]]:
         kind = result_kind(path)
         if kind is not None:
             by_kind.setdefault(kind, []).append(path)
-    for kind, section in RENDERERS.items():
-        parts += [section(path) for path in by_kind.pop(kind, [])]
-    parts.append(gemm_sweeps_section(results / "sweeps"))
-    parts.append(ml_section(results / "ml"))
+    def sections(kinds: list[str]) -> list[str]:
+        return [RENDERERS[kind](path) for kind in kinds for path in by_kind.pop(kind, [])]
+
+    parts += sections([kind for kind in RENDERERS if kind not in LAST])
+    parts += [gemm_sweeps_section(results / "sweeps"), ml_section(results / "ml"), *sections(list(LAST))]
     return "\n".join(parts), by_kind
 
 
