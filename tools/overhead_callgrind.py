@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -355,6 +356,24 @@ def summarize(cg: dict[str, Any], walls: dict[str, Any]) -> dict[str, Any]:
     return {"ops": rows, "ir_per_us": round(rate, 1), "loop_overhead_per_call": loop_overhead}
 
 
+def tree_state(src: Path, rev: str) -> dict[str, Any]:
+    """How the package under `src` differs from src/tiledispatch at git revision `rev` of this repository
+    (blob hashes compared file by file; __pycache__ left out)."""
+    listing = subprocess.run(["git", "ls-tree", "-r", rev, "--", "src/tiledispatch"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+    want = {line.split("\t", 1)[1]: line.split()[2] for line in listing.splitlines()}
+    have = {}
+    for path in (src / "tiledispatch").rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts:
+            data = path.read_bytes()
+            name = "src/" + path.relative_to(src).as_posix()
+            have[name] = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    differ = sorted(p for p in want.keys() | have.keys() if want.get(p) != have.get(p))
+    commit = subprocess.run(["git", "rev-parse", rev], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    return {"git": commit, "files_differing": differ}
+
+
 def machine() -> str:
     model = ""
     for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -379,6 +398,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--before", type=Path, default=ROOT / ".baseline" / "src")
     p.add_argument("--after", type=Path, default=ROOT / "src")
+    p.add_argument("--before-rev", default="d52d3a0", help="the revision --before is compared with")
     p.add_argument("--calls", type=lambda s: [int(v) for v in s.split(",")], default=[1000, 2000, 4000],
                    help="loop lengths under callgrind (per call: the slope over them)")
     p.add_argument("--rounds", type=int, default=7, help="wall rounds (sides alternate)")
@@ -415,13 +435,14 @@ def main(argv: list[str] | None = None) -> None:
     if walls["infos"]["before"]["kernels"] != walls["infos"]["after"]["kernels"]:
         raise SystemExit(f"the sides selected different kernels: {walls['infos']}")
     result = summarize(cg, walls)
+    revs = {"before": opts.before_rev, "after": "HEAD"}
     record = {
         "what": "td.gemm / td.conv* hit path (repeated call of one argument signature), launch replaced by a "
                 "no-op: Python dispatch host path only; loop overhead (reduce + lambda) subtracted",
         "date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine(),
         "command": "python tools/overhead_callgrind.py " + " ".join(sys.argv[1:]),
-        "sides": {s: {"src": str(srcs[s]), **{k: v for k, v in walls["infos"][s].items() if k != "kernels"}}
-                  for s in SIDES},
+        "sides": {s: {"src": str(srcs[s]), **tree_state(srcs[s], revs[s]),
+                      **{k: v for k, v in walls["infos"][s].items() if k != "kernels"}} for s in SIDES},
         "kernels": walls["infos"]["after"]["kernels"],
         "problems": {"gemm": f"{'x'.join(map(str, GEMM_MNK))} fp16 rcr, strategy auto",
                      "conv": f"x {CONV_X}, w {CONV_W}, dy {CONV_Y} (NCHW sizes), padding {CONV_PAD}, "
