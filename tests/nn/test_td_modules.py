@@ -2,12 +2,26 @@
 both ways), what stays on torch and why, and their results against torch's modules (CPU lane)."""
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import tiledispatch.nn as tdnn
+
+class _SeenOps(TorchDispatchMode):
+    """A dispatch mode that only records the ops it sees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen.append(str(func))
+        return func(*args, **(kwargs or {}))
+
 
 PAIRS = [(tdnn.Conv1d, torch.nn.Conv1d), (tdnn.Conv2d, torch.nn.Conv2d), (tdnn.Conv3d, torch.nn.Conv3d),
          (tdnn.Linear, torch.nn.Linear)]
@@ -88,7 +102,10 @@ def test_what_stays_on_torch_says_why_and_runs_torch():
     (tdnn.Conv3d, torch.nn.Conv3d, (4, 6, (3, 1, 1)), {"padding": (1, 0, 0), "bias": False}, (1, 4, 5, 4, 3)),
     (tdnn.Linear, torch.nn.Linear, (7, 4), {}, (2, 3, 7)),
 ])
-def test_forward_and_backward_match_torch(ours, theirs, args, kwargs, x_shape):
+@pytest.mark.parametrize("path", ["eager", "ops"])
+def test_forward_and_backward_match_torch(ours, theirs, args, kwargs, x_shape, path):
+    """Both paths of a module: plain eager (the autograd.Functions of nn/eager.py) and the custom ops, which
+    any dispatch mode (torch.compile's tracing, FlopCounterMode, ...) selects; a pass-through mode forces it."""
     torch.manual_seed(1)
     ref = theirs(*args, **kwargs).double()
     mod = ours(*args, **kwargs)
@@ -96,12 +113,20 @@ def test_forward_and_backward_match_torch(ours, theirs, args, kwargs, x_shape):
     x = torch.randn(x_shape)
     rx = x.double().requires_grad_()
     x.requires_grad_()
-    y, ry = mod(x), ref(rx)
+    grad = torch.randn(ref(rx).shape, dtype=torch.float64)
+    mode = _SeenOps() if path == "ops" else contextlib.nullcontext()
+    with mode:
+        y = mod(x)
+        y.backward(grad.float())
+    ry = ref(rx)
+    ry.backward(grad)
+    if path == "ops":
+        assert "tiledispatch." in " ".join(mode.seen)   # the mode saw the ops
+    else:
+        assert type(y.grad_fn).__name__ in ("ConvBackward", "LinearBackward", "ViewBackward0",
+                                            "SqueezeBackward1")
     got, want = y.detach().double(), ry.detach()
     assert got.shape == want.shape and float((got - want).norm() / want.norm()) < 2e-5
-    grad = torch.randn(ry.shape, dtype=torch.float64)
-    y.backward(grad.float())
-    ry.backward(grad)
     pairs = [(x.grad, rx.grad), *((p.grad, q.grad) for p, q in zip(mod.parameters(), ref.parameters()))]
     for got, want in pairs:
         assert got.shape == want.shape and float((got.double() - want).norm() / want.norm()) < 2e-5
@@ -118,3 +143,39 @@ def test_autocast_casts_operands_like_torch():
     assert y.dtype == torch.float16
     ref = torch.nn.functional.conv2d(x.double(), conv.weight.double(), None, 1, 1, 1, 2)
     assert float((y.double() - ref).norm() / ref.norm()) < 2e-3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls, theirs, x_shape", [(tdnn.Conv2d, torch.nn.Conv2d, (1, 4, 5, 6)),
+                                                  (tdnn.Linear, torch.nn.Linear, (3, 4))])
+def test_eager_double_backward_goes_through_the_ops(cls, theirs, x_shape):
+    """create_graph=True: the eager Function's backward runs the differentiable ops (grad of grad)."""
+    torch.manual_seed(3)
+    args = (4, 6, 3) if cls is tdnn.Conv2d else (4, 6)
+    ref = theirs(*args).double()
+    mod = cls(*args)
+    mod.load_state_dict(ref.state_dict())
+    x = torch.randn(x_shape, requires_grad=True)
+    rx = x.detach().double().requires_grad_()
+    for m, inp in ((mod, x), (ref, rx)):
+        (gx,) = torch.autograd.grad((m(inp) ** 2).sum(), inp, create_graph=True)
+        (gx ** 2).sum().backward()
+    assert float((mod.weight.grad.double() - ref.weight.grad).norm() / ref.weight.grad.norm()) < 1e-4
+    assert float((x.grad.double() - rx.grad).norm() / rx.grad.norm()) < 1e-4
+
+
+def test_eager_path_is_left_for_anything_that_transforms_tensors():
+    from tiledispatch.nn import eager
+
+    t = torch.ones(2)
+    assert eager.plain(t, torch.nn.Parameter(t), None)
+    with _SeenOps():
+        assert not eager.plain(t)
+    with torch.device("cpu"):            # a torch-function mode
+        assert not eager.plain(t)
+    assert not torch.func.vmap(lambda v: torch.tensor(eager.plain(v)))(torch.ones(2, 2)).any()
+    assert not eager.plain(torch.Tensor._make_subclass(_Sub, t))
+
+
+class _Sub(torch.Tensor):
+    pass

@@ -14,9 +14,12 @@ from typing import Any
 
 import torch
 
+import tiledispatch as td
+from tiledispatch.nn import eager
 from tiledispatch.ops import DTYPES, conv_padding
 from tiledispatch.ops.conv_ops import conv as _conv_op
 from tiledispatch.ops.gemm_ops import gemm as _gemm_op
+from tiledispatch.ops.gemm_ops import matrix
 from tiledispatch.ops.layout import as_channels_last
 
 
@@ -44,6 +47,23 @@ def _autocast(device: torch.device, *tensors: Any) -> tuple:
     return tuple(t if t is None else t.to(dtype) for t in tensors)
 
 
+def _needs_grad(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """Whether autograd records this call."""
+    return torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
+                                        or (bias is not None and bias.requires_grad))
+
+
+def _infer(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, module: _TdConv,
+           plan: eager.LayerPlan) -> torch.Tensor:
+    """A conv module's forward without autograd: td.conv, learning whether td picked the vendor library."""
+    x = as_channels_last(x)
+    args = module._td_eager[0]
+    y = td.conv(x, weight, bias, *args)
+    if plan.fwd is None:
+        plan.fwd = eager.vendor_plan(x, weight, bias, args)
+    return y
+
+
 class _TdConv(torch.nn.modules.conv._ConvNd):
     """The tiledispatch forward of Conv1d/2d/3d (ahead of torch's class in their method order)."""
 
@@ -59,6 +79,9 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
         stride, dilation = list(self.stride), list(self.dilation)
         padding = conv_padding(self.padding, tuple(self.kernel_size), stride, dilation)
         self._td_geometry = (stride, padding, dilation, self.groups)
+        bias_dims = (0, *range(2, len(self.kernel_size) + 2))
+        self._td_eager = (eager.td_geometry(*self._td_geometry), self._td_geometry, bias_dims)
+        self._td_plans: dict[tuple, eager.LayerPlan] = {}   # by input signature (eager.LayerPlan)
         with torch.no_grad():
             self.weight.data = as_channels_last(self.weight.data)
 
@@ -72,7 +95,21 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
             return super()._conv_forward(input, weight, bias)
         batched = input.dim() == spatial + 2
         x, weight, bias = _autocast(input.device, input if batched else input.unsqueeze(0), weight, bias)
-        y = _conv_op(x, weight, bias, *self._td_geometry, "none")
+        if not eager.plain(x, weight, bias):
+            y = _conv_op(x, weight, bias, *self._td_geometry, "none")
+            return y if batched else y.squeeze(0)
+        grad = _needs_grad(x, weight, bias)
+        key = (x.shape, x.stride(), x.dtype, x.device, grad and x.requires_grad,
+               grad and weight.requires_grad)
+        plan = self._td_plans.get(key)
+        if plan is None:
+            plan = self._td_plans[key] = eager.LayerPlan(key[4:])
+        if plan.vendor_only:   # td picked the vendor library for all of it: torch's layer runs it leaner
+            return super()._conv_forward(input, weight, bias)
+        if grad:
+            y = eager.Conv.apply(x, weight, bias, self._td_eager, plan)
+        else:
+            y = _infer(x, weight, bias, self, plan)
         return y if batched else y.squeeze(0)
 
     def extra_repr(self) -> str:
@@ -120,7 +157,12 @@ class Linear(torch.nn.Linear):
         if self.td_reason is not None or input.dtype not in DTYPES or input.numel() == 0:
             return super().forward(input)
         x, weight, bias = _autocast(input.device, input.reshape(-1, self.in_features), self.weight, self.bias)
-        y = _gemm_op(x, weight.t(), bias, "none")
+        if not eager.plain(x, weight, bias):
+            y = _gemm_op(x, weight.t(), bias, "none")
+        elif _needs_grad(x, weight, bias):
+            y = eager.Linear.apply(x, weight, bias)
+        else:
+            y = td.gemm(matrix(x), weight.t(), bias=bias)
         return y.reshape(*input.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:

@@ -19,6 +19,7 @@ from tiledispatch.errors import BadInput
 from tiledispatch.ops.activation import FROM_OUTPUT, activation_backward, needs_pre_activation
 from tiledispatch.ops.layout import as_channels_last, conv_output_size, empty_channels_last, pairs
 from tiledispatch.ops.registration import define
+from tiledispatch.runtime.launcher import fresh_workspaces
 
 _GEOMETRY = "int[] stride, int[] padding, int[] dilation, int groups"
 _Ints = Sequence[int]
@@ -56,9 +57,10 @@ def _conv_kernel(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, st
     """y = activation(conv(x, w) + bias), channels-last."""
     out = conv_output_size(x.shape[2:], w.shape[2:], stride, padding, dilation)
     y = empty_channels_last((x.shape[0], w.shape[0], *out), x.dtype, x.device)
-    td.conv(as_channels_last(x), as_channels_last(w), None if bias is None else bias.contiguous(),
-            tuple(stride), pairs(padding), tuple(dilation), groups,
-            activation=None if activation == "none" else activation, out=y)
+    with fresh_workspaces():   # the ops run inside CUDA-graph pools (see launcher)
+        td.conv(as_channels_last(x), as_channels_last(w), None if bias is None else bias.contiguous(),
+                tuple(stride), pairs(padding), tuple(dilation), groups,
+                activation=None if activation == "none" else activation, out=y)
     return y
 
 
@@ -83,12 +85,19 @@ def _conv_backward(ctx: Any, grad: torch.Tensor) -> tuple:
     geometry = ctx.geometry
     pre = conv(x, w, bias, *geometry, "none") if needs_pre_activation(ctx.activation) else None
     grad = activation_backward(ctx.activation, grad, y, pre)
-    dx = conv_bwd_data(grad, w, list(x.shape), *geometry) if ctx.needs_input_grad[0] else None
-    dw = conv_bwd_weight(x, grad, list(w.shape), *geometry) if ctx.needs_input_grad[1] else None
+    return (*conv_grads(x, w, bias, grad, geometry, ctx.needs_input_grad), None, None, None, None, None)
+
+
+def conv_grads(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, grad: torch.Tensor,
+               geometry: tuple, needs: Sequence[bool]) -> tuple:
+    """(dx, dw, dbias) of y = conv(x, w) + bias through the ops (differentiable again), None where `needs`
+    (x, w, bias) says no; geometry as the ops take it (stride, flat padding, dilation, groups)."""
+    dx = conv_bwd_data(grad, w, list(x.shape), *geometry) if needs[0] else None
+    dw = conv_bwd_weight(x, grad, list(w.shape), *geometry) if needs[1] else None
     db = None
-    if bias is not None and ctx.needs_input_grad[2]:
+    if bias is not None and needs[2]:
         db = grad.sum(dim=[0, *range(2, grad.dim())]).to(bias.dtype)
-    return dx, dw, db, None, None, None, None, None
+    return dx, dw, db
 
 
 conv = define("conv", f"(Tensor x, Tensor w, Tensor? bias, {_GEOMETRY}, str activation) -> Tensor",
@@ -100,8 +109,9 @@ def _bwd_data_kernel(dy: torch.Tensor, w: torch.Tensor, input_shape: _Ints, stri
                      dilation: _Ints, groups: int) -> torch.Tensor:
     """dx (input_shape, channels-last) of y = conv(x, w), given dy."""
     dx = empty_channels_last(input_shape, dy.dtype, dy.device)
-    td.conv_bwd_data(as_channels_last(dy), as_channels_last(w), tuple(input_shape), tuple(stride),
-                     pairs(padding), tuple(dilation), groups, out=dx)
+    with fresh_workspaces():   # the ops run inside CUDA-graph pools (see launcher)
+        td.conv_bwd_data(as_channels_last(dy), as_channels_last(w), tuple(input_shape), tuple(stride),
+                         pairs(padding), tuple(dilation), groups, out=dx)
     return dx
 
 
@@ -133,8 +143,9 @@ def _bwd_weight_kernel(x: torch.Tensor, dy: torch.Tensor, weight_shape: _Ints, s
                        dilation: _Ints, groups: int) -> torch.Tensor:
     """dw (weight_shape, channels-last) of y = conv(x, w), given x and dy."""
     dw = empty_channels_last(weight_shape, dy.dtype, dy.device)
-    td.conv_bwd_weight(as_channels_last(x), as_channels_last(dy), tuple(weight_shape), tuple(stride),
-                       pairs(padding), tuple(dilation), groups, out=dw)
+    with fresh_workspaces():   # the ops run inside CUDA-graph pools (see launcher)
+        td.conv_bwd_weight(as_channels_last(x), as_channels_last(dy), tuple(weight_shape), tuple(stride),
+                           pairs(padding), tuple(dilation), groups, out=dw)
     return dw
 
 

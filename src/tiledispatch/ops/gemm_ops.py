@@ -8,6 +8,7 @@ Operands whose last two dims are neither row- nor column-major are copied contig
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -16,9 +17,10 @@ import tiledispatch as td
 from tiledispatch.errors import BadInput
 from tiledispatch.ops.activation import FROM_OUTPUT, activation_backward, needs_pre_activation
 from tiledispatch.ops.registration import define
+from tiledispatch.runtime.launcher import fresh_workspaces
 
 
-def _matrix(t: torch.Tensor) -> torch.Tensor:
+def matrix(t: torch.Tensor) -> torch.Tensor:
     """t when td.gemm can read it in place (row- or column-major, a real batch stride), else a copy."""
     rows, cols = t.shape[-2], t.shape[-1]
     # one unit-stride axis, and rows / columns that do not alias
@@ -43,8 +45,9 @@ def _gemm_kernel(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
                  activation: str) -> torch.Tensor:
     """activation(a @ b + bias), row-major."""
     out = _fake_gemm(a, b, bias, activation)
-    td.gemm(_matrix(a), _matrix(b), bias=None if bias is None else bias.contiguous(),
-            activation=None if activation == "none" else activation, out=out)
+    with fresh_workspaces():   # the ops run inside CUDA-graph pools (see launcher)
+        td.gemm(matrix(a), matrix(b), bias=None if bias is None else bias.contiguous(),
+                activation=None if activation == "none" else activation, out=out)
     return out
 
 
@@ -68,18 +71,25 @@ def _gemm_backward(ctx: Any, grad: torch.Tensor) -> tuple:
     a, b, bias, out = ctx.saved_tensors
     pre = gemm(a, b, bias, "none") if needs_pre_activation(ctx.activation) else None
     grad = activation_backward(ctx.activation, grad, out, pre)
+    return (*gemm_grads(a, b, bias, grad, ctx.needs_input_grad), None)
+
+
+def gemm_grads(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, grad: torch.Tensor,
+               needs: Sequence[bool]) -> tuple:
+    """(da, db, dbias) of out = a @ b + bias through the op (differentiable again), None where `needs` (a, b,
+    bias) says no."""
     da = db = dbias = None
-    if ctx.needs_input_grad[0]:
+    if needs[0]:
         da = _sum_to(gemm(grad, b.mT, None, "none"), a)
-    if ctx.needs_input_grad[1]:
+    if needs[1]:
         if b.dim() == 2 and a.dim() == 3:      # one (K, N) weight for the whole batch: one long-K product
             k, n = a.shape[-1], grad.shape[-1]
             db = gemm(a.reshape(-1, k).mT, grad.reshape(-1, n), None, "none")
         else:
             db = gemm(a.mT, grad, None, "none")
-    if bias is not None and ctx.needs_input_grad[2]:
+    if bias is not None and needs[2]:
         dbias = grad.reshape(-1, grad.shape[-1]).sum(0).to(bias.dtype)
-    return da, db, dbias, None
+    return da, db, dbias
 
 
 gemm = define("gemm", "(Tensor a, Tensor b, Tensor? bias, str activation) -> Tensor", _gemm_kernel,
@@ -90,9 +100,10 @@ def _gemm_scaled_kernel(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
                 bias: torch.Tensor | None, out_dtype: torch.dtype, activation: str) -> torch.Tensor:
     """activation(scale_a * scale_b * a @ b + bias) in out_dtype, for fp8 a and b."""
     out = _fake_gemm_scaled(a, b, scale_a, scale_b, bias, out_dtype, activation)
-    td.gemm(_matrix(a), _matrix(b), bias=None if bias is None else bias.contiguous(),
-            activation=None if activation == "none" else activation, out=out, scale_a=scale_a,
-            scale_b=scale_b)
+    with fresh_workspaces():   # the ops run inside CUDA-graph pools (see launcher)
+        td.gemm(matrix(a), matrix(b), bias=None if bias is None else bias.contiguous(),
+                activation=None if activation == "none" else activation, out=out, scale_a=scale_a,
+                scale_b=scale_b)
     return out
 
 

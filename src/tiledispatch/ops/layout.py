@@ -35,9 +35,19 @@ def empty_channels_last(shape: Sequence[Any], dtype: torch.dtype, device: torch.
     return torch.empty_strided(tuple(shape), channels_last_strides(shape), dtype=dtype, device=device)
 
 
+_CANONICAL: dict[Any, tuple[int, ...]] = {}   # channels_last_strides by concrete shape (torch.Size)
+
+
 def as_channels_last(t: torch.Tensor) -> torch.Tensor:
-    """t itself when it already has the canonical channels-last strides, else a channels-last copy."""
-    if tuple(t.stride()) == channels_last_strides(t.shape):
+    """t itself when it already has the canonical channels-last strides, else a channels-last copy (t is a
+    real tensor: its shape is made of ints)."""
+    shape = t.shape
+    strides = _CANONICAL.get(shape)
+    if strides is None:
+        if len(_CANONICAL) > 4096:
+            _CANONICAL.clear()
+        strides = _CANONICAL[shape] = channels_last_strides(shape)
+    if t.stride() == strides:
         return t
     out = empty_channels_last(t.shape, t.dtype, t.device)
     out.copy_(t)

@@ -137,6 +137,12 @@ class ScratchAllocator:
         self._lock = threading.Lock()
 
     def __call__(self, size: int, alignment: int, stream: int | None) -> Any:
+        if _FRESH.depth:   # nothing kept (fresh_workspaces): a buffer for this launch only
+            torch = _import_torch()
+            raw = torch.empty(size + alignment, dtype=torch.uint8,
+                              device=torch.device(self.device_type, cuda_runtime().get_device()))
+            start = -raw.data_ptr() % max(alignment, 1)
+            return raw[start:start + size]
         key = (cuda_runtime().get_device(), stream or 0)
         hit = self._buffers.get(key)
         if hit is not None and hit[0] >= size and hit[1] % max(alignment, 1) == 0:
@@ -364,6 +370,23 @@ KEPT_WORKSPACE_KEYS = 16      # (stream, thread) pairs kept per bound launch; be
 _KEPT_LOCK = threading.Lock()
 
 
+class _Fresh(threading.local):
+    depth = 0
+
+
+_FRESH = _Fresh()
+
+
+@contextlib.contextmanager
+def fresh_workspaces() -> Any:
+    """Within it, this thread's launches allocate every workspace anew and keep none: for callers whose
+    allocations a CUDA-graph pool may own without a capture (torch.compile's cudagraph trees route a thread's
+    allocations to the graph's pool while warming up, and refuse tensors that outlive the run there)."""
+    _FRESH.depth += 1
+    try:
+        yield
+    finally:
+        _FRESH.depth -= 1
 class Workspaces:
     """The workspace tensors of a bound launch, (elements, torch dtype, zeroed) each: called with the raw
     stream of a launch, returns them. Small ones (see KEPT_WORKSPACE_BYTES) are kept per stream and thread,
@@ -381,7 +404,7 @@ class Workspaces:
         self.kept: dict[tuple[int, int], tuple[Any, ...]] = {}   # (raw stream, thread) -> its kept workspaces
 
     def __call__(self, stream: int) -> tuple[Any, ...]:
-        if not any(self.keep) or self.capturing():
+        if not any(self.keep) or _FRESH.depth or self.capturing():
             return tuple(self._allocate(shape) for shape in self.shapes)
         key = (stream, threading.get_ident())
         kept = self.kept.get(key)

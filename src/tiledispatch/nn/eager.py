@@ -1,0 +1,157 @@
+"""The eager path of tiledispatch.nn's modules: torch.autograd.Functions calling td.conv* / td.gemm directly.
+
+A custom-op call with autograd goes op -> autograd kernel -> Function -> redispatch -> kernel, several Python
+frames of torch's each way; in plain eager code the modules skip that and call the td.* hot paths from a
+Function, so a converted layer's host time stays near torch's own. Whatever transforms tensors (torch.compile
+and export, dispatch and torch-function modes, functorch, tensor subclasses) takes the custom ops, whose fake
+kernels and autograd formulas torch reads; so does a backward that builds a graph (create_graph=True).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+import tiledispatch as td
+from tiledispatch.dispatch import entry
+from tiledispatch.ops.conv_ops import conv_grads
+from tiledispatch.ops.gemm_ops import gemm_grads, matrix
+from tiledispatch.ops.layout import as_channels_last
+
+_Parameter = torch.nn.Parameter
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_function_modes = torch._C._is_torch_function_mode_enabled
+_functorch_level = torch._C._functorch.peek_interpreter_stack
+
+
+def plain(*tensors: torch.Tensor | None) -> bool:
+    """Whether a call runs in plain eager mode on plain tensors (the Functions here may serve it)."""
+    if (torch.compiler.is_compiling() or _dispatch_modes() or _function_modes()
+            or _functorch_level() is not None):
+        return False
+    for t in tensors:
+        if t is not None and type(t) is not torch.Tensor and type(t) is not _Parameter:
+            return False
+    return True
+
+
+def td_geometry(stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+                groups: int) -> tuple:
+    """The ops' geometry (per-dim stride and dilation, flat padding) as td.conv*'s arguments, ints where
+    every dim agrees (the cheapest memo key)."""
+    def compact(values: Sequence[int]) -> Any:
+        return values[0] if len(set(values)) == 1 else tuple(values)
+
+    lefts, rights = padding[0::2], padding[1::2]
+    pad: Any = compact(lefts) if lefts == rights else tuple(zip(lefts, rights))
+    return compact(stride), pad, compact(dilation), groups
+
+
+class LayerPlan:
+    """What one argument signature of a conv module runs, learned from td's decisions on its first calls: per
+    direction whether td picked the vendor library (None: not run yet). When every direction the signature
+    runs is the vendor's, the module runs torch's own layer (the same library calls, with torch's host path
+    and one backward call for dx and dw)."""
+
+    __slots__ = ("fwd", "bwd_data", "bwd_weight", "needs")
+
+    def __init__(self, needs: tuple[bool, bool]) -> None:
+        self.fwd: bool | None = None
+        self.bwd_data: bool | None = None
+        self.bwd_weight: bool | None = None
+        self.needs = needs   # (dx, dw) wanted by this signature's backward
+
+    @property
+    def vendor_only(self) -> bool:
+        dx, dw = self.needs
+        return bool(self.fwd and (self.bwd_data or not dx) and (self.bwd_weight or not dw))
+
+    @property
+    def vendor_backward(self) -> bool:
+        return bool(self.bwd_data and self.bwd_weight)
+
+
+def _vendor(kernel: Any) -> bool:
+    return kernel is not None and kernel.config.family == "vendor"
+
+
+def vendor_plan(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, args: tuple) -> bool:
+    """Whether td.conv(x, w, bias, *args), just called, ran the vendor library."""
+    return _vendor(entry.conv_plan("fwd", x, w, w.shape, *args, bias=bias))
+
+
+class Conv(torch.autograd.Function):
+    """y = conv(x, w) + bias on td.conv; backward on td.conv_bwd_data / td.conv_bwd_weight and a bias sum
+    (or cuDNN's one backward call when td picked it for both). `geometry` is (td.conv* arguments, ops
+    arguments, bias-sum dims) of the module."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,  # type: ignore[override]
+                geometry: tuple, plan: LayerPlan) -> torch.Tensor:
+        x = as_channels_last(x)
+        ctx.geometry, ctx.plan = geometry, plan
+        ctx.save_for_backward(x, w, bias)
+        y = td.conv(x, w, bias, *geometry[0])
+        if plan.fwd is None:
+            plan.fwd = vendor_plan(x, w, bias, geometry[0])
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple:  # type: ignore[override]
+        x, w, bias = ctx.saved_tensors
+        needs, plan = ctx.needs_input_grad, ctx.plan
+        if torch.is_grad_enabled():   # create_graph: a differentiable backward through the ops
+            return (*conv_grads(x, w, bias, grad, ctx.geometry[1], needs), None, None)
+        grad = as_channels_last(grad)
+        if plan.vendor_backward:
+            return (*_cudnn_backward(x, w, bias, grad, ctx.geometry[1], needs), None, None)
+        td_args = ctx.geometry[0]
+        dx = dw = db = None
+        if needs[0]:
+            dx = td.conv_bwd_data(grad, w, x.shape, *td_args)
+            if plan.bwd_data is None:
+                plan.bwd_data = _vendor(entry.conv_plan("bwd_data", grad, w, x.shape, *td_args))
+        if needs[1]:
+            dw = td.conv_bwd_weight(x, grad, w.shape, *td_args)
+            if plan.bwd_weight is None:
+                plan.bwd_weight = _vendor(entry.conv_plan("bwd_weight", x, grad, w.shape, *td_args))
+        if bias is not None and needs[2]:
+            db = grad.sum(dim=ctx.geometry[2]).to(bias.dtype)
+        return dx, dw, db, None, None
+
+
+def _cudnn_backward(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, grad: torch.Tensor,
+                    geometry: tuple, needs: Sequence[bool]) -> tuple:
+    """(dx, dw, dbias) in one aten.convolution_backward call (cuDNN computes dx and dw together); the vendor
+    plans td picked run symmetric padding only."""
+    stride, padding, dilation, groups = geometry
+    bias_sizes = None if bias is None else [bias.shape[0]]
+    mask = [needs[0], needs[1], bias is not None and needs[2]]
+    dx, dw, db = torch.ops.aten.convolution_backward(grad, x, w, bias_sizes, stride, padding[0::2], dilation,
+                                                     False, [0] * len(stride), groups, mask)
+    return dx, dw, db
+
+
+class Linear(torch.autograd.Function):
+    """y = x @ weight.T + bias for a 2-D x on td.gemm; backward two td.gemm calls and a bias sum."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor,  # type: ignore[override]
+                bias: torch.Tensor | None) -> torch.Tensor:
+        x = matrix(x)
+        ctx.save_for_backward(x, weight, bias)
+        return td.gemm(x, weight.t(), bias=bias)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple:  # type: ignore[override]
+        x, weight, bias = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        if torch.is_grad_enabled():
+            dx, dw_t, db = gemm_grads(x, weight.t(), bias, grad, needs)
+            return dx, None if dw_t is None else dw_t.t(), db
+        grad = matrix(grad)
+        dx = td.gemm(grad, weight) if needs[0] else None
+        dw = td.gemm(grad.t(), x) if needs[1] else None
+        db = grad.sum(0).to(bias.dtype) if bias is not None and needs[2] else None
+        return dx, dw, db
