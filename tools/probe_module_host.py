@@ -38,8 +38,8 @@ def main() -> None:
         torch.cuda.synchronize()
         print(f"== {name}: {mo.LAYERS[opts.layer][0]}, {opts.steps} training steps")
         pstats.Stats(profile).sort_stats("tottime").print_stats(opts.top)
-    plans = {k: (p.fwd, p.bwd_data, p.bwd_weight) for k, p in ours._td_plans.items()}
-    print("layer plans (fwd, bwd_data, bwd_weight vendor?):", plans)
+    for key, plan in ours._td_plans.items():
+        print("layer plan", key[4:], "saved us", plan.saved, "vendor", plan.vendor, "torch", plan.on_torch)
 
 
 if __name__ == "__main__":

@@ -123,8 +123,8 @@ def test_forward_and_backward_match_torch(ours, theirs, args, kwargs, x_shape, p
     if path == "ops":
         assert "tiledispatch." in " ".join(mode.seen)   # the mode saw the ops
     else:
-        assert type(y.grad_fn).__name__ in ("ConvBackward", "LinearBackward", "ViewBackward0",
-                                            "SqueezeBackward1")
+        nodes = {type(y.grad_fn).__name__, *(type(f).__name__ for f, _ in y.grad_fn.next_functions)}
+        assert nodes & {"ConvBackward", "LinearBackward"}   # the eager Functions (under a view or squeeze)
     got, want = y.detach().double(), ry.detach()
     assert got.shape == want.shape and float((got - want).norm() / want.norm()) < 2e-5
     pairs = [(x.grad, rx.grad), *((p.grad, q.grad) for p, q in zip(mod.parameters(), ref.parameters()))]

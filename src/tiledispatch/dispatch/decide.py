@@ -63,7 +63,7 @@ def _choose(registry: KernelStore, plans: list[Plan], problem: GemmProblem | Con
         return choose(plans, problem, strategy, arch, model=model, why_not=why_not)
     device = registry.default_device()
     hit = registry.tuning_db.lookup(registry.device_name(device), problem.signature())
-    tuned = None if hit is None else tuned_plan(plans, hit["kernel"])
+    tuned = None if hit is None else tuned_plan(plans, hit["kernel"], hit.get("timings_ms"))
     if tuned is not None:
         return tuned
     ranking = by_model_or_rules(plans, problem, arch, model, why_not)

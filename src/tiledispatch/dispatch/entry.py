@@ -16,7 +16,7 @@ from tiledispatch.runtime.launcher import call_key, device_token
 if TYPE_CHECKING:
     import torch
 
-    from tiledispatch.registry.kernel import Kernel
+    from tiledispatch.select.selector import Selection
 
 _GEMM_GET = GEMM.memo.get
 _CONV_GET = CONV.memo.get
@@ -111,9 +111,9 @@ def _frozen(value: Any) -> Any:
 
 def conv_plan(direction: str, first: torch.Tensor, second: torch.Tensor, shape: Any, stride: Any = 1,
               padding: Any = 0, dilation: Any = 1, groups: int = 1, *, bias: torch.Tensor | None = None,
-              strategy: str = "auto") -> Kernel | None:
-    """The kernel the remembered decision of these td.conv* arguments runs (`out` not given), or None when
-    no valid decision is remembered; shape: w's (fwd), input_shape (bwd_data) or weight_shape
+              strategy: str = "auto") -> Selection | None:
+    """The selection the remembered decision of these td.conv* arguments runs (`out` not given), or None
+    when no valid decision is remembered; shape: w's (fwd), input_shape (bwd_data) or weight_shape
     (bwd_weight) as the call took it."""
     x_shape, w_shape = {"fwd": (first.shape, shape), "bwd_data": (shape, second.shape),
                         "bwd_weight": (first.shape, shape)}[direction]
@@ -121,4 +121,4 @@ def conv_plan(direction: str, first: torch.Tensor, second: torch.Tensor, shape: 
     hit = _CONV_GET(call.conv_key(first, second, geometry, bias, None, None, strategy))
     if hit is None or hit.stamp != hit.registry.stamp():
         return None
-    return hit.selection.kernel
+    return hit.selection

@@ -14,10 +14,12 @@ from typing import Any
 import torch
 
 import tiledispatch as td
+from tiledispatch.configs.vendor import VendorConfig
 from tiledispatch.dispatch import entry
 from tiledispatch.ops.conv_ops import conv_grads
 from tiledispatch.ops.gemm_ops import gemm_grads, matrix
 from tiledispatch.ops.layout import as_channels_last
+from tiledispatch.select.selector import margin_over
 
 _Parameter = torch.nn.Parameter
 _dispatch_modes = torch._C._len_torch_dispatch_stack
@@ -48,37 +50,55 @@ def td_geometry(stride: Sequence[int], padding: Sequence[int], dilation: Sequenc
     return compact(stride), pad, compact(dilation), groups
 
 
+# Host time a layer's td path costs beyond torch's own layer, per call, measured on an H200 host
+# (benchmarks/module_overhead.py): a training step adds a Python autograd node and two more library calls
+# than torch's one backward call; inference adds a few checks. A layer keeps td's kernels only where the GPU
+# time they save over the vendor's (measured when td selected them) pays for that.
+HOST_COST_US = {"train": 100.0, "infer": 5.0}
+_UNKNOWN = float("inf")   # td chose its kernel without timing the vendor's: trust the choice
+
+
 class LayerPlan:
     """What one argument signature of a conv module runs, learned from td's decisions on its first calls: per
-    direction whether td picked the vendor library (None: not run yet). When every direction the signature
-    runs is the vendor's, the module runs torch's own layer (the same library calls, with torch's host path
-    and one backward call for dx and dw)."""
+    direction the µs td's pick saves over the vendor library (0 when td picked the vendor, None: not run
+    yet). When the savings of every direction the signature runs do not pay for the td path's host cost
+    (HOST_COST_US), the module runs torch's own layer (the vendor library with torch's host path)."""
 
-    __slots__ = ("fwd", "bwd_data", "bwd_weight", "needs")
+    __slots__ = ("saved", "needs", "vendor")
 
     def __init__(self, needs: tuple[bool, bool]) -> None:
-        self.fwd: bool | None = None
-        self.bwd_data: bool | None = None
-        self.bwd_weight: bool | None = None
-        self.needs = needs   # (dx, dw) wanted by this signature's backward
+        self.saved: dict[str, float] = {}     # direction -> µs saved over the vendor plan
+        self.vendor: dict[str, bool] = {}     # direction -> td picked the vendor plan
+        self.needs = needs                    # (dx, dw) wanted by this signature's backward
+
+    def learn(self, direction: str, selection: Any) -> None:
+        if selection is None:
+            return
+        vendor = selection.kernel.config.family == "vendor"
+        margin = margin_over(selection, VendorConfig("conv", direction).name)
+        self.vendor[direction] = vendor
+        self.saved[direction] = 0.0 if vendor else _UNKNOWN if margin is None else 1e3 * margin
 
     @property
-    def vendor_only(self) -> bool:
-        dx, dw = self.needs
-        return bool(self.fwd and (self.bwd_data or not dx) and (self.bwd_weight or not dw))
+    def directions(self) -> tuple[str, ...]:
+        wanted = (("bwd_data",) if self.needs[0] else ()) + (("bwd_weight",) if self.needs[1] else ())
+        return ("fwd", *wanted)
+
+    @property
+    def on_torch(self) -> bool:
+        if any(d not in self.saved for d in self.directions):
+            return False
+        cost = HOST_COST_US["train" if len(self.directions) > 1 else "infer"]
+        return sum(self.saved[d] for d in self.directions) < cost
 
     @property
     def vendor_backward(self) -> bool:
-        return bool(self.bwd_data and self.bwd_weight)
+        return self.vendor.get("bwd_data", False) and self.vendor.get("bwd_weight", False)
 
 
-def _vendor(kernel: Any) -> bool:
-    return kernel is not None and kernel.config.family == "vendor"
-
-
-def vendor_plan(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, args: tuple) -> bool:
-    """Whether td.conv(x, w, bias, *args), just called, ran the vendor library."""
-    return _vendor(entry.conv_plan("fwd", x, w, w.shape, *args, bias=bias))
+def vendor_plan(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, args: tuple) -> Any:
+    """The selection td.conv(x, w, bias, *args), just called, ran (None if not remembered)."""
+    return entry.conv_plan("fwd", x, w, w.shape, *args, bias=bias)
 
 
 class Conv(torch.autograd.Function):
@@ -93,8 +113,8 @@ class Conv(torch.autograd.Function):
         ctx.geometry, ctx.plan = geometry, plan
         ctx.save_for_backward(x, w, bias)
         y = td.conv(x, w, bias, *geometry[0])
-        if plan.fwd is None:
-            plan.fwd = vendor_plan(x, w, bias, geometry[0])
+        if "fwd" not in plan.saved:
+            plan.learn("fwd", vendor_plan(x, w, bias, geometry[0]))
         return y
 
     @staticmethod
@@ -110,12 +130,12 @@ class Conv(torch.autograd.Function):
         dx = dw = db = None
         if needs[0]:
             dx = td.conv_bwd_data(grad, w, x.shape, *td_args)
-            if plan.bwd_data is None:
-                plan.bwd_data = _vendor(entry.conv_plan("bwd_data", grad, w, x.shape, *td_args))
+            if "bwd_data" not in plan.saved:
+                plan.learn("bwd_data", entry.conv_plan("bwd_data", grad, w, x.shape, *td_args))
         if needs[1]:
             dw = td.conv_bwd_weight(x, grad, w.shape, *td_args)
-            if plan.bwd_weight is None:
-                plan.bwd_weight = _vendor(entry.conv_plan("bwd_weight", x, grad, w.shape, *td_args))
+            if "bwd_weight" not in plan.saved:
+                plan.learn("bwd_weight", entry.conv_plan("bwd_weight", x, grad, w.shape, *td_args))
         if bias is not None and needs[2]:
             db = grad.sum(dim=ctx.geometry[2]).to(bias.dtype)
         return dx, dw, db, None, None

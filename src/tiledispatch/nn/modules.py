@@ -59,8 +59,8 @@ def _infer(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, mod
     x = as_channels_last(x)
     args = module._td_eager[0]
     y = td.conv(x, weight, bias, *args)
-    if plan.fwd is None:
-        plan.fwd = eager.vendor_plan(x, weight, bias, args)
+    if "fwd" not in plan.saved:
+        plan.learn("fwd", eager.vendor_plan(x, weight, bias, args))
     return y
 
 
@@ -104,7 +104,7 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
         plan = self._td_plans.get(key)
         if plan is None:
             plan = self._td_plans[key] = eager.LayerPlan(key[4:])
-        if plan.vendor_only:   # td picked the vendor library for all of it: torch's layer runs it leaner
+        if plan.on_torch:   # td's picks save less GPU time than its host path costs: torch's layer
             return super()._conv_forward(input, weight, bias)
         if grad:
             y = eager.Conv.apply(x, weight, bias, self._td_eager, plan)

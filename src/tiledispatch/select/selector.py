@@ -189,14 +189,29 @@ def choose(plans: list[Plan], request: GemmProblem | ConvProblem, strategy: str,
     return from_ranking(by_model_or_rules(plans, request, arch, model, why_not))
 
 
-def tuned_plan(plans: list[Plan], label: str) -> Selection | None:
-    """The selection of the plan the tuning DB names, or None when no plan has that label."""
+def tuned_plan(plans: list[Plan], label: str, timings: dict[str, float] | None = None) -> Selection | None:
+    """The selection of the plan the tuning DB names (with the timings the DB kept, ms, as its ranking), or
+    None when no plan has that label."""
     hit = next((plan for plan in plans if plan.label == label), None)
     if hit is None:
         return None
     chosen = _selection(hit, "tuning_db", [])
+    if timings:
+        chosen.ranking = sorted(timings.items(), key=lambda kv: kv[1])
+        chosen.ranking_unit = UNITS["tune"]
     chosen.notes.append("measured winner from the tuning DB")
     return chosen
+
+
+def margin_over(selection: Selection, label: str) -> float | None:
+    """How many ms the chosen plan saves over the plan `label`, when the selection's ranking holds measured
+    times of both (None otherwise)."""
+    if selection.ranking_unit != UNITS["tune"]:
+        return None
+    times = dict(selection.ranking)
+    chosen = times.get(selection.kernel.name + (" (padded)" if selection.padded else ""))
+    other = times.get(label)
+    return None if chosen is None or other is None else other - chosen
 
 
 def from_ranking(ranking: Ranking) -> Selection:
