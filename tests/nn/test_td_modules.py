@@ -105,7 +105,8 @@ def test_what_stays_on_torch_says_why_and_runs_torch():
 @pytest.mark.parametrize("path", ["eager", "ops"])
 def test_forward_and_backward_match_torch(ours, theirs, args, kwargs, x_shape, path):
     """Both paths of a module: plain eager (the autograd.Functions of nn/eager.py) and the custom ops, which
-    any dispatch mode (torch.compile's tracing, FlopCounterMode, ...) selects; a pass-through mode forces it."""
+    any dispatch mode (torch.compile's tracing, FlopCounterMode, ...) selects; a pass-through mode forces
+    them."""
     torch.manual_seed(1)
     ref = theirs(*args, **kwargs).double()
     mod = ours(*args, **kwargs)
@@ -179,3 +180,30 @@ def test_eager_path_is_left_for_anything_that_transforms_tensors():
 
 class _Sub(torch.Tensor):
     pass
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls, args, x_shape, torch_node", [
+    (tdnn.Conv2d, (4, 6, 3), (1, 4, 5, 6), "ConvolutionBackward0"),
+    (tdnn.Linear, (4, 6), (3, 4), "AddmmBackward0")])
+def test_a_layer_whose_td_picks_do_not_pay_their_host_cost_runs_torchs_layer(cls, args, x_shape, torch_node,
+                                                                             monkeypatch):
+    """After its first training call has shown every direction's pick, a module signature whose savings over
+    the vendor plan stay below the host cost runs torch's own layer (on the CPU lane no vendor time is known:
+    forced by pricing the unknown savings at 0); a new signature learns again."""
+    from tiledispatch.nn import eager
+
+    monkeypatch.setattr(eager, "_UNKNOWN", 0.0)
+    torch.manual_seed(4)
+    mod = cls(*args)
+    x = torch.randn(x_shape, requires_grad=True)
+    first = mod(x)
+    first.sum().backward()
+    assert torch_node not in {type(first.grad_fn).__name__}
+    again = mod(x)
+    assert type(again.grad_fn).__name__ == torch_node
+    ref = (torch.nn.functional.conv2d if cls is tdnn.Conv2d else torch.nn.functional.linear)(
+        x, mod.weight, mod.bias)
+    assert torch.allclose(again, ref, atol=1e-5) and torch.allclose(first, ref, atol=1e-4)
+    bigger = mod(torch.randn((2, *x_shape[1:]), requires_grad=True))
+    assert type(bigger.grad_fn).__name__ != torch_node

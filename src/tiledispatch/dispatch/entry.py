@@ -122,3 +122,16 @@ def conv_plan(direction: str, first: torch.Tensor, second: torch.Tensor, shape: 
     if hit is None or hit.stamp != hit.registry.stamp():
         return None
     return hit.selection
+
+
+def gemm_plan(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None,
+              strategy: str = "auto") -> Selection | None:
+    """The selection the remembered decision of td.gemm(a, b, bias=bias) runs (no other argument given), or
+    None when no valid decision is remembered."""
+    key = None if strategy == "tune" else call_key(
+        a, b, None, None, bias, (), 0.0, None, None,
+        (None, None, None, False, strategy, None, device_token() if strategy == "auto" else None))
+    hit = _GEMM_GET(key)
+    if hit is None or hit.stamp != hit.registry.stamp():
+        return None
+    return hit.selection

@@ -64,18 +64,20 @@ class LayerPlan:
     yet). When the savings of every direction the signature runs do not pay for the td path's host cost
     (HOST_COST_US), the module runs torch's own layer (the vendor library with torch's host path)."""
 
-    __slots__ = ("saved", "needs", "vendor")
+    __slots__ = ("saved", "needs", "vendor", "op")
 
-    def __init__(self, needs: tuple[bool, bool]) -> None:
+    def __init__(self, needs: tuple[bool, bool], op: str = "conv") -> None:
         self.saved: dict[str, float] = {}     # direction -> µs saved over the vendor plan
         self.vendor: dict[str, bool] = {}     # direction -> td picked the vendor plan
         self.needs = needs                    # (dx, dw) wanted by this signature's backward
+        self.op = op                          # 'conv' or 'gemm' (a Linear's three products)
 
     def learn(self, direction: str, selection: Any) -> None:
         if selection is None:
             return
         vendor = selection.kernel.config.family == "vendor"
-        margin = margin_over(selection, VendorConfig("conv", direction).name)
+        name = VendorConfig("conv", direction).name if self.op == "conv" else VendorConfig("gemm").name
+        margin = margin_over(selection, name)
         self.vendor[direction] = vendor
         self.saved[direction] = 0.0 if vendor else _UNKNOWN if margin is None else 1e3 * margin
 
@@ -158,10 +160,11 @@ class Linear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor,  # type: ignore[override]
-                bias: torch.Tensor | None) -> torch.Tensor:
+                bias: torch.Tensor | None, plan: LayerPlan) -> torch.Tensor:
         x = matrix(x)
         ctx.save_for_backward(x, weight, bias)
-        return td.gemm(x, weight.t(), bias=bias)
+        ctx.plan = plan
+        return linear(x, weight, bias, plan)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple:  # type: ignore[override]
@@ -169,9 +172,22 @@ class Linear(torch.autograd.Function):
         needs = ctx.needs_input_grad
         if torch.is_grad_enabled():
             dx, dw_t, db = gemm_grads(x, weight.t(), bias, grad, needs)
-            return dx, None if dw_t is None else dw_t.t(), db
-        grad = matrix(grad)
-        dx = td.gemm(grad, weight) if needs[0] else None
-        dw = td.gemm(grad.t(), x) if needs[1] else None
+            return dx, None if dw_t is None else dw_t.t(), db, None
+        grad, plan = matrix(grad), ctx.plan
+        dx = _gemm(plan, "bwd_data", grad, weight) if needs[0] else None
+        dw = _gemm(plan, "bwd_weight", grad.t(), x) if needs[1] else None
         db = grad.sum(0).to(bias.dtype) if bias is not None and needs[2] else None
-        return dx, dw, db
+        return dx, dw, db, None
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, plan: LayerPlan) -> torch.Tensor:
+    """td.gemm(x, weight.T, bias) for a 2-D row-major x, learning what td picked."""
+    return _gemm(plan, "fwd", x, weight.t(), bias)
+
+
+def _gemm(plan: LayerPlan, direction: str, a: torch.Tensor, b: torch.Tensor,
+          bias: torch.Tensor | None = None) -> torch.Tensor:
+    out = td.gemm(a, b, bias=bias)
+    if direction not in plan.saved:
+        plan.learn(direction, entry.gemm_plan(a, b, bias=bias))
+    return out

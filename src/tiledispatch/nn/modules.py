@@ -152,6 +152,7 @@ class Linear(torch.nn.Linear):
 
     def _td_setup(self) -> None:
         self.td_reason = None
+        self._td_plans: dict[tuple, eager.LayerPlan] = {}   # by input signature (eager.LayerPlan)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         if self.td_reason is not None or input.dtype not in DTYPES or input.numel() == 0:
@@ -159,10 +160,17 @@ class Linear(torch.nn.Linear):
         x, weight, bias = _autocast(input.device, input.reshape(-1, self.in_features), self.weight, self.bias)
         if not eager.plain(x, weight, bias):
             y = _gemm_op(x, weight.t(), bias, "none")
-        elif _needs_grad(x, weight, bias):
-            y = eager.Linear.apply(x, weight, bias)
-        else:
-            y = td.gemm(matrix(x), weight.t(), bias=bias)
+            return y.reshape(*input.shape[:-1], self.out_features)
+        x = matrix(x)
+        grad = _needs_grad(x, weight, bias)
+        key = (x.shape, x.stride(), x.dtype, x.device, grad and x.requires_grad,
+               grad and weight.requires_grad)
+        plan = self._td_plans.get(key)
+        if plan is None:
+            plan = self._td_plans[key] = eager.LayerPlan(key[4:], "gemm")
+        if plan.on_torch:   # td's picks save less GPU time than its host path costs: torch's layer
+            return super().forward(input)
+        y = eager.Linear.apply(x, weight, bias, plan) if grad else eager.linear(x, weight, bias, plan)
         return y.reshape(*input.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
