@@ -64,13 +64,14 @@ class LayerPlan:
     yet). When the savings of every direction the signature runs do not pay for the td path's host cost
     (HOST_COST_US), the module runs torch's own layer (the vendor library with torch's host path)."""
 
-    __slots__ = ("saved", "needs", "vendor", "op")
+    __slots__ = ("saved", "needs", "vendor", "op", "on_torch")
 
     def __init__(self, needs: tuple[bool, bool], op: str = "conv") -> None:
         self.saved: dict[str, float] = {}     # direction -> µs saved over the vendor plan
         self.vendor: dict[str, bool] = {}     # direction -> td picked the vendor plan
         self.needs = needs                    # (dx, dw) wanted by this signature's backward
         self.op = op                          # 'conv' or 'gemm' (a Linear's three products)
+        self.on_torch = False                 # settled once every direction has been learned
 
     def learn(self, direction: str, selection: Any) -> None:
         if selection is None:
@@ -80,18 +81,15 @@ class LayerPlan:
         margin = margin_over(selection, name)
         self.vendor[direction] = vendor
         self.saved[direction] = 0.0 if vendor else _UNKNOWN if margin is None else 1e3 * margin
+        directions = self.directions
+        if all(d in self.saved for d in directions):
+            cost = HOST_COST_US["train" if len(directions) > 1 else "infer"]
+            self.on_torch = sum(self.saved[d] for d in directions) < cost
 
     @property
     def directions(self) -> tuple[str, ...]:
         wanted = (("bwd_data",) if self.needs[0] else ()) + (("bwd_weight",) if self.needs[1] else ())
         return ("fwd", *wanted)
-
-    @property
-    def on_torch(self) -> bool:
-        if any(d not in self.saved for d in self.directions):
-            return False
-        cost = HOST_COST_US["train" if len(self.directions) > 1 else "infer"]
-        return sum(self.saved[d] for d in self.directions) < cost
 
     @property
     def vendor_backward(self) -> bool:
