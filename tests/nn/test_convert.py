@@ -135,16 +135,34 @@ def test_convert_leaves_what_it_cannot_serve_with_reasons():
     assert "parametrized" in {layer.name: layer.reason for layer in again.left}["4"]
 
 
-def test_convert_leaves_float64_layers_and_subclasses():
+def test_convert_leaves_float64_layers_and_subclasses_with_their_own_forward():
     class MyConv(nn.Conv2d):
-        pass
+        def forward(self, x):
+            return super().forward(x) * 2
 
     model = nn.Sequential(nn.Conv2d(2, 2, 1).double(), MyConv(2, 2, 1), nn.MultiheadAttention(4, 2))
     report = tdnn.convert(model)
     reasons = {layer.name: layer.reason for layer in report.left}
     assert "torch.float64" in reasons["0"] and "subclass" in reasons["1"]
-    assert "subclass" in reasons["2.out_proj"]
+    assert "MultiheadAttention" in reasons["2.out_proj"]
     assert not report.taken and type(model[0]) is nn.Conv2d
+
+
+def test_convert_takes_subclasses_that_compute_as_torch_does():
+    """Like torchvision's Conv3DSimple: only __init__ differs; converted, it stays an instance of it."""
+    class Simple(nn.Conv3d):
+        def __init__(self, c_in, c_out):
+            super().__init__(c_in, c_out, (1, 3, 3), padding=(0, 1, 1), bias=False)
+
+    class Head(nn.Linear):
+        pass
+
+    model = nn.Sequential(Simple(2, 4), nn.Flatten(), Head(4 * 2 * 3 * 3, 5))
+    report = tdnn.convert(model)
+    assert not report.left and [layer.kind for layer in report.taken] == ["Simple", "Head"], str(report)
+    assert isinstance(model[0], Simple) and isinstance(model[0], tdnn.Conv3d) and model[0].td_reason is None
+    assert isinstance(model[2], Head) and isinstance(model[2], tdnn.Linear)
+    assert tdnn.convert(model).taken == report.taken    # converting again finds them served
 
 
 def _forward_backward(model: nn.Module, x: torch.Tensor, grad: torch.Tensor) -> list[torch.Tensor]:

@@ -82,7 +82,8 @@ def _reason(module: torch.nn.Module) -> str | None:
 
 
 def _unswappable(module: torch.nn.Module) -> str | None:
-    """Why a conv / linear module that is not exactly one of torch's classes stays as it is."""
+    """Why a conv / linear module that is not exactly one of torch's classes stays as it is (None: a subclass
+    that computes as its torch base class does, which `_swap_class` serves)."""
     if isinstance(module, torch.nn.modules.lazy.LazyModuleMixin):
         return "lazy module: parameters not initialized yet (convert after the first forward)"
     if isinstance(module, torch.nn.modules.conv._ConvTransposeNd):
@@ -90,7 +91,31 @@ def _unswappable(module: torch.nn.Module) -> str | None:
     if torch.nn.utils.parametrize.is_parametrized(module):
         return "parametrized weight (e.g. weight_norm): its forward recomputes the weight"
     cls = type(module)
-    return f"subclass {cls.__module__}.{cls.__qualname__} of a torch module: its own forward is kept"
+    base = _torch_base(cls)
+    if base is None or any(getattr(cls, name, None) is not getattr(base, name, None) for name in _COMPUTE):
+        return f"subclass {cls.__module__}.{cls.__qualname__} of a torch module: its own forward is kept"
+    return _reason(module)
+
+
+_COMPUTE = ("forward", "_conv_forward")   # what a subclass must inherit unchanged to be served
+_DERIVED: dict[type, type] = {}           # subclass -> its tiledispatch class
+
+
+def _torch_base(cls: type) -> type | None:
+    return next((base for base in cls.__mro__[1:] if base in SWAPS), None)
+
+
+def _swap_class(cls: type) -> type:
+    """The tiledispatch class of a torch class or of a subclass that computes as its base does: for a
+    subclass, one that derives from both (isinstance checks of the subclass still hold)."""
+    if cls in SWAPS:
+        return SWAPS[cls]
+    if cls not in _DERIVED:
+        base = _torch_base(cls)
+        assert base is not None
+        _DERIVED[cls] = type(cls.__name__, (SWAPS[base], cls), {"__module__": cls.__module__,
+                                                               "__qualname__": cls.__qualname__})
+    return _DERIVED[cls]
 
 
 def convert(model: torch.nn.Module, *, exclude: Iterable[str] = ()) -> ConvertReport:
@@ -98,18 +123,23 @@ def convert(model: torch.nn.Module, *, exclude: Iterable[str] = ()) -> ConvertRe
     taken and what was left on torch (and why). `exclude`: qualified module names to leave on torch."""
     excluded = set(exclude)
     report = ConvertReport()
+    attention: list[str] = []   # nn.MultiheadAttention modules: their forward reads out_proj's weight itself
     for name, module in model.named_modules():
+        if isinstance(module, torch.nn.MultiheadAttention):
+            attention.append(name + ".")
         if not isinstance(module, (torch.nn.modules.conv._ConvNd, torch.nn.Linear)):
             continue
         cls = type(module)
         layer = Layer(name, cls.__name__, shape_of(module))
-        if cls in _SERVED:   # converted before, or built as a tiledispatch module
+        if cls in _SERVED or cls in _DERIVED.values():   # converted before, or built as a tiledispatch module
             report.layers.append(dataclasses.replace(layer, reason=module.td_reason))   # type: ignore[arg-type]
             continue
         reason = ("excluded by the caller" if name in excluded else
+                  "inside nn.MultiheadAttention: its forward reads the weight, never calls the layer"
+                  if any(name.startswith(prefix) for prefix in attention) else
                   _reason(module) if cls in SWAPS else _unswappable(module))
         if reason is None:
-            module.__class__ = SWAPS[cls]
+            module.__class__ = _swap_class(cls)
             module._td_setup()   # type: ignore[operator]
         report.layers.append(dataclasses.replace(layer, reason=reason))
     return report
