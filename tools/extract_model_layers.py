@@ -131,10 +131,16 @@ def _base_name(module: Any) -> str:
 
 def layer_fields(module: Any, x: Any) -> dict[str, Any]:
     """The recorded fields of one conv / linear module called on input x (everything but its name)."""
+    import torch
+
     cls = type(module)
     fields: dict[str, Any] = {"op": _base_name(module), "class": f"{cls.__module__}.{cls.__qualname__}",
                               "input_shape": list(x.shape),
                               "dtype": str(module.weight.dtype).removeprefix("torch.")}
+    base = getattr(torch.nn, fields["op"])
+    if cls is not base:   # a subclass: whether it computes differently from torch's layer
+        fields["own_forward"] = any(getattr(cls, name, None) is not getattr(base, name, None)
+                                    for name in ("forward", "_conv_forward"))
     if hasattr(module, "in_features"):
         fields.update(in_features=module.in_features, out_features=module.out_features,
                       bias=module.bias is not None)

@@ -59,12 +59,20 @@ def registry(preset: str, epilogue: Any) -> td.Registry:
 
 # -- the module of a record --------------------------------------------------------------------------------
 def _torch_class(record: dict[str, Any]) -> type:
-    """The recorded class when it is torch's own, else a stand-in subclass with the recorded name."""
+    """The recorded class when it is torch's own, else a stand-in subclass with the recorded name, with a
+    forward of its own unless the record says the subclass keeps torch's (`own_forward`: False)."""
     base = getattr(torch.nn, record["op"])
     if record["class"] == f"{base.__module__}.{base.__qualname__}":
         return base
     module, _, name = record["class"].rpartition(".")
-    return type(name, (base,), {"__module__": module, "__qualname__": name})
+    body: dict[str, Any] = {"__module__": module, "__qualname__": name}
+    if record.get("own_forward", True):
+        body["forward"] = lambda self, x: base.forward(self, x)
+    return type(name, (base,), body)
+
+
+def _keeps_torch_forward(record: dict[str, Any]) -> bool:
+    return _torch_class(record) is not getattr(torch.nn, record["op"]) and not record.get("own_forward", True)
 
 
 def build(record: dict[str, Any]) -> torch.nn.Module:
@@ -85,7 +93,7 @@ def expected_reason(record: dict[str, Any]) -> str | None:
     """The start of the reason convert must give for leaving this layer on torch (None: it must take it)."""
     if record.get("transposed"):
         return EXPECTED_LEFT["transposed"]
-    if _torch_class(record) is not getattr(torch.nn, record["op"]):
+    if _torch_class(record) is not getattr(torch.nn, record["op"]) and not _keeps_torch_forward(record):
         return EXPECTED_LEFT["subclass"]
     if record.get("padding_mode", "zeros") != "zeros":
         return EXPECTED_LEFT["padding_mode"]
