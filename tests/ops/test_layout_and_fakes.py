@@ -147,7 +147,7 @@ def test_bad_arguments_raise_typed_errors_while_tracing(call, field):
 def test_gemm_operands_that_alias_are_copied_before_td_gemm():
     """A Linear on one row whose loss is .sum() gets a (1, N) gradient with strides (0, 0): td.gemm cannot
     read it in place (its rows alias), so the op copies it; dense and size-1 layouts stay in place."""
-    from tiledispatch.ops.gemm_ops import _matrix
+    from tiledispatch.ops.gemm_ops import matrix as _matrix
 
     grad = torch.ones(()).expand(1, 5)
     assert grad.stride() == (0, 0)
