@@ -96,9 +96,13 @@ class LayerPlan:
         return self.vendor.get("bwd_data", False) and self.vendor.get("bwd_weight", False)
 
 
-def vendor_plan(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, args: tuple) -> Any:
-    """The selection td.conv(x, w, bias, *args), just called, ran (None if not remembered)."""
-    return entry.conv_plan("fwd", x, w, w.shape, *args, bias=bias)
+def conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, args: tuple,
+         plan: LayerPlan) -> torch.Tensor:
+    """td.conv(x, w, bias, *args) for a channels-last x, learning what td picked."""
+    y = td.conv(x, w, bias, *args)
+    if "fwd" not in plan.saved:
+        plan.learn("fwd", entry.conv_plan("fwd", x, w, w.shape, *args, bias=bias))
+    return y
 
 
 class Conv(torch.autograd.Function):
@@ -112,10 +116,7 @@ class Conv(torch.autograd.Function):
         x = as_channels_last(x)
         ctx.geometry, ctx.plan = geometry, plan
         ctx.save_for_backward(x, w, bias)
-        y = td.conv(x, w, bias, *geometry[0])
-        if "fwd" not in plan.saved:
-            plan.learn("fwd", vendor_plan(x, w, bias, geometry[0]))
-        return y
+        return conv(x, w, bias, geometry[0], plan)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple:  # type: ignore[override]

@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-import tiledispatch as td
 from tiledispatch.nn import eager
 from tiledispatch.ops import DTYPES, conv_padding
 from tiledispatch.ops.conv_ops import conv as _conv_op
@@ -51,17 +50,6 @@ def _needs_grad(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     """Whether autograd records this call."""
     return torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
                                         or (bias is not None and bias.requires_grad))
-
-
-def _infer(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, module: _TdConv,
-           plan: eager.LayerPlan) -> torch.Tensor:
-    """A conv module's forward without autograd: td.conv, learning whether td picked the vendor library."""
-    x = as_channels_last(x)
-    args = module._td_eager[0]
-    y = td.conv(x, weight, bias, *args)
-    if "fwd" not in plan.saved:
-        plan.learn("fwd", eager.vendor_plan(x, weight, bias, args))
-    return y
 
 
 class _TdConv(torch.nn.modules.conv._ConvNd):
@@ -109,7 +97,7 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
         if grad:
             y = eager.Conv.apply(x, weight, bias, self._td_eager, plan)
         else:
-            y = _infer(x, weight, bias, self, plan)
+            y = eager.conv(as_channels_last(x), weight, bias, self._td_eager[0], plan)
         return y if batched else y.squeeze(0)
 
     def extra_repr(self) -> str:
