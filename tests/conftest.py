@@ -25,7 +25,8 @@ import torch
 import tiledispatch as td
 
 _TEMP_KEY = pytest.StashKey[tuple]()
-ISOLATED_ENV = ("TILEDISPATCH_TUNING_DB", "TILEDISPATCH_INTERPRET", "TILEDISPATCH_MAX_WORKERS", "TILEDISPATCH_ARCH")
+ISOLATED_ENV = ("TILEDISPATCH_TUNING_DB", "TILEDISPATCH_INTERPRET", "TILEDISPATCH_MAX_WORKERS", "TILEDISPATCH_ARCH",
+                "TILEDISPATCH_RANK_SPACE")
 
 
 @pytest.hookimpl(tryfirst=True)    # before pytest's tmpdir plugin reads --basetemp

@@ -74,3 +74,15 @@ def test_cpu_timer_returns_a_positive_median():
     calls = []
     ms = time_ms(lambda: (calls.append(1), time.sleep(0.002)), torch.device("cpu"))
     assert ms >= 1.5 and len(calls) == 4
+
+
+def test_rank_space_setting(monkeypatch):
+    monkeypatch.delenv("TILEDISPATCH_RANK_SPACE", raising=False)
+    assert settings.rank_space() is None
+    for value, expected in (("1", True), ("on", True), ("0", False), ("false", False)):
+        monkeypatch.setenv("TILEDISPATCH_RANK_SPACE", value)
+        assert settings.rank_space() is expected
+    monkeypatch.setenv("TILEDISPATCH_RANK_SPACE", "maybe")
+    with pytest.raises(td.BadInput) as info:
+        settings.rank_space()
+    assert info.value.field == "TILEDISPATCH_RANK_SPACE" and "'1', '0'" in str(info.value)

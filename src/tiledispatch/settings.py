@@ -17,6 +17,10 @@ ENV_VARS = {
                             "on)",
     "TILEDISPATCH_MEASURE_TOP_K": "plans `auto` times when unsure, besides those the model cannot rank "
                                   "(default 3)",
+    "TILEDISPATCH_RANK_SPACE": "1: `auto` ranks every declared config of a key's full space with the cost "
+                               "model and compiles the pick on first use; 0: it ranks the prebuilt "
+                               "essential presets only (default: on when kernels run on a CUDA GPU, off on "
+                               "Triton's interpreter)",
 }
 
 
@@ -81,3 +85,18 @@ def measure_top_k() -> int:
     if k < 1:
         raise BadInput(f"TILEDISPATCH_MEASURE_TOP_K={k} must be >= 1", field="TILEDISPATCH_MEASURE_TOP_K")
     return k
+
+
+def rank_space() -> bool | None:
+    """Whether `auto` ranks the full declared space and compiles its pick on demand (dispatch/space.py):
+    True / False when TILEDISPATCH_RANK_SPACE says so, None to decide from the device (on for CUDA)."""
+    value = _get("TILEDISPATCH_RANK_SPACE")
+    if value is None:
+        return None
+    lowered = value.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise BadInput(f"TILEDISPATCH_RANK_SPACE={value!r} is not valid; legal values: '1', '0' (or unset: on "
+                   "for CUDA GPUs, off on the interpreter)", field="TILEDISPATCH_RANK_SPACE")

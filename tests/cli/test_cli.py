@@ -113,6 +113,23 @@ def test_select_json(cache, kernels_file):
     assert data["ranking"] and {r["kernel"].split(" ")[0] for r in data["ranking"]} <= {PLAIN, SPLITK}
 
 
+def test_select_json_says_when_the_pick_was_compiled_on_demand(monkeypatch, tmp_path):
+    from tiledispatch.testing import builds
+
+    monkeypatch.setenv("TILEDISPATCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TILEDISPATCH_RANK_SPACE", "1")
+    stub = builds.install(monkeypatch, builds.StubBuilds(tmp_path / "entries"))   # nothing compiles
+    result = invoke("select", "gemm", *ODD, "--dtype", "fp16", "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    essential = {cfg.name for cfg in load_preset("gemm_fp16_rcr_essential")}
+    assert set(stub.batches[0]) == essential and len(stub.batches) == 2 and len(stub.batches[1]) == 2
+    assert data["space"]["ranked"] == len(load_preset("gemm_fp16_rcr_candidates"))
+    assert data["space"]["pick"] == "on_demand" and data["kernel"] not in essential   # the model's pick
+    assert data["kernel"] in data["space"]["compiled"] and data["space"]["compile_s"] >= 0
+    assert any("compiled on demand in" in note for note in data["notes"])
+
+
 def test_select_text_names_kernel_and_strategy(cache, kernels_file):
     result = invoke("select", "gemm", *ODD, "--dtype", "fp16", "--activation", "gelu", "--bias", "col",
                     "--config", str(kernels_file))

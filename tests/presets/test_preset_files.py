@@ -67,3 +67,23 @@ def test_add_preset_applies_the_epilogue():
     kernels = registry.add_preset("gemm_bf16_crr_essential", epi)
     assert kernels and all(k.config.epilogue == epi for k in kernels) and len(registry) == len(kernels)
     assert not any(k.built for k in kernels)
+
+
+@pytest.mark.parametrize(("preset", "space"), [
+    ("gemm_bf16_rcr_essential", "gemm_bf16_rcr_candidates"),   # the sweeps' (and the models') space
+    ("gemm_fp8e4m3_rcr_essential", "gemm_fp8e4m3_rcr_candidates"),
+    ("gemm_fp32_rcr_essential", "gemm_fp32_rcr_all"),
+    ("conv_fwd_bf16_2d_essential", "conv_fwd_bf16_2d_all"),
+    ("gemm_bf16_rcr_compute", None),
+    ("gemm_bf16_rcr_candidates", None),
+])
+def test_the_space_of_an_essential_preset(preset, space):
+    from tiledispatch.presets import space_of
+
+    assert space_of(preset) == space
+
+
+def test_every_essential_preset_has_a_space():
+    from tiledispatch.presets import space_of
+
+    assert all(space_of(p) in list_presets() for p in list_presets() if p.endswith("_essential"))

@@ -96,7 +96,8 @@ def problem_and_registry(make_problem: Callable[[Any], Problem], *, preset: str 
                          config: str | None, kernel: str | None, gpu_target: str | None
                          ) -> tuple[Problem, Registry]:
     """The problem and the registry select/run/profile use: one --kernel, a --config file, or a preset
-    (default: the essential one of the problem's dtype and layout, specialised to its epilogue).
+    (default: the essential one of the problem's dtype and layout, specialised to its epilogue, with the key's
+    full space declared on demand where td.gemm / td.conv* rank it: dispatch/space.py).
 
     `make_problem(base)` builds the problem from the command line; options left unset default to `base`, the
     --kernel's config or the first instance of the --config file or --preset.
@@ -117,7 +118,14 @@ def problem_and_registry(make_problem: Callable[[Any], Problem], *, preset: str 
     from tiledispatch.presets import load_preset
 
     problem = make_problem(load_preset(preset)[0] if preset else None)
-    return problem, registry_from_preset(preset or default_preset(problem), gpu_target, problem)
+    if preset:
+        return problem, registry_from_preset(preset, gpu_target, problem)
+    from tiledispatch.dispatch.space import declare_space
+
+    name = default_preset(problem)
+    registry = registry_from_preset(name, gpu_target, problem)
+    declare_space(registry, name, problem, _epilogue(problem))   # as td.gemm / td.conv*: auto ranks it
+    return problem, registry
 
 
 def prepared(make_problem: Callable[[Any], Problem], *, preset: str | None, config: str | None,

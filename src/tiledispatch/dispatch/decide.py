@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from tiledispatch import settings
+from tiledispatch.dispatch import space
 from tiledispatch.memo import Stamp
 from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import GemmProblem
@@ -43,7 +44,7 @@ def select(registry: KernelStore, problem: GemmProblem | ConvProblem, strategy: 
     if hit is not None and hit.valid():
         return hit.selection
     plans = registry.plans(problem)
-    if not plans:
+    if not plans and not (strategy == "auto" and registry.on_demand):
         raise registry.unsupported(problem)
     selection = _choose(registry, plans, problem, strategy, top_k)
     if key is not None:
@@ -63,6 +64,11 @@ def _choose(registry: KernelStore, plans: list[Plan], problem: GemmProblem | Con
         return choose(plans, problem, strategy, arch, model=model, why_not=why_not)
     device = registry.default_device()
     hit = registry.tuning_db.lookup(registry.device_name(device), problem.signature())
+    ranked_space = space.ranking(registry, problem, model, why_not)
+    if ranked_space is not None:
+        return _auto_space(registry, ranked_space, problem, device, hit)
+    if not plans:
+        raise registry.unsupported(problem)
     tuned = None if hit is None else tuned_plan(plans, hit["kernel"], hit.get("timings_ms"))
     if tuned is not None:
         return tuned
@@ -71,6 +77,25 @@ def _choose(registry: KernelStore, plans: list[Plan], problem: GemmProblem | Con
     if why is not None and _can_measure(device):
         return _measure(registry, to_measure(ranking, settings.measure_top_k()), problem, device, why)
     return from_ranking(ranking)
+
+
+def _auto_space(registry: KernelStore, ranked: space.SpaceRanking, problem: GemmProblem | ConvProblem,
+                device: Any, hit: dict | None) -> Selection:
+    """`auto` over the ranking of the declared space (dispatch/space.py): the tuning DB's winner, else the top
+    k timed when unsure (compiled on demand), else the best plan that builds."""
+    if hit is not None:
+        found = space.tuned(registry, ranked, hit["kernel"])
+        if found is not None:
+            plan, report = found
+            chosen = tuned_plan([plan], plan.label, hit.get("timings_ms"))
+            if chosen is not None:
+                return space.describe(registry, chosen, ranked, report)
+    why = unsure(ranked.ranking)
+    if why is not None and _can_measure(device):
+        plans, report = space.to_measure(registry, ranked, settings.measure_top_k())
+        if plans:
+            return space.describe(registry, _measure(registry, plans, problem, device, why), ranked, report)
+    return space.pick(registry, ranked)
 
 
 def _can_measure(device: Any) -> bool:

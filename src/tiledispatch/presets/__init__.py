@@ -46,3 +46,20 @@ def load_preset(name: str) -> list[GemmConfig | ConvConfig]:
     grid = {k: tuple(v) for k, v in space.pop("grid", {}).items()}
     return list(gemm_space(space["dtype"], space["layout"], get_arch(space["arch"]), families, grid,
                            is_valid=is_valid_config))
+
+
+ESSENTIAL = "_essential"
+# The preset holding a key's full declared space, by preference: GEMM's `_candidates` (every family's
+# candidate tiles: what the GPU sweeps measure and the shipped GEMM models are trained on), else `_all` (conv:
+# every candidate of every family; GEMM fp32 / tf32 / int8: tile grids of the tiled and splitk families).
+SPACE_SUFFIXES = ("_candidates", "_all")
+
+
+def space_of(preset: str) -> str | None:
+    """The preset declaring the full space of an `_essential` preset's key (`<key>_candidates`, else
+    `<key>_all`), or None when the preset is not an essential one or its key has no such preset."""
+    if not preset.endswith(ESSENTIAL):
+        return None
+    key = preset[: -len(ESSENTIAL)]
+    names = set(list_presets())
+    return next((key + suffix for suffix in SPACE_SUFFIXES if key + suffix in names), None)

@@ -61,7 +61,13 @@ class KernelStore:
         self._kernels: dict[str, Kernel] = {}
         self._sources: dict[str, str] = {}
         self._version = 0
+        self._declared = 0   # changes when kernels are declared (a space ranking depends on nothing else)
+        self._on_demand: set[str] = set()
         self.skipped: dict[str, str] = {}
+        self.failed: dict[str, str] = {}   # kernel name -> why its last build failed
+        self.compiled_on_demand: dict[str, float] = {}   # kernel name -> seconds its first use waited for it
+        # (problem, ...) -> (declared version, ranking of the space): see dispatch/space.py
+        self.rankings: Memo[Any] = Memo()
         self.calls: Memo[Any] = Memo()        # Registry.run: argument signature -> dispatch.Decision
         # Registry.select: (problem, strategy, top_k, device) -> Decision
         self.selections: Memo[Any] = Memo()
@@ -77,9 +83,12 @@ class KernelStore:
     def cache_dir(self) -> Path:
         return self._cache_dir or settings.cache_dir()
 
-    def add(self, config: GemmConfig | ConvConfig | VendorConfig | str, source: str | None = None) -> Kernel:
+    def add(self, config: GemmConfig | ConvConfig | VendorConfig | str, source: str | None = None, *,
+            on_demand: bool = False) -> Kernel:
         """Declare one instance (a config or its name); raises InvalidConfig if it cannot exist on this arch.
-        A VendorConfig declares the vendor library's plan (nothing to build)."""
+        A VendorConfig declares the vendor library's plan (nothing to build). on_demand=True declares it as
+        part of the space `auto` ranks: `build()` leaves it out, the first selection that picks it compiles
+        it (see compile_on_demand); declaring it again without the flag makes it part of the built set."""
         cfg = parse_name(config) if isinstance(config, str) else config
         if not isinstance(cfg, (GemmConfig, ConvConfig, VendorConfig)):
             raise InvalidConfigType("expected a GemmConfig, a ConvConfig, a VendorConfig or an instance "
@@ -90,13 +99,31 @@ class KernelStore:
             self._kernels[cfg.name] = (VendorKernel(cfg, self.arch) if isinstance(cfg, VendorConfig)
                                        else make_kernel(cfg, self.arch))
             self._version += 1
+            self._declared += 1
             if source is not None:
                 self._sources[cfg.name] = source
+            if on_demand and not isinstance(cfg, VendorConfig):
+                self._on_demand.add(cfg.name)
+        elif not on_demand and cfg.name in self._on_demand:
+            self._on_demand.discard(cfg.name)
+            self._version += 1
+            self._declared += 1
         return self._kernels[cfg.name]
 
-    def add_preset(self, name: str, epilogue: Epilogue | tuple[str, bool] | None = None) -> list[Kernel]:
+    @property
+    def on_demand(self) -> list[Kernel]:
+        """The kernels declared on demand (the space beyond the built set), built or not."""
+        return [k for name, k in self._kernels.items() if name in self._on_demand]
+
+    def is_on_demand(self, name: str) -> bool:
+        """Whether the kernel `name` was declared on demand (part of the space beyond the built set)."""
+        return name in self._on_demand
+
+    def add_preset(self, name: str, epilogue: Epilogue | tuple[str, bool] | None = None, *,
+                   on_demand: bool = False) -> list[Kernel]:
         """Add a packaged preset; configs invalid on this arch are skipped and recorded in `skipped`.
-        epilogue: an Epilogue for GEMM presets, (activation, bias) for conv presets."""
+        epilogue: an Epilogue for GEMM presets, (activation, bias) for conv presets. on_demand=True: the
+        preset's configs not declared yet join the space compiled on demand (see `add`)."""
         from tiledispatch.presets import load_preset
 
         added = []
@@ -112,7 +139,7 @@ class KernelStore:
             if errors:
                 self.skipped[cfg.name] = "; ".join(reason for _, reason in errors)
                 continue
-            added.append(self.add(cfg))
+            added.append(self.add(cfg, on_demand=on_demand))
         return added
 
     def add_codegen_output(self, path: str | Path) -> list[Kernel]:
@@ -146,13 +173,29 @@ class KernelStore:
         return CompileTask(kernel.name, self.arch.name, self.arch.cc, fp, source, str(self.cache_dir))
 
     def build(self, max_workers: int | None = None, progress: bool | None = None) -> BuildReport:
-        """Compile every declared instance not already in the cache, in spawned worker processes."""
+        """Compile every declared instance not already in the cache, in spawned worker processes; kernels
+        declared on demand are left to the selections that pick them (compile_on_demand)."""
+        kernels = [k for k in self.kernels if k.name not in self._on_demand or k.built]
+        return self._build(kernels, max_workers, progress, "building {n} kernels")
+
+    def compile_on_demand(self, kernels: list[Kernel], progress: bool | None = None) -> BuildReport:
+        """Build these kernels now (from the cache when it holds them), in parallel: what a selection does
+        with the unbuilt plans it picked. Failures are recorded in `failed` (and returned), never raised; an
+        unusable cache raises CacheError."""
+        todo = [k for k in kernels if not k.built]
+        report = self._build(todo, None, progress, "compiling {n} picked kernels on demand")
+        for name in report.built + report.cached:
+            self.compiled_on_demand[name] = report.seconds
+        return report
+
+    def _build(self, kernels: list[Kernel], max_workers: int | None, progress: bool | None,
+               what: str) -> BuildReport:
         from tiledispatch.build.pool import run_tasks
 
         start = time.perf_counter()
         report = BuildReport()
         todo: list[CompileTask] = []
-        for kernel in self.kernels:
+        for kernel in kernels:
             if isinstance(kernel, VendorKernel):   # the vendor library: nothing to compile
                 continue
             task = self._task(kernel)
@@ -160,6 +203,7 @@ class KernelStore:
             existed = entry.exists()   # checked first: entries appear complete, by atomic rename
             if cache.read_entry(entry) is not None:
                 kernel.entry_dir = entry
+                self.failed.pop(kernel.name, None)
                 report.cached.append(kernel.name)
                 continue
             if existed:   # present before we read it, yet unreadable: corrupt or half-deleted, rebuild
@@ -167,15 +211,17 @@ class KernelStore:
             # before compiling, once per cache miss: raises CodegenError
             check_source(task.source, kernel.name)
             todo.append(task)
-        what = (f"building {len(todo)} kernels for {self.arch.name} into {self.cache_dir} "
+        what = (what.format(n=len(todo)) + f" for {self.arch.name} into {self.cache_dir} "
                 "(cached for later runs)")
         with progress_bar(what, len(todo), progress) as advance:
             def done(result: CompileResult) -> None:
                 if result.ok:
                     self._kernels[result.name].entry_dir = Path(result.path)
+                    self.failed.pop(result.name, None)
                     report.built.append(result.name)
                 else:
                     report.failed[result.name] = result.reason
+                    self.failed[result.name] = result.reason
                 advance()
 
             run_tasks(todo, max_workers or settings.max_workers(), done)
@@ -214,6 +260,16 @@ class KernelStore:
         operands (selector.plan_for: each on the least padding it supports), in registry order."""
         return plans_of([k for k in self.kernels if k.built], problem)
 
+    def space_plans(self, problem: GemmProblem | ConvProblem) -> list[Plan]:
+        """The plans of the whole declared space: every declared kernel, built or not (on demand, or not built
+        yet), whose build has not failed, by the same rule as `plans` (selector.plan_for: the kernel
+        family's validity predicate decides for built and unbuilt kernels alike)."""
+        return plans_of([k for k in self.kernels if k.built or k.name not in self.failed], problem)
+
+    def declared_version(self) -> int:
+        """Changes whenever a kernel is declared (or moves between the built set and the space)."""
+        return self._declared
+
     def is_supported(self, problem: GemmProblem | ConvProblem) -> Support:
         """Whether some kernel computes `problem`, directly or on exactly padded operands (as `select`
         does)."""
@@ -234,22 +290,28 @@ class KernelStore:
 
     # -- serialization ----------------------------------------------------------------------------
     def to_json(self) -> str:
-        return json.dumps({"format": 1, "arch": self.arch.name, "kernels": [k.name for k in self.kernels]},
-                          indent=1)
+        data: dict[str, Any] = {"format": 1, "arch": self.arch.name,
+                                "kernels": [k.name for k in self.kernels if k.name not in self._on_demand]}
+        if self._on_demand:
+            data["on_demand"] = [k.name for k in self.on_demand]
+        return json.dumps(data, indent=1)
 
     @classmethod
     def from_json(cls: type[S], text: str, **kwargs: Any) -> S:
         try:
             data = json.loads(text)
-            arch, names = data["arch"], data["kernels"]
-            if not isinstance(names, list):
-                raise TypeError(f"'kernels' must be a list of instance names, got {type(names).__name__}")
+            arch, names, lazy = data["arch"], data["kernels"], data.get("on_demand", [])
+            for field, value in (("kernels", names), ("on_demand", lazy)):
+                if not isinstance(value, list):
+                    raise TypeError(f"'{field}' must be a list of instance names, got {type(value).__name__}")
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidConfig(f"registry JSON is malformed ({exc}); expected {{'arch', 'kernels'}}",
                                 field="registry") from exc
         registry = cls(arch, **kwargs)
         for name in names:
             registry.add(name)
+        for name in lazy:
+            registry.add(name, on_demand=True)
         return registry
 
 

@@ -38,15 +38,19 @@ class Selection:
     notes: list[str] = dataclasses.field(default_factory=list)
     ranking: list[tuple[str, float]] = dataclasses.field(default_factory=list)   # (plan label, score)
     ranking_unit: str = ""
+    # when `auto` ranked the declared space: where the pick came from and what its first use compiled (see
+    # dispatch/space.py, SpaceReport.to_dict); None when only built kernels were ranked
+    space: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"kernel": self.kernel.name, "strategy": self.strategy, "padded": self.padded,
                 "notes": self.notes, "ranking_unit": self.ranking_unit,
-                "ranking": [{"kernel": n, "score": s} for n, s in self.ranking]}
+                "ranking": [{"kernel": n, "score": s} for n, s in self.ranking], "space": self.space}
 
     def copy(self) -> Selection:
         """A copy whose lists the caller may change (remembered selections are shared)."""
-        return dataclasses.replace(self, notes=list(self.notes), ranking=list(self.ranking))
+        return dataclasses.replace(self, notes=list(self.notes), ranking=list(self.ranking),
+                                   space=None if self.space is None else dict(self.space))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,9 +218,9 @@ def margin_over(selection: Selection, label: str) -> float | None:
     return None if chosen is None or other is None else other - chosen
 
 
-def from_ranking(ranking: Ranking) -> Selection:
-    """The top plan of a ranking, with the ranking and its note."""
-    chosen = _selection(ranking.ranked[0][0], ranking.source, ranking.ranked)
+def from_ranking(ranking: Ranking, plan: Plan | None = None) -> Selection:
+    """The top plan of a ranking (or `plan`, one of its plans), with the ranking and its note."""
+    chosen = _selection(ranking.ranked[0][0] if plan is None else plan, ranking.source, ranking.ranked)
     chosen.notes.append(ranking.note)
     return chosen
 

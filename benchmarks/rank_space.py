@@ -1,0 +1,221 @@
+"""Rank the space, compile the winner (issue 36, item 2), on a GPU: the first-call cost of a cold pick and the
+selection quality of `auto` over the full space vs over the prebuilt essential presets.
+
+Per key (GEMM dtype; conv direction and ndim), on layers of model definitions outside the conv training
+suites (problems/models.py: EfficientNet-B0, MobileNetV3, ConvNeXt-T, RegNetY, R(2+1)D, ir-CSN, 3-D
+MobileNetV2) and on LLM projection GEMMs (LLM_PROJECTIONS) at several token counts:
+
+1. cold: a registry as td.gemm / td.conv* build it (the essential preset built, the `_candidates` / `_all`
+   space declared on demand), in a fresh build cache, TILEDISPATCH_MEASURE=0 (the model's pick, no timing):
+   `auto` select of each problem in turn, timed: total, ranking and compile seconds, whether the pick was
+   cold (compiled on demand), and a warm repeat (µs: the memo);
+2. oracle: the whole space built (in a second cache) and every plan of each problem timed
+   (bench.tune.time_plans, quick budget: triton.testing.do_bench, L2 flushed, median of ~10 ms of runs), the
+   vendor library (cuBLAS / cuDNN through torch) too;
+3. efficiency = fastest plan / time of the pick, for the space pick, the essential-only pick (the model's top
+   over the essential kernels: TILEDISPATCH_RANK_SPACE=0), the space's top 3 timed (what unsure -> measure
+   keeps with TILEDISPATCH_MEASURE_TOP_K=3), and the vendor.
+
+    python benchmarks/rank_space.py --ops gemm [--count 24] [--out benchmarks/results/rank_space_<gpu>.json]
+    python benchmarks/rank_space.py --ops conv --directions fwd --ndims 3 [--count 12]
+
+One key per call keeps a call inside 10 minutes on 16 CPU cores (most of it compiles: the essential preset,
+the cold picks, the full space for the oracle, whose cache under --cache survives between calls on the same
+machine). Results merge into --out by key.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+GEMM_MODELS = ("llama3_8b", "qwen2_5_0_5b", "phi3_mini", "mixtral_8x7b", "gemma2_9b")
+GEMM_TOKENS = (1, 16, 128, 2048)
+CONV_MODELS = ("efficientnet_b0", "mobilenet_v3_large", "convnext_tiny", "regnety_1_6gf", "r2plus1d_18",
+               "ir_csn_101", "mobilenet_v2_3d")
+BATCH = {1: 8, 2: 8, 3: 2}
+TOP = 3
+
+
+def gemm_problems(dtype: str, count: int, seed: int) -> list[Any]:
+    import tiledispatch as td
+    from tiledispatch.problems.models import LLM_PROJECTIONS
+
+    shapes = sorted({(m, n, k) for model in GEMM_MODELS for _, (n, k) in LLM_PROJECTIONS[model]
+                     for m in GEMM_TOKENS})
+    random.Random(seed).shuffle(shapes)
+    return [td.GemmProblem(m, n, k, dtype=dtype) for m, n, k in shapes[:count]]
+
+
+def conv_problems(direction: str, ndim: int, dtype: str, count: int, seed: int) -> list[Any]:
+    from tiledispatch.problems.conv_suites import problem_of, with_direction
+    from tiledispatch.problems.models import CONV_MODELS as TABLES
+
+    layers = [layer for model in CONV_MODELS for layer in TABLES[model]() if len(layer.spatial) == ndim]
+    problems = list(dict.fromkeys(with_direction(problem_of(layer, BATCH[ndim], dtype), direction)
+                                  for layer in layers))
+    random.Random(seed).shuffle(problems)
+    return problems[:count]
+
+
+def essential_preset(problem: Any) -> str:
+    from tiledispatch.problems.conv import ConvProblem
+
+    if isinstance(problem, ConvProblem):
+        return f"conv_{problem.direction}_{problem.dtype}_{problem.ndim}d_essential"
+    return f"gemm_{problem.dtype}_{problem.layout}_essential"
+
+
+def epilogue(problem: Any) -> Any:
+    from tiledispatch.problems.conv import ConvProblem
+
+    return (problem.activation, problem.bias) if isinstance(problem, ConvProblem) else problem.epilogue
+
+
+def cold_picks(problems: list[Any], cache: Path, workers: int) -> list[dict[str, Any]]:
+    """Step 1: the first `auto` select of each problem on a default-like registry in a fresh cache."""
+    import tiledispatch as td
+    from tiledispatch.dispatch import decide
+    from tiledispatch.dispatch.space import declare_space
+
+    preset = essential_preset(problems[0])
+    registry = td.Registry(cache_dir=cache, tuning_db=cache / "tuning.json")
+    registry.add_preset(preset, epilogue(problems[0]))
+    start = time.perf_counter()
+    report = registry.build(max_workers=workers)
+    print(f"{preset}: essential build {report} ({time.perf_counter() - start:.1f} s)", flush=True)
+    space = declare_space(registry, preset, problems[0], epilogue(problems[0]))
+    if space is None:
+        raise SystemExit(f"{preset}: no space ranked (no shipped cost model, or TILEDISPATCH_RANK_SPACE=0)")
+    rows = []
+    for problem in problems:
+        start = time.perf_counter()
+        chosen = decide.select(registry, problem, "auto")
+        total = time.perf_counter() - start
+        warm = []
+        for _ in range(200):
+            t0 = time.perf_counter()
+            decide.select(registry, problem, "auto")
+            warm.append(time.perf_counter() - t0)
+        info = chosen.space or {}
+        label = chosen.kernel.name + (" (padded)" if chosen.padded else "")
+        rows.append({"problem": problem.signature(), "pick": label,
+                     "cold": bool(info.get("compiled") or info.get("cached")),
+                     "from_space": info.get("pick") == "on_demand", "select_s": total,
+                     "rank_s": info.get("rank_s"), "compile_s": info.get("compile_s"),
+                     "compiled": info.get("compiled"), "failed": info.get("failed"),
+                     "warm_select_us": statistics.median(warm) * 1e6,
+                     "space_top": [name for name, _ in chosen.ranking[:TOP]]})
+        print(f"  {problem.describe()}: {rows[-1]['pick']} select {total:.2f} s (compile "
+              f"{rows[-1]['compile_s']} s), warm {rows[-1]['warm_select_us']:.1f} us", flush=True)
+    return rows
+
+
+def oracle(problems: list[Any], rows: list[dict[str, Any]], cache: Path, workers: int) -> None:
+    """Steps 2 and 3: every plan of the space timed; efficiencies added to `rows`."""
+    import tiledispatch as td
+    from tiledispatch.bench.tune import time_plans
+    from tiledispatch.configs.vendor import VendorConfig
+    from tiledispatch.presets import load_preset, space_of
+    from tiledispatch.problems.conv import ConvProblem
+    from tiledispatch.select import cost_model
+    from tiledispatch.select.selector import by_model_or_rules
+
+    first = problems[0]
+    preset = essential_preset(first)
+    registry = td.Registry(cache_dir=cache)
+    registry.add_preset(preset, epilogue(first))
+    registry.add_preset(space_of(preset), epilogue(first))
+    conv = isinstance(first, ConvProblem)
+    registry.add(VendorConfig("conv", first.direction) if conv else VendorConfig("gemm"))
+    start = time.perf_counter()
+    report = registry.build(max_workers=workers)
+    print(f"{preset}: oracle build {report} ({time.perf_counter() - start:.1f} s)", flush=True)
+    essential = {cfg.with_epilogue(*epilogue(first)).name if isinstance(first, ConvProblem)
+                 else cfg.with_epilogue(epilogue(first)).name for cfg in load_preset(preset)}
+    device = registry.default_device()
+    for problem, row in zip(problems, rows):
+        plans = registry.plans(problem)
+        _, times = time_plans(plans, problem, device, quick=True)
+        ours = {label: ms for label, ms in times.items() if not label.startswith("vendor")}
+        best = min(ours.values())
+        model, why = cost_model.shipped_model(registry.arch.name, problem)
+        ess = by_model_or_rules([p for p in plans if p.kernel.name in essential], problem, registry.arch,
+                                model, why)
+        ess_pick = ess.ranked[0][0].label
+        vendor = [ms for label, ms in times.items() if label.startswith("vendor")]
+        top = [times[n] for n in row["space_top"] if n in times]
+        row.update(best_ms=best, oracle=min(ours, key=ours.get), essential_pick=ess_pick,
+                   eff_space=best / times[row["pick"]] if row["pick"] in times else None,
+                   eff_essential=best / times[ess_pick], eff_space_top3=best / min(top) if top else None,
+                   eff_vendor=best / vendor[0] if vendor else None)
+        print(f"  {problem.describe()}: space {row['eff_space']} essential {row['eff_essential']:.3f} "
+              f"top3 {row['eff_space_top3']}", flush=True)
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def dist(key: str) -> dict[str, float]:
+        values = sorted(r[key] for r in rows if r.get(key) is not None)
+        if not values:
+            return {}
+        return {"mean": statistics.fmean(values), "median": statistics.median(values),
+                "p10": values[int(0.1 * (len(values) - 1))], "worst": values[0]}
+
+    cold = [r for r in rows if r["cold"]]
+    return {"problems": len(rows), "efficiency": {k: dist(f"eff_{k}") for k in
+                                                  ("space", "essential", "space_top3", "vendor")},
+            "cold_picks": len(cold), "picks_from_space": sum(r["from_space"] for r in rows),
+            "cold_select_s": {"median": statistics.median([r["select_s"] for r in cold]) if cold else None,
+                              "max": max((r["select_s"] for r in cold), default=None)},
+            "warm_select_us_median": statistics.median(r["warm_select_us"] for r in rows)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ops", choices=("gemm", "conv"), default="gemm")
+    parser.add_argument("--dtype", default="bf16")
+    parser.add_argument("--directions", nargs="+", default=["fwd"])
+    parser.add_argument("--ndims", nargs="+", type=int, default=[2])
+    parser.add_argument("--count", type=int, default=None, help="problems per key (default 24 GEMM, 12 conv)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "td-rank-space-oracle",
+                        help="build cache of the oracle's full space (kept between calls)")
+    parser.add_argument("-j", "--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    os.environ["TILEDISPATCH_RANK_SPACE"] = "1"
+    os.environ["TILEDISPATCH_MEASURE"] = "0"
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("needs a CUDA GPU")
+    if args.ops == "gemm":
+        groups = {f"gemm_{args.dtype}": gemm_problems(args.dtype, args.count or 24, args.seed)}
+    else:
+        groups = {f"conv_{d}_{args.dtype}_{n}d": conv_problems(d, n, args.dtype, args.count or 12, args.seed)
+                  for d in args.directions for n in args.ndims}
+    results: dict[str, Any] = {}
+    for key, problems in groups.items():
+        cold_cache = Path(tempfile.mkdtemp(prefix="td-rank-space-cold-"))
+        rows = cold_picks(problems, cold_cache, args.workers)
+        oracle(problems, rows, args.cache, args.workers)
+        results[key] = {"summary": summary(rows), "rows": rows}
+        print(json.dumps({key: results[key]["summary"]}, indent=1), flush=True)
+    if args.out is not None:
+        old = json.loads(args.out.read_text()) if args.out.is_file() else {}
+        old.setdefault("results", {}).update(results)
+        old["gpu"] = torch.cuda.get_device_name()
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(old, indent=1) + "\n")
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
