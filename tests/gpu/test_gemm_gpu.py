@@ -69,6 +69,31 @@ def test_td_gemm_bf16_with_epilogue_and_padding():
     assert rel < 1e-2
 
 
+def test_td_gemm_ranks_the_space_and_runs_its_pick_compiled_on_first_use(monkeypatch, tmp_path):
+    """TILEDISPATCH_RANK_SPACE=1 (the GPU default): the model ranks every fp16 rcr candidate, the pick is
+    compiled on first use into a cold cache, and it computes the product."""
+    from tiledispatch.dispatch import defaults, entry
+    from tiledispatch.presets import load_preset
+
+    monkeypatch.setenv("TILEDISPATCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TILEDISPATCH_RANK_SPACE", "1")
+    monkeypatch.setenv("TILEDISPATCH_MEASURE", "0")        # the model's pick, not a timed one
+    defaults.reset()
+    try:
+        a = torch.randn(2048, 1024, device="cuda", dtype=torch.float16)
+        b = torch.randn(3072, 1024, device="cuda", dtype=torch.float16).t()   # rcr
+        out = td.gemm(a, b)
+        picked = entry.gemm_plan(a, b)
+        essential = load_preset("gemm_fp16_rcr_essential")
+        assert picked.space is not None and picked.space["ranked"] > len(essential)
+        if picked.space["pick"] == "on_demand":
+            assert picked.kernel.name in picked.space["compiled"] and picked.space["compile_s"] > 0
+        ref = a.double() @ b.double()
+        assert ((out.double() - ref).norm() / ref.norm()) < 1e-2
+    finally:
+        defaults.reset()
+
+
 def test_tune_stores_and_reuses(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEDISPATCH_TUNING_DB", str(tmp_path / "db.json"))
     reg = td.Registry(td.detect())
