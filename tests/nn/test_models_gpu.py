@@ -51,17 +51,21 @@ def test_opcheck_bf16_on_cuda():
 
 
 def test_converted_training_step_matches_fp32():
-    """bf16 channels-last, as the benchmarks run: output and every gradient within 1e-2 of fp32 torch."""
+    """bf16 channels-last, as the benchmarks run: output and every gradient as close to fp32 torch as stock
+    bf16 torch is (within 1e-2, or 1.25x stock's error where batch norm in bf16 puts stock itself above it:
+    an H100 measured ~8e-2 on the input grad and the first conv's weight grad for both)."""
     torch.manual_seed(0)
     stock = _model().cuda()
-    model = copy.deepcopy(stock).to(torch.bfloat16, memory_format=torch.channels_last)
+    bf16 = copy.deepcopy(stock).to(torch.bfloat16, memory_format=torch.channels_last)
+    model = copy.deepcopy(bf16)
     report = tdnn.convert(model)
     assert not report.left
     x = torch.randn(8, 16, 32, 32, device="cuda").contiguous(memory_format=torch.channels_last)
     grad = torch.randn(8, 10, device="cuda")
     names = ["output", "input grad", *(n for n, _ in stock.named_parameters())]
-    for name, got, want in zip(names, _step(model, x, grad), _step(stock, x, grad)):
-        assert _rel(got, want) < BF16_TOL, name
+    want = _step(stock, x.clone(), grad)
+    for name, got, base in zip(names, _step(model, x.clone(), grad), _step(bf16, x.clone(), grad)):
+        assert _rel(got, want) <= max(BF16_TOL, 1.25 * _rel(base, want)), name
 
 
 @pytest.mark.parametrize("mode", [None, "reduce-overhead"])

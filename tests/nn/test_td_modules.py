@@ -73,6 +73,21 @@ def test_conv_weights_are_kept_channels_last():
     assert tdnn.Conv1d(3, 8, 3).weight.stride() == (3 * 3, 1, 3)
 
 
+@pytest.mark.parametrize("shape, groups, strides", [((16, 1, 7, 7), 16, (49, 49, 7, 1)),   # depthwise
+                                                    ((16, 8, 1, 1), 1, (8, 1, 1, 1)),       # 1x1
+                                                    ((16, 1, 3, 3, 3), 16, (27, 27, 9, 3, 1))])
+def test_convert_keeps_weights_torch_deems_channels_last(shape, groups, strides):
+    """Regression: convert restrided such weights (size-1 dims given other strides), which made torch's
+    own conv path (layers left on torch) slower on the GPU host."""
+    conv = (torch.nn.Conv2d if len(shape) == 4 else torch.nn.Conv3d)(
+        shape[1] * groups, shape[0], shape[2:], groups=groups)
+    fmt = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
+    assert conv.weight.stride() == strides and conv.weight.is_contiguous(memory_format=fmt)
+    model = torch.nn.Sequential(conv)
+    tdnn.convert(model)
+    assert model[0].weight.stride() == strides
+
+
 def test_what_stays_on_torch_says_why_and_runs_torch():
     reflect = tdnn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect")
     assert "padding_mode='reflect'" in reflect.td_reason and "runs on torch" in repr(reflect)

@@ -81,3 +81,19 @@ def test_squeeze_excitation_shapes(registry):
     dgrad = td.ConvProblem("bwd_data", 4, 32, 16, 1, (1, 1), (1, 1), dtype="fp16")
     dy = cl(torch.randn(4, 16, 1, 1, dtype=F16))
     _check(registry.get(GEMM_1X1["bwd_data"].name), dgrad, w=w, y=dy)
+
+
+def test_repeat_calls_with_torchs_strides_on_size_one_dims(registry):
+    """td.conv's remembered launch (second call) reads the canonical strides too: a (K, C, 1, 1) weight as
+    torch keeps it (strides (C, 1, 1, 1)), the layout tiledispatch.nn leaves on converted modules."""
+    from tiledispatch.dispatch import defaults
+
+    defaults.install(("conv", "fwd", "fp16", 2, "none", False), registry)
+    try:
+        x, w = cl(torch.randn(2, 16, 7, 7, dtype=F16)), cl(torch.randn(32, 16, 1, 1, dtype=F16))
+        assert w.stride() == (16, 1, 1, 1)
+        want = torch.nn.functional.conv2d(x.float(), w.float(), stride=2)
+        for _ in range(2):   # first call (checks, selects, binds), then the remembered launch
+            torch.testing.assert_close(td.conv(x, w, stride=2).float(), want, atol=2e-2, rtol=2e-2)
+    finally:
+        defaults.reset()

@@ -38,6 +38,19 @@ def plain(*tensors: torch.Tensor | None) -> bool:
     return True
 
 
+_grad_enabled = torch.is_grad_enabled
+_autocasting = torch._C._is_any_autocast_enabled
+
+
+def signature(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> tuple:
+    """A module call's key to its LayerPlan: the input's shape, strides and dtype, whether autocast is on,
+    and (dx, dw) wanted by its backward (key[4:], LayerPlan.needs). Cheap: it runs on every call."""
+    grad = _grad_enabled() and (x.requires_grad or weight.requires_grad
+                                or (bias is not None and bias.requires_grad))
+    return (x.shape, x.stride(), x.dtype, _autocasting(), grad and x.requires_grad,
+            grad and weight.requires_grad)
+
+
 def td_geometry(stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
                 groups: int) -> tuple:
     """The ops' geometry (per-dim stride and dilation, flat padding) as td.conv*'s arguments, ints where

@@ -46,10 +46,22 @@ def _autocast(device: torch.device, *tensors: Any) -> tuple:
     return tuple(t if t is None else t.to(dtype) for t in tensors)
 
 
+_compiling = torch.compiler.is_compiling
+
+
 def _needs_grad(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
     """Whether autograd records this call."""
     return torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
                                         or (bias is not None and bias.requires_grad))
+
+
+def _kernel_layout(weight: torch.Tensor) -> torch.Tensor:
+    """The weight channels-last, itself when torch deems it so already. The kernels ignore the strides of
+    size-1 dims, torch does not: given a 1x1 or depthwise weight that torch keeps as (C, 1, 1, 1) or
+    (49, 49, 7, 1) restrided to (C, 1, C, C) or (49, 1, 7, 1), torch's own conv path (layers left on torch)
+    cost ~5 ms more host time per ConvNeXt-nano training step on an H100 (tools/probe_model_host.py)."""
+    fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(weight.dim())
+    return as_channels_last(weight) if fmt is None else weight.contiguous(memory_format=fmt)
 
 
 class _TdConv(torch.nn.modules.conv._ConvNd):
@@ -71,33 +83,35 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
         self._td_eager = (eager.td_geometry(*self._td_geometry), self._td_geometry, bias_dims)
         self._td_plans: dict[tuple, eager.LayerPlan] = {}   # by input signature (eager.LayerPlan)
         with torch.no_grad():
-            self.weight.data = as_channels_last(self.weight.data)
+            self.weight.data = _kernel_layout(self.weight.data)
 
     def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor,
                       bias: torch.Tensor | None) -> torch.Tensor:
-        spatial = len(self.kernel_size)
-        dims = input.dim()
-        if (self.td_reason is not None or input.dtype not in DTYPES or dims not in (spatial + 1, spatial + 2)
-                or (dims == spatial + 2 and input.shape[0] == 0)):
+        if self.td_reason is not None:
             # torch.nn.Conv1d/2d/3d's, next in the method order of the concrete classes
             return super()._conv_forward(input, weight, bias)
-        batched = input.dim() == spatial + 2
-        x, weight, bias = _autocast(input.device, input if batched else input.unsqueeze(0), weight, bias)
-        if not eager.plain(x, weight, bias):
-            y = _conv_op(x, weight, bias, *self._td_geometry, "none")
+        compiling, plan = _compiling(), None
+        if not compiling:   # a signature settled on torch's layer goes there first, without more checks
+            key = eager.signature(input, weight, bias)
+            plan = self._td_plans.get(key)
+            if plan is not None and plan.on_torch:
+                return super()._conv_forward(input, weight, bias)
+        spatial = len(self.kernel_size)
+        dims = input.dim()
+        if (input.dtype not in DTYPES or dims not in (spatial + 1, spatial + 2)
+                or (dims == spatial + 2 and input.shape[0] == 0)):
+            return super()._conv_forward(input, weight, bias)
+        batched = dims == spatial + 2
+        x, w, b = _autocast(input.device, input if batched else input.unsqueeze(0), weight, bias)
+        if compiling or not eager.plain(x, w, b):
+            y = _conv_op(x, w, b, *self._td_geometry, "none")
             return y if batched else y.squeeze(0)
-        grad = _needs_grad(x, weight, bias)
-        key = (x.shape, x.stride(), x.dtype, x.device, grad and x.requires_grad,
-               grad and weight.requires_grad)
-        plan = self._td_plans.get(key)
         if plan is None:
             plan = self._td_plans[key] = eager.LayerPlan(key[4:])
-        if plan.on_torch:   # td's picks save less GPU time than its host path costs: torch's layer
-            return super()._conv_forward(input, weight, bias)
-        if grad:
-            y = eager.Conv.apply(x, weight, bias, self._td_eager, plan)
+        if _needs_grad(x, w, b):
+            y = eager.Conv.apply(x, w, b, self._td_eager, plan)
         else:
-            y = eager.conv(as_channels_last(x), weight, bias, self._td_eager[0], plan)
+            y = eager.conv(as_channels_last(x), w, b, self._td_eager[0], plan)
         return y if batched else y.squeeze(0)
 
     def extra_repr(self) -> str:
@@ -143,22 +157,25 @@ class Linear(torch.nn.Linear):
         self._td_plans: dict[tuple, eager.LayerPlan] = {}   # by input signature (eager.LayerPlan)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        if self.td_reason is not None or input.dtype not in DTYPES or input.numel() == 0:
+        if self.td_reason is not None:
+            return super().forward(input)
+        compiling, plan = _compiling(), None
+        if not compiling:   # a signature settled on torch's layer goes there first, without more checks
+            key = eager.signature(input, self.weight, self.bias)
+            plan = self._td_plans.get(key)
+            if plan is not None and plan.on_torch:
+                return super().forward(input)
+        if input.dtype not in DTYPES or input.numel() == 0:
             return super().forward(input)
         x, weight, bias = _autocast(input.device, input.reshape(-1, self.in_features), self.weight, self.bias)
-        if not eager.plain(x, weight, bias):
+        if compiling or not eager.plain(x, weight, bias):
             y = _gemm_op(x, weight.t(), bias, "none")
             return y.reshape(*input.shape[:-1], self.out_features)
         x = matrix(x)
-        grad = _needs_grad(x, weight, bias)
-        key = (x.shape, x.stride(), x.dtype, x.device, grad and x.requires_grad,
-               grad and weight.requires_grad)
-        plan = self._td_plans.get(key)
         if plan is None:
             plan = self._td_plans[key] = eager.LayerPlan(key[4:], "gemm")
-        if plan.on_torch:   # td's picks save less GPU time than its host path costs: torch's layer
-            return super().forward(input)
-        y = eager.Linear.apply(x, weight, bias, plan) if grad else eager.linear(x, weight, bias, plan)
+        y = (eager.Linear.apply(x, weight, bias, plan) if _needs_grad(x, weight, bias)
+             else eager.linear(x, weight, bias, plan))
         return y.reshape(*input.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
