@@ -163,6 +163,34 @@ def test_a_compile_failure_leaves_no_staging_dir(tmp_path):
     assert not result.ok and "NameError" in result.reason and staging_left(tmp_path) == []
 
 
+# A kernel whose error is in a called @jit helper: Triton wraps the helper's CompilationError (message, line)
+# in the call site's, whose text ends with a bare caret line.
+BAD_HELPER = textwrap.dedent("""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def helper(x_ptr):
+        offs = tl.arange(0, 3)
+        tl.store(x_ptr + offs, offs)
+
+    @triton.jit
+    def kernel(x_ptr):
+        helper(x_ptr)
+
+    ENTRIES = [{"fn": "kernel", "num_warps": 4, "num_stages": 2,
+                "params": [{"name": "x_ptr", "ty": "*fp32"}]}]
+""")
+
+
+def test_a_triton_compilation_error_keeps_the_compilers_message_and_line(tmp_path):
+    result = run_task(task(tmp_path, source=BAD_HELPER))
+    assert not result.ok and result.reason.startswith("CompilationError: "), result.reason
+    assert "arange's range must be a power of 2" in result.reason, result.reason
+    assert "helper" in result.reason and "tl.arange(0, 3)" in result.reason, result.reason
+    assert "\n" not in result.reason and staging_left(tmp_path) == []
+
+
 # -- D11: `cache clear` during a build ---------------------------------------------------------------------------
 def test_cache_cleared_mid_compile_costs_a_retry_not_the_build(tmp_path, monkeypatch):
     real = compile_mod.compile_entries

@@ -118,5 +118,52 @@ def _cleared(task: CompileTask, staging: Path, exc: BaseException) -> bool:
 
 
 def _reason(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[-1] if text else ''}"
+    """One line saying why a compile failed. A Triton CompilationError keeps the compiler's message and the
+    line it names: an error inside a called @jit function reaches here wrapped in the call site's
+    CompilationError, whose text ends with a caret line and carries no message, so the innermost message of
+    the chain is taken (else the innermost cause's text). Any other error: the last line of its text that
+    says something."""
+    chain = _chain(exc)
+    compiler = [e for e in chain if _is_compilation_error(e) and getattr(e, "error_message", None)]
+    if compiler:
+        inner = compiler[-1]
+        return f"{type(exc).__name__}: {_one_line(str(getattr(inner, 'error_message')))}{_where(inner)}"
+    for candidate in reversed(chain) if _is_compilation_error(exc) else [exc]:
+        line = _last_line(candidate)
+        if line:
+            return f"{type(exc).__name__}: {line}"
+    return f"{type(exc).__name__}: "
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and its explicit causes, outermost first (bounded: a hand-built chain may loop)."""
+    chain = [exc]
+    while len(chain) < 16 and chain[-1].__cause__ is not None and chain[-1].__cause__ not in chain:
+        chain.append(chain[-1].__cause__)
+    return chain
+
+
+def _is_compilation_error(exc: BaseException) -> bool:
+    return hasattr(exc, "node") and hasattr(exc, "error_message")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _last_line(exc: BaseException) -> str:
+    """The last line of the text that is more than a caret marking a column."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    return next((line for line in reversed(lines) if line.strip("^ ")), "")
+
+
+def _where(exc: BaseException) -> str:
+    """ (in <function>, line N: <source line>) of a CompilationError whose source and line are known."""
+    src, lineno = getattr(exc, "src", None), getattr(getattr(exc, "node", None), "lineno", None)
+    if not isinstance(src, str) or not isinstance(lineno, int):
+        return ""
+    lines = src.splitlines()
+    code = lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+    head = next((line.strip() for line in lines if line.lstrip().startswith("def ")), "")
+    function = head[4:].split("(", 1)[0].strip()
+    return f" (in {function or 'the kernel'}, line {lineno}: {code})" if code else f" (line {lineno})"
