@@ -98,8 +98,7 @@ def measure(layer: tuple, opts: argparse.Namespace) -> list[dict[str, Any]]:
         row["per_call_us"] = {n: per_call_us(f, opts.calls, opts.trials, torch.cuda.synchronize)
                               for n, f in fns.items()}
         row["extra_us"] = row["issue_us"]["converted"] - row["issue_us"]["torch"]
-        row["layer_plans"] = [{"saved_us": plan.saved, "vendor": plan.vendor, "on_torch": plan.on_torch}
-                              for plan in getattr(ours, "_td_plans", {}).values()]
+        row["layer_plans"] = [plan.summary() for plan in getattr(ours, "_td_plans", {}).values()]
         row["pass"] = row["valid"] and row["extra_us"] <= LIMIT_US
         rows.append(row)
         print(f"{layer[0]:36s} {phase:5s} host us torch {row['issue_us']['torch']:7.2f} converted "

@@ -34,20 +34,18 @@ def _wall_ms(step, steps: int) -> float:
 
 
 def plan_summary(model) -> dict:
-    """Counts of converted modules by (class, where their plans settled)."""
+    """Counts of converted modules by (class, where their plans settled), and every plan's summary."""
     counts: collections.Counter = collections.Counter()
-    for module in model.modules():
+    for name, module in model.named_modules():
         plans = getattr(module, "_td_plans", None)
         if plans is None:
             continue
         if not plans:
             counts[(type(module).__name__, "never called on td")] += 1
         for plan in plans.values():
-            missing = [d for d in plan.directions if d not in plan.saved]
-            state = ("torch" if plan.on_torch else f"unlearned {missing}" if missing else
-                     "td " + ",".join(f"{d}:{plan.saved[d]:.0f}us{'(v)' if plan.vendor.get(d) else ''}"
-                                      for d in plan.directions))
+            state = plan.stage if plan.stage != "settled" else "torch" if plan.on_torch else "td"
             counts[(type(module).__name__, state)] += 1
+            print(f"  {name:40s} {state:6s} {plan.summary()}")
     return counts
 
 

@@ -39,7 +39,7 @@ def main() -> None:
         print(f"== {name}: {mo.LAYERS[opts.layer][0]}, {opts.steps} training steps")
         pstats.Stats(profile).sort_stats("tottime").print_stats(opts.top)
     for key, plan in ours._td_plans.items():
-        print("layer plan", key[4:], "saved us", plan.saved, "vendor", plan.vendor, "torch", plan.on_torch)
+        print("layer plan", key[4:], plan.summary())
 
 
 if __name__ == "__main__":

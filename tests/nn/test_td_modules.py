@@ -201,24 +201,32 @@ class _Sub(torch.Tensor):
 @pytest.mark.parametrize("cls, args, x_shape, torch_node", [
     (tdnn.Conv2d, (4, 6, 3), (1, 4, 5, 6), "ConvolutionBackward0"),
     (tdnn.Linear, (4, 6), (3, 4), "AddmmBackward0")])
-def test_a_layer_whose_td_picks_do_not_pay_their_host_cost_runs_torchs_layer(cls, args, x_shape, torch_node,
-                                                                             monkeypatch):
-    """After its first training call has shown every direction's pick, a module signature whose savings over
-    the vendor plan stay below the host cost runs torch's own layer (on the CPU lane no vendor time is known:
-    forced by pricing the unknown savings at 0); a new signature learns again."""
-    from tiledispatch.nn import eager
+@pytest.mark.parametrize("vendor_ms, on_torch", [(1.0, True), (1e3, False)])
+def test_a_layer_plan_samples_both_paths_then_runs_the_cheaper(cls, args, x_shape, torch_node, vendor_ms,
+                                                               on_torch, monkeypatch):
+    """First training call: td's picks (their GPU times stand-ins here: td 1 ms, the vendor `vendor_ms`);
+    then SAMPLES calls timed on td's path and SAMPLES on torch's layer; then the cheaper path for good. On the
+    interpreter td's host time dwarfs torch's, so equal GPU times settle on torch and a 1000x faster td kernel
+    keeps td. Results match torch's throughout; a new signature learns again."""
+    from tiledispatch.nn import layer_plan
 
-    monkeypatch.setattr(eager, "_UNKNOWN", 0.0)
+    monkeypatch.setattr(layer_plan, "measured_pair", lambda selection, name: (1.0, vendor_ms))
     torch.manual_seed(4)
     mod = cls(*args)
     x = torch.randn(x_shape, requires_grad=True)
-    first = mod(x)
-    first.sum().backward()
-    assert torch_node not in {type(first.grad_fn).__name__}
-    again = mod(x)
-    assert type(again.grad_fn).__name__ == torch_node
-    ref = (torch.nn.functional.conv2d if cls is tdnn.Conv2d else torch.nn.functional.linear)(
-        x, mod.weight, mod.bias)
-    assert torch.allclose(again, ref, atol=1e-5) and torch.allclose(first, ref, atol=1e-4)
+    functional = torch.nn.functional.conv2d if cls is tdnn.Conv2d else torch.nn.functional.linear
+    ref = functional(x, mod.weight, mod.bias)
+    nodes = []
+    for _ in range(2 + 2 * layer_plan.SAMPLES):
+        y = mod(x)
+        y.sum().backward()
+        nodes.append(type(y.grad_fn).__name__)
+        assert torch.allclose(y, ref, atol=1e-4)
+    samples = layer_plan.SAMPLES
+    assert torch_node not in nodes[:1 + samples]                       # learning, then td's host samples
+    assert nodes[1 + samples:1 + 2 * samples] == [torch_node] * samples   # torch's host samples
+    (plan,) = mod._td_plans.values()
+    assert plan.stage == "settled" and plan.on_torch is on_torch
+    assert (nodes[-1] == torch_node) is on_torch
     bigger = mod(torch.randn((2, *x_shape[1:]), requires_grad=True))
     assert type(bigger.grad_fn).__name__ != torch_node

@@ -14,12 +14,11 @@ from typing import Any
 import torch
 
 import tiledispatch as td
-from tiledispatch.configs.vendor import VendorConfig
 from tiledispatch.dispatch import entry
 from tiledispatch.ops.conv_ops import conv_grads
 from tiledispatch.ops.gemm_ops import gemm_grads, matrix
 from tiledispatch.ops.layout import as_channels_last
-from tiledispatch.select.selector import margin_over
+from tiledispatch.nn.layer_plan import LayerPlan, clock
 
 _Parameter = torch.nn.Parameter
 _dispatch_modes = torch._C._len_torch_dispatch_stack
@@ -63,57 +62,30 @@ def td_geometry(stride: Sequence[int], padding: Sequence[int], dilation: Sequenc
     return compact(stride), pad, compact(dilation), groups
 
 
-# Host time a layer's td path costs beyond torch's own layer, per call, measured on an H200 host
-# (benchmarks/module_overhead.py): a training step adds a Python autograd node and two more library calls
-# than torch's one backward call; inference adds a few checks. A layer keeps td's kernels only where the GPU
-# time they save over the vendor's (measured when td selected them) pays for that.
-HOST_COST_US = {"train": 100.0, "infer": 5.0}
-_UNKNOWN = float("inf")   # td chose its kernel without timing the vendor's: trust the choice
+def time_backward(y: torch.Tensor, plan: LayerPlan) -> None:
+    """Sample the host time of the autograd node that made y (torch's layer: one backward call) when the
+    backward runs."""
+    node = y.grad_fn
+    if node is None:
+        return
+    started: list[float] = []
 
+    def before(grad_outputs: Any) -> None:
+        started.append(clock())
 
-class LayerPlan:
-    """What one argument signature of a conv module runs, learned from td's decisions on its first calls: per
-    direction the µs td's pick saves over the vendor library (0 when td picked the vendor, None: not run
-    yet). When the savings of every direction the signature runs do not pay for the td path's host cost
-    (HOST_COST_US), the module runs torch's own layer (the vendor library with torch's host path)."""
+    def after(grad_inputs: Any, grad_outputs: Any) -> None:
+        if started:
+            plan.sample("torch", "bwd", started[0])
 
-    __slots__ = ("saved", "needs", "vendor", "op", "on_torch")
-
-    def __init__(self, needs: tuple[bool, bool], op: str = "conv") -> None:
-        self.saved: dict[str, float] = {}     # direction -> µs saved over the vendor plan
-        self.vendor: dict[str, bool] = {}     # direction -> td picked the vendor plan
-        self.needs = needs                    # (dx, dw) wanted by this signature's backward
-        self.op = op                          # 'conv' or 'gemm' (a Linear's three products)
-        self.on_torch = False                 # settled once every direction has been learned
-
-    def learn(self, direction: str, selection: Any) -> None:
-        if selection is None:
-            return
-        vendor = selection.kernel.config.family == "vendor"
-        name = VendorConfig("conv", direction).name if self.op == "conv" else VendorConfig("gemm").name
-        margin = margin_over(selection, name)
-        self.vendor[direction] = vendor
-        self.saved[direction] = 0.0 if vendor else _UNKNOWN if margin is None else 1e3 * margin
-        directions = self.directions
-        if all(d in self.saved for d in directions):
-            cost = HOST_COST_US["train" if len(directions) > 1 else "infer"]
-            self.on_torch = sum(self.saved[d] for d in directions) < cost
-
-    @property
-    def directions(self) -> tuple[str, ...]:
-        wanted = (("bwd_data",) if self.needs[0] else ()) + (("bwd_weight",) if self.needs[1] else ())
-        return ("fwd", *wanted)
-
-    @property
-    def vendor_backward(self) -> bool:
-        return self.vendor.get("bwd_data", False) and self.vendor.get("bwd_weight", False)
+    node.register_prehook(before)
+    node.register_hook(after)
 
 
 def conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, args: tuple,
          plan: LayerPlan) -> torch.Tensor:
     """td.conv(x, w, bias, *args) for a channels-last x, learning what td picked."""
     y = td.conv(x, w, bias, *args)
-    if "fwd" not in plan.saved:
+    if "fwd" not in plan.gpu:
         plan.learn("fwd", entry.conv_plan("fwd", x, w, w.shape, *args, bias=bias))
     return y
 
@@ -137,21 +109,27 @@ class Conv(torch.autograd.Function):
         needs, plan = ctx.needs_input_grad, ctx.plan
         if torch.is_grad_enabled():   # create_graph: a differentiable backward through the ops
             return (*conv_grads(x, w, bias, grad, ctx.geometry[1], needs), None, None)
+        start = clock() if plan.timing("td") else None
         grad = as_channels_last(grad)
         if plan.vendor_backward:
-            return (*_cudnn_backward(x, w, bias, grad, ctx.geometry[1], needs), None, None)
+            grads = _cudnn_backward(x, w, bias, grad, ctx.geometry[1], needs)
+            if start is not None:
+                plan.sample("td", "bwd", start)
+            return (*grads, None, None)
         td_args = ctx.geometry[0]
         dx = dw = db = None
         if needs[0]:
             dx = td.conv_bwd_data(grad, w, x.shape, *td_args)
-            if "bwd_data" not in plan.saved:
+            if "bwd_data" not in plan.gpu:
                 plan.learn("bwd_data", entry.conv_plan("bwd_data", grad, w, x.shape, *td_args))
         if needs[1]:
             dw = td.conv_bwd_weight(x, grad, w.shape, *td_args)
-            if "bwd_weight" not in plan.saved:
+            if "bwd_weight" not in plan.gpu:
                 plan.learn("bwd_weight", entry.conv_plan("bwd_weight", x, grad, w.shape, *td_args))
         if bias is not None and needs[2]:
             db = grad.sum(dim=ctx.geometry[2]).to(bias.dtype)
+        if start is not None:
+            plan.sample("td", "bwd", start)
         return dx, dw, db, None, None
 
 
@@ -185,10 +163,14 @@ class Linear(torch.autograd.Function):
         if torch.is_grad_enabled():
             dx, dw_t, db = gemm_grads(x, weight.t(), bias, grad, needs)
             return dx, None if dw_t is None else dw_t.t(), db, None
-        grad, plan = matrix(grad), ctx.plan
+        plan = ctx.plan
+        start = clock() if plan.timing("td") else None
+        grad = matrix(grad)
         dx = _gemm(plan, "bwd_data", grad, weight) if needs[0] else None
         dw = _gemm(plan, "bwd_weight", grad.t(), x) if needs[1] else None
         db = grad.sum(0).to(bias.dtype) if bias is not None and needs[2] else None
+        if start is not None:
+            plan.sample("td", "bwd", start)
         return dx, dw, db, None
 
 
@@ -200,6 +182,6 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, pla
 def _gemm(plan: LayerPlan, direction: str, a: torch.Tensor, b: torch.Tensor,
           bias: torch.Tensor | None = None) -> torch.Tensor:
     out = td.gemm(a, b, bias=bias)
-    if direction not in plan.saved:
+    if direction not in plan.gpu:
         plan.learn(direction, entry.gemm_plan(a, b, bias=bias))
     return out

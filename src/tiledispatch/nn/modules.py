@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from tiledispatch.nn import eager
+from tiledispatch.nn.layer_plan import LayerPlan, clock
 from tiledispatch.ops import DTYPES, conv_padding
 from tiledispatch.ops.conv_ops import conv as _conv_op
 from tiledispatch.ops.gemm_ops import gemm as _gemm_op
@@ -81,7 +82,7 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
         self._td_geometry = (stride, padding, dilation, self.groups)
         bias_dims = (0, *range(2, len(self.kernel_size) + 2))
         self._td_eager = (eager.td_geometry(*self._td_geometry), self._td_geometry, bias_dims)
-        self._td_plans: dict[tuple, eager.LayerPlan] = {}   # by input signature (eager.LayerPlan)
+        self._td_plans: dict[tuple, LayerPlan] = {}   # by input signature (eager.LayerPlan)
         with torch.no_grad():
             self.weight.data = _kernel_layout(self.weight.data)
 
@@ -107,11 +108,20 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
             y = _conv_op(x, w, b, *self._td_geometry, "none")
             return y if batched else y.squeeze(0)
         if plan is None:
-            plan = self._td_plans[key] = eager.LayerPlan(key[4:])
+            plan = self._td_plans[key] = LayerPlan(key[4:])
+        if plan.stage == "torch":   # sampling the host time of torch's layer
+            start = clock()
+            y = super()._conv_forward(input, weight, bias)
+            plan.sample("torch", "fwd", start)
+            eager.time_backward(y, plan)
+            return y
+        timing, start = plan.timing("td"), clock()
         if _needs_grad(x, w, b):
             y = eager.Conv.apply(x, w, b, self._td_eager, plan)
         else:
             y = eager.conv(as_channels_last(x), w, b, self._td_eager[0], plan)
+        if timing:
+            plan.sample("td", "fwd", start)
         return y if batched else y.squeeze(0)
 
     def extra_repr(self) -> str:
@@ -154,7 +164,7 @@ class Linear(torch.nn.Linear):
 
     def _td_setup(self) -> None:
         self.td_reason = None
-        self._td_plans: dict[tuple, eager.LayerPlan] = {}   # by input signature (eager.LayerPlan)
+        self._td_plans: dict[tuple, LayerPlan] = {}   # by input signature (eager.LayerPlan)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         if self.td_reason is not None:
@@ -171,11 +181,20 @@ class Linear(torch.nn.Linear):
         if compiling or not eager.plain(x, weight, bias):
             y = _gemm_op(x, weight.t(), bias, "none")
             return y.reshape(*input.shape[:-1], self.out_features)
-        x = matrix(x)
         if plan is None:
-            plan = self._td_plans[key] = eager.LayerPlan(key[4:], "gemm")
+            plan = self._td_plans[key] = LayerPlan(key[4:], "gemm")
+        if plan.stage == "torch":   # sampling the host time of torch's layer (one addmm and its backward)
+            start = clock()
+            y = torch.nn.functional.linear(input.reshape(-1, self.in_features), self.weight, self.bias)
+            plan.sample("torch", "fwd", start)
+            eager.time_backward(y, plan)
+            return y if input.dim() == 2 else y.reshape(*input.shape[:-1], self.out_features)
+        x = matrix(x)
+        timing, start = plan.timing("td"), clock()
         y = (eager.Linear.apply(x, weight, bias, plan) if _needs_grad(x, weight, bias)
              else eager.linear(x, weight, bias, plan))
+        if timing:
+            plan.sample("td", "fwd", start)
         return y.reshape(*input.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:

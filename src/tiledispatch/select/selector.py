@@ -207,15 +207,22 @@ def tuned_plan(plans: list[Plan], label: str, timings: dict[str, float] | None =
     return chosen
 
 
-def margin_over(selection: Selection, label: str) -> float | None:
-    """How many ms the chosen plan saves over the plan `label`, when the selection's ranking holds measured
-    times of both (None otherwise)."""
+def measured_pair(selection: Selection, label: str) -> tuple[float, float] | None:
+    """(chosen plan's ms, plan `label`'s ms) when the selection's ranking holds measured times of both (None
+    otherwise)."""
     if selection.ranking_unit != UNITS["tune"]:
         return None
     times = dict(selection.ranking)
     chosen = times.get(selection.kernel.name + (" (padded)" if selection.padded else ""))
     other = times.get(label)
-    return None if chosen is None or other is None else other - chosen
+    return None if chosen is None or other is None else (chosen, other)
+
+
+def margin_over(selection: Selection, label: str) -> float | None:
+    """How many ms the chosen plan saves over the plan `label`, when the selection's ranking holds measured
+    times of both (None otherwise)."""
+    pair = measured_pair(selection, label)
+    return None if pair is None else pair[1] - pair[0]
 
 
 def from_ranking(ranking: Ranking, plan: Plan | None = None) -> Selection:
