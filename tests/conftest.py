@@ -9,6 +9,10 @@
 - a fixed torch seed per test;
 - `build_registry(configs)`: a Registry of the given configs, built (max_workers=2). The first call compiles every
   config of the CPU lane's suites at once (one worker pool), later calls are served from the cache.
+- `small_defaults`: td.gemm / td.conv* (and the modules and ops on them) run on small default registries, one
+  small kernel per key of SMALL_DEFAULT_KEYS (tiledispatch.testing.small_defaults), instead of building the
+  essential presets (20-35 s per key on 2 cores); for tests of what runs on the defaults, not of the selection
+  over the real presets.
 
 TRITON_INTERPRET is deliberately left alone: tiledispatch runs CPU tensors through the interpreter by itself and
 its build workers must compile.
@@ -23,6 +27,7 @@ import pytest
 import torch
 
 import tiledispatch as td
+from tiledispatch.testing import small_defaults as small
 
 _TEMP_KEY = pytest.StashKey[tuple]()
 ISOLATED_ENV = ("TILEDISPATCH_TUNING_DB", "TILEDISPATCH_INTERPRET", "TILEDISPATCH_MAX_WORKERS", "TILEDISPATCH_ARCH",
@@ -117,3 +122,40 @@ def build_registry(universe):
         return registry
 
     return make
+
+
+# The default-registry keys the tests on `small_defaults` use (tests/nn, tests/ops, the conv API fuzz): fp32
+# modules and ops and fp16 convs of every direction and ndim, the fused epilogues tested, fp16 / fp8 GEMMs.
+SMALL_DEFAULT_KEYS = (
+    *(small.conv_key(direction, dtype, ndim) for dtype in ("fp32", "fp16")
+      for direction in ("fwd", "bwd_data", "bwd_weight") for ndim in (1, 2, 3)),
+    small.conv_key("fwd", "fp32", 1, bias=True),
+    small.conv_key("fwd", "fp32", 2, bias=True),
+    small.conv_key("fwd", "fp32", 2, "relu", bias=True),
+    small.conv_key("fwd", "fp32", 2, "gelu", bias=True),
+    *(small.gemm_key("fp32", layout) for layout in ("rcr", "rrr", "crr")),
+    small.gemm_key("fp32", "rcr", bias="col"),
+    small.gemm_key("fp16", "rcr"),
+    small.gemm_key("fp8e4m3", "rcr"),
+)
+
+
+@pytest.fixture(scope="session")
+def small_registries(isolated_cache):
+    """The small registry of every key of SMALL_DEFAULT_KEYS, compiled once for the session (one pool)."""
+    return small.registries(SMALL_DEFAULT_KEYS)
+
+
+@pytest.fixture
+def small_defaults(small_registries):
+    """The small registries installed as the default registries for one test; afterwards every default is
+    forgotten (later tests build the real presets again, from the cache). A test that reached a default
+    registry outside SMALL_DEFAULT_KEYS (the real preset, built for it) fails here: add the key."""
+    from tiledispatch.dispatch import defaults
+
+    defaults.reset()
+    small.install(small_registries)
+    yield small_registries
+    built = set(defaults.registries()) - set(small_registries)
+    defaults.reset()
+    assert not built, f"built real default registries {sorted(map(str, built))}: add to SMALL_DEFAULT_KEYS"

@@ -1,5 +1,6 @@
 """td.conv / td.conv_bwd_data / td.conv_bwd_weight end to end on CPU tensors (interpreter): default registries
-built from the essential presets, typed errors by field, and a property-based fuzz over random valid problems."""
+built from the essential presets, typed errors by field, and a property-based fuzz over random valid problems
+(on the presets the cases build; every direction and ndim on small default registries)."""
 from __future__ import annotations
 
 import pytest
@@ -46,12 +47,20 @@ def test_fused_bias_and_activation():
     _check(td.ConvProblem("fwd", 1, 8, 16, 2, (5, 6), (3, 3), 1, 1, 1, "fp16", bias=True, activation="relu"))
 
 
+# The spatial dims of the default registries the cases above build, per direction: the fuzz over the real
+# presets draws these (each other (direction, ndim) preset costs 20-35 s to build on 2 cores; the fuzz on
+# small registries below covers every ndim).
+PRESET_NDIMS = {"fwd": (2,), "bwd_data": (2,), "bwd_weight": (1, 3)}
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**31 - 1), direction=st.sampled_from(("fwd", "bwd_data", "bwd_weight")))
 def test_fuzz_random_valid_problems(seed, direction):
+    """The selection over the essential presets picks a kernel that computes a random problem right."""
     import random
 
-    problem = random_problem(random.Random(seed), direction, "fp16", max_pixels=64, max_channels=12, max_batch=2)
+    problem = random_problem(random.Random(seed), direction, "fp16", max_pixels=64, max_channels=12,
+                             max_batch=2, ndims=PRESET_NDIMS[direction])
     _check(problem)
 
 
@@ -107,3 +116,15 @@ def test_repeated_calls_go_straight_to_the_bound_launch(monkeypatch):
     td.conv(x2, w, padding=[1, 1], groups=8, strategy="tune")
     td.conv(x2, w, padding=[1, 1], groups=8, strategy="tune")
     assert len(checked) == 6                                     # tune: never remembered
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**31 - 1), direction=st.sampled_from(("fwd", "bwd_data", "bwd_weight")))
+def test_fuzz_every_ndim_on_small_default_registries(small_defaults, seed, direction):
+    """Random problems of 1-3 spatial dims through the one-call API, on small default registries (one
+    implicit-GEMM kernel per key, tests/conftest.py)."""
+    import random
+
+    problem = random_problem(random.Random(seed), direction, "fp16", max_pixels=64, max_channels=12, max_batch=2)
+    _check(problem)

@@ -10,12 +10,12 @@ from torch import nn
 
 import tiledispatch.nn as tdnn
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("small_defaults")]   # small default registries
 
 
 def _model() -> nn.Sequential:
-    """conv + bn + relu, a depthwise conv, pooling and a linear head (the registries other CPU-lane tests
-    build: 2-D fp32 convs without bias, a linear with bias)."""
+    """conv + bn + relu, a depthwise conv, pooling and a linear head (2-D fp32 convs without bias, a linear
+    with bias)."""
     return nn.Sequential(
         nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
         nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False), nn.BatchNorm2d(8), nn.ReLU(),

@@ -174,6 +174,7 @@ def _forward_backward(model: nn.Module, x: torch.Tensor, grad: torch.Tensor) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("small_defaults")   # small default registries: what runs, not what selection picks
 @pytest.mark.parametrize("name, make, x_shape", MIXES)
 def test_converted_model_trains_like_the_stock_one(name, make, x_shape):
     """Forward and backward of the converted model (NCHW input, converted inside the first op) against the

@@ -108,6 +108,7 @@ def test_what_stays_on_torch_says_why_and_runs_torch():
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("small_defaults")
 @pytest.mark.parametrize("ours, theirs, args, kwargs, x_shape", [
     (tdnn.Conv1d, torch.nn.Conv1d, (6, 6, 5), {"stride": 2, "padding": 2, "groups": 6}, (2, 6, 13)),
     (tdnn.Conv1d, torch.nn.Conv1d, (6, 6, 5), {"stride": 2, "padding": 2, "groups": 6}, (6, 13)),   # no batch
@@ -149,6 +150,7 @@ def test_forward_and_backward_match_torch(ours, theirs, args, kwargs, x_shape, p
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("small_defaults")
 def test_autocast_casts_operands_like_torch():
     """Under autocast the operands run in the autocast dtype (fp16: the interpreter's bf16 dot is wrong)."""
     torch.manual_seed(2)
@@ -162,6 +164,7 @@ def test_autocast_casts_operands_like_torch():
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("small_defaults")
 @pytest.mark.parametrize("cls, theirs, x_shape", [(tdnn.Conv2d, torch.nn.Conv2d, (1, 4, 5, 6)),
                                                   (tdnn.Linear, torch.nn.Linear, (3, 4))])
 def test_eager_double_backward_goes_through_the_ops(cls, theirs, x_shape):
@@ -198,6 +201,7 @@ class _Sub(torch.Tensor):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("small_defaults")
 @pytest.mark.parametrize("cls, args, x_shape, torch_node", [
     (tdnn.Conv2d, (4, 6, 3), (1, 4, 5, 6), "ConvolutionBackward0"),
     (tdnn.Linear, (4, 6), (3, 4), "AddmmBackward0")])

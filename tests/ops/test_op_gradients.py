@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from tiledispatch import ops
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("small_defaults")]   # small default registries
 TOL = 2e-5    # relative (norm-wise) error of fp32 results against float64
 
 

@@ -2,8 +2,9 @@
 registration, fake kernel against the real one (shapes and strides), and AOT dispatch with dynamic shapes,
 which also runs each op's backward. fp32 and fp16 only: the Triton 3.6 interpreter computes bf16 dots wrongly.
 
-The cases share default registries (one per direction, dtype, ndim and epilogue; building one is the slow
-part of a first call) with each other and with test_op_gradients.py.
+The ops run on small default registries (tests/conftest.py `small_defaults`: one small kernel per direction,
+dtype, ndim and epilogue) instead of the essential presets, whose builds were most of this file's time; what
+the ops compute and how torch sees them does not depend on which kernel serves them.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from torch.library import opcheck
 
 import tiledispatch.ops  # noqa: F401  (registers the ops)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("small_defaults")]
 OPS = torch.ops.tiledispatch
 CL = torch.channels_last
 

@@ -25,10 +25,12 @@ def _channels(rng: random.Random, kind: str, max_channels: int) -> tuple[int, in
 
 
 def random_problem(rng: random.Random, direction: str, dtype: str, *, max_pixels: int = 4096,
-                   max_channels: int = 96, max_batch: int = 4) -> ConvProblem:
-    """One random valid problem; shapes are drawn until the output size is positive."""
+                   max_channels: int = 96, max_batch: int = 4, ndims: tuple[int, ...] = (1, 2, 2, 3)
+                   ) -> ConvProblem:
+    """One random valid problem; shapes are drawn until the output size is positive; its number of spatial
+    dims is drawn from `ndims`."""
     while True:
-        ndim = rng.choice((1, 2, 2, 3))
+        ndim = rng.choice(ndims)
         kind = rng.choice(KINDS)
         c, k, groups = _channels(rng, kind, max_channels)
         filt = tuple(rng.choice((1, 1, 2, 3, 3, 5)) for _ in range(ndim))
@@ -45,7 +47,7 @@ def random_problem(rng: random.Random, direction: str, dtype: str, *, max_pixels
 
 
 def random_problems(count: int, direction: str, dtype: str, seed: int = 0,
-                    **limits: int) -> list[ConvProblem]:
+                    **limits: Any) -> list[ConvProblem]:
     rng = random.Random(f"{seed}-{direction}-{dtype}")
     return [random_problem(rng, direction, dtype, **limits) for _ in range(count)]
 
