@@ -7,8 +7,9 @@
 - the whole session uses a private TILEDISPATCH_CACHE_DIR (and Triton cache), never ~/.cache; tests that need
   a clean cache point TILEDISPATCH_CACHE_DIR at their own tmp_path with monkeypatch;
 - a fixed torch seed per test;
-- `build_registry(configs)`: a Registry of the given configs, built (max_workers=2). The first call compiles every
-  config of the CPU lane's suites at once (one worker pool), later calls are served from the cache.
+- `build_registry(configs)`: a Registry of the given configs, built (max_workers=2). In a session with
+  default-lane tests, the first call compiles every config of the CPU lane's suites at once (one worker pool),
+  later calls are served from the cache.
 - `small_defaults`: td.gemm / td.conv* (and the modules and ops on them) run on small default registries, one
   small kernel per key of SMALL_DEFAULT_KEYS (tiledispatch.testing.small_defaults), instead of building the
   essential presets (20-35 s per key on 2 cores); for tests of what runs on the defaults, not of the selection
@@ -95,11 +96,16 @@ def fixed_seed():
 
 
 @pytest.fixture(scope="session")
-def universe(isolated_cache):
-    """Every config the CPU lane's suites need, compiled once for sm_90 into the session cache."""
+def universe(isolated_cache, request):
+    """Every config the CPU lane's suites need, compiled once for sm_90 into the session cache (one pool),
+    where a default-lane test uses them. A session whose users of it are all slow tests (the slow lane needs
+    a handful of the ~84 configs) leaves it empty: `build_registry` then compiles what each test asks for."""
     from tiledispatch.testing import suites
 
     registry = td.Registry("sm_90")
+    users = [item for item in request.session.items if "universe" in getattr(item, "fixturenames", ())]
+    if users and all(item.get_closest_marker("slow") for item in users):
+        return registry
     for cfg in suites.all_configs():
         registry.add(cfg)
     report = registry.build(max_workers=2)
