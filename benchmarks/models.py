@@ -95,7 +95,7 @@ class Settings:
     batch: int = 32
     video_batch: int = 8
     steps: int = 10
-    warmup: int = 3
+    warmup: int = 15             # eager: converted layer plans settle after 1 + 2 * SAMPLES calls
     compiled_warmup: int = 5     # compile, cudagraph-tree warm-up run, recording, replays
     profile_steps: int = 3
     modes: tuple[str, ...] = MODES

@@ -105,11 +105,12 @@ class Conv(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple:  # type: ignore[override]
+        plan = ctx.plan
+        start = clock() if plan.timing("td") else None
         x, w, bias = ctx.saved_tensors
-        needs, plan = ctx.needs_input_grad, ctx.plan
+        needs = ctx.needs_input_grad
         if torch.is_grad_enabled():   # create_graph: a differentiable backward through the ops
             return (*conv_grads(x, w, bias, grad, ctx.geometry[1], needs), None, None)
-        start = clock() if plan.timing("td") else None
         grad = as_channels_last(grad)
         if plan.vendor_backward:
             grads = _cudnn_backward(x, w, bias, grad, ctx.geometry[1], needs)
@@ -158,13 +159,13 @@ class Linear(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple:  # type: ignore[override]
+        plan = ctx.plan
+        start = clock() if plan.timing("td") else None
         x, weight, bias = ctx.saved_tensors
         needs = ctx.needs_input_grad
         if torch.is_grad_enabled():
             dx, dw_t, db = gemm_grads(x, weight.t(), bias, grad, needs)
             return dx, None if dw_t is None else dw_t.t(), db, None
-        plan = ctx.plan
-        start = clock() if plan.timing("td") else None
         grad = matrix(grad)
         dx = _gemm(plan, "bwd_data", grad, weight) if needs[0] else None
         dw = _gemm(plan, "bwd_weight", grad.t(), x) if needs[1] else None

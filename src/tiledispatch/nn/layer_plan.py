@@ -3,7 +3,8 @@
 A layer costs a step its path's host time and its kernels' GPU time, and a pipelined step pays roughly the
 larger of the two per part (forward; backward). On the first calls the plan learns td's pick per direction
 and the GPU times `auto` measured for that pick and the vendor plan; it then samples the host time of a few
-calls on td's path and a few on torch's, and keeps the path whose summed per-part max(host, GPU) is lower.
+calls on td's path and a few on torch's, and keeps td's path only where its summed per-part max(host, GPU)
+is lower by a margin.
 Where td picked the vendor in every direction torch's own layer wins outright (same kernels, less host);
 where td chose without timing the vendor, td's choice is trusted.
 """
@@ -17,6 +18,7 @@ from tiledispatch.configs.vendor import VendorConfig
 from tiledispatch.select.selector import measured_pair
 
 SAMPLES = 5          # host-time samples per path and part
+TD_MARGIN = 0.97     # td's path is kept below this fraction of torch's cost (host samples are noisy)
 clock = time.perf_counter
 
 
@@ -80,7 +82,7 @@ class LayerPlan:
             if path == "td":
                 self.stage = "torch"
             else:
-                self._settle(self.cost("torch") <= self.cost("td"))
+                self._settle(self.cost("td") >= TD_MARGIN * self.cost("torch"))
 
     def cost(self, path: str) -> float:
         """Summed per-part max(median host µs, GPU µs) of a path (what it costs a pipelined step)."""

@@ -48,6 +48,7 @@ def _autocast(device: torch.device, *tensors: Any) -> tuple:
 
 
 _compiling = torch.compiler.is_compiling
+_linear = torch.nn.functional.linear
 
 
 def _needs_grad(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
@@ -92,11 +93,18 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
             # torch.nn.Conv1d/2d/3d's, next in the method order of the concrete classes
             return super()._conv_forward(input, weight, bias)
         compiling, plan = _compiling(), None
+        start = 0.0 if compiling else clock()
         if not compiling:   # a signature settled on torch's layer goes there first, without more checks
             key = eager.signature(input, weight, bias)
             plan = self._td_plans.get(key)
-            if plan is not None and plan.on_torch:
-                return super()._conv_forward(input, weight, bias)
+            if plan is not None and plan.stage != "td":
+                if plan.on_torch:
+                    return super()._conv_forward(input, weight, bias)
+                if plan.stage == "torch":   # sampling the host time of torch's layer (from the top)
+                    y = super()._conv_forward(input, weight, bias)
+                    plan.sample("torch", "fwd", start)
+                    eager.time_backward(y, plan)
+                    return y
         spatial = len(self.kernel_size)
         dims = input.dim()
         if (input.dtype not in DTYPES or dims not in (spatial + 1, spatial + 2)
@@ -109,13 +117,7 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
             return y if batched else y.squeeze(0)
         if plan is None:
             plan = self._td_plans[key] = LayerPlan(key[4:])
-        if plan.stage == "torch":   # sampling the host time of torch's layer
-            start = clock()
-            y = super()._conv_forward(input, weight, bias)
-            plan.sample("torch", "fwd", start)
-            eager.time_backward(y, plan)
-            return y
-        timing, start = plan.timing("td"), clock()
+        timing = plan.timing("td")   # td's host time from the top of the forward, as torch's
         if _needs_grad(x, w, b):
             y = eager.Conv.apply(x, w, b, self._td_eager, plan)
         else:
@@ -170,11 +172,18 @@ class Linear(torch.nn.Linear):
         if self.td_reason is not None:
             return super().forward(input)
         compiling, plan = _compiling(), None
+        start = 0.0 if compiling else clock()
         if not compiling:   # a signature settled on torch's layer goes there first, without more checks
             key = eager.signature(input, self.weight, self.bias)
             plan = self._td_plans.get(key)
-            if plan is not None and plan.on_torch:
-                return super().forward(input)
+            if plan is not None and plan.stage != "td":
+                if plan.on_torch:
+                    return super().forward(input)
+                if plan.stage == "torch":   # sampling torch's layer (one addmm and its backward node)
+                    y = _linear(input.reshape(-1, self.in_features), self.weight, self.bias)
+                    plan.sample("torch", "fwd", start)
+                    eager.time_backward(y, plan)
+                    return y if input.dim() == 2 else y.reshape(*input.shape[:-1], self.out_features)
         if input.dtype not in DTYPES or input.numel() == 0:
             return super().forward(input)
         x, weight, bias = _autocast(input.device, input.reshape(-1, self.in_features), self.weight, self.bias)
@@ -183,14 +192,8 @@ class Linear(torch.nn.Linear):
             return y.reshape(*input.shape[:-1], self.out_features)
         if plan is None:
             plan = self._td_plans[key] = LayerPlan(key[4:], "gemm")
-        if plan.stage == "torch":   # sampling the host time of torch's layer (one addmm and its backward)
-            start = clock()
-            y = torch.nn.functional.linear(input.reshape(-1, self.in_features), self.weight, self.bias)
-            plan.sample("torch", "fwd", start)
-            eager.time_backward(y, plan)
-            return y if input.dim() == 2 else y.reshape(*input.shape[:-1], self.out_features)
         x = matrix(x)
-        timing, start = plan.timing("td"), clock()
+        timing = plan.timing("td")   # td's host time from the top of the forward, as torch's
         y = (eager.Linear.apply(x, weight, bias, plan) if _needs_grad(x, weight, bias)
              else eager.linear(x, weight, bias, plan))
         if timing:
