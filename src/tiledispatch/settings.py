@@ -19,8 +19,7 @@ ENV_VARS = {
                                   "(default 3)",
     "TILEDISPATCH_RANK_SPACE": "1: `auto` ranks every declared config of a key's full space with the cost "
                                "model and compiles the pick on first use; 0: it ranks the prebuilt "
-                               "essential presets only (default: on when kernels run on a CUDA GPU, off on "
-                               "Triton's interpreter)",
+                               "essential presets only (default 0; never on Triton's interpreter)",
 }
 
 
@@ -89,7 +88,7 @@ def measure_top_k() -> int:
 
 def rank_space() -> bool | None:
     """Whether `auto` ranks the full declared space and compiles its pick on demand (dispatch/space.py):
-    True / False when TILEDISPATCH_RANK_SPACE says so, None to decide from the device (on for CUDA)."""
+    True / False when TILEDISPATCH_RANK_SPACE says so, None when unset (off)."""
     value = _get("TILEDISPATCH_RANK_SPACE")
     if value is None:
         return None
@@ -98,5 +97,5 @@ def rank_space() -> bool | None:
         return True
     if lowered in ("0", "false", "no", "off"):
         return False
-    raise BadInput(f"TILEDISPATCH_RANK_SPACE={value!r} is not valid; legal values: '1', '0' (or unset: on "
-                   "for CUDA GPUs, off on the interpreter)", field="TILEDISPATCH_RANK_SPACE")
+    raise BadInput(f"TILEDISPATCH_RANK_SPACE={value!r} is not valid; legal values: '1', '0' (or unset: off)",
+                   field="TILEDISPATCH_RANK_SPACE")

@@ -117,14 +117,11 @@ def test_the_setting_turns_the_space_off(stub, tmp_path, monkeypatch):
     assert [name for name, _ in chosen.ranking] == ORDER[-1:]
 
 
-def test_by_default_the_space_is_ranked_on_a_gpu_only(monkeypatch, tmp_path):
+def test_the_space_is_ranked_on_request_only(monkeypatch, tmp_path):
     registry = td.Registry("sm_90", cache_dir=tmp_path)
-    monkeypatch.delenv("TILEDISPATCH_RANK_SPACE", raising=False)
-    assert space.enabled(registry) is (registry.default_device().type == "cuda")
     monkeypatch.setattr(registry, "default_device", lambda: torch.device("cuda", 0))
-    assert space.enabled(registry)
-    monkeypatch.setenv("TILEDISPATCH_INTERPRET", "1")
-    assert not space.enabled(registry)
+    monkeypatch.delenv("TILEDISPATCH_RANK_SPACE", raising=False)
+    assert not space.enabled(registry)                 # off by default, on a GPU too
     monkeypatch.setenv("TILEDISPATCH_RANK_SPACE", "1")
     assert space.enabled(registry)
 

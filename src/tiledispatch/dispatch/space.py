@@ -36,12 +36,10 @@ RUNNER_UP = 1      # plans compiled along with the pick (a warm fallback, and th
 
 
 def enabled(registry: KernelStore) -> bool:
-    """Whether `auto` ranks the registry's declared space: TILEDISPATCH_RANK_SPACE when set, else on where
-    kernels run on a CUDA GPU and off on Triton's interpreter (the CPU lane never compiles a space)."""
-    setting = settings.rank_space()
-    if setting is not None:
-        return setting
-    return not settings.force_interpreter() and registry.default_device().type == "cuda"
+    """Whether `auto` ranks the registry's declared space: only where TILEDISPATCH_RANK_SPACE=1. Off by
+    default until measured on a GPU, where a converted model's first step would compile a pick per new layer
+    problem (docs/design/rank_space.md)."""
+    return settings.rank_space() is True
 
 
 def declare_space(registry: KernelStore, preset: str, problem: GemmProblem | ConvProblem,
