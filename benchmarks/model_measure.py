@@ -79,6 +79,48 @@ def wall_times(fn: Callable[[], object], device: Any, warmup: int, steps: int, p
             "steps": steps, "first_call_s": first_s}
 
 
+def interleaved_wall_times(fns: dict[str, Callable[[], object]], device: Any, warmup: int, steps: int,
+                           rounds: int = 5, pipelined: bool = True) -> dict[str, dict[str, Any]]:
+    """wall_times of several variants measured in alternation: each first called alone and warmed up, then
+    `rounds` rounds of ceil(steps / rounds) synchronized steps of each variant in turn, so that a drift of the
+    host's speed (10-30% between runs on the GPU hosts) hits every variant alike. wall_ms is the median of
+    all steps; pipelined_ms the mean of `steps` back-to-back steps per variant, also taken in turn."""
+    results: dict[str, dict[str, Any]] = {}
+    for name, fn in fns.items():
+        start = time.perf_counter()
+        fn()
+        _sync(device)
+        results[name] = {"first_call_s": time.perf_counter() - start}
+        for _ in range(max(0, warmup - 1)):
+            fn()
+        _sync(device)
+    rounds = max(1, min(rounds, steps))
+    per_round = -(-steps // rounds)
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _ in range(per_round):
+                start = time.perf_counter()
+                fn()
+                _sync(device)
+                samples[name].append((time.perf_counter() - start) * 1e3)
+    for name, fn in fns.items():
+        back_to_back = None
+        if pipelined:
+            start = time.perf_counter()
+            for _ in range(steps):
+                fn()
+            _sync(device)
+            back_to_back = (time.perf_counter() - start) * 1e3 / steps
+        ordered = sorted(samples[name])
+        results[name].update({"wall_ms": statistics.median(ordered),
+                              "wall_p20_ms": ordered[int(0.2 * (len(ordered) - 1))],
+                              "wall_p80_ms": ordered[int(0.8 * (len(ordered) - 1))],
+                              "pipelined_ms": back_to_back, "steps": len(ordered), "rounds": rounds,
+                              "interleaved": list(fns)})
+    return results
+
+
 def gpu_time(fn: Callable[[], object], device: Any, steps: int, top: int = 8) -> dict[str, Any]:
     """GPU time per step: the summed time of every kernel (and memcpy / memset) the profiler records over
     `steps` calls, divided by steps; per kernel class, and the `top` kernels by time."""

@@ -110,6 +110,7 @@ class Settings:
     loss_batches: int = 4        # fixed random batches the loss comparison cycles through
     loss_autocast: bool = True   # fp32 weights + torch.autocast(dtype) (CUDA); False: weights in dtype
     cudnn_benchmark: bool = True   # cuDNN picks its algorithms by timing them (as benchmarks/conv.py runs it)
+    interleave: bool = True      # eager: stock and converted side by side, timed in alternating rounds
 
 
 # -- models --------------------------------------------------------------------------------------------------
@@ -279,6 +280,44 @@ def measure_variant(row: dict, spec: ModelSpec, base: Any, variant: str, s: Sett
             _reset_compiled()
 
 
+def measure_eager_pair(row: dict, spec: ModelSpec, base: Any, s: Settings, budget: Budget,
+                       phases: tuple[str, ...]) -> None:
+    """Stock and converted eager, side by side on the device, timed in alternation per phase
+    (measure.interleaved_wall_times) into row['runs'][phase]['{variant}_eager']."""
+    import torch
+
+    device, dtype = torch.device(s.device), getattr(torch, s.dtype)
+    models = {}
+    for variant in VARIANTS:
+        models[variant], converted = _prepare(base, variant, device, dtype, spec.video)
+        if converted is not None:
+            row["layers"] = _layers(converted)
+    x, labels = _inputs(spec, s, device, dtype, row["num_classes"])
+    for phase in phases:
+        slot = row["runs"].setdefault(phase, {})
+        if budget.spent():
+            slot.update({f"{v}_eager": {"skipped": SKIPPED} for v in VARIANTS})
+            continue
+        started = time.perf_counter()
+        try:
+            steps = {}
+            for variant, model in models.items():
+                model.train() if phase == "train" else model.eval()
+                steps[variant] = make_step(phase, model, model, x, labels, False)
+            timed = measure.interleaved_wall_times(steps, device, s.warmup, s.steps, pipelined=s.pipelined)
+            for variant, step in steps.items():
+                result = timed[variant]
+                if device.type == "cuda":
+                    result.update(measure.gpu_time(step, device, s.profile_steps))
+                result["seconds"] = time.perf_counter() - started
+                slot[f"{variant}_eager"] = result
+                print(f"  {phase:5s} {variant + '_eager':18s} {_brief(result)}", flush=True)
+        except Exception as exc:  # noqa: BLE001 - a model failure is a result: recorded
+            slot.update({f"{v}_eager": {**_error(exc), "seconds": time.perf_counter() - started}
+                         for v in VARIANTS})
+            print(f"  {phase:5s} ERROR {_error(exc)['error'][:200]}", flush=True)
+
+
 def _compile_counts() -> dict[str, int]:
     """torch.compile's running counts: graph breaks, and compiled graphs Inductor ran without CUDA graphs
     under reduce-overhead (a skip leaves the host cost in the step: the reason is in the log)."""
@@ -337,7 +376,14 @@ def measure_model(row: dict[str, Any], spec: ModelSpec, s: Settings, budget: Bud
     batch = s.video_batch if spec.video else s.batch
     row.update(source=source, input_shape=[batch, *spec.input], num_classes=_num_classes(base),
                params_m=sum(p.numel() for p in base.parameters()) / 1e6)
-    for variant in VARIANTS:
+    if mode == "eager" and s.interleave:
+        try:
+            measure_eager_pair(row, spec, base, s, budget, phases)
+        except Exception as exc:  # noqa: BLE001 - e.g. out of memory: recorded
+            row.setdefault("errors", {})["eager"] = _error(exc)
+            print(f"  eager: ERROR {_error(exc)['error'][:200]}", flush=True)
+        _free(s)
+    for variant in VARIANTS if not (mode == "eager" and s.interleave) else ():
         try:
             measure_variant(row, spec, base, variant, s, budget, mode, phases)
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory: recorded per variant
@@ -470,7 +516,8 @@ def passes(s: Settings) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    loss = {"loss_autocast": not args.loss_no_autocast, "cudnn_benchmark": not args.no_cudnn_benchmark}
+    loss = {"loss_autocast": not args.loss_no_autocast, "cudnn_benchmark": not args.no_cudnn_benchmark,
+            "interleave": not args.no_interleave}
     if args.smoke:
         return Settings(device="cpu", dtype="float32", batch=1, video_batch=1, steps=args.steps or 2,
                         warmup=1, compiled_warmup=2, modes=MODES if args.smoke_compile else ("eager",),
@@ -507,6 +554,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loss-only", action="store_true", help="the loss comparison alone (no timing)")
     parser.add_argument("--loss-no-autocast", action="store_true",
                         help="loss comparison with bf16 weights (default: fp32 weights under autocast bf16)")
+    parser.add_argument("--no-interleave", action="store_true",
+                        help="eager: time stock, then converted (default: side by side, alternating rounds)")
     parser.add_argument("--no-cudnn-benchmark", action="store_true",
                         help="leave torch.backends.cudnn.benchmark off (default: on, for both variants)")
     parser.add_argument("--merge", nargs="+", type=Path, metavar="JSON",
