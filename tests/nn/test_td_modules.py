@@ -234,3 +234,30 @@ def test_a_layer_plan_samples_both_paths_then_runs_the_cheaper(cls, args, x_shap
     assert (nodes[-1] == torch_node) is on_torch
     bigger = mod(torch.randn((2, *x_shape[1:]), requires_grad=True))
     assert type(bigger.grad_fn).__name__ != torch_node
+
+
+@pytest.mark.parametrize("cls, args, x_shape", [(tdnn.Conv2d, (4, 6, 3), (1, 4, 5, 6)),
+                                                (tdnn.Linear, (4, 6), (3, 4))])
+def test_a_call_like_the_last_one_settled_on_torch_skips_the_signature(cls, args, x_shape, monkeypatch):
+    """Host time: once a plan has sent a call to torch's layer, the next call with the same input shape and
+    grad mode goes there without building its signature; any other call takes the full path."""
+    from tiledispatch.nn import eager
+    from tiledispatch.nn.layer_plan import LayerPlan
+
+    mod = cls(*args)
+    x = torch.randn(x_shape)
+    with torch.no_grad():
+        plan = mod._td_plans[eager.signature(x, mod.weight, mod.bias)] = LayerPlan((False, False))
+        plan.stage, plan.on_torch = "settled", True
+        mod(x)                                        # the full path: the plan sends it to torch's layer
+
+        def no_signature(*args):
+            raise AssertionError("signature built")
+
+        monkeypatch.setattr(eager, "signature", no_signature)
+        assert torch.allclose(mod(x), (torch.nn.functional.conv2d if cls is tdnn.Conv2d
+                                       else torch.nn.functional.linear)(x, mod.weight, mod.bias))
+        with pytest.raises(AssertionError, match="signature built"):
+            mod(torch.randn((2, *x_shape[1:])))       # another shape
+    with pytest.raises(AssertionError, match="signature built"):
+        mod(x)                                        # grad mode on

@@ -48,6 +48,7 @@ def _autocast(device: torch.device, *tensors: Any) -> tuple:
 
 
 _compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
 _linear = torch.nn.functional.linear
 
 
@@ -76,6 +77,7 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
         """Decide whether this module runs on tiledispatch and prepare its arguments: called by __init__ and
         by convert (which swaps the class of an existing torch module)."""
         self.td_reason = conv_reason(self)
+        self._td_last: tuple | None = None   # (input shape, grad mode) last sent to torch's layer by a plan
         if self.td_reason is not None:
             return
         stride, dilation = list(self.stride), list(self.dilation)
@@ -89,6 +91,9 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
 
     def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor,
                       bias: torch.Tensor | None) -> torch.Tensor:
+        last = self._td_last   # the call before was settled on torch's layer: same shape and grad mode, again
+        if last is not None and input.shape == last[0] and _grad_enabled() is last[1] and not _compiling():
+            return super()._conv_forward(input, weight, bias)
         if self.td_reason is not None:
             # torch.nn.Conv1d/2d/3d's, next in the method order of the concrete classes
             return super()._conv_forward(input, weight, bias)
@@ -99,6 +104,7 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
             plan = self._td_plans.get(key)
             if plan is not None and plan.stage != "td":
                 if plan.on_torch:
+                    self._td_last = (input.shape, _grad_enabled())
                     return super()._conv_forward(input, weight, bias)
                 if plan.stage == "torch":   # sampling the host time of torch's layer (from the top)
                     y = super()._conv_forward(input, weight, bias)
@@ -166,9 +172,13 @@ class Linear(torch.nn.Linear):
 
     def _td_setup(self) -> None:
         self.td_reason = None
+        self._td_last: tuple | None = None   # (input shape, grad mode) last sent to torch's layer by a plan
         self._td_plans: dict[tuple, LayerPlan] = {}   # by input signature (eager.LayerPlan)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
+        last = self._td_last   # the call before was settled on torch's layer: same shape and grad mode, again
+        if last is not None and input.shape == last[0] and _grad_enabled() is last[1] and not _compiling():
+            return super().forward(input)
         if self.td_reason is not None:
             return super().forward(input)
         compiling, plan = _compiling(), None
@@ -178,6 +188,7 @@ class Linear(torch.nn.Linear):
             plan = self._td_plans.get(key)
             if plan is not None and plan.stage != "td":
                 if plan.on_torch:
+                    self._td_last = (input.shape, _grad_enabled())
                     return super().forward(input)
                 if plan.stage == "torch":   # sampling torch's layer (one addmm and its backward node)
                     y = _linear(input.reshape(-1, self.in_features), self.weight, self.bias)
