@@ -93,12 +93,16 @@ def test_killed_build_takes_its_workers_along_and_the_next_build_sweeps_their_st
 
 
 INTERRUPTED_BUILD = textwrap.dedent("""
+    import signal
     import sys
     from tiledispatch.build.compile import CompileTask
     from tiledispatch.build.pool import run_tasks
 
     SOURCE = "import time\\nopen({marks!r} + '/' + {{name!r}}, 'w').close()\\ntime.sleep(3)\\nENTRIES = []\\n"
     if __name__ == "__main__":
+        # Ctrl-C raises KeyboardInterrupt, as in a terminal, even where the test runner was started in the
+        # background by a shell without job control (SIGINT ignored, and inherited as ignored).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         names = [f"slow{{i}}" for i in range(5)]
         run_tasks([CompileTask(n, "sm_90", 90, n, SOURCE.format(name=n), sys.argv[1]) for n in names], 1)
 """)
