@@ -54,6 +54,12 @@ class CacheError(TileDispatchError):
     """The on-disk cache or tuning database is unusable (version mismatch, unreadable)."""
 
 
+class BundleError(TileDispatchError, ValueError):
+    """A deployment bundle is refused: unreadable, tampered with (a hash or file differs from its manifest),
+    written for another arch, Triton or tiledispatch version, or lacking a kernel a strict load needs.
+    `field` names what did not match."""
+
+
 def legal(values: Iterable[object]) -> str:
     """Format a closed set of legal values for an error message."""
     return ", ".join(repr(v) for v in values)

@@ -20,6 +20,10 @@ ENV_VARS = {
     "TILEDISPATCH_RANK_SPACE": "1: `auto` ranks every declared config of a key's full space with the cost "
                                "model and compiles the pick on first use; 0: it ranks the prebuilt "
                                "essential presets only (default 0; never on Triton's interpreter)",
+    "TILEDISPATCH_BUNDLE": "path of a bundle written by `tiledispatch export`: verified on first use, then "
+                           "registries load their kernels from it (see load_bundle)",
+    "TILEDISPATCH_BUNDLE_STRICT": "1: with a bundle, a build that would compile a kernel the bundle lacks "
+                                  "raises BundleError instead (default 0: it compiles and warns)",
 }
 
 
@@ -99,3 +103,22 @@ def rank_space() -> bool | None:
         return False
     raise BadInput(f"TILEDISPATCH_RANK_SPACE={value!r} is not valid; legal values: '1', '0' (or unset: off)",
                    field="TILEDISPATCH_RANK_SPACE")
+
+
+def bundle_path() -> Path | None:
+    """The bundle TILEDISPATCH_BUNDLE names (None when unset)."""
+    value = _get("TILEDISPATCH_BUNDLE")
+    return Path(value).expanduser() if value else None
+
+
+def bundle_strict() -> bool:
+    value = _get("TILEDISPATCH_BUNDLE_STRICT")
+    if value is None:
+        return False
+    lowered = value.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise BadInput(f"TILEDISPATCH_BUNDLE_STRICT={value!r} is not valid; legal values: '1', '0' (or unset: 0)",
+                   field="TILEDISPATCH_BUNDLE_STRICT")

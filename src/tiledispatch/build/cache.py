@@ -84,15 +84,26 @@ def ensure_root(root: Path) -> None:
 
 
 def new_staging_dir(root: Path, arch: str) -> Path:
-    staging = root / arch / STAGING / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex}"
-    staging.mkdir(parents=True)
-    return staging
+    return new_private_dir(root / arch / STAGING)
 
 
 def sweep_staging(root: Path, arch: str) -> list[Path]:
     """Remove the staging dirs of builders that died (killed mid-compile); returns those removed."""
+    return sweep_abandoned(root / arch / STAGING)
+
+
+def new_private_dir(parent: Path) -> Path:
+    """A new <host>-<pid>-<random> directory under `parent`: a writer's private staging dir, which
+    sweep_abandoned(parent) removes once its process is gone."""
+    path = parent / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex}"
+    path.mkdir(parents=True)
+    return path
+
+
+def sweep_abandoned(parent: Path) -> list[Path]:
+    """Remove the private dirs under `parent` whose writer died; returns those removed."""
     try:
-        children = list((root / arch / STAGING).iterdir())
+        children = list(parent.iterdir())
     except (FileNotFoundError, NotADirectoryError):
         return []
     gone = [child for child in children if _abandoned(child)]

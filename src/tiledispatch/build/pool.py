@@ -21,6 +21,13 @@ from tiledispatch.build.compile import CompileResult, CompileTask, run_task
 
 PR_SET_PDEATHSIG = 1      # <linux/prctl.h>
 WATCH_INTERVAL_S = 0.5
+_COMPILED = [0]           # compile tasks this process ran (see compilations)
+
+
+def compilations() -> int:
+    """Kernels this process has compiled (attempts, failed ones included) since it started: what a run from a
+    bundle (bundle/) proves is zero."""
+    return _COMPILED[0]
 
 
 def _init_worker(triton_cache: str, parent: int) -> None:
@@ -67,6 +74,7 @@ def run_tasks(tasks: Sequence[CompileTask], max_workers: int,
         futures = [pool.submit(run_task, task) for task in tasks]
         for future in as_completed(futures):
             result = future.result()
+            _COMPILED[0] += 1
             results.append(result)
             if on_done is not None:
                 on_done(result)

@@ -8,6 +8,7 @@ from typer.core import TyperGroup
 
 from tiledispatch.cli import (
     build_cmds,
+    bundle_cmds,
     cache_cmds,
     data_cmd,
     demo,
@@ -109,7 +110,7 @@ def root(
 
 
 COMMAND_MODULES = (info_cmd, build_cmds, list_cmd, run_cmds, profile_cmd, cache_cmds, demo, problems_cmd,
-                   sweep_cmd, data_cmd, ml_cmds)
+                   sweep_cmd, data_cmd, ml_cmds, bundle_cmds)
 for _module in COMMAND_MODULES:
     _module.register(app)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import json
 from importlib import resources
+from pathlib import Path
 
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
@@ -16,11 +17,33 @@ def list_presets() -> list[str]:
     return sorted(f.name[:-5] for f in files if f.name.endswith(".json"))
 
 
-@functools.cache
 def _read(name: str) -> dict:
+    """The preset's JSON: the active bundle's copy when it exported this preset (bundle/), else the
+    package's."""
+    from tiledispatch.bundle.active import current
+
+    bundle = current()
+    bundled = bundle.preset_file(name) if bundle is not None else None
+    if bundled is not None:
+        return _parse(str(bundled))
     if name not in list_presets():
         raise bad_choice(InvalidConfig, "preset", name, list_presets())
-    return json.loads(resources.files("tiledispatch.presets").joinpath(f"{name}.json").read_text())
+    return _parse(name)
+
+
+@functools.cache
+def _parse(source: str) -> dict:
+    """A packaged preset by name, or a bundled one by path (read once)."""
+    if source.endswith(".json"):
+        return json.loads(Path(source).read_text())
+    return json.loads(resources.files("tiledispatch.presets").joinpath(f"{source}.json").read_text())
+
+
+def preset_text(name: str) -> str:
+    """The packaged JSON file of a preset, as written (what a bundle ships)."""
+    if name not in list_presets():
+        raise bad_choice(InvalidConfig, "preset", name, list_presets())
+    return resources.files("tiledispatch.presets").joinpath(f"{name}.json").read_text()
 
 
 def preset_info(name: str) -> dict:

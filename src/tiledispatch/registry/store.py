@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,9 @@ from typing import Any, TypeVar
 from tiledispatch import settings
 from tiledispatch.arch.spec import ArchSpec, detect, get_arch
 from tiledispatch.build import cache
+from tiledispatch.bundle.active import current as active_bundle
+from tiledispatch.bundle.active import strict as bundle_strict
+from tiledispatch.bundle.manifest import Bundle
 from tiledispatch.build.compile import CompileResult, CompileTask
 from tiledispatch.codegen.lint import check_source
 from tiledispatch.codegen.render import render_source
@@ -20,7 +24,8 @@ from tiledispatch.configs.fields import raise_first_error
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.configs.naming import parse_name
 from tiledispatch.configs.vendor import VendorConfig
-from tiledispatch.errors import InvalidConfig, InvalidConfigType, NoKernelFound, UnsupportedProblem
+from tiledispatch.errors import (BundleError, InvalidConfig, InvalidConfigType, NoKernelFound,
+                                 UnsupportedProblem)
 from tiledispatch.kernels.family import config_errors
 from tiledispatch.memo import Memo, Stamp, build_epoch
 from tiledispatch.problems.conv import ConvProblem
@@ -32,20 +37,26 @@ from tiledispatch.select.selector import Plan, plans_of
 from tiledispatch.select.tuning_db import TuningDB
 
 S = TypeVar("S", bound="KernelStore")
+_LOG = logging.getLogger("tiledispatch")
 
 
 @dataclasses.dataclass
 class BuildReport:
+    """What a build did per kernel: compiled (`built`), taken from the build cache (`cached`) or from the
+    active bundle (`from_bundle`, see load_bundle), or failed (with the reason)."""
+
     built: list[str] = dataclasses.field(default_factory=list)
     cached: list[str] = dataclasses.field(default_factory=list)
     failed: dict[str, str] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
+    from_bundle: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     def __str__(self) -> str:
-        return (f"{len(self.built)} built, {len(self.cached)} from cache, {len(self.failed)} failed "
+        bundle = f", {len(self.from_bundle)} from the bundle" if self.from_bundle else ""
+        return (f"{len(self.built)} built, {len(self.cached)} from cache, {len(self.failed)} failed{bundle} "
                 f"in {self.seconds:.2f} s")
 
 
@@ -195,10 +206,15 @@ class KernelStore:
         start = time.perf_counter()
         report = BuildReport()
         todo: list[CompileTask] = []
+        bundle = active_bundle()
+        layer = bundle if bundle is not None and bundle.arch == self.arch.name else None
         for kernel in kernels:
             if isinstance(kernel, VendorKernel):   # the vendor library: nothing to compile
                 continue
             task = self._task(kernel)
+            if layer is not None and self._from_bundle(kernel, task, layer):
+                report.from_bundle.append(kernel.name)
+                continue
             entry = task.entry
             existed = entry.exists()   # checked first: entries appear complete, by atomic rename
             if cache.read_entry(entry) is not None:
@@ -211,6 +227,8 @@ class KernelStore:
             # before compiling, once per cache miss: raises CodegenError
             check_source(task.source, kernel.name)
             todo.append(task)
+        if bundle is not None and todo:
+            _compiling_beside(bundle, [task.name for task in todo])
         what = (what.format(n=len(todo)) + f" for {self.arch.name} into {self.cache_dir} "
                 "(cached for later runs)")
         with progress_bar(what, len(todo), progress) as advance:
@@ -228,6 +246,21 @@ class KernelStore:
         self._version += 1
         report.seconds = time.perf_counter() - start
         return report
+
+    def _from_bundle(self, kernel: Kernel, task: CompileTask, bundle: Bundle) -> bool:
+        """Point `kernel` at the bundle's entry of its fingerprint, if the bundle holds one (never written to:
+        a corrupt entry there is an error, not a rebuild)."""
+        entry = bundle.entry(kernel.name, task.fingerprint)
+        if entry is None:
+            return False
+        if cache.read_entry(entry) is None:
+            raise BundleError(f"bundle {bundle.path}: the entry of {kernel.name} is corrupt or incomplete "
+                              "(modified after it was loaded?)", field="files")
+        if kernel.entry_dir != entry:
+            kernel.entry_dir = entry
+        self.failed.pop(kernel.name, None)
+        bundle.served += 1
+        return True
 
     # -- lookup ---------------------------------------------------------------------------------------
     @property
@@ -313,6 +346,16 @@ class KernelStore:
         for name in lazy:
             registry.add(name, on_demand=True)
         return registry
+
+
+def _compiling_beside(bundle: Bundle, names: list[str]) -> None:
+    """A bundle is active yet these kernels must compile (it lacks them): raise when strict, else warn."""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    why = (f"the bundle {bundle.path} ({bundle.arch}) lacks {len(names)} kernel(s) this build needs: {shown}")
+    if bundle_strict():
+        raise BundleError(f"{why}; a strict bundle compiles nothing (export them too, or load it with "
+                          "strict=False / TILEDISPATCH_BUNDLE_STRICT=0)", field="kernel")
+    _LOG.warning("%s; compiling them (the build cache keeps them)", why)
 
 
 def summarize(reasons: dict[str, str]) -> str:

@@ -13,6 +13,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.problems.conv import ConvProblem
 
 MODELS_PACKAGE = "tiledispatch.models"
@@ -29,10 +31,26 @@ def models_root() -> Path:
     return Path(str(resources.files(MODELS_PACKAGE)))
 
 
+def config_model_key(config: GemmConfig | ConvConfig) -> str:
+    """The model key of the problems a config's kernels compute (as model_key)."""
+    if isinstance(config, ConvConfig):
+        return f"conv_{config.direction}_{config.dtype}"
+    return f"gemm_none_{config.dtype}"
+
+
+def model_dir(arch: str, key: str) -> Path:
+    """Where the model of (arch, key) is: in the active bundle when it ships one (bundle/), else in the
+    package."""
+    from tiledispatch.bundle.active import current
+
+    bundle = current()
+    folder = bundle.model_dir(arch, key) if bundle is not None else None
+    return folder if folder is not None else models_root() / arch / key
+
+
 @functools.cache
-def _load(arch: str, key: str) -> tuple[Any, str]:
+def _load(folder: Path, arch: str, key: str) -> tuple[Any, str]:
     """(model or None, why not) for a shipped model directory."""
-    folder = models_root() / arch / key
     if not (folder / "meta.json").is_file():
         return None, f"no cost model for {arch} {key.replace('_', ' ')}"
     from tiledispatch.ml.features import FEATURE_SPEC_VERSION
@@ -46,4 +64,5 @@ def _load(arch: str, key: str) -> tuple[Any, str]:
 
 def shipped_model(arch: str, problem: Any) -> tuple[Any, str]:
     """The shipped model for `problem` on `arch`, or (None, the reason there is none)."""
-    return _load(arch, model_key(problem))
+    key = model_key(problem)
+    return _load(model_dir(arch, key), arch, key)

@@ -82,7 +82,16 @@ class TuningDB:
         return f"{device}|{signature}"
 
     def lookup(self, device: str, signature: str) -> dict | None:
-        return self.entries.get(self.key(device, signature))
+        """The winner stored for (device, signature): this DB's, else the active bundle's (bundle/)."""
+        key = self.key(device, signature)
+        hit = self.entries.get(key)
+        if hit is None:
+            from tiledispatch.bundle.active import current
+
+            bundle = current()
+            if bundle is not None and bundle.arch == self.arch:
+                hit = bundle.tuning.get(key)
+        return hit
 
     def store(self, device: str, signature: str, kernel: str, timings_ms: dict[str, float]) -> None:
         """Merge one winner into the file (locked read-modify-write, atomic replace)."""
