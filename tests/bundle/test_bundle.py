@@ -1,6 +1,6 @@
 """CPU lane: deployment bundles. Export two small sm_90 kernels (from the session's build cache), verify the
-manifest, load into an empty cache and build with nothing compiled; tampered, incomplete and mismatched bundles
-are refused with BundleError naming the field; an interrupted export leaves no bundle."""
+manifest, load into an empty cache and build with nothing compiled; tampered, incomplete and mismatched
+bundles are refused with BundleError naming the field; an interrupted export leaves no bundle."""
 from __future__ import annotations
 
 import hashlib
@@ -108,7 +108,8 @@ def test_selection_reads_the_bundles_models_and_tuning_entries(exported):
     path, _ = exported
     td.load_bundle(path)
     assert cost_model.model_dir("sm_90", "gemm_none_fp16").is_relative_to(path)
-    assert cost_model.model_dir("sm_90", "conv_fwd_bf16") == cost_model.models_root() / "sm_90" / "conv_fwd_bf16"
+    packaged = cost_model.models_root() / "sm_90" / "conv_fwd_bf16"
+    assert cost_model.model_dir("sm_90", "conv_fwd_bf16") == packaged   # not in the bundle: the package's
     assert TuningDB("sm_90").lookup(DEVICE, SIGNATURE)["kernel"] == GEMM.name
     assert TuningDB("sm_80").lookup(DEVICE, SIGNATURE) is None
     active.deactivate()
@@ -126,6 +127,27 @@ def test_a_kernel_the_bundle_lacks_compiles_with_a_warning_or_is_refused_when_st
     report = registry_of(GEMM, OTHER).build(max_workers=1)
     assert report.built == [OTHER.name] and report.from_bundle == [GEMM.name]
     assert any("lacks 1 kernel" in r.getMessage() and OTHER.name in r.getMessage() for r in caplog.records)
+
+
+def test_default_registries_take_the_bundles_preset_and_kernels(copy):
+    """A bundle whose gemm_fp16_rcr_essential preset holds GEMM only (edited, manifest rewritten): td.gemm's
+    default registry declares that preset from the bundle and takes its kernel from it."""
+    name = "gemm_fp16_rcr_essential"
+    rel = f"presets/{name}.json"
+    (copy / "presets").mkdir()
+    (copy / rel).write_text(json.dumps({"configs": [GEMM.name]}))
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["presets"].append(name)
+    manifest["files"][rel] = hashlib.sha256((copy / rel).read_bytes()).hexdigest()
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    bundle = td.load_bundle(copy)   # forgets the small defaults: the real default registries are made again
+    before = compilations()
+    a, b = torch.randn(24, 40, dtype=torch.float16), torch.randn(16, 40, dtype=torch.float16).t()
+    torch.testing.assert_close(td.gemm(a, b).float(), a.float() @ b.float(), atol=2e-2, rtol=2e-2)
+    registry = defaults.registries()[("gemm", "fp16", "rcr", td.Epilogue())]
+    assert [k.name for k in registry if k.built and k.entry_dir is not None] == [GEMM.name]
+    assert registry.get(GEMM.name).entry_dir.is_relative_to(copy) and compilations() == before
+    assert bundle.stats()["served"] == 1
 
 
 @pytest.mark.parametrize("damage, words", [
