@@ -253,3 +253,35 @@ def test_an_existing_bundle_is_replaced_only_with_force(isolated_cache, tmp_path
     with pytest.raises(td.BundleError, match="not a bundle"):
         export_bundle(tmp_path / "mine", configs=[GEMM], arch="sm_90", cache_dir=isolated_cache, force=True)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
+
+
+@pytest.mark.parametrize("text, parsed", [("none", ("none", "none")), ("relu+bias", ("relu", "col")),
+                                          ("bias_row + GELU", ("gelu", "row")), ("silu", ("silu", "none"))])
+def test_parse_epilogue(text, parsed):
+    assert export.parse_epilogue(text) == parsed
+
+
+@pytest.mark.parametrize("text", ["", "relu+gelu", "bias+swish"])
+def test_parse_epilogue_refuses_unknown_words(text):
+    with pytest.raises(td.BadInput) as info:
+        export.parse_epilogue(text)
+    assert info.value.field == "epilogue"
+
+
+def test_epilogues_add_each_presets_fused_instances(isolated_cache, tmp_path, monkeypatch):
+    """Two one-kernel presets (stand-ins for packaged ones), exported with a fused relu + bias: the bundle holds
+    the instances td.gemm(bias=..., activation="relu") and td.conv(x, w, bias, activation="relu") declare."""
+    from tiledispatch import presets
+
+    fake = {"one_gemm": [GEMM], "one_conv": [CONV]}
+    monkeypatch.setattr(presets, "load_preset", lambda name: list(fake[name]))
+    monkeypatch.setattr(export, "load_preset", lambda name: list(fake[name]))
+    monkeypatch.setattr(export, "preset_text", lambda name: json.dumps({"configs": [c.name for c in fake[name]]}))
+    report = export_bundle(tmp_path / "b", ["one_gemm", "one_conv"], arch="sm_90", epilogues=["relu+bias"],
+                           cache_dir=isolated_cache, max_workers=2)
+    bundle = open_bundle(report.path)
+    expected = {GEMM.name, CONV.name, GEMM.with_epilogue(td.Epilogue("relu", "col")).name,
+                CONV.with_epilogue("relu", True).name}
+    assert set(bundle.kernels) == expected and bundle.manifest["epilogues"] == ["relu+bias"]
+    with pytest.raises(td.BadInput, match="per output channel"):
+        export_bundle(tmp_path / "c", ["one_conv"], arch="sm_90", epilogues=["bias_row"], cache_dir=isolated_cache)

@@ -23,8 +23,9 @@ from tiledispatch.bundle.manifest import (FORMAT, FORMAT_VERSION, KERNELS, MANIF
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.configs.naming import parse_name
-from tiledispatch.errors import BundleError, CompileError, InvalidConfig
-from tiledispatch.presets import preset_text
+from tiledispatch.errors import BadInput, BundleError, CompileError, InvalidConfig, legal
+from tiledispatch.presets import load_preset, preset_text
+from tiledispatch.problems.gemm import ACTIVATIONS, Epilogue
 from tiledispatch.progress import progress_bar
 from tiledispatch.registry.store import BuildReport, KernelStore
 from tiledispatch.select.cost_model import config_model_key, model_dir
@@ -57,19 +58,30 @@ class ExportReport:
 
 def export_bundle(out: str | Path, presets: Iterable[str] = (),
                   configs: Iterable[GemmConfig | ConvConfig | str] = (), arch: str | None = None, *,
-                  cache_dir: str | Path | None = None, max_workers: int | None = None,
-                  progress: bool | None = None, force: bool = False) -> ExportReport:
+                  epilogues: Iterable[str] = (), cache_dir: str | Path | None = None,
+                  max_workers: int | None = None, progress: bool | None = None,
+                  force: bool = False) -> ExportReport:
     """Write the bundle of `presets` (and extra `configs`) for `arch` (default: the device's, else
-    $TILEDISPATCH_ARCH) at `out`. Raises CompileError if a kernel fails to build (no bundle is written), and
-    BundleError if `out` exists (force=True replaces an earlier bundle, never another directory)."""
+    $TILEDISPATCH_ARCH) at `out`. `epilogues` (see parse_epilogue) add each preset's instances specialised to
+    these fused epilogues, as td.gemm / td.conv* declare them for calls with a bias or an activation. Raises
+    CompileError if a kernel fails to build (no bundle is written), and BundleError if `out` exists
+    (force=True replaces an earlier bundle, never another directory)."""
     start = time.perf_counter()
     out = Path(out).expanduser().resolve()
     presets = list(dict.fromkeys(presets))
+    epilogues = list(dict.fromkeys(epilogues))
+    fused = [parse_epilogue(text) for text in epilogues]
     spec = get_arch(arch) if arch is not None else detect()
     _check_out(out, force)
     store = KernelStore(spec, cache_dir=cache_dir)
     for name in presets:
         store.add_preset(name)
+        conv = isinstance(load_preset(name)[0], ConvConfig)
+        for activation, bias in fused:
+            if conv and bias == "row":
+                raise BadInput("epilogue bias_row: a convolution's bias is per output channel (use 'bias')",
+                               field="epilogue")
+            store.add_preset(name, (activation, bias != "none") if conv else Epilogue(activation, bias))
     for cfg in configs:
         store.add(parse_name(cfg) if isinstance(cfg, str) else cfg)
     if len(store) == 0:
@@ -87,7 +99,7 @@ def export_bundle(out: str | Path, presets: Iterable[str] = (),
     cache.sweep_abandoned(parent)
     staging = cache.new_private_dir(parent)
     try:
-        manifest = _write(staging, store, presets, models, tuning, progress)
+        manifest = _write(staging, store, presets, epilogues, models, tuning, progress)
         _publish(staging, out, force)
     finally:
         shutil.rmtree(staging, ignore_errors=True)   # gone already after a successful publish
@@ -96,6 +108,26 @@ def export_bundle(out: str | Path, presets: Iterable[str] = (),
     return ExportReport(str(out), spec.name, len(manifest["kernels"]), len(manifest["files"]),
                         manifest["bytes"], time.perf_counter() - start, report, models, len(tuning),
                         dict(store.skipped))
+
+
+def parse_epilogue(text: str) -> tuple[str, str]:
+    """(activation, bias mode) of an epilogue written as '+'-joined words: an activation, `bias` (a GEMM's
+    per-column bias, as td.gemm(bias=...) and nn.Linear use, or a convolution's), `bias_row`, `bias_col`;
+    `none` alone is the identity. E.g. `relu+bias`, `gelu`, `silu+bias_row`."""
+    activation, bias = "none", "none"
+    words = [word.strip().lower() for word in text.split("+") if word.strip()]
+    for word in words:
+        if word in ("bias", "bias_col", "bias_row"):
+            bias = "row" if word == "bias_row" else "col"
+        elif word in ACTIVATIONS and activation == "none":
+            activation = word
+        else:
+            raise BadInput(f"epilogue {text!r}: {word!r} is not valid; legal words: "
+                           f"{legal((*ACTIVATIONS[1:], 'bias', 'bias_col', 'bias_row'))} (one activation), "
+                           "or 'none'", field="epilogue")
+    if not words:
+        raise BadInput("epilogue '': give e.g. 'relu+bias' or 'none'", field="epilogue")
+    return activation, bias
 
 
 def _check_out(out: Path, force: bool) -> None:
@@ -123,7 +155,7 @@ def _tuning_entries(arch: str) -> dict[str, dict]:
     return entries
 
 
-def _write(staging: Path, store: KernelStore, presets: list[str], models: list[str],
+def _write(staging: Path, store: KernelStore, presets: list[str], epilogues: list[str], models: list[str],
            tuning: dict[str, dict], progress: bool | None) -> dict[str, Any]:
     """Copy everything into `staging`, hash it, and write the manifest last."""
     arch = store.arch.name
@@ -158,7 +190,8 @@ def _write(staging: Path, store: KernelStore, presets: list[str], models: list[s
         "format": FORMAT, "format_version": FORMAT_VERSION, **running_versions(), "arch": arch,
         "cuda_target": {"backend": "cuda", "arch": store.arch.cc, "warp_size": 32},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "presets": presets, "kernels": kernels, "skipped": dict(store.skipped), "models": models,
+        "presets": presets, "epilogues": epilogues, "kernels": kernels, "skipped": dict(store.skipped),
+        "models": models,
         "tuning": tuning_rel, "tuning_entries": len(tuning),
         "bytes": sum((staging / rel).stat().st_size for rel in files), "files": files,
     }

@@ -26,6 +26,10 @@ def export(
     config: Annotated[Path | None, typer.Option(
         "--config", help="JSON file of more kernels: a list of instance names / config dicts, a registry "
         "JSON or a preset-style {'configs': [...]}", show_default=False)] = None,
+    epilogue: Annotated[list[str] | None, typer.Option(
+        "--epilogue", help="also export each preset specialised to this fused epilogue, as td.gemm / "
+        "td.conv* use for calls with a bias or an activation: '+'-joined words, e.g. bias, relu+bias, gelu, "
+        "silu+bias_row (repeat for several)", show_default=False)] = None,
     gpu_target: TargetOpt = None,
     jobs: WorkersOpt = None,
     force: Annotated[bool, typer.Option("--force", help="replace an earlier bundle at --out")] = False,
@@ -41,7 +45,8 @@ def export(
     if jobs is not None and jobs < 1:
         raise BadInput(f"-j {jobs} must be >= 1", field="jobs")
     configs = _configs_of(config, gpu_target) if config is not None else []
-    report = export_bundle(out, preset or [], configs, gpu_target, max_workers=jobs, force=force)
+    report = export_bundle(out, preset or [], configs, gpu_target, epilogues=epilogue or [], max_workers=jobs,
+                           force=force)
     if json_out:
         emit_json(report.to_dict())
         return
