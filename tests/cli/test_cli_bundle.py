@@ -53,3 +53,19 @@ def test_export_needs_a_known_preset_and_verify_checks_the_arch(tmp_path, monkey
     assert result.exit_code == 1 and "holds kernels for sm_90, this device is sm_80" in result.stderr
     assert invoke("verify-bundle", tmp_path / "b", "--any-arch").exit_code == 0
     assert not (tmp_path / "b" / "presets").exists()
+
+
+def test_run_takes_its_kernel_from_the_bundle_in_an_empty_cache(tmp_path, monkeypatch):
+    from tiledispatch.build.pool import compilations
+
+    kernels = tmp_path / "kernels.json"
+    kernels.write_text(json.dumps(NAMES[:1]))
+    result = invoke("export", "--config", kernels, "--gpu-target", "sm_90", "--out", tmp_path / "b")
+    assert result.exit_code == 0, result.output
+    monkeypatch.setenv("TILEDISPATCH_BUNDLE", str(tmp_path / "b"))
+    monkeypatch.setenv("TILEDISPATCH_CACHE_DIR", str(tmp_path / "empty"))
+    before = compilations()
+    result = invoke("run", "gemm", 37, 45, 100, "--dtype", "fp16", "--kernel", NAMES[0], "--validate", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["validation"]["passed"] and compilations() == before
+    assert not (tmp_path / "empty" / "sm_90").exists()

@@ -94,7 +94,8 @@ def ranking(registry: KernelStore, problem: GemmProblem | ConvProblem, model: An
 
 @dataclasses.dataclass
 class SpaceReport:
-    """What making the picked plans ready took: kernels compiled now, read from the build cache, failed."""
+    """What making the picked plans ready took: kernels compiled now, read from the build cache (or the active
+    bundle, a read-only layer of it), failed."""
 
     compiled: list[str] = dataclasses.field(default_factory=list)
     cached: list[str] = dataclasses.field(default_factory=list)
@@ -103,7 +104,7 @@ class SpaceReport:
 
     def add(self, build: BuildReport) -> None:
         self.compiled += build.built
-        self.cached += build.cached
+        self.cached += build.cached + build.from_bundle
         self.failed.update(build.failed)
         self.seconds += build.seconds
 

@@ -195,7 +195,7 @@ class KernelStore:
         unusable cache raises CacheError."""
         todo = [k for k in kernels if not k.built]
         report = self._build(todo, None, progress, "compiling {n} picked kernels on demand")
-        for name in report.built + report.cached:
+        for name in report.built + report.cached + report.from_bundle:
             self.compiled_on_demand[name] = report.seconds
         return report
 
