@@ -65,7 +65,8 @@ def test_run_takes_its_kernel_from_the_bundle_in_an_empty_cache(tmp_path, monkey
     monkeypatch.setenv("TILEDISPATCH_BUNDLE", str(tmp_path / "b"))
     monkeypatch.setenv("TILEDISPATCH_CACHE_DIR", str(tmp_path / "empty"))
     before = compilations()
-    result = invoke("run", "gemm", 37, 45, 100, "--dtype", "fp16", "--kernel", NAMES[0], "--validate", "--json")
+    result = invoke("run", "gemm", 37, 45, 100, "--dtype", "fp16", "--kernel", NAMES[0], "--validate",
+                    "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["validation"]["passed"] and compilations() == before
     assert not (tmp_path / "empty" / "sm_90").exists()
