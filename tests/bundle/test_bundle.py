@@ -269,21 +269,23 @@ def test_parse_epilogue_refuses_unknown_words(text):
 
 
 def test_epilogues_add_each_presets_fused_instances(isolated_cache, tmp_path, monkeypatch):
-    """Two one-kernel presets (stand-ins for packaged ones), exported with a fused relu + bias: the bundle
+    """One-kernel presets (stand-ins for packaged ones), exported with a fused relu + bias: the bundle
     holds the instances td.gemm(bias=..., activation="relu") and td.conv(x, w, bias, activation="relu")
     declare."""
     from tiledispatch import presets
 
-    fake = {"one_gemm": [GEMM], "one_conv": [CONV]}
+    backward = small.config(small.conv_key("bwd_data", "fp16", 2))
+    fake = {"one_gemm": [GEMM], "one_conv": [CONV], "one_bwd": [backward]}
     monkeypatch.setattr(presets, "load_preset", lambda name: list(fake[name]))
     monkeypatch.setattr(export, "load_preset", lambda name: list(fake[name]))
     monkeypatch.setattr(export, "preset_text",
                         lambda name: json.dumps({"configs": [c.name for c in fake[name]]}))
-    report = export_bundle(tmp_path / "b", ["one_gemm", "one_conv"], arch="sm_90", epilogues=["relu+bias"],
-                           cache_dir=isolated_cache, max_workers=2)
+    report = export_bundle(tmp_path / "b", ["one_gemm", "one_conv", "one_bwd"], arch="sm_90",
+                           epilogues=["relu+bias"], cache_dir=isolated_cache, max_workers=2)
     bundle = open_bundle(report.path)
     expected = {GEMM.name, CONV.name, GEMM.with_epilogue(td.Epilogue("relu", "col")).name,
-                CONV.with_epilogue("relu", True).name}
+                CONV.with_epilogue("relu", True).name, backward.name}   # backward: no fused epilogue
+    assert report.skipped == {}
     assert set(bundle.kernels) == expected and bundle.manifest["epilogues"] == ["relu+bias"]
     with pytest.raises(td.BadInput, match="per output channel"):
         export_bundle(tmp_path / "c", ["one_conv"], arch="sm_90", epilogues=["bias_row"],

@@ -62,10 +62,11 @@ def export_bundle(out: str | Path, presets: Iterable[str] = (),
                   max_workers: int | None = None, progress: bool | None = None,
                   force: bool = False) -> ExportReport:
     """Write the bundle of `presets` (and extra `configs`) for `arch` (default: the device's, else
-    $TILEDISPATCH_ARCH) at `out`. `epilogues` (see parse_epilogue) add each preset's instances specialised to
-    these fused epilogues, as td.gemm / td.conv* declare them for calls with a bias or an activation. Raises
-    CompileError if a kernel fails to build (no bundle is written), and BundleError if `out` exists
-    (force=True replaces an earlier bundle, never another directory)."""
+    $TILEDISPATCH_ARCH) at `out`. `epilogues` (see parse_epilogue) add the instances of each GEMM and conv
+    fwd preset specialised to these fused epilogues, as td.gemm / td.conv declare them for calls with a bias
+    or an activation (backward convolutions fuse none). Raises CompileError if a kernel fails to build (no
+    bundle is written), and BundleError if `out` exists (force=True replaces an earlier bundle, never another
+    directory)."""
     start = time.perf_counter()
     out = Path(out).expanduser().resolve()
     presets = list(dict.fromkeys(presets))
@@ -76,7 +77,10 @@ def export_bundle(out: str | Path, presets: Iterable[str] = (),
     store = KernelStore(spec, cache_dir=cache_dir)
     for name in presets:
         store.add_preset(name)
-        conv = isinstance(load_preset(name)[0], ConvConfig)
+        first = load_preset(name)[0]
+        conv = isinstance(first, ConvConfig)
+        if isinstance(first, ConvConfig) and first.direction != "fwd":   # td.conv_bwd_* fuse no epilogue
+            continue
         for activation, bias in fused:
             if conv and bias == "row":
                 raise BadInput("epilogue bias_row: a convolution's bias is per output channel (use 'bias')",

@@ -27,9 +27,9 @@ def export(
         "--config", help="JSON file of more kernels: a list of instance names / config dicts, a registry "
         "JSON or a preset-style {'configs': [...]}", show_default=False)] = None,
     epilogue: Annotated[list[str] | None, typer.Option(
-        "--epilogue", help="also export each preset specialised to this fused epilogue, as td.gemm / "
-        "td.conv* use for calls with a bias or an activation: '+'-joined words, e.g. bias, relu+bias, gelu, "
-        "silu+bias_row (repeat for several)", show_default=False)] = None,
+        "--epilogue", help="also export each GEMM / conv fwd preset specialised to this fused epilogue, as "
+        "td.gemm / td.conv use for calls with a bias or an activation: '+'-joined words, e.g. bias, "
+        "relu+bias, gelu, silu+bias_row (repeat for several)", show_default=False)] = None,
     gpu_target: TargetOpt = None,
     jobs: WorkersOpt = None,
     force: Annotated[bool, typer.Option("--force", help="replace an earlier bundle at --out")] = False,
