@@ -39,11 +39,18 @@ def dtype_reason(dtype: torch.dtype) -> str | None:
     return None
 
 
-def _autocast(device: torch.device, *tensors: Any) -> tuple:
-    """The tensors cast to the autocast dtype when autocast is on for their device (as torch's layers do)."""
-    if not torch.is_autocast_enabled(device.type):
+_any_autocast = torch._C._is_any_autocast_enabled
+
+
+def _autocast(input: torch.Tensor, *tensors: Any) -> tuple:
+    """The tensors cast to the autocast dtype when autocast is on for input's device (as torch's layers do);
+    with no autocast on at all (the common case) one cheap check."""
+    if not _any_autocast():
         return tensors
-    dtype = torch.get_autocast_dtype(device.type)
+    device = input.device.type
+    if not torch.is_autocast_enabled(device):
+        return tensors
+    dtype = torch.get_autocast_dtype(device)
     return tuple(t if t is None else t.to(dtype) for t in tensors)
 
 
@@ -117,7 +124,7 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
                 or (dims == spatial + 2 and input.shape[0] == 0)):
             return super()._conv_forward(input, weight, bias)
         batched = dims == spatial + 2
-        x, w, b = _autocast(input.device, input if batched else input.unsqueeze(0), weight, bias)
+        x, w, b = _autocast(input, input if batched else input.unsqueeze(0), weight, bias)
         if compiling or not eager.plain(x, w, b):
             y = _conv_op(x, w, b, *self._td_geometry, "none")
             return y if batched else y.squeeze(0)
@@ -197,7 +204,7 @@ class Linear(torch.nn.Linear):
                     return y if input.dim() == 2 else y.reshape(*input.shape[:-1], self.out_features)
         if input.dtype not in DTYPES or input.numel() == 0:
             return super().forward(input)
-        x, weight, bias = _autocast(input.device, input.reshape(-1, self.in_features), self.weight, self.bias)
+        x, weight, bias = _autocast(input, input.reshape(-1, self.in_features), self.weight, self.bias)
         if compiling or not eager.plain(x, weight, bias):
             y = _gemm_op(x, weight.t(), bias, "none")
             return y.reshape(*input.shape[:-1], self.out_features)
