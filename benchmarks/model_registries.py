@@ -14,32 +14,16 @@ TD_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 def install_smoke() -> None:
-    """Small registries (one small kernel each) as the default registries of the fp32 problems the smoke
-    models run, so the interpreter run does not build the essential presets (minutes each on a small CPU)."""
-    import tiledispatch as td
-    from tiledispatch.dispatch import defaults
-    from tiledispatch.testing import small_config
+    """Small registries (one small kernel each, tiledispatch.testing.small_defaults) as the default registries
+    of the fp32 problems the smoke models run, so the interpreter run does not build the essential presets
+    (minutes each on a small CPU)."""
+    from tiledispatch.testing import small_defaults
 
-    wanted: dict[tuple, Any] = {}
-    for ndim in (2, 3):
-        for direction, bias in CONV_EPILOGUES:
-            wanted[("conv", direction, "fp32", ndim, "none", bias)] = td.ConvConfig(
-                family="igemm", direction=direction, ndim=ndim, dtype="fp32", block_m=32, block_n=16,
-                block_k=16, num_warps=4, num_stages=2, align=1, bias=bias)
-    for layout, bias_mode in GEMM_EPILOGUES:
-        epilogue = td.Epilogue(bias=bias_mode)
-        cfg = small_config("tiled", layout, "fp32").with_epilogue(epilogue)
-        wanted[("gemm", "fp32", layout, epilogue)] = cfg
-    universe = td.Registry("sm_90")
-    for cfg in wanted.values():
-        universe.add(cfg)
-    print(f"smoke: building {len(universe)} small kernels (cached after the first run)", flush=True)
-    universe.build()
-    for key, cfg in wanted.items():
-        registry = td.Registry("sm_90")
-        registry.add(cfg)
-        registry.build()   # from the cache the universe filled
-        defaults.install(key, registry)
+    keys = [small_defaults.conv_key(direction, "fp32", ndim, bias=bias)
+            for ndim in (2, 3) for direction, bias in CONV_EPILOGUES]
+    keys += [small_defaults.gemm_key("fp32", layout, bias=bias_mode) for layout, bias_mode in GEMM_EPILOGUES]
+    print(f"smoke: building {len(keys)} small kernels (cached after the first run)", flush=True)
+    small_defaults.install(small_defaults.registries(keys))
 
 
 def prebuild(ndims: list[int], dtype_name: str) -> dict[str, Any]:
