@@ -90,10 +90,10 @@ def measure_top_k() -> int:
     return k
 
 
-def rank_space() -> bool | None:
-    """Whether `auto` ranks the full declared space and compiles its pick on demand (dispatch/space.py):
-    True / False when TILEDISPATCH_RANK_SPACE says so, None when unset (off)."""
-    value = _get("TILEDISPATCH_RANK_SPACE")
+def _switch(name: str, unset: str) -> bool | None:
+    """A strict on/off variable: True / False for the spellings of 1 / 0, None when unset; anything else
+    raises naming the variable (`unset` says what unset means)."""
+    value = _get(name)
     if value is None:
         return None
     lowered = value.lower()
@@ -101,8 +101,13 @@ def rank_space() -> bool | None:
         return True
     if lowered in ("0", "false", "no", "off"):
         return False
-    raise BadInput(f"TILEDISPATCH_RANK_SPACE={value!r} is not valid; legal values: '1', '0' (or unset: off)",
-                   field="TILEDISPATCH_RANK_SPACE")
+    raise BadInput(f"{name}={value!r} is not valid; legal values: '1', '0' (or unset: {unset})", field=name)
+
+
+def rank_space() -> bool | None:
+    """Whether `auto` ranks the full declared space and compiles its pick on demand (dispatch/space.py):
+    True / False when TILEDISPATCH_RANK_SPACE says so, None when unset (off)."""
+    return _switch("TILEDISPATCH_RANK_SPACE", "off")
 
 
 def bundle_path() -> Path | None:
@@ -112,13 +117,4 @@ def bundle_path() -> Path | None:
 
 
 def bundle_strict() -> bool:
-    value = _get("TILEDISPATCH_BUNDLE_STRICT")
-    if value is None:
-        return False
-    lowered = value.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise BadInput(f"TILEDISPATCH_BUNDLE_STRICT={value!r} is not valid; legal values: '1', '0' (or unset: 0)",
-                   field="TILEDISPATCH_BUNDLE_STRICT")
+    return _switch("TILEDISPATCH_BUNDLE_STRICT", "0") is True
