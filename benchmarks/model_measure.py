@@ -53,6 +53,14 @@ def wall_times(fn: Callable[[], object], device: Any, warmup: int, steps: int, p
     """fn's wall time per step: the first call alone (selection, registry builds, compilation), warm-up calls,
     then `steps` calls each synchronized (median, p20, p80) and, with `pipelined`, `steps` calls back to back
     (mean: the throughput a training loop without syncs sees)."""
+    first_s = _first_and_warm(fn, device, warmup)
+    samples = [_step_ms(fn, device) for _ in range(steps)]
+    return {**_spread(samples), "pipelined_ms": _back_to_back_ms(fn, device, steps) if pipelined else None,
+            "steps": steps, "first_call_s": first_s}
+
+
+def _first_and_warm(fn: Callable[[], object], device: Any, warmup: int) -> float:
+    """Seconds of the first call alone (selection, builds, compilation), then warmup - 1 more calls."""
     start = time.perf_counter()
     fn()
     _sync(device)
@@ -60,23 +68,30 @@ def wall_times(fn: Callable[[], object], device: Any, warmup: int, steps: int, p
     for _ in range(max(0, warmup - 1)):
         fn()
     _sync(device)
-    samples = []
+    return first_s
+
+
+def _step_ms(fn: Callable[[], object], device: Any) -> float:
+    """Wall milliseconds of one synchronized call."""
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    return (time.perf_counter() - start) * 1e3
+
+
+def _back_to_back_ms(fn: Callable[[], object], device: Any, steps: int) -> float:
+    """Mean wall milliseconds of `steps` calls without a sync between them."""
+    start = time.perf_counter()
     for _ in range(steps):
-        start = time.perf_counter()
         fn()
-        _sync(device)
-        samples.append((time.perf_counter() - start) * 1e3)
-    back_to_back = None
-    if pipelined:
-        start = time.perf_counter()
-        for _ in range(steps):
-            fn()
-        _sync(device)
-        back_to_back = (time.perf_counter() - start) * 1e3 / steps
+    _sync(device)
+    return (time.perf_counter() - start) * 1e3 / steps
+
+
+def _spread(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
-    return {"wall_ms": statistics.median(samples), "wall_p20_ms": ordered[int(0.2 * (len(ordered) - 1))],
-            "wall_p80_ms": ordered[int(0.8 * (len(ordered) - 1))], "pipelined_ms": back_to_back,
-            "steps": steps, "first_call_s": first_s}
+    return {"wall_ms": statistics.median(ordered), "wall_p20_ms": ordered[int(0.2 * (len(ordered) - 1))],
+            "wall_p80_ms": ordered[int(0.8 * (len(ordered) - 1))]}
 
 
 def interleaved_wall_times(fns: dict[str, Callable[[], object]], device: Any, warmup: int, steps: int,
@@ -87,37 +102,17 @@ def interleaved_wall_times(fns: dict[str, Callable[[], object]], device: Any, wa
     all steps; pipelined_ms the mean of `steps` back-to-back steps per variant, also taken in turn."""
     results: dict[str, dict[str, Any]] = {}
     for name, fn in fns.items():
-        start = time.perf_counter()
-        fn()
-        _sync(device)
-        results[name] = {"first_call_s": time.perf_counter() - start}
-        for _ in range(max(0, warmup - 1)):
-            fn()
-        _sync(device)
+        results[name] = {"first_call_s": _first_and_warm(fn, device, warmup)}
     rounds = max(1, min(rounds, steps))
     per_round = -(-steps // rounds)
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            for _ in range(per_round):
-                start = time.perf_counter()
-                fn()
-                _sync(device)
-                samples[name].append((time.perf_counter() - start) * 1e3)
+            samples[name] += [_step_ms(fn, device) for _ in range(per_round)]
     for name, fn in fns.items():
-        back_to_back = None
-        if pipelined:
-            start = time.perf_counter()
-            for _ in range(steps):
-                fn()
-            _sync(device)
-            back_to_back = (time.perf_counter() - start) * 1e3 / steps
-        ordered = sorted(samples[name])
-        results[name].update({"wall_ms": statistics.median(ordered),
-                              "wall_p20_ms": ordered[int(0.2 * (len(ordered) - 1))],
-                              "wall_p80_ms": ordered[int(0.8 * (len(ordered) - 1))],
-                              "pipelined_ms": back_to_back, "steps": len(ordered), "rounds": rounds,
-                              "interleaved": list(fns)})
+        results[name].update({**_spread(samples[name]),
+                              "pipelined_ms": _back_to_back_ms(fn, device, steps) if pipelined else None,
+                              "steps": len(samples[name]), "rounds": rounds, "interleaved": list(fns)})
     return results
 
 
