@@ -7,7 +7,9 @@ BundleError at every use: nothing falls back to compiling.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from tiledispatch import settings
@@ -65,3 +67,20 @@ def deactivate() -> None:
     with _LOCK:
         _State.bundle, _State.strict, _State.from_env = None, False, None
     bump_build_epoch()
+
+
+@contextlib.contextmanager
+def using(bundle: Bundle, strict: bool = True) -> Iterator[Bundle]:
+    """Run from `bundle` inside the block, then go back to what was active before (export-capi reads a
+    bundle's kernels and models without changing the process's bundle)."""
+    with _LOCK:
+        saved = (_State.bundle, _State.strict, _State.from_env)
+        _activate(bundle, strict, None)
+    try:
+        yield bundle
+    finally:
+        from tiledispatch.memo import bump_build_epoch
+
+        with _LOCK:
+            _State.bundle, _State.strict, _State.from_env = saved
+        bump_build_epoch()

@@ -1,4 +1,5 @@
-"""`export` and `verify-bundle`: write a deployment bundle on any machine, check one where it will run."""
+"""`export`, `verify-bundle` and `export-capi`: write a deployment bundle on any machine, check one where it
+will run, and export a C library of exact-problem plans over one."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -92,6 +93,36 @@ def verify_bundle(
         f"{summary['triton']}, exported {summary['created']}"))
 
 
+def export_capi(
+    bundle: Annotated[Path, typer.Argument(help="bundle directory written by `tiledispatch export`",
+                                           show_default=False)],
+    problems: Annotated[Path, typer.Option("--problems", help="JSON file of the exact problems the library "
+                                           "serves: {\"gemm\": [...], \"conv\": [...]} (docs/design/"
+                                           "bundle_capi.md)", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="folder to write (tiledispatch.h, td_capi.c, "
+                                      "libtdcapi.so, capi.json)", show_default=False)],
+    strategy: Annotated[str, typer.Option("--strategy", help="selection: auto (cost model, else rules; "
+                                          "no measuring), ml, rules, first_fit")] = "auto",
+    build: Annotated[bool, typer.Option("--build/--no-build", help="compile the library with --cc")] = True,
+    cc: Annotated[str, typer.Option("--cc", help="the C compiler")] = "gcc",
+    force: Annotated[bool, typer.Option("--force", help="replace an earlier export-capi folder")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Select a kernel of the bundle for each listed problem (no GPU needed) and write a C shared library
+    (td_gemm, td_conv, td_select; header tiledispatch.h) that launches those plans with the CUDA driver."""
+    from tiledispatch.bundle.capi.export import export_capi as run_export
+
+    report = run_export(bundle, problems, out, strategy=strategy, build=build, compiler=cc, force=force)
+    if json_out:
+        emit_json(report.to_dict())
+        return
+    console = out_console()
+    console.print(text(f"wrote {report.path}: {report}"))
+    for plan in report.plans:
+        console.print(text(f"  {plan['problem']} -> {plan['instance']}"))
+
+
 def register(app: typer.Typer) -> None:
     app.command("export")(export)
     app.command("verify-bundle")(verify_bundle)
+    app.command("export-capi")(export_capi)
