@@ -43,7 +43,7 @@ class CapiReport:
 
     def __str__(self) -> str:
         built = f"library {self.library}" if self.library else "source only (not compiled)"
-        return (f"{len(self.plans)} {self.arch} plans over {self.kernels} kernel launches' cubins, "
+        return (f"{len(self.plans)} {self.arch} plans over {self.kernels} kernels (cubins embedded), "
                 f"{self.source_bytes / 2**20:.1f} MiB of C; {built}; {self.seconds:.1f} s")
 
 

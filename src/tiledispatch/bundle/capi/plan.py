@@ -99,7 +99,7 @@ def _arguments(spec: ProblemSpec) -> tuple[Any, Any]:
         b = _tensor((spec.batch, spec.k, spec.n), spec.b_strides, dtype, spec.batch)
         out = _tensor((spec.batch, spec.m, spec.n), spec.out_strides, dtype, spec.batch, output=True)
         args = GemmArgs(a, b, out, allow_tf32=spec.dtype == "tf32")
-        return args, problem_from_args(args)
+        return args, problem_from_args(args, prefer_layout=spec.layout)
     p = spec.problem
     dtype = torch_dtype(p.dtype)
     shapes = {"x": (p.n, p.c, *p.spatial), "w": (p.k, p.c_per_group, *p.filter), "y": (p.n, p.k, *p.output)}

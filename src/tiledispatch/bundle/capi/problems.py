@@ -42,6 +42,7 @@ class GemmSpec:
     b_strides: tuple[int, int, int]
     out_strides: tuple[int, int, int]
     instance: str | None = None    # pin the plan to this kernel (else selection chooses)
+    layout: str = "rcr"            # decides the major order of a size-1 dim's operand (not part of the key)
 
     op = "gemm"
 
@@ -142,7 +143,7 @@ def gemm_spec(row: dict[str, Any], where: str) -> GemmSpec:
         if name in row:
             strides[name] = _strides(row[name], 3, f"{where}: {name}")
     return GemmSpec(m, n, k, dtype, batch, strides["a_strides"], strides["b_strides"], strides["out_strides"],
-                    _instance(row, where))
+                    _instance(row, where), layout)
 
 
 def conv_spec(row: dict[str, Any], where: str) -> ConvSpec:
