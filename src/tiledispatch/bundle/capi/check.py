@@ -48,6 +48,7 @@ def conv_error(lib: CapiLibrary, spec: ConvSpec) -> float:
     convolution or its gradient."""
     import torch
     import torch.nn.functional as F
+    from torch.nn import grad
 
     from tiledispatch.dtypes import torch_dtype
 
@@ -62,8 +63,8 @@ def conv_error(lib: CapiLibrary, spec: ConvSpec) -> float:
     if any(lo != hi for lo, hi in p.padding):
         raise ValueError("asymmetric padding: torch's reference takes symmetric padding only")
     conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[p.ndim]
-    grads = {1: torch.nn.grad.conv1d_input, 2: torch.nn.grad.conv2d_input, 3: torch.nn.grad.conv3d_input}
-    weights = {1: torch.nn.grad.conv1d_weight, 2: torch.nn.grad.conv2d_weight, 3: torch.nn.grad.conv3d_weight}
+    grads = {1: grad.conv1d_input, 2: grad.conv2d_input, 3: grad.conv3d_input}
+    weights = {1: grad.conv1d_weight, 2: grad.conv2d_weight, 3: grad.conv3d_weight}
     geometry = {"stride": p.stride, "padding": tuple(lo for lo, _ in p.padding), "dilation": p.dilation,
                 "groups": p.groups}
     x, w, y = (t[role].float() for role in ("x", "w", "y"))
