@@ -95,7 +95,7 @@ class Settings:
     batch: int = 32
     video_batch: int = 8
     steps: int = 10
-    warmup: int = 15             # eager: converted layer plans settle after 1 + 2 * SAMPLES calls
+    warmup: int = 45             # eager: layer plans settle (~13 steps), then the step check (2*ROUNDS*BLOCK)
     compiled_warmup: int = 5     # compile, cudagraph-tree warm-up run, recording, replays
     profile_steps: int = 3
     modes: tuple[str, ...] = MODES
@@ -287,11 +287,11 @@ def measure_eager_pair(row: dict, spec: ModelSpec, base: Any, s: Settings, budge
     import torch
 
     device, dtype = torch.device(s.device), getattr(torch, s.dtype)
-    models = {}
+    models, report = {}, None
     for variant in VARIANTS:
         models[variant], converted = _prepare(base, variant, device, dtype, spec.video)
         if converted is not None:
-            row["layers"] = _layers(converted)
+            row["layers"], report = _layers(converted), converted
     x, labels = _inputs(spec, s, device, dtype, row["num_classes"])
     for phase in phases:
         slot = row["runs"].setdefault(phase, {})
@@ -312,6 +312,9 @@ def measure_eager_pair(row: dict, spec: ModelSpec, base: Any, s: Settings, budge
                 result["seconds"] = time.perf_counter() - started
                 slot[f"{variant}_eager"] = result
                 print(f"  {phase:5s} {variant + '_eager':18s} {_brief(result)}", flush=True)
+            if report is not None and report.step_check is not None:
+                row.setdefault("step_check", {})[phase] = report.step_check.summary()
+                print(f"  {phase:5s} step check: {row['step_check'][phase]}", flush=True)
         except Exception as exc:  # noqa: BLE001 - a model failure is a result: recorded
             slot.update({f"{v}_eager": {**_error(exc), "seconds": time.perf_counter() - started}
                          for v in VARIANTS})

@@ -10,11 +10,13 @@ both and prints as a table.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Iterable
 
 import torch
 
 from tiledispatch.nn.modules import SWAPS, conv_reason, dtype_reason
+from tiledispatch.nn.step_check import StepCheck
 
 _SERVED = frozenset(SWAPS.values())
 
@@ -36,6 +38,7 @@ class ConvertReport:
     (`left`, with reasons). str() is a table."""
 
     layers: list[Layer] = dataclasses.field(default_factory=list)
+    step_check: StepCheck | None = None   # the model-level check of the converted layers
 
     @property
     def taken(self) -> list[Layer]:
@@ -54,6 +57,11 @@ class ConvertReport:
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3] for row in rows]
         lines.insert(1, "-" * max(len(line) for line in lines))
         lines.append(f"{len(self.taken)} layers on tiledispatch, {len(self.left)} left on torch")
+        if self.step_check is not None:
+            for mode, state in self.step_check.summary().items():
+                lines.append(f"step check {mode}: {state['phase']}"
+                             + (f", runs {state['verdict']}" if state["verdict"] else "")
+                             + "".join(f", {arm} {ms:.2f} ms" for arm, ms in state["block_ms"].items()))
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -97,6 +105,7 @@ def _unswappable(module: torch.nn.Module) -> str | None:
     return _reason(module)
 
 
+_HANDLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # model -> its StepCheck's hook handle
 _COMPUTE = ("forward", "_conv_forward")   # what a subclass must inherit unchanged to be served
 _DERIVED: dict[type, type] = {}           # subclass -> its tiledispatch class
 
@@ -118,9 +127,32 @@ def _swap_class(cls: type) -> type:
     return _DERIVED[cls]
 
 
-def convert(model: torch.nn.Module, *, exclude: Iterable[str] = ()) -> ConvertReport:
+def _torch_class(module: torch.nn.Module) -> type:
+    """The class a module had before convert (its torch base when built as a tiledispatch module)."""
+    cls = type(module)
+    return getattr(module, "_td_torch_class", None) or next(
+        (torch_cls for torch_cls, td_cls in (*SWAPS.items(), *_DERIVED.items()) if td_cls is cls), cls)
+
+
+def _attach_check(model: torch.nn.Module, report: ConvertReport) -> None:
+    """Register a StepCheck of every converted layer as `model`'s forward pre-hook (replacing an earlier
+    convert's)."""
+    old = _HANDLES.pop(model, None)
+    if old is not None:
+        old.remove()
+    taken = {layer.name for layer in report.taken}
+    modules = [(m, _torch_class(m)) for name, m in model.named_modules() if name in taken]
+    if not modules:
+        return
+    report.step_check = StepCheck(modules)
+    _HANDLES[model] = model.register_forward_pre_hook(report.step_check)
+
+
+def convert(model: torch.nn.Module, *, exclude: Iterable[str] = (), step_check: bool = True) -> ConvertReport:
     """Swap every conv / linear layer of `model` that tiledispatch can run (in place) and report what was
-    taken and what was left on torch (and why). `exclude`: qualified module names to leave on torch."""
+    taken and what was left on torch (and why). `exclude`: qualified module names to leave on torch.
+    `step_check`: once the layer plans settle, time the converted layers against torch's on the model's own
+    steps and keep the faster (nn/step_check.py; eager only)."""
     excluded = set(exclude)
     report = ConvertReport()
     attention: list[str] = []   # nn.MultiheadAttention modules: their forward reads out_proj's weight itself
@@ -140,6 +172,9 @@ def convert(model: torch.nn.Module, *, exclude: Iterable[str] = ()) -> ConvertRe
                   _reason(module) if cls in SWAPS else _unswappable(module))
         if reason is None:
             module.__class__ = _swap_class(cls)
+            module.__dict__["_td_torch_class"] = cls
             module._td_setup()   # type: ignore[operator]
         report.layers.append(dataclasses.replace(layer, reason=reason))
+    if step_check:
+        _attach_check(model, report)
     return report

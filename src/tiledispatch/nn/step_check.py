@@ -1,0 +1,118 @@
+"""StepCheck: a converted model's layer plans against torch's own layers, timed on the user's own steps.
+
+Layer plans decide per layer from per-layer host and GPU times; a step's wall time also depends on how the
+host and the GPU overlap across layers, which no per-layer sum sees. So once a mode's layer plans have settled
+(grad mode and train/eval), the check runs the next steps in alternating blocks: the converted layers, then
+the same modules swapped back to their torch classes (stock torch exactly), and compares the blocks' wall
+times (device synchronized at each block boundary). The mode keeps the converted layers only where their
+median block is below MARGIN of torch's; otherwise its layers stay torch's classes, as before convert.
+A step is one call of the converted root module.
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+LEARN_STEPS = 40      # at most this many steps for the layer plans to settle before the blocks start
+BLOCK = 4             # steps per block
+ROUNDS = 3            # blocks per arm
+MARGIN = 0.99         # the converted layers are kept below this fraction of torch's block time
+ARMS = ("tiledispatch", "torch")
+
+
+@dataclasses.dataclass
+class Trial:
+    """One mode's check: `phase` is 'learn', 'blocks' or 'done'; `blocks` holds (arm, seconds) per block;
+    `verdict` is the arm the mode runs once done."""
+
+    phase: str = "learn"
+    steps: int = 0
+    blocks: list[tuple[str, float]] = dataclasses.field(default_factory=list)
+    block_start: float = 0.0
+    verdict: str = "tiledispatch"
+    learning: tuple = ()      # what the layer plans had learned at the last step (a change: still learning)
+
+    def medians(self) -> dict[str, float]:
+        return {arm: statistics.median(s for a, s in self.blocks if a == arm)
+                for arm in ARMS if any(a == arm for a, _ in self.blocks)}
+
+
+def _mode(root: torch.nn.Module) -> str:
+    return f"{'train' if root.training else 'eval'}/{'grad' if torch.is_grad_enabled() else 'no_grad'}"
+
+
+class StepCheck:
+    """Attached to a converted root module as a forward pre-hook (convert(model, step_check=True))."""
+
+    def __init__(self, modules: Sequence[tuple[torch.nn.Module, type]]) -> None:
+        self.modules = list(modules)          # (converted module, the torch class it swaps back to)
+        self.td_classes = [type(m) for m, _ in self.modules]
+        self.trials: dict[str, Trial] = {}
+        self.arm = "tiledispatch"             # the classes the modules have now
+        self.device = next((m.weight.device for m, _ in self.modules), torch.device("cpu"))
+
+    def __call__(self, root: torch.nn.Module, args: Any) -> None:
+        if torch.compiler.is_compiling():
+            return
+        trial = self.trials.get(mode := _mode(root))
+        if trial is None:
+            trial = self.trials[mode] = Trial()
+        if trial.phase == "done":
+            if self.arm != trial.verdict:
+                self._use(trial.verdict)
+            return
+        trial.steps += 1
+        if trial.phase == "learn":
+            self._use("tiledispatch")
+            learning, trial.learning = trial.learning, self._learning()
+            if trial.steps > LEARN_STEPS or (trial.steps > 2 and learning == trial.learning):
+                trial.phase, trial.steps = "blocks", 0
+                trial.block_start = self._now()
+            return
+        self._block_step(trial)
+
+    def _block_step(self, trial: Trial) -> None:
+        """Count a step of the running block; at a block boundary record it and switch arm."""
+        if trial.steps <= BLOCK:
+            return
+        now = self._now()
+        trial.blocks.append((self.arm, now - trial.block_start))
+        trial.steps, trial.block_start = 1, now
+        if len(trial.blocks) == 2 * ROUNDS:
+            medians = trial.medians()
+            keep = medians["tiledispatch"] < MARGIN * medians["torch"]
+            trial.phase, trial.verdict = "done", "tiledispatch" if keep else "torch"
+            self._use(trial.verdict)
+            trial.block_start = 0.0
+        else:
+            self._use(ARMS[len(trial.blocks) % 2])
+
+    def _learning(self) -> tuple:
+        """What the layer plans have learned so far: unchanged over a step means this mode's plans have
+        settled (plans of other modes do not change meanwhile)."""
+        return tuple((plan.stage, sum(map(len, plan.host["td"].values())),
+                      sum(map(len, plan.host["torch"].values())), len(plan.gpu))
+                     for module, _ in self.modules for plan in getattr(module, "_td_plans", {}).values())
+
+    def _now(self) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    def _use(self, arm: str) -> None:
+        if arm == self.arm:
+            return
+        for (module, torch_cls), td_cls in zip(self.modules, self.td_classes):
+            module.__class__ = td_cls if arm == "tiledispatch" else torch_cls
+        self.arm = arm
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """Per mode: phase, verdict and the block medians (ms) measured so far."""
+        return {mode: {"phase": t.phase, "verdict": t.verdict if t.phase == "done" else None,
+                       "block_ms": {arm: 1e3 * s for arm, s in t.medians().items()}}
+                for mode, t in self.trials.items()}

@@ -1,0 +1,126 @@
+"""nn/step_check.StepCheck: after the layer plans settle, alternating blocks of steps on the converted layers
+and on torch's classes; the mode keeps the faster (stand-in classes whose forward advances a fake clock)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tiledispatch.nn as tdnn
+from tiledispatch.nn import step_check
+from tiledispatch.nn.step_check import BLOCK, ROUNDS, StepCheck
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = Clock()
+    monkeypatch.setattr(step_check.time, "perf_counter", fake)
+    return fake
+
+
+def _pair(clock: Clock, td_s: float, torch_s: float) -> tuple[type, type]:
+    """A torch-like class and its 'converted' subclass, each forward costing the given fake seconds."""
+
+    class TorchLinear(torch.nn.Linear):
+        def forward(self, x):
+            clock.now += torch_s
+            return super().forward(x)
+
+    class TdLinear(TorchLinear):
+        def forward(self, x):
+            clock.now += td_s
+            return torch.nn.Linear.forward(self, x)
+
+    return TorchLinear, TdLinear
+
+
+def _model(clock: Clock, td_s: float, torch_s: float) -> tuple[torch.nn.Module, StepCheck]:
+    torch_cls, td_cls = _pair(clock, td_s, torch_s)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    for layer in (model[0], model[2]):
+        layer.__class__ = td_cls
+    check = StepCheck([(model[0], torch_cls), (model[2], torch_cls)])
+    model.register_forward_pre_hook(check)
+    return model, check
+
+
+def _steps(model: torch.nn.Module, n: int) -> None:
+    for _ in range(n):
+        model(torch.randn(3, 4))
+
+
+@pytest.mark.parametrize("td_s, torch_s, verdict", [(2.0, 1.0, "torch"), (1.0, 2.0, "tiledispatch"),
+                                                     (1.0, 1.0, "torch")])
+def test_the_faster_arm_wins_and_a_tie_goes_to_torch(clock, td_s, torch_s, verdict):
+    model, check = _model(clock, td_s, torch_s)
+    _steps(model, 3 + 2 * ROUNDS * BLOCK + 1)
+    (state,) = check.summary().values()
+    assert state["phase"] == "done" and state["verdict"] == verdict, state
+    ms = state["block_ms"]
+    assert ms["tiledispatch"] == pytest.approx(1e3 * BLOCK * 2 * td_s)   # two layers per step
+    assert ms["torch"] == pytest.approx(1e3 * BLOCK * 2 * torch_s)
+    expected = "TorchLinear" if verdict == "torch" else "TdLinear"
+    assert (type(model[0]).__name__, type(model[2]).__name__) == (expected, expected)
+
+
+def test_blocks_alternate_arms_and_run_both_classes(clock):
+    model, check = _model(clock, 2.0, 1.0)
+    seen = []
+    model.register_forward_pre_hook(lambda m, a: seen.append(type(m[0]).__name__))
+    _steps(model, 3 + 2 * ROUNDS * BLOCK + 1)
+    blocks = [seen[3 + i * BLOCK:3 + (i + 1) * BLOCK] for i in range(2 * ROUNDS)]
+    assert [set(b) for b in blocks] == [{"TdLinear"}, {"TorchLinear"}] * ROUNDS
+    assert [arm for arm, _ in check.trials["train/grad"].blocks] == ["tiledispatch", "torch"] * ROUNDS
+
+
+def test_learning_lasts_while_the_layer_plans_change(clock):
+    model, check = _model(clock, 1.0, 2.0)
+    learned = {"n": 0}
+    model[0]._td_plans = {}
+
+    class Plan:                   # a layer plan that samples a host time on each of its first 6 calls
+        stage, gpu = "td", {}
+
+        @property
+        def host(self):
+            return {"td": {"fwd": [0.0] * min(learned["n"], 6)}, "torch": {}}
+
+    model[0]._td_plans["sig"] = Plan()
+    for step in range(12):
+        learned["n"] = step
+        model(torch.randn(3, 4))
+    assert check.trials["train/grad"].phase == "blocks"
+    assert check.trials["train/grad"].steps == 12 - 8     # blocks started once a step learned nothing
+
+
+def test_modes_are_checked_apart_and_each_runs_its_verdict(clock):
+    model, check = _model(clock, 2.0, 1.0)
+    n = 3 + 2 * ROUNDS * BLOCK + 1
+    _steps(model, n)                        # train/grad -> torch
+    model.eval()
+    with torch.no_grad():
+        assert type(model[0]).__name__ == "TorchLinear"
+        model(torch.randn(3, 4))            # a new mode learns on the converted layers
+        assert type(model[0]).__name__ == "TdLinear"
+    assert set(check.summary()) == {"train/grad", "eval/no_grad"}
+    model.train()
+    model(torch.randn(3, 4))                # back to the settled mode: its verdict again
+    assert type(model[0]).__name__ == "TorchLinear"
+
+
+def test_convert_attaches_one_check_and_a_second_convert_replaces_it():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(), torch.nn.Linear(4, 2))
+    report = tdnn.convert(model)
+    assert report.step_check is not None
+    assert [cls for _, cls in report.step_check.modules] == [torch.nn.Conv2d, torch.nn.Linear]
+    again = tdnn.convert(model)
+    assert len(model._forward_pre_hooks) == 1 and again.step_check is not report.step_check
+    assert tdnn.convert(torch.nn.Sequential(torch.nn.ReLU())).step_check is None
+    assert tdnn.convert(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)), step_check=False).step_check is None
