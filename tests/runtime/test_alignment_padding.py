@@ -211,6 +211,20 @@ def test_repeated_padded_calls_reuse_buffers_and_stay_exact(aligned_only, fresh_
     assert len({args.a.data_ptr() for args in seen}) == 1
 
 
+def test_padded_calls_keep_no_buffers_inside_fresh_workspaces(aligned_only, fresh_pad_cache):
+    """The custom ops run inside fresh_workspaces: torch.compile's cudagraph trees warm up in the graph's
+    pool and refuse tensors that outlive the run (a kept padded buffer failed reduce-overhead on an H100)."""
+    from tiledispatch.runtime.launcher import fresh_workspaces
+
+    a, b = rcr(20, 24, 17)
+    with fresh_workspaces():
+        out = aligned_only.run(None, a, b)
+    check_against_reference(out, GemmArgs(a, b), "fp16")
+    assert len(fresh_pad_cache._CACHE) == 0
+    aligned_only.run(None, a, b)
+    assert len(fresh_pad_cache._CACHE) == 1
+
+
 def test_results_never_alias_kept_buffers(aligned_only, fresh_pad_cache):
     a, b = rcr(20, 24, 17)
     first = aligned_only.run(None, a, b)

@@ -377,6 +377,11 @@ class _Fresh(threading.local):
 _FRESH = _Fresh()
 
 
+def keeping_buffers() -> bool:
+    """Whether this thread's launches may keep buffers across calls (False inside fresh_workspaces)."""
+    return not _FRESH.depth
+
+
 @contextlib.contextmanager
 def fresh_workspaces() -> Any:
     """Within it, this thread's launches allocate every workspace anew and keep none: for callers whose

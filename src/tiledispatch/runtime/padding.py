@@ -1,6 +1,7 @@
 """Runs of a GEMM on zero-padded operands (a selection whose kernel needs larger or better aligned sizes).
 
-The padded buffers of one call signature are allocated and zeroed once and kept (PAD_CACHE_LIMIT signatures);
+The padded buffers of one call signature are allocated and zeroed once and kept (PAD_CACHE_LIMIT signatures;
+none inside launcher.fresh_workspaces, where the custom ops run);
 a repeated call copies in the operands that need it and reuses the kernel's bound launch. PaddedLaunch is the
 bound launch of a padded selection that dispatch remembers. Without a caller's out, a result whose N grew is a
 view of rows of the padded width. Details: docs/design/dispatch.md."""
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tiledispatch.problems.gemm import GemmProblem
 from tiledispatch.runtime.arguments import GemmArgs
-from tiledispatch.runtime.launcher import cuda_runtime, tensor_key
+from tiledispatch.runtime.launcher import cuda_runtime, keeping_buffers, tensor_key
 from tiledispatch.runtime.operand_copy import Corner, CornerCopies
 
 if TYPE_CHECKING:
@@ -129,6 +130,10 @@ def _signature(selection: Selection, args: GemmArgs) -> tuple:
 
 
 def _padded_for(key: tuple, selection: Selection, args: GemmArgs) -> _Padded:
+    """The kept buffers of a call signature; inside fresh_workspaces buffers for this call only (a
+    cudagraph-tree warm-up allocates in the graph's pool and refuses tensors that outlive the run)."""
+    if not keeping_buffers():
+        return _Padded.prepare(args, selection.problem)
     with _LOCK:
         entry = _CACHE.get(key)
         if entry is not None:
