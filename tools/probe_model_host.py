@@ -60,15 +60,28 @@ def probe(name: str, phase: str, steps: int, rounds: int, profile_top: int) -> N
     torch.manual_seed(0)
     base, _ = bench.build(spec)
     device, dtype = torch.device("cuda"), torch.bfloat16
+    import tiledispatch.nn as tdnn
+
     steps_of, models = {}, {}
-    for variant in ("stock", "converted"):
-        model, _ = bench._prepare(base, variant, device, dtype, spec.video)
+    for variant in ("stock", "converted", "checked"):
+        model, _ = bench._prepare(base, "stock", device, dtype, spec.video)
+        report = None if variant == "stock" else tdnn.convert(model, step_check=variant == "checked")
         x, labels = bench._inputs(spec, s, device, dtype, bench._num_classes(base))
         model.train() if phase == "train" else model.eval()
         steps_of[variant] = bench.make_step(phase, model, model, x, labels, False)
         models[variant] = model
         for _ in range(WARMUP):   # converted: layer plans learn and sample, then settle
             steps_of[variant]()
+        if report is not None and report.step_check is not None:   # on until the step check is done
+            for extra in range(80):
+                states = report.step_check.summary()
+                if states and all(v["phase"] == "done" for v in states.values()):
+                    break
+                steps_of[variant]()
+            trials = report.step_check.trials
+            print(f"== {name} {phase} checked: done after {WARMUP} + {extra} steps: {states}; blocks (ms): "
+                  + "; ".join(f"{mode}: " + ", ".join(f"{a[:5]} {1e3 * t:.1f}" for a, t in trial.blocks)
+                              for mode, trial in trials.items()), flush=True)
     samples: dict[str, list[float]] = {v: [] for v in steps_of}
     for _ in range(rounds):   # interleaved: drifts of the host's speed hit both alike
         for variant, step in steps_of.items():
