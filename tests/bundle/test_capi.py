@@ -89,6 +89,38 @@ def test_generation_is_deterministic(library):
     assert generate(plans, "sm_90", 90) == (out / "td_capi.c").read_text()
 
 
+def test_a_kernel_the_c_abi_cannot_replay_gives_way_to_the_next_choice(library, monkeypatch):
+    """A chosen kernel whose launch the C ABI cannot describe (field 'kernel', e.g. a tensor descriptor over
+    a workspace) is passed over, with a note, for the next choice; a pinned instance is not replaced."""
+    from tiledispatch.bundle.capi import plan as capi_plan
+    from tiledispatch.errors import BundleError
+
+    path, _, _ = library
+    bundle = open_bundle(path, arch=None)
+    arch = td.get_arch("sm_90")
+    replay, select = capi_plan._replay, capi_plan._select
+
+    def refuse_tma(spec, selection, args):
+        if selection.kernel.name == TMA.name:
+            raise BundleError(f"{TMA.name}: not describable here", field="kernel")
+        return replay(spec, selection, args)
+
+    def tma_first(spec, problem, plans, arch, strategy):
+        tma = [p for p in plans if p.kernel.name == TMA.name]
+        return select(spec, problem, tma or plans, arch, strategy)
+
+    monkeypatch.setattr(capi_plan, "_replay", refuse_tma)
+    monkeypatch.setattr(capi_plan, "_select", tma_first)
+    (free,) = parse_problems({"gemm": [{**PROBLEMS["gemm"][1], "instance": None}]})
+    (pinned,) = parse_problems({"gemm": [PROBLEMS["gemm"][1]]})
+    with active.using(bundle):
+        kernels = bundle_kernels(bundle, arch)
+        plan = plan_problem(free, kernels, arch)
+        assert plan.instance == TILED.name and plan.notes[0].startswith(f"passed over {TMA.name}")
+        with pytest.raises(BundleError, match="not describable"):
+            plan_problem(pinned, kernels, arch)
+
+
 def test_td_select_answers_from_the_table_without_a_gpu(lib):
     assert lib.arch == "sm_90" and lib.plan_count == 5
     assert lib.select(_gemm(40, 24, 16)) == TILED.name

@@ -67,14 +67,33 @@ def bundle_kernels(bundle: Any, arch: ArchSpec) -> list[Kernel]:
 def plan_problem(spec: ProblemSpec, kernels: list[Kernel], arch: ArchSpec, strategy: str = "auto"
                  ) -> CapiPlan:
     """The plan of one problem: selection among the kernels that run it directly (no padded copies, no
-    vendor library), then the bound launch read as recipes. Raises BundleError naming the problem."""
+    vendor library), then the bound launch read as recipes. A chosen kernel the C ABI cannot replay
+    (BundleError with field 'kernel') gives way to the next choice, noted in the plan; raises BundleError
+    naming the problem when none is left."""
     args, problem = _arguments(spec)
-    selection = _select(spec, problem, kernels, arch, strategy)
+    plans = _candidates(spec, problem, kernels)
+    passed: list[str] = []
+    while True:
+        selection = _select(spec, problem, plans, arch, strategy)
+        try:
+            plan = _replay(spec, selection, args)
+        except BundleError as exc:
+            if exc.field != "kernel" or spec.instance is not None or len(plans) == 1:
+                raise
+            passed.append(f"passed over {selection.kernel.name}: {exc}")
+            plans = [p for p in plans if p.kernel is not selection.kernel]
+            continue
+        plan.notes = passed + plan.notes
+        return plan
+
+
+def _replay(spec: ProblemSpec, selection: Selection, args: Any) -> CapiPlan:
+    """The selection's bound launch as recipes."""
     kernel = selection.kernel
     bound = kernel.bound_launch(args, selection.problem)
     if not bound.reusable:
         raise BundleError(f"{spec.describe()}: {kernel.name} binds a tensor constant into its launch, which "
-                          "the C ABI cannot replay", field="problem")
+                          "the C ABI cannot replay", field="kernel")
     n_call = 9 if isinstance(spec, GemmSpec) else 4
     workspaces = [{"bytes": n * _itemsize(dtype), "zeroed": zeroed} for n, dtype, zeroed in bound.workspaces]
     specs = {launcher.spec.fn: launcher for launcher in kernel.launchers()}
@@ -130,10 +149,10 @@ def _itemsize(dtype: Any) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
 
-def _select(spec: ProblemSpec, problem: Any, kernels: list[Kernel], arch: ArchSpec, strategy: str
-            ) -> Selection:
-    from tiledispatch.select import cost_model
-    from tiledispatch.select.selector import choose, is_vendor, plans_of
+def _candidates(spec: ProblemSpec, problem: Any, kernels: list[Kernel]) -> list[Any]:
+    """The plans of the bundle's kernels that run the problem directly (the pinned instance alone when the
+    problem names one)."""
+    from tiledispatch.select.selector import is_vendor, plans_of
 
     found = plans_of(kernels, problem)
     plans = [plan for plan in found if not plan.padded and not is_vendor(plan)]
@@ -149,6 +168,14 @@ def _select(spec: ProblemSpec, problem: Any, kernels: list[Kernel], arch: ArchSp
                else "no kernel of the bundle runs it")
         raise BundleError(f"{spec.describe()}: {why}; export the bundle with a preset that covers it",
                           field="problem")
+    return plans
+
+
+def _select(spec: ProblemSpec, problem: Any, plans: list[Any], arch: ArchSpec, strategy: str
+            ) -> Selection:
+    from tiledispatch.select import cost_model
+    from tiledispatch.select.selector import choose
+
     model, why_not = (cost_model.shipped_model(arch.name, problem) if strategy in ("auto", "ml")
                       else (None, "not asked"))
     return choose(plans, problem, strategy, arch, model=model, why_not=why_not)
