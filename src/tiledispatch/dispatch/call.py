@@ -50,10 +50,8 @@ def gemm(site: Site, a: Any, b: Any, out: Any, c: Any, bias: Any, bias_mode: str
     """out = activation(alpha * a @ b + beta * c + bias + sum(d)) and the decision that computed it."""
     if beta != 0 and c is None:
         c = out   # BLAS semantics: out = alpha * A @ B + beta * out
-    key = None if strategy == "tune" else call_key(
-        a, b, out, c, bias, d, beta, scale_a, scale_b,
-        (bias_mode, activation, out_dtype, allow_tf32, strategy, problem,
-         device_token() if strategy == "auto" else None))   # auto reads the current GPU's tuning DB
+    key = gemm_key(a, b, out, c, bias, d, beta, scale_a, scale_b, bias_mode, activation, out_dtype,
+                   allow_tf32, strategy, problem)
     hit = site.memo.get(key)
     if (hit is not None and hit.stamp == hit.registry.stamp() and type(alpha) in REAL and type(beta) in REAL
             and (out is None or not meets(hit, out, a, b))):
@@ -61,6 +59,18 @@ def gemm(site: Site, a: Any, b: Any, out: Any, c: Any, bias: Any, bias_mode: str
     args = gemm_args(a, b, out, c, bias, bias_mode, d, activation, alpha, beta, out_dtype, allow_tf32,
                      scale_a, scale_b)
     return first_gemm(site, key, args, strategy, problem)
+
+
+def gemm_key(a: Any, b: Any, out: Any, c: Any, bias: Any, d: Any, beta: Any, scale_a: Any, scale_b: Any,
+             bias_mode: str | None, activation: str | None, out_dtype: str | None, allow_tf32: bool,
+             strategy: str, problem: GemmProblem | None = None) -> tuple | None:
+    """The memo key of a GEMM call: every argument a decision reads (None for `tune`, which never
+    remembers). `auto` reads the current GPU's tuning DB, so its key names the device."""
+    if strategy == "tune":
+        return None
+    return call_key(a, b, out, c, bias, d, beta, scale_a, scale_b,
+                    (bias_mode, activation, out_dtype, allow_tf32, strategy, problem,
+                     device_token() if strategy == "auto" else None))
 
 
 def gemm_args(a: Any, b: Any, out: Any, c: Any, bias: Any, bias_mode: str | None, d: Any,

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from tiledispatch.dispatch import call
 from tiledispatch.dispatch.call import REAL
 from tiledispatch.dispatch.defaults import CONV, GEMM
-from tiledispatch.runtime.launcher import call_key, device_token
 
 if TYPE_CHECKING:
     import torch
@@ -19,6 +18,7 @@ if TYPE_CHECKING:
     from tiledispatch.select.selector import Selection
 
 _GEMM_GET = GEMM.memo.get
+_gemm_key = call.gemm_key
 _CONV_GET = CONV.memo.get
 
 
@@ -38,10 +38,8 @@ def gemm(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = None, 
     """
     if beta != 0 and c is None:
         c = out   # BLAS semantics: out = alpha * A @ B + beta * out
-    key = None if strategy == "tune" else call_key(
-        a, b, out, c, bias, d, beta, scale_a, scale_b,
-        (bias_mode, activation, out_dtype, allow_tf32, strategy, None,
-         device_token() if strategy == "auto" else None))
+    key = _gemm_key(a, b, out, c, bias, d, beta, scale_a, scale_b, bias_mode, activation, out_dtype,
+                    allow_tf32, strategy)
     hit = _GEMM_GET(key)
     if (hit is not None and hit.stamp == hit.registry.stamp() and type(alpha) in REAL and type(beta) in REAL
             and (out is None or not call.meets(hit, out, a, b))):
@@ -128,10 +126,7 @@ def gemm_plan(a: torch.Tensor, b: torch.Tensor, *, bias: torch.Tensor | None = N
               strategy: str = "auto") -> Selection | None:
     """The selection the remembered decision of td.gemm(a, b, bias=bias) runs (no other argument given), or
     None when no valid decision is remembered."""
-    key = None if strategy == "tune" else call_key(
-        a, b, None, None, bias, (), 0.0, None, None,
-        (None, None, None, False, strategy, None, device_token() if strategy == "auto" else None))
-    hit = _GEMM_GET(key)
+    hit = _GEMM_GET(_gemm_key(a, b, None, None, bias, (), 0.0, None, None, None, None, None, False, strategy))
     if hit is None or hit.stamp != hit.registry.stamp():
         return None
     return hit.selection
