@@ -52,11 +52,12 @@ def wall_times(fn: Callable[[], object], device: Any, warmup: int, steps: int, p
                ) -> dict[str, Any]:
     """fn's wall time per step: the first call alone (selection, registry builds, compilation), warm-up calls,
     then `steps` calls each synchronized (median, p20, p80) and, with `pipelined`, `steps` calls back to back
-    (mean: the throughput a training loop without syncs sees)."""
+    (mean: the throughput a training loop without syncs sees) with the allocator / GC counters per step over
+    those (_counters)."""
     first_s = _first_and_warm(fn, device, warmup)
     samples = [_step_ms(fn, device) for _ in range(steps)]
-    return {**_spread(samples), "pipelined_ms": _back_to_back_ms(fn, device, steps) if pipelined else None,
-            "steps": steps, "first_call_s": first_s}
+    back = _counted_back_to_back(fn, device, steps) if pipelined else {"pipelined_ms": None}
+    return {**_spread(samples), **back, "steps": steps, "first_call_s": first_s}
 
 
 def _first_and_warm(fn: Callable[[], object], device: Any, warmup: int) -> float:
@@ -88,6 +89,31 @@ def _back_to_back_ms(fn: Callable[[], object], device: Any, steps: int) -> float
     return (time.perf_counter() - start) * 1e3 / steps
 
 
+_CUDA_COUNTERS = ("num_alloc_retries", "num_device_alloc", "num_device_free", "num_sync_all_streams")
+
+
+def _counters(device: Any) -> dict[str, int]:
+    """Process counters a step's host time can hide in: the CUDA caching allocator's device mallocs, frees
+    and out-of-memory retries (each synchronizes), and Python's garbage-collector runs per generation."""
+    import gc
+
+    import torch
+
+    out = {f"gc_gen{i}": stats["collections"] for i, stats in enumerate(gc.get_stats())}
+    if device.type == "cuda":
+        stats = torch.cuda.memory_stats(device)
+        out.update({name: int(stats.get(name, 0)) for name in _CUDA_COUNTERS})
+    return out
+
+
+def _counted_back_to_back(fn: Callable[[], object], device: Any, steps: int) -> dict[str, Any]:
+    """_back_to_back_ms, with the per-step change of _counters over those steps."""
+    before = _counters(device)
+    ms = _back_to_back_ms(fn, device, steps)
+    after = _counters(device)
+    return {"pipelined_ms": ms, "per_step_counters": {k: (after[k] - before[k]) / steps for k in after}}
+
+
 def _spread(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     return {"wall_ms": statistics.median(ordered), "wall_p20_ms": ordered[int(0.2 * (len(ordered) - 1))],
@@ -110,8 +136,8 @@ def interleaved_wall_times(fns: dict[str, Callable[[], object]], device: Any, wa
         for name, fn in fns.items():
             samples[name] += [_step_ms(fn, device) for _ in range(per_round)]
     for name, fn in fns.items():
-        results[name].update({**_spread(samples[name]),
-                              "pipelined_ms": _back_to_back_ms(fn, device, steps) if pipelined else None,
+        back = _counted_back_to_back(fn, device, steps) if pipelined else {"pipelined_ms": None}
+        results[name].update({**_spread(samples[name]), **back,
                               "steps": len(samples[name]), "rounds": rounds, "interleaved": list(fns)})
     return results
 

@@ -338,8 +338,11 @@ def _brief(result: dict) -> str:
     gpu = result.get("gpu_ms")
     compiled = (f", {result['graph_breaks']} graph breaks, {result['cudagraph_skips']} cudagraph skips"
                 if "cudagraph_skips" in result else "")
+    counters = result.get("per_step_counters", {})
+    held = "".join(f", {counters[k]:g} {k}/step" for k in ("num_device_alloc", "num_alloc_retries", "gc_gen2")
+                   if counters.get(k))
     return (f"{result['wall_ms']:8.2f} ms wall" + (f", {gpu:8.2f} ms GPU" if gpu else "")
-            + f" (first call {result['first_call_s']:.1f} s, {result['seconds']:.0f} s{compiled})")
+            + f" (first call {result['first_call_s']:.1f} s, {result['seconds']:.0f} s{compiled}{held})")
 
 
 def check_numerics(row: dict, spec: ModelSpec, base: Any, s: Settings) -> None:

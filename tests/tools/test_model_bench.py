@@ -208,3 +208,18 @@ def test_x3d_m_follows_the_published_layer_table():
     with torch.device("meta"):
         out = x3d_m()(torch.empty(2, 3, 16, 224, 224))
     assert out.shape == (2, 400)
+
+
+def test_pipelined_steps_report_the_counters_a_step_can_hide_in(bench):
+    """Each variant's back-to-back steps carry the per-step change of the GC (and, on CUDA, allocator)
+    counters: a step that runs a full collection shows one gen-2 collection per step, one that does not
+    shows none."""
+    import gc
+
+    measure = bench["model_measure"]
+    steps = {"collects": lambda: gc.collect(), "quiet": lambda: None}
+    result = measure.interleaved_wall_times(steps, torch.device("cpu"), warmup=2, steps=4)
+    assert result["collects"]["per_step_counters"]["gc_gen2"] == 1.0
+    assert result["quiet"]["per_step_counters"]["gc_gen2"] == 0.0
+    single = measure.wall_times(steps["collects"], torch.device("cpu"), warmup=1, steps=3)
+    assert single["per_step_counters"]["gc_gen2"] == 1.0
