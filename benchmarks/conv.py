@@ -7,9 +7,12 @@ for `tune` (every plan validated against an fp32 GPU reference, then timed with 
 finalists are re-timed with the full protocol, the fastest wins) and `..._essential` for `auto`
 (`select(problem, "auto")` without a tuning DB, timed with the full protocol). cuDNN: channels-last tensors,
 cudnn.benchmark=True, F.conv{1,2,3}d / aten.convolution_backward, full protocol. Memory floor: min_bytes over
-the device-to-device copy bandwidth measured in the same run.
+the device-to-device copy bandwidth measured in the same run. The suites of issue 38's named categories
+(conv_suites.HARD_SUITES; --named-categories keeps only dense_3d, depthwise_7x7, small_group_3d or
+odd_size_dense cases) add a per-direction geomean vs cuDNN per named category (`named_summary`).
 
 Usage (GPU):  python benchmarks/conv.py [--suites ...] [--directions fwd,bwd_data,bwd_weight] [--categories ...]
+                  [--named-categories ...]
                   [--dtype bf16] [--batch-scale 1] [--max-problems N] [--top-k K] [--out PATH] [--smoke]
 Usage (CPU):  python benchmarks/conv.py --cpu   (control-flow check: Triton interpreter, shrunk problems, torch
                   CPU conv as the vendor, wall-clock times)
@@ -284,8 +287,10 @@ def copy_metrics(ctx: Context, copy: Timing | None, cudnn_ms: float, min_bytes: 
 
 
 def describe_case(case: Any, problem: Any) -> dict[str, Any]:
+    from tiledispatch.problems.conv_suites import named_category
+
     return {"case": case.name, "model": case.model, "layer": case.layer, "category": case.category,
-            "memory_bound": memory_bound(case), "n": problem.n, "c": problem.c, "k": problem.k,
+            "named_category": named_category(case.problem), "memory_bound": memory_bound(case), "n": problem.n, "c": problem.c, "k": problem.k,
             "groups": problem.groups, "spatial": list(problem.spatial), "filter": list(problem.filter),
             "stride": list(problem.stride), "padding": [left for left, _ in problem.padding],
             "dilation": list(problem.dilation), "output": list(problem.output), "dtype": problem.dtype,
@@ -367,11 +372,17 @@ def shrink(case: Any) -> Any:
 def select_cases(opts: argparse.Namespace) -> list:
     from tiledispatch.problems import conv_suites as cs
 
-    batch_of = lambda ndim: max(1, round(cs.DEFAULT_BATCH[ndim] * opts.batch_scale))
     cases = []
-    for name in opts.suites.split(","):
-        cases += [dataclasses.replace(c, problem=dataclasses.replace(c.problem, n=batch_of(c.problem.ndim)))
+    for name in opts.suites.split(","):   # --batch-scale scales each suite's batch (conv_suites.MODEL_BATCH)
+        cases += [dataclasses.replace(c, problem=dataclasses.replace(
+                      c.problem, n=max(1, round(c.problem.n * opts.batch_scale))))
                   for c in cs.suite(name, opts.dtype)]
+    if opts.named_categories:
+        named = opts.named_categories.split(",")
+        unknown = [c for c in named if c not in cs.NAMED_CATEGORIES]
+        if unknown:
+            raise SystemExit(f"unknown named categories {unknown}; legal: {', '.join(cs.NAMED_CATEGORIES)}")
+        cases = [c for c in cases if cs.named_category(c.problem) in named]
     by_cat = cs.by_category(cs.dedupe(cases))
     wanted = opts.categories.split(",") if opts.categories else list(by_cat)
     unknown = [c for c in wanted if c not in cs.CATEGORIES]
@@ -386,10 +397,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--suites", default="resnet50,resnext50_32x4d,mobilenet_v2,video3d",
-                        help="comma list of resnet50, resnext50_32x4d, mobilenet_v2, video3d")
+                        help="comma list of resnet50, resnext50_32x4d, mobilenet_v2, video3d and issue 38's "
+                             "dense3d_video, depthwise7x7, small_group3d, odd_size2d")
     parser.add_argument("--directions", default=",".join(DIRECTIONS), help="comma list of fwd, bwd_data, bwd_weight")
     parser.add_argument("--categories", help="comma list of dense2d, grouped, depthwise, dense3d, grouped3d, "
                                              "depthwise3d (default: all)")
+    parser.add_argument("--named-categories", help="keep only cases of these named categories: comma list of "
+                                                   "dense_3d, depthwise_7x7, small_group_3d, odd_size_dense")
     parser.add_argument("--dtype", default="bf16", choices=sorted(TOLERANCE))
     parser.add_argument("--batch-scale", type=float, default=1.0, help="multiply the default batch (2D 32, 3D 8)")
     parser.add_argument("--max-problems", type=int, help="at most N problems per category (spread over the suite)")
@@ -458,7 +472,8 @@ def default_out(result: dict[str, Any]) -> Path:
 def write_result(result: dict[str, Any], rows: list, builds: dict, out: Path, start: float) -> None:
     import json
 
-    result.update(seconds=round(time.perf_counter() - start, 1), builds=builds, summary=summarize(rows), rows=rows)
+    result.update(seconds=round(time.perf_counter() - start, 1), builds=builds, summary=summarize(rows),
+                  named_summary=named_summary(rows), rows=rows)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1, default=str))
 
@@ -475,6 +490,44 @@ def update_markdown(json_path: Path, md_path: Path = ROOT / "BENCHMARKS.md") -> 
     else:
         text = text.rstrip("\n") + "\n\n" + section
     md_path.write_text(text)
+
+
+def named_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per direction x named category (issue 38: dense_3d, depthwise_7x7, small_group_3d, odd_size_dense), the
+    geomean of cuDNN_ms / tune_ms and of auto, the worst case, and whether the geomean reaches 1.0x with every
+    row measured. Rows outside the named categories (or from runs before them) are left out."""
+    from protocol import geomean
+
+    from tiledispatch.problems.conv_suites import NAMED_CATEGORIES
+
+    out = []
+    for direction in DIRECTIONS:
+        for named in NAMED_CATEGORIES:
+            sub = [r for r in rows if r["direction"] == direction and r.get("named_category") == named]
+            if not sub:
+                continue
+            tuned = [r for r in sub if r.get("tune_ratio")]
+            worst = min(tuned, key=lambda r: r["tune_ratio"], default=None)
+            value = geomean([r["tune_ratio"] for r in tuned])
+            out.append({"direction": direction, "named_category": named, "rows": len(tuned), "of": len(sub),
+                        "tune_geomean": value, "auto_geomean": geomean([r.get("auto_ratio") for r in sub]),
+                        "tune_min": worst["tune_ratio"] if worst else None,
+                        "tune_min_case": worst["case"] if worst else None,
+                        "pass": bool(value is not None and value >= 1.0 and len(tuned) == len(sub))})
+    return out
+
+
+def print_named(groups: list[dict[str, Any]]) -> None:
+    if not groups:
+        return
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}x"
+
+    print("\nnamed categories (issue 38: tune over `_all` vs cuDNN, geomean; target 1.00x)")
+    for g in groups:
+        print(f"  {g['direction']:<10} {g['named_category']:<15} tune {fmt(g['tune_geomean']):>7}  auto "
+              f"{fmt(g['auto_geomean']):>7}  worst {fmt(g['tune_min']):>7} {g['tune_min_case'] or ''}  "
+              f"{'PASS' if g['pass'] else 'FAIL'}  ({g['rows']}/{g['of']} rows)")
 
 
 def progress_line(i: int, total: int, row: dict[str, Any], elapsed: float) -> str:
@@ -498,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         if not opts.out:
             raise SystemExit("--merge needs --out")
         merged = merge_results([Path(p) for p in opts.merge], opts.replace)
+        merged["named_summary"] = named_summary(merged["rows"])
         Path(opts.out).write_text(json.dumps(merged, indent=1, default=str))
         if not opts.no_markdown:
             update_markdown(Path(opts.out))
@@ -523,6 +577,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             write_result(result, rows, ctx.builds, out, start)
     print_acceptance(result["summary"])
+    print_named(result["named_summary"])
     if result["mode"] == "gpu" and not opts.no_markdown:
         update_markdown(out)
         print("updated BENCHMARKS.md (conv section)")
