@@ -24,6 +24,9 @@ ENV_VARS = {
                            "registries load their kernels from it (see load_bundle)",
     "TILEDISPATCH_BUNDLE_STRICT": "1: with a bundle, a build that would compile a kernel the bundle lacks "
                                   "raises BundleError instead (default 0: it compiles and warns)",
+    "TILEDISPATCH_VENDOR": "0: selection never takes the vendor library's plans (cuBLAS / cuDNN), only our "
+                           "kernels (default 1); read when a decision is made, so set it before the first "
+                           "call or call dispatch.defaults.reset() after changing it",
 }
 
 
@@ -118,3 +121,8 @@ def bundle_path() -> Path | None:
 
 def bundle_strict() -> bool:
     return _switch("TILEDISPATCH_BUNDLE_STRICT", "0") is True
+
+
+def vendor_plans() -> bool:
+    """Whether selection may take the vendor library's plans (TILEDISPATCH_VENDOR, default on)."""
+    return _switch("TILEDISPATCH_VENDOR", "on") is not False

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, cast
 
+from tiledispatch import settings
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.errors import BadInput, bad_choice
@@ -81,7 +82,9 @@ def plan_for(kernel: Kernel, problem: GemmProblem | ConvProblem) -> Plan | None:
 
 def plans_of(kernels: list[Kernel], problem: GemmProblem | ConvProblem) -> list[Plan]:
     """The plan of every kernel that computes `problem` (plan_for), direct ones first, each group in the
-    kernels' order."""
+    kernels' order; no vendor plan when TILEDISPATCH_VENDOR=0 (read here, when a decision is made)."""
+    if not settings.vendor_plans():
+        kernels = [k for k in kernels if k.config.family != "vendor"]
     found = [plan for plan in (plan_for(k, problem) for k in kernels) if plan is not None]
     return [p for p in found if not p.padded] + [p for p in found if p.padded]
 

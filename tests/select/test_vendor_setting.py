@@ -1,0 +1,54 @@
+"""TILEDISPATCH_VENDOR: parsed strictly, and with it off, selection (pure, over plans that include the vendor
+library's) never takes a vendor plan."""
+from __future__ import annotations
+
+import pytest
+
+import tiledispatch as td
+from tiledispatch import settings
+from tiledispatch.configs.vendor import VendorConfig
+from tiledispatch.registry.kernel import Kernel
+from tiledispatch.registry.vendor import VendorKernel
+from tiledispatch.select.selector import choose, is_vendor, plans_of
+from tiledispatch.testing import small_config
+
+ARCH = td.get_arch("sm_90")
+PROBLEM = td.GemmProblem(40, 48, 72, dtype="fp16")
+
+
+def kernels() -> list[Kernel]:
+    """The vendor GEMM first (first_fit would take it), then two of ours."""
+    return [VendorKernel(VendorConfig("gemm"), ARCH), Kernel(small_config("tiled", "rcr", "fp16"), ARCH),
+            Kernel(small_config("tiled", "rcr", "fp16", block=(16, 64, 32)), ARCH)]
+
+
+@pytest.mark.parametrize("value, on", [(None, True), ("1", True), ("on", True), ("0", False),
+                                       ("false", False), ("OFF", False)])
+def test_setting_parses(monkeypatch, value: str | None, on: bool) -> None:
+    if value is None:
+        monkeypatch.delenv("TILEDISPATCH_VENDOR", raising=False)
+    else:
+        monkeypatch.setenv("TILEDISPATCH_VENDOR", value)
+    assert settings.vendor_plans() is on
+    assert "TILEDISPATCH_VENDOR" in settings.ENV_VARS
+
+
+def test_bad_value_names_the_variable(monkeypatch) -> None:
+    monkeypatch.setenv("TILEDISPATCH_VENDOR", "cudnn")
+    with pytest.raises(td.BadInput) as info:
+        settings.vendor_plans()
+    assert info.value.field == "TILEDISPATCH_VENDOR" and "'0'" in str(info.value)
+
+
+@pytest.mark.parametrize("strategy", ["first_fit", "rules", "auto"])
+def test_off_selection_never_takes_the_vendor_plan(monkeypatch, strategy: str) -> None:
+    vendor = lambda selection: selection.kernel.config.family == "vendor"    # noqa: E731
+    monkeypatch.delenv("TILEDISPATCH_VENDOR", raising=False)
+    plans = plans_of(kernels(), PROBLEM)
+    assert sum(map(is_vendor, plans)) == 1
+    assert vendor(choose(plans, PROBLEM, "first_fit", ARCH))                          # on: first_fit takes it
+    assert vendor(choose(plans, PROBLEM, "auto", ARCH, tuned="vendor-cublas-gemm"))   # and auto the DB's pick
+    monkeypatch.setenv("TILEDISPATCH_VENDOR", "0")
+    plans = plans_of(kernels(), PROBLEM)
+    assert len(plans) == 2 and not any(map(is_vendor, plans))
+    assert not vendor(choose(plans, PROBLEM, strategy, ARCH, tuned="vendor-cublas-gemm"))
