@@ -2,6 +2,8 @@
 and on torch's classes; the mode keeps the faster (stand-in classes whose forward advances a fake clock)."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -75,7 +77,7 @@ def test_blocks_alternate_arms_and_run_both_classes(clock):
     seen = []
     model.register_forward_pre_hook(lambda m, a: seen.append(type(m[0]).__name__))
     _steps(model, 3 + 2 * ROUNDS * BLOCK + 1)
-    blocks = [seen[3 + i * BLOCK:3 + (i + 1) * BLOCK] for i in range(2 * ROUNDS)]
+    blocks = [seen[2 + i * BLOCK:2 + (i + 1) * BLOCK] for i in range(2 * ROUNDS)]   # step 3 begins them
     assert [set(b) for b in blocks] == [{"TdLinear"}, {"TorchLinear"}] * ROUNDS
     assert [arm for arm, _ in check.trials["train/grad"].blocks] == ["tiledispatch", "torch"] * ROUNDS
 
@@ -96,8 +98,9 @@ def test_learning_lasts_while_the_layer_plans_change(clock):
     for step in range(12):
         learned["n"] = step
         model(torch.randn(3, 4))
-    assert check.trials["train/grad"].phase == "blocks"
-    assert check.trials["train/grad"].steps == 12 - 8     # blocks started once a step learned nothing
+    trial = check.trials["train/grad"]
+    assert trial.phase == "blocks"   # from step 8 on (the first that learned nothing): steps 8-11 a block
+    assert len(trial.blocks) == 1 and trial.steps == 1
 
 
 def test_modes_are_checked_apart_and_each_runs_its_verdict(clock):
@@ -115,6 +118,33 @@ def test_modes_are_checked_apart_and_each_runs_its_verdict(clock):
     assert type(model[0]).__name__ == "TorchLinear"
 
 
+def test_a_block_that_another_mode_interrupts_starts_again(clock):
+    model, check = _model(clock, 2.0, 1.0)
+    _steps(model, 4)                        # learned; the first block began at step 3
+    model.eval()
+    with torch.no_grad():
+        model(torch.randn(3, 4))            # an eval step inside the train block
+    model.train()
+    _steps(model, 1)
+    trial = check.trials["train/grad"]
+    assert trial.restarts == 1 and trial.steps == 1 and not trial.blocks
+    _steps(model, 2 * ROUNDS * BLOCK)
+    assert trial.phase == "done" and trial.verdict == "torch"
+    assert all(s == pytest.approx(BLOCK * 2 * (2.0 if a == "tiledispatch" else 1.0)) for a, s in trial.blocks)
+
+
+def test_modes_interleaving_step_by_step_leave_the_converted_layers_unchecked(clock):
+    model, check = _model(clock, 2.0, 1.0)
+    for _ in range(40):
+        model.train()
+        model(torch.randn(3, 4))
+        model.eval()
+        with torch.no_grad():
+            model(torch.randn(3, 4))
+    state = check.summary()["train/grad"]
+    assert state["phase"] == "done" and state["verdict"] == "tiledispatch" and "unchecked" in state["note"]
+
+
 def test_convert_attaches_one_check_and_a_second_convert_replaces_it():
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(), torch.nn.Linear(4, 2))
     report = tdnn.convert(model)
@@ -122,5 +152,10 @@ def test_convert_attaches_one_check_and_a_second_convert_replaces_it():
     assert [cls for _, cls in report.step_check.modules] == [torch.nn.Conv2d, torch.nn.Linear]
     again = tdnn.convert(model)
     assert len(model._forward_pre_hooks) == 1 and again.step_check is not report.step_check
+    copy_ = copy.deepcopy(model)                          # a deep copy's check is its own, and replaced alike
+    (hook,) = copy_._forward_pre_hooks.values()
+    assert hook.modules[0][0] is copy_[0]
+    tdnn.convert(copy_)
+    assert len(copy_._forward_pre_hooks) == 1 and next(iter(copy_._forward_pre_hooks.values())) is not hook
     assert tdnn.convert(torch.nn.Sequential(torch.nn.ReLU())).step_check is None
     assert tdnn.convert(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)), step_check=False).step_check is None

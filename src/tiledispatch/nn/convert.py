@@ -10,7 +10,6 @@ both and prints as a table.
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections.abc import Iterable
 
 import torch
@@ -105,7 +104,6 @@ def _unswappable(module: torch.nn.Module) -> str | None:
     return _reason(module)
 
 
-_HANDLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # model -> its StepCheck's hook handle
 _COMPUTE = ("forward", "_conv_forward")   # what a subclass must inherit unchanged to be served
 _DERIVED: dict[type, type] = {}           # subclass -> its tiledispatch class
 
@@ -137,15 +135,15 @@ def _torch_class(module: torch.nn.Module) -> type:
 def _attach_check(model: torch.nn.Module, report: ConvertReport) -> None:
     """Register a StepCheck of every converted layer as `model`'s forward pre-hook (replacing an earlier
     convert's)."""
-    old = _HANDLES.pop(model, None)
-    if old is not None:
-        old.remove()
+    for key, hook in list(model._forward_pre_hooks.items()):   # an earlier convert's (or a deep copy's)
+        if isinstance(hook, StepCheck):
+            del model._forward_pre_hooks[key]
     taken = {layer.name for layer in report.taken}
     modules = [(m, _torch_class(m)) for name, m in model.named_modules() if name in taken]
     if not modules:
         return
     report.step_check = StepCheck(modules)
-    _HANDLES[model] = model.register_forward_pre_hook(report.step_check)
+    model.register_forward_pre_hook(report.step_check)
 
 
 def convert(model: torch.nn.Module, *, exclude: Iterable[str] = (), step_check: bool = True) -> ConvertReport:

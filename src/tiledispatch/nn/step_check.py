@@ -6,7 +6,8 @@ host and the GPU overlap across layers, which no per-layer sum sees. So once a m
 the same modules swapped back to their torch classes (stock torch exactly), and compares the blocks' wall
 times (device synchronized at each block boundary). The mode keeps the converted layers only where their
 median block is below MARGIN of torch's; otherwise its layers stay torch's classes, as before convert.
-A step is one call of the converted root module.
+A step is one call of the converted root module; a block that another mode's steps interrupt starts again
+(a mode whose blocks keep being interrupted stays on the converted layers, unchecked).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ LEARN_STEPS = 40      # at most this many steps for the layer plans to settle be
 BLOCK = 4             # steps per block
 ROUNDS = 3            # blocks per arm
 MARGIN = 0.99         # the converted layers are kept below this fraction of torch's block time
+MAX_RESTARTS = 8      # blocks restarted by steps of another mode before a mode is left unchecked
 ARMS = ("tiledispatch", "torch")
 
 
@@ -36,6 +38,8 @@ class Trial:
     block_start: float = 0.0
     verdict: str = "tiledispatch"
     learning: tuple = ()      # what the layer plans had learned at the last step (a change: still learning)
+    restarts: int = 0         # blocks restarted because another mode's steps ran inside them
+    note: str = ""
 
     def medians(self) -> dict[str, float]:
         return {arm: statistics.median(s for a, s in self.blocks if a == arm)
@@ -54,7 +58,7 @@ class StepCheck:
         self.td_classes = [type(m) for m, _ in self.modules]
         self.trials: dict[str, Trial] = {}
         self.arm = "tiledispatch"             # the classes the modules have now
-        self.device = next((m.weight.device for m, _ in self.modules), torch.device("cpu"))
+        self.last_mode: str | None = None
 
     def __call__(self, root: torch.nn.Module, args: Any) -> None:
         if torch.compiler.is_compiling():
@@ -62,35 +66,46 @@ class StepCheck:
         trial = self.trials.get(mode := _mode(root))
         if trial is None:
             trial = self.trials[mode] = Trial()
+        moved, self.last_mode = self.last_mode != mode, mode
         if trial.phase == "done":
             if self.arm != trial.verdict:
                 self._use(trial.verdict)
-            return
-        trial.steps += 1
-        if trial.phase == "learn":
+        elif trial.phase == "learn":
+            trial.steps += 1
             self._use("tiledispatch")
             learning, trial.learning = trial.learning, self._learning()
             if trial.steps > LEARN_STEPS or (trial.steps > 2 and learning == trial.learning):
-                trial.phase, trial.steps = "blocks", 0
-                trial.block_start = self._now()
-            return
-        self._block_step(trial)
+                trial.phase = "blocks"
+                self._start_block(trial)
+        elif moved:   # another mode's steps ran inside this block: time it again from here
+            trial.restarts += 1
+            if trial.restarts > MAX_RESTARTS:   # modes interleave step by step: the blocks cannot be timed
+                trial.phase, trial.verdict, trial.note = "done", "tiledispatch", "modes interleave: unchecked"
+                self._use(trial.verdict)
+            else:
+                self._start_block(trial)
+        else:
+            trial.steps += 1
+            if trial.steps > BLOCK:
+                self._end_block(trial)
 
-    def _block_step(self, trial: Trial) -> None:
-        """Count a step of the running block; at a block boundary record it and switch arm."""
-        if trial.steps <= BLOCK:
-            return
+    def _start_block(self, trial: Trial) -> None:
+        """This step is the first of a block on the arm whose turn it is."""
+        self._use(ARMS[len(trial.blocks) % 2])
+        trial.steps, trial.block_start = 1, self._now()
+
+    def _end_block(self, trial: Trial) -> None:
+        """Record the block that ends here; after the last one settle the mode, else start the next."""
         now = self._now()
         trial.blocks.append((self.arm, now - trial.block_start))
-        trial.steps, trial.block_start = 1, now
-        if len(trial.blocks) == 2 * ROUNDS:
-            medians = trial.medians()
-            keep = medians["tiledispatch"] < MARGIN * medians["torch"]
-            trial.phase, trial.verdict = "done", "tiledispatch" if keep else "torch"
-            self._use(trial.verdict)
-            trial.block_start = 0.0
-        else:
+        if len(trial.blocks) < 2 * ROUNDS:
             self._use(ARMS[len(trial.blocks) % 2])
+            trial.steps, trial.block_start = 1, now
+            return
+        medians = trial.medians()
+        keep = medians["tiledispatch"] < MARGIN * medians["torch"]
+        trial.phase, trial.verdict = "done", "tiledispatch" if keep else "torch"
+        self._use(trial.verdict)
 
     def _learning(self) -> tuple:
         """What the layer plans have learned so far: unchanged over a step means this mode's plans have
@@ -100,8 +115,10 @@ class StepCheck:
                      for module, _ in self.modules for plan in getattr(module, "_td_plans", {}).values())
 
     def _now(self) -> float:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        """A clock reading after the device (where the modules' weights are now) has finished its work."""
+        device = self.modules[0][0].weight.device if self.modules else torch.device("cpu")
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         return time.perf_counter()
 
     def _use(self, arm: str) -> None:
@@ -114,5 +131,6 @@ class StepCheck:
     def summary(self) -> dict[str, dict[str, Any]]:
         """Per mode: phase, verdict and the block medians (ms) measured so far."""
         return {mode: {"phase": t.phase, "verdict": t.verdict if t.phase == "done" else None,
-                       "block_ms": {arm: 1e3 * s for arm, s in t.medians().items()}}
+                       "block_ms": {arm: 1e3 * s for arm, s in t.medians().items()},
+                       **({"note": t.note} if t.note else {})}
                 for mode, t in self.trials.items()}
