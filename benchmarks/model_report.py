@@ -124,8 +124,10 @@ def _row(cells: list[Any]) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
-PHASE_HEAD = ["model", "input", "layers td / torch", "stock eager", "converted eager", "speedup (GPU)",
-              "stock compiled", "converted compiled", "speedup (GPU)", "stock compiled vs eager"]
+PHASE_HEAD = ["model", "input", "layers td / torch", "stock eager", "converted eager", "GPU, vendor off",
+              "speedup (GPU)", "stock compiled", "converted compiled", "speedup (GPU)",
+              "stock compiled vs eager"]
+NOVENDOR = "converted_novendor_eager"   # --vendor-off-gpu: converted eager, vendor plans off (GPU ms)
 BREAKDOWN_HEAD = ["model", "variant", "GPU ms", "conv/GEMM share", "conv/GEMM: tiledispatch",
                   "conv/GEMM: vendor", "norm", "elementwise", "reduction", "layout copies", "other"]
 BREAKDOWN_KEYS = ("tiledispatch", "vendor_conv_gemm", "norm", "elementwise", "reduction", "layout_copy",
@@ -146,7 +148,7 @@ def _phase_table(data: dict[str, Any], phase: str) -> list[str]:
         layers = m.get("layers", {})
         rows.append([m["model"], "x".join(map(str, m.get("input_shape", []))),
                      f"{layers.get('taken', '–')} / {layers.get('left', '–')}",
-                     _cell(runs, "stock_eager"), _cell(runs, "converted_eager"),
+                     _cell(runs, "stock_eager"), _cell(runs, "converted_eager"), _novendor(runs),
                      f"{_f(sp.get('eager_wall'))}× ({_f(sp.get('eager_gpu'))}×)",
                      _cell(runs, "stock_compiled"), _cell(runs, "converted_compiled"),
                      f"{_f(sp.get('compiled_wall'))}× ({_f(sp.get('compiled_gpu'))}×)",
@@ -154,10 +156,15 @@ def _phase_table(data: dict[str, Any], phase: str) -> list[str]:
     return _table(PHASE_HEAD, rows)
 
 
+def _novendor(runs: dict[str, Any]) -> str:
+    r = runs.get(NOVENDOR, {})
+    return "error" if "error" in r else _f(r.get("gpu_ms"), ".1f")
+
+
 def _breakdown_table(data: dict[str, Any]) -> list[str]:
     rows = []
     for m in data["models"]:
-        for key in ("stock_eager", "converted_eager", "stock_compiled", "converted_compiled"):
+        for key in ("stock_eager", "converted_eager", NOVENDOR, "stock_compiled", "converted_compiled"):
             r = m.get("runs", {}).get("train", {}).get(key, {})
             if r.get("by_class_ms"):
                 share = _ratio(r.get("conv_gemm_ms"), r.get("gpu_ms"))
@@ -194,8 +201,9 @@ def _header(data: dict[str, Any]) -> str:
             f"{s.get('batch')} (video {s.get('video_batch')}); wall = median of {s.get('steps')} "
             f"synchronized steps after warm-up; GPU = summed kernel time per step (torch.profiler, "
             f"{s.get('profile_steps')} steps); compiled = torch.compile(mode={s.get('compile_mode')!r}). "
-            "Cells: wall ms (GPU ms); speedup = stock / converted; † = compiled with graph breaks or "
-            "graphs run without CUDA graphs (counts in the JSON).")
+            "Cells: wall ms (GPU ms); GPU, vendor off = GPU ms of a converted copy on our kernels only "
+            "(--vendor-off-gpu: TILEDISPATCH_VENDOR=0, no StepCheck); speedup = stock / converted; † = "
+            "compiled with graph breaks or graphs run without CUDA graphs (counts in the JSON).")
 
 
 def _acceptance(acc: dict[str, Any]) -> str:
@@ -287,6 +295,8 @@ def merge(paths: list[Path], out: Path) -> dict[str, Any]:
                     if (all("wall_ms" in runs.get(k, {}) for k in pair)
                             and not all("wall_ms" in have.get(k, {}) for k in pair)):
                         have.update({k: runs[k] for k in pair})
+                if "wall_ms" in runs.get(NOVENDOR, {}) and "wall_ms" not in have.get(NOVENDOR, {}):
+                    have[NOVENDOR] = runs[NOVENDOR]
             for field in ("numerics", "layers", "source", "input_shape", "num_classes", "params_m"):
                 mine = row.get(field)
                 if field in model and (mine is None or (isinstance(mine, dict) and "error" in mine)):

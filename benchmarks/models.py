@@ -9,6 +9,7 @@ failures are recorded and the run goes on; the JSON is rewritten after each mode
 starting new work.
 
 --loss-steps N first trains stock and converted copies of --loss-model side by side (model_loss.py).
+--vendor-off-gpu also times a converted copy with vendor plans off after the eager pair (model_vendor_off.py).
 
 Usage (GPU):  python benchmarks/models.py [--models resnet50,x3d_m] [--steps 10] [--modes eager,compiled]
                   [--phases train,infer] [--no-numerics] [--budget-s 400] [--out PATH]
@@ -33,6 +34,7 @@ import model_loss
 import model_measure as measure
 import model_registries as registries
 import model_report as report
+import model_vendor_off as vendor_off
 from protocol import environment, gpu_slug
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,6 +113,7 @@ class Settings:
     loss_autocast: bool = True   # fp32 weights + torch.autocast(dtype) (CUDA); False: weights in dtype
     cudnn_benchmark: bool = True   # cuDNN picks its algorithms by timing them (as benchmarks/conv.py runs it)
     interleave: bool = True      # eager: stock and converted side by side, timed in alternating rounds
+    vendor_off_gpu: bool = False  # eager: also a converted copy with vendor plans off (model_vendor_off.py)
 
 
 # -- models --------------------------------------------------------------------------------------------------
@@ -389,6 +392,9 @@ def measure_model(row: dict[str, Any], spec: ModelSpec, s: Settings, budget: Bud
             row.setdefault("errors", {})["eager"] = _error(exc)
             print(f"  eager: ERROR {_error(exc)['error'][:200]}", flush=True)
         _free(s)
+    if mode == "eager" and s.vendor_off_gpu and not budget.spent():
+        measure_vendor_off(row, spec, base, s, phases)
+        _free(s)
     for variant in VARIANTS if not (mode == "eager" and s.interleave) else ():
         try:
             measure_variant(row, spec, base, variant, s, budget, mode, phases)
@@ -404,6 +410,22 @@ def measure_model(row: dict[str, Any], spec: ModelSpec, s: Settings, budget: Bud
         _free(s)
     row["speedups"] = report.speedups(row)
     row["seconds"] = row.get("seconds", 0.0) + time.perf_counter() - started
+
+
+def measure_vendor_off(row: dict, spec: ModelSpec, base: Any, s: Settings, phases: tuple[str, ...]) -> None:
+    """A fresh converted copy with vendor plans off, per phase (model_vendor_off.py); failures recorded."""
+    import torch
+
+    device, dtype = torch.device(s.device), getattr(torch, s.dtype)
+    try:
+        model, _ = _prepare(base, "stock", device, dtype, spec.video)
+        inputs = _inputs(spec, s, device, dtype, row["num_classes"])
+        vendor_off.measure(row, model, inputs, phases, s, make_step, measure,
+                           registries.install_smoke if s.smoke else None)
+    except Exception as exc:  # noqa: BLE001 - recorded; the run goes on
+        for phase in phases:
+            row["runs"].setdefault(phase, {}).setdefault(vendor_off.KEY, _error(exc))
+        print(f"  vendor off: ERROR {_error(exc)['error'][:200]}", flush=True)
 
 
 def _num_classes(model: Any) -> int:
@@ -523,7 +545,7 @@ def passes(s: Settings) -> list[tuple[str, tuple[str, ...]]]:
 
 def settings_from(args: argparse.Namespace) -> Settings:
     loss = {"loss_autocast": not args.loss_no_autocast, "cudnn_benchmark": not args.no_cudnn_benchmark,
-            "interleave": not args.no_interleave}
+            "interleave": not args.no_interleave, "vendor_off_gpu": args.vendor_off_gpu}
     if args.smoke:
         return Settings(device="cpu", dtype="float32", batch=1, video_batch=1, steps=args.steps or 2,
                         warmup=1, compiled_warmup=2, modes=MODES if args.smoke_compile else ("eager",),
@@ -564,6 +586,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="eager: time stock, then converted (default: side by side, alternating rounds)")
     parser.add_argument("--no-cudnn-benchmark", action="store_true",
                         help="leave torch.backends.cudnn.benchmark off (default: on, for both variants)")
+    parser.add_argument("--vendor-off-gpu", action="store_true",
+                        help="eager: also time a fresh converted copy with vendor plans off "
+                             "(TILEDISPATCH_VENDOR=0, no StepCheck), reported beside the converted GPU time")
     parser.add_argument("--merge", nargs="+", type=Path, metavar="JSON",
                         help="merge result files of one GPU into --out (per model and mode, the first "
                              "measured stock / converted pair)")
