@@ -4,16 +4,13 @@ A registry holds a built set (the default registries: the `_essential` preset, p
 a space declared on demand (KernelStore.add / add_preset with on_demand=True; the default registries declare
 the `_candidates` / `_all` preset of their key, `declare_space`). When the space is ranked (`enabled`), `auto`
 ranks the plans of every declared kernel with the shipped cost model, built or not: a plan needs only the
-config and its family's validity predicate (selector.plan_for), so unbuilt kernels are judged exactly as built
-ones. The first use of the pick compiles it, and the runner-up alongside, through the build cache (another
-process reads them from disk); a pick whose compile fails is recorded in KernelStore.failed and the next plan
-of the ranking is used. When unsure, `auto` times its top k (settings.measure_top_k), compiling those on
+config and its family's validity predicate (selector.plan_for). The first use of the pick compiles it, and the
+runner-up alongside, through the build cache; a pick whose compile fails is recorded in KernelStore.failed and
+the next plan of the ranking is used. When unsure, `auto` times its top k (settings.measure_top_k), built on
 demand. Without a shipped model for the request, or one that knows none of the space's kernel kinds, `auto`
-ranks the built set as before.
-
-Selection stays pure: the ranking is select/selector.py's and compiling is the registry's; this module is the
-dispatch step between them. A ranking of the space is remembered per problem while no kernel is declared, so
-deciding again after an unrelated build (which changes every stamp) costs a walk, not a ranking.
+ranks the built set as before. Selection stays pure: the ranking is select/selector.py's, compiling is the
+registry's. A ranking of the space is remembered per problem while no kernel is declared, so deciding again
+after an unrelated build (which changes every stamp) costs a walk, not a ranking (docs/design/rank_space.md).
 """
 from __future__ import annotations
 
