@@ -40,3 +40,22 @@ def test_bad_choice_names_field_value_and_legal_values():
     exc = errors.bad_choice(td.BadInput, "layout", "xyz", ("rcr", "rrr"))
     assert isinstance(exc, td.BadInput) and exc.field == "layout"
     assert "layout='xyz'" in str(exc) and "'rcr'" in str(exc) and "'rrr'" in str(exc)
+
+
+def test_module_docstrings_stay_short_and_modules_small():
+    """Docstrings say what and why in a few lines (history goes to docs/design/): none over 15 lines; no
+    module over 600 lines."""
+    import ast
+    from pathlib import Path
+
+    root = Path(td.__file__).resolve().parent
+    long_docs, long_files = [], []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text()
+        doc = ast.get_docstring(ast.parse(text), clean=False)
+        if doc is not None and len(doc.splitlines()) > 15:
+            long_docs.append(f"{path.relative_to(root)}: {len(doc.splitlines())} lines")
+        if len(text.splitlines()) > 600:
+            long_files.append(f"{path.relative_to(root)}: {len(text.splitlines())} lines")
+    assert not long_docs, long_docs
+    assert not long_files, long_files
