@@ -1,9 +1,10 @@
 """Family `direct`, kloop 'roll': depthwise convolutions that slide down the rows (H) of the image, ndim 2 and
 3: fwd and bwd_weight at stride 1 or 2 along H, bwd_data at stride 1.
 
-A program walks the source rows feeding a strip of written rows once, adding each into ROLL_SLOTS rolling
-accumulators, instead of loading a tile per filter tap (kernels/conv_direct.py). Design and measurements:
-docs/design/conv_direct.md.
+A program walks the source rows feeding a strip of written rows once, adding each into rolling accumulators
+(one per filter row it rolls, rolled_rows), instead of loading a tile per filter tap (kernels/conv_direct.py).
+fwd / bwd_data roll max(ROLL_SLOTS, block_k) filter rows (7x7 at block_k 7); bwd_weight ROLL_SLOTS. Design and
+measurements: docs/design/conv_direct.md.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ from tiledispatch.kernels.conv_direct import (
 from tiledispatch.kernels.spec import EntrySpec, LaunchPlan, Param, Resources
 from tiledispatch.problems.conv import ConvProblem
 
-ROLL_SLOTS = 3              # rolling accumulators (filter heights up to 3)
+ROLL_SLOTS = 3              # filter rows rolled at least (bwd_weight: exactly); rolled_rows(cfg)
 ROLL_H_STRIDES = {"fwd": (1, 2), "bwd_data": (1,), "bwd_weight": (1, 2)}   # the strides along H it walks
 MAX_ROWS = 32               # written rows per program at most
 ROLL_PROGRAMS_PER_SM = 3    # rows_plan's programs per SM (results/profiles/roll_chunking_h200.log)
@@ -65,8 +66,22 @@ SIDES = {"fwd": Side("x", "y", "in", "out", "K"), "bwd_data": Side("y", "x", "ou
          "bwd_weight": Side("x", "y", "in", "out", "K")}   # bwd_weight walks the dy rows like fwd's y rows
 
 
+def rolled_rows(cfg: ConvConfig) -> int:
+    """The filter rows a config rolls (the accumulators of its stride-1 walk; filter heights up to it): fwd
+    and bwd_data a square window, max(ROLL_SLOTS, block_k); bwd_weight ROLL_SLOTS (its accumulator tiles are
+    per filter tap: 7x7 would need 49, docs/design/conv_direct.md)."""
+    return ROLL_SLOTS if cfg.direction == "bwd_weight" else max(ROLL_SLOTS, cfg.block_k)
+
+
+def loads_weights_per_row(cfg: ConvConfig) -> bool:
+    """Past ROLL_SLOTS filter rows the weights (rows x block_k vectors) do not stay in registers: every
+    source row loads those of each filter column just before using them, from conv_direct's fp32 tap-major
+    repack."""
+    return rolled_rows(cfg) > ROLL_SLOTS
+
+
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
-    """fwd, bwd_data: the weight pack (conv_direct; 3-D only, see packs_weight), then a rolling compute entry
+    """fwd, bwd_data: the weight pack (conv_direct; when packs_weight), then a rolling compute entry
     per stride along H; bwd_weight: the partial-sum entries per stride, then conv_direct's split reduce."""
     workspace = (WS_PARAM,) if packs_weight(cfg) or cfg.direction == "bwd_weight" else ()
     params = (*base_params(cfg), *workspace, Param("ROWS", "i32"), Param("BLOCK_M", "constexpr", cfg.block_m),
@@ -109,9 +124,9 @@ def _columns(cfg: ConvConfig, side: Side) -> str:
 
 def packs_weight(cfg: ConvConfig) -> bool:
     """3-D fwd / bwd_data read the weights of a filter depth per source row: from conv_direct's tap-major fp32
-    repack (one vector load each). 2-D loads them once per program, straight from w (a gather per tap, no
-    repack launch); bwd_weight writes them."""
-    return cfg.ndim == 3 and cfg.direction != "bwd_weight"
+    repack (one vector load each), as does every walk that loads its weights per row. Otherwise 2-D loads them
+    once per program, straight from w (a gather per tap, no repack launch); bwd_weight writes them."""
+    return cfg.direction != "bwd_weight" and (cfg.ndim == 3 or loads_weights_per_row(cfg))
 
 
 def _weights(cfg: ConvConfig, depth: str, level: int,
@@ -121,8 +136,7 @@ def _weights(cfg: ConvConfig, depth: str, level: int,
     out = []
     for fh in rows:
         for f in range(cfg.block_k):
-            mask = " & ".join(["n_ok"] + ([f"({fh} < flt_h)"] if fh else [])
-                              + ([f"({f} < flt_w)"] if f else []))
+            mask = _weight_mask(fh, f)
             if depth:
                 tap = f"({depth} * flt_h + {fh}) * flt_w + {f}"
                 out.append(f"w_{fh}_{f} = tl.load(ws_ptr + (({tap}) * K + rn), mask={mask}, other=0.0)")
@@ -131,15 +145,30 @@ def _weights(cfg: ConvConfig, depth: str, level: int,
     return indented(*out, level=level)
 
 
+def _weight_mask(fh: int, f: int) -> str:
+    return " & ".join(["n_ok"] + ([f"({fh} < flt_h)"] if fh else []) + ([f"({f} < flt_w)"] if f else []))
+
+
+def _packed_weight(cfg: ConvConfig, depth: str, fh: int, f: int) -> str:
+    """The fp32 weight vector of tap (depth, fh, f) from the tap-major repack (`depth` '' in 2-D)."""
+    tap = f"({depth} * flt_h + {fh}) * flt_w + {f}" if depth else f"{fh} * flt_w + {f}"
+    row = f"tl.multiple_of(({tap}) * K, {cfg.align})" if cfg.align > 1 else f"({tap}) * K"
+    return f"tl.load(ws_ptr + ({row} + rn), mask={_weight_mask(fh, f)}, other=0.0)"
+
+
 def _accumulate(cfg: ConvConfig, side: Side, row: str, ok: str, pairs: tuple[tuple[int, int], ...],
-                level: int) -> str:
+                level: int, depth: str = "") -> str:
     """Load the source row at offset `row` (mask `ok`) once per filter column and add it to each (slot,
-    filter row) of `pairs`."""
+    filter row) of `pairs`; with loads_weights_per_row, each with the weight vector loaded there."""
     out = []
     for f in range(cfg.block_k):
         out.append(f"sv = tl.load({side.src}_ptr + ({vec(cfg, f'{row} + co_{f}')}[:, None] + rn[None, :]), "
                    f"mask=(ok_{f} & {ok})[:, None] & n_ok[None, :], other=0.0).to(tl.float32)")
-        out += [f"acc_{slot} += sv * w_{fh}_{f}[None, :]" for slot, fh in pairs]
+        if loads_weights_per_row(cfg):
+            for slot, fh in pairs:
+                out += [f"wv = {_packed_weight(cfg, depth, fh, f)}", f"acc_{slot} += sv * wv[None, :]"]
+        else:
+            out += [f"acc_{slot} += sv * w_{fh}_{f}[None, :]" for slot, fh in pairs]
     return indented(*out, level=level)
 
 
@@ -152,57 +181,68 @@ def _add_row(cfg: ConvConfig, side: Side, source_row: str, pairs: tuple[tuple[in
     if cfg.ndim == 2:
         return out + _accumulate(cfg, side, "ro", "r_ok", pairs, level)
     depth = "od + pad_d - fd * dil_d" if cfg.direction == "bwd_data" else FWD_DEPTH
+    weights = ("" if loads_weights_per_row(cfg)
+               else _weights(cfg, "fd", level + 1, tuple(sorted({fh for _, fh in pairs}))))
     return (out + indented("for fd in range(0, flt_d):", level=level)
             + indented(f"sd = {depth}", f"d_ok = r_ok & (sd >= 0) & (sd < {side.src_ext}_d)",
                        f"rd = ro + sd.to(tl.int64) * s{side.src}_d", level=level + 1)
-            + _weights(cfg, "fd", level + 1, tuple(sorted({fh for _, fh in pairs})))
-            + _accumulate(cfg, side, "rd", "d_ok", pairs, level + 1))
+            + weights + _accumulate(cfg, side, "rd", "d_ok", pairs, level + 1, "fd"))
 
 
-def _store_oldest(cfg: ConvConfig, side: Side, row: str, when: str, slots: int) -> str:
+def _store_oldest(cfg: ConvConfig, side: Side, row: str, when: str, ring: int) -> str:
     """Written row `row` is complete in slot 0: epilogue, store where `when` (and within the written height),
-    then turn the ring of `slots` accumulators."""
+    then turn the ring of `ring` accumulators."""
     value = "acc_0 + bias_v[None, :]" if cfg.bias else "acc_0"
-    turn = [f"acc_{s} = acc_{s + 1}" for s in range(slots - 1)]
+    turn = [f"acc_{s} = acc_{s + 1}" for s in range(ring - 1)]
     return (indented(f"j = {row}", f"st_ok = {when}(j < {side.dst_ext}_h)", f"yv = {value}", level=2)
             + activation_line(cfg, "yv", indent="        ")
             + indented(f"d_off = dst_base + j.to(tl.int64) * s{side.dst}_h + dc.to(tl.int64) * s{side.dst}_w",
                        f"tl.store({side.dst}_ptr + ({vec(cfg, 'd_off')}[:, None] + rn[None, :]), "
                        f"yv.to({tl_type(cfg.out_dtype)}), mask=(c_ok & st_ok)[:, None] & n_ok[None, :])",
-                       *turn, f"acc_{slots - 1} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", level=2))
+                       *turn, f"acc_{ring - 1} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)", level=2))
 
 
-def _setup(cfg: ConvConfig, side: Side, start: str, slots: int) -> str:
+def _setup(cfg: ConvConfig, side: Side, start: str, ring: int) -> str:
     dst_base = f"nb.to(tl.int64) * s{side.dst}_n"
     if cfg.ndim == 3:
         dst_base += f" + od.to(tl.int64) * s{side.dst}_d"
     setup = [f"src_base = nb.to(tl.int64) * s{side.src}_n", f"dst_base = {dst_base}", f"r0 = {start}"]
     if cfg.bias:
         setup.append("bias_v = tl.load(bias_ptr + rn, mask=n_ok, other=0.0).to(tl.float32)")
-    setup += [f"acc_{slot} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)" for slot in range(slots)]
-    return (_program(cfg, side) + _columns(cfg, side) + (_weights(cfg, "", 1) if cfg.ndim == 2 else "")
-            + indented(*setup))
+    setup += [f"acc_{slot} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)" for slot in range(ring)]
+    once = _weights(cfg, "", 1) if cfg.ndim == 2 and not loads_weights_per_row(cfg) else ""
+    return _program(cfg, side) + _columns(cfg, side) + once + indented(*setup)
 
 
 def _body_stride1(cfg: ConvConfig) -> str:
-    side = SIDES[cfg.direction]
+    """S = rolled_rows(cfg) accumulators; source row t of the walk meets written rows j0 + t - (S - 1) +
+    slot."""
+    side, rows = SIDES[cfg.direction], rolled_rows(cfg)
     fwd = cfg.direction == "fwd"
-    pairs = tuple((slot, ROLL_SLOTS - 1 - slot if fwd else slot) for slot in range(ROLL_SLOTS))
-    start = "j0 - pad_h" if fwd else f"j0 + pad_h - {ROLL_SLOTS - 1}"
-    loop = loop_range(cfg, "0", f"ROWS + {ROLL_SLOTS - 1}")
-    return (_setup(cfg, side, start, ROLL_SLOTS) + indented(f"for t in {loop}:")
+    pairs = tuple((slot, rows - 1 - slot if fwd else slot) for slot in range(rows))
+    start = "j0 - pad_h" if fwd else f"j0 + pad_h - {rows - 1}"
+    loop = loop_range(cfg, "0", f"ROWS + {rows - 1}")
+    return (_setup(cfg, side, start, rows) + indented(f"for t in {loop}:")
             + _add_row(cfg, side, "r0 + t", pairs, 2)
-            + _store_oldest(cfg, side, f"j0 + t - {ROLL_SLOTS - 1}", f"(t >= {ROLL_SLOTS - 1}) & ",
-                            ROLL_SLOTS))
+            + _store_oldest(cfg, side, f"j0 + t - {rows - 1}", f"(t >= {rows - 1}) & ", rows))
+
+
+def _stride2_pairs(rows: int, c: int) -> tuple[tuple[int, int], ...]:
+    """Source row r0 + 2i + c meets written row j0 + i + slot with filter row c - 2 slot (within rows)."""
+    return tuple((slot, c - 2 * slot) for slot in range((rows - 1) // 2 + 1) if 0 <= c - 2 * slot < rows)
 
 
 def _body_stride2(cfg: ConvConfig) -> str:
-    side = SIDES[cfg.direction]
-    return (_setup(cfg, side, "j0 * 2 - pad_h", 2) + _add_row(cfg, side, "r0", ((0, 0),), 1)
+    """(S - 1) // 2 + 1 accumulators for S = rolled_rows(cfg) filter rows: source rows r0 .. r0 + S - 3
+    first, then per written row j0 + i the two rows r0 + 2i + S - 2 and + S - 1 (its last two filter rows)."""
+    side, rows = SIDES[cfg.direction], rolled_rows(cfg)
+    first = "".join(_add_row(cfg, side, f"r0 + {c}" if c else "r0", _stride2_pairs(rows, c), 1)
+                    for c in range(rows - 2))
+    return (_setup(cfg, side, "j0 * 2 - pad_h", (rows - 1) // 2 + 1) + first
             + indented(f"for i in {loop_range(cfg, '0', 'ROWS')}:")
-            + _add_row(cfg, side, "r0 + 2 * i + 1", ((0, 1),), 2)
-            + _add_row(cfg, side, "r0 + 2 * i + 2", ((0, 2), (1, 0)), 2)
-            + _store_oldest(cfg, side, "j0 + i", "", 2))
+            + _add_row(cfg, side, f"r0 + 2 * i + {rows - 2}", _stride2_pairs(rows, rows - 2), 2)
+            + _add_row(cfg, side, f"r0 + 2 * i + {rows - 1}", _stride2_pairs(rows, rows - 1), 2)
+            + _store_oldest(cfg, side, "j0 + i", "", (rows - 1) // 2 + 1))
 
 
 _BODIES = {1: _body_stride1, 2: _body_stride2}
@@ -255,8 +295,7 @@ def _wgrad_store(cfg: ConvConfig) -> str:
     for fh in range(ROLL_SLOTS):
         for f in range(cfg.block_k):
             tap = f"(fd * flt_h + {fh}) * flt_w + {f}" if cfg.ndim == 3 else f"{fh} * flt_w + {f}"
-            mask = " & ".join(["n_ok"] + ([f"({fh} < flt_h)"] if fh else [])
-                              + ([f"({f} < flt_w)"] if f else []))
+            mask = _weight_mask(fh, f)
             out.append(f"tl.store(ws_ptr + ((split * taps + {tap}) * K + rn), tl.sum(acc_{fh}_{f}, axis=0), "
                        f"mask={mask})")
     return indented(*out)
@@ -349,13 +388,14 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
 # -- rules ---------------------------------------------------------------------------------------------------
 def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None:
     """The direct family's rules with these: depthwise, 2-D and 3-D (it rolls down H, inside W); block_k
-    filter columns unrolled in every direction (checked with the tap loop's unroll); ROLL_SLOTS accumulator
-    tiles (bwd_weight: one per filter row and column), the split given by its row strips."""
+    filter columns unrolled in every direction (checked with the tap loop's unroll); rolled_rows(cfg)
+    accumulator tiles (bwd_weight: one per filter row and column), the split given by its row strips; the
+    shared memory of the weights pipelined with the rows when it loads them per row."""
     per_thread = conv_direct.tile_errors(cfg, errors)
     if cfg.ndim not in (2, 3):
         errors.append(("ndim", ("kloop 'roll' rolls down the rows of 2-D and 3-D images, not "
                                 f"ndim={cfg.ndim}")))
-    tiles = ROLL_SLOTS * (cfg.block_k if cfg.direction == "bwd_weight" else 1)
+    tiles = _tiles(cfg)
     if tiles * per_thread > conv_direct.MAX_WGRAD_ACC_PER_THREAD:
         errors.append(("num_warps", (f"kloop 'roll' keeps {tiles} {cfg.block_m}x{cfg.block_n} accumulator "
                                      f"tiles: {tiles * per_thread} values per thread with {cfg.num_warps} "
@@ -364,24 +404,44 @@ def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None
         errors.append(("split_k", ("kloop 'roll' splits bwd_weight by its row strips; split_k must be 0, got "
                                    f"{cfg.split_k}")))
     conv_direct.resource_errors(cfg, arch, per_thread, errors)
+    smem = resources(cfg).shared_memory
+    if conv_direct.shared_memory_bytes(cfg) <= arch.smem_per_block < smem:   # (else reported above)
+        weights = f"{rolled_rows(cfg)}x{cfg.block_k} weight vectors"
+        errors.append(("num_stages", (f"{cfg.num_stages} pipelined stages of {cfg.name}'s rows and their "
+                                      f"{weights} need up to {smem} B of shared memory; {arch.name} has "
+                                      f"{arch.smem_per_block} B per block")))
+
+
+def _tiles(cfg: ConvConfig) -> int:
+    """Accumulator tiles: rolled_rows(cfg) (bwd_weight: one per filter row and column)."""
+    return rolled_rows(cfg) * (cfg.block_k if cfg.direction == "bwd_weight" else 1)
+
+
+def _weight_stage_bytes(cfg: ConvConfig) -> int:
+    """Per-row weight loads pipelined with the rows (an upper estimate): num_stages - 1 buffers of the
+    rolled_rows x block_k fp32 weight vectors of BLOCK_N channels one loop trip loads."""
+    if not loads_weights_per_row(cfg):
+        return 0
+    return max(0, cfg.num_stages - 1) * rolled_rows(cfg) * cfg.block_k * cfg.block_n * 4
 
 
 def resources(cfg: ConvConfig) -> Resources:
-    """The pipelined source rows' shared memory and the ROLL_SLOTS accumulator tiles (bwd_weight: per filter
-    column)."""
+    """The pipelined source rows' shared memory (and weights, when loaded per row) and the rolled_rows(cfg)
+    accumulator tiles (bwd_weight: per filter column)."""
     per_thread = cfg.block_m * cfg.block_n // (32 * max(cfg.num_warps, 1))
-    tiles = ROLL_SLOTS * (cfg.block_k if cfg.direction == "bwd_weight" else 1)
-    return Resources(conv_direct.shared_memory_bytes(cfg), tiles * per_thread, cfg.num_warps)
+    smem = conv_direct.shared_memory_bytes(cfg) + _weight_stage_bytes(cfg)
+    return Resources(smem, _tiles(cfg) * per_thread, cfg.num_warps)
 
 
 def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
-    """Depthwise, filter rows up to ROLL_SLOTS walked with dilation 1 and a stride of ROLL_H_STRIDES along H
-    (bwd_data: stride 1 in every dim), the filter width within the unroll; then the direct family's rules."""
+    """Depthwise, filter rows up to rolled_rows(cfg) walked with dilation 1 and a stride of ROLL_H_STRIDES
+    along H (bwd_data: stride 1 in every dim), the filter width within the unroll; then the direct family's
+    rules."""
     if problem.c_per_group != 1 or problem.k_per_group != 1:
         return (f"c_per_group: kloop 'roll' computes depthwise convolutions (C/G = K/G = 1); the problem has "
                 f"C/G={problem.c_per_group}, K/G={problem.k_per_group}")
-    if problem.filter[-2] > ROLL_SLOTS:
-        return (f"filter: kloop 'roll' rolls filters up to {ROLL_SLOTS} rows high; the problem's is "
+    if problem.filter[-2] > rolled_rows(cfg):
+        return (f"filter: kloop 'roll' rolls filters up to {rolled_rows(cfg)} rows high; the problem's is "
                 f"{problem.filter}")
     if problem.filter[-1] > cfg.block_k:
         return (f"filter: the kernel unrolls {cfg.block_k} filter columns; the problem's filter "
