@@ -27,7 +27,7 @@ GEOMETRY = {
     ("fwd", 2, 5): {"spatial": (9, 10), "filter": (5, 5), "stride": (1, 2), "padding": ((2, 1), (2, 2))},
     ("fwd_s2", 2, 7): {"spatial": (13, 9), "filter": (7, 7), "stride": (2, 1), "padding": 3},
     ("fwd_s2", 2, 5): {"spatial": (12, 7), "filter": (4, 5), "stride": (2, 2), "padding": ((2, 1), (2, 2))},
-    ("fwd", 3, 7): {"spatial": (3, 9, 8), "filter": (2, 7, 7), "padding": ((1, 0), (3, 3), (3, 3))},
+    ("fwd", 3, 7): {"spatial": (2, 8, 7), "filter": (2, 7, 7), "padding": ((1, 0), (3, 3), (3, 3))},
     ("fwd_s2", 3, 5): {"spatial": (3, 11, 7), "filter": (1, 5, 3), "stride": (1, 2, 1), "padding": (0, 2, 1)},
     ("bwd_data", 2, 7): {"spatial": (11, 9), "filter": (7, 7), "padding": 3},
     ("bwd_data", 2, 5): {"spatial": (9, 8), "filter": (5, 4), "padding": ((2, 2), (1, 2))},
@@ -46,13 +46,17 @@ def _case(key, ndim, block_k, fields):
     return cfg, problem
 
 
+# Each interpreter run takes ~15 s on a CI core: a representative share of GEOMETRY x (A8, A1) runs in the
+# slow lane (7x7 fwd with its epilogue, stride 2 and 3-D; 7x7 and 5x5 bwd_data; 5x5 fwd with a wide stride)
+CHOSEN = {("fwd", 2, 7, 8), ("fwd_s2", 2, 7, 1), ("fwd", 3, 7, 1), ("bwd_data", 2, 7, 1), ("bwd_data", 2, 5, 8),
+          ("fwd", 2, 5, 1)}
 CASES = [(f"{key}-{nd}d-k{bk}-a{fields['align']}", *_case(key, nd, bk, fields))
-         for key, nd, bk in GEOMETRY for fields in (A8, A1)]
+         for key, nd, bk in GEOMETRY for fields in (A8, A1) if (key, nd, bk, fields["align"]) in CHOSEN]
 
 
-@pytest.fixture(scope="module", params=(1, 132), ids=["sms1", "sms132"])
-def registry(request, build_registry):
-    return build_registry(list(dict.fromkeys(cfg for _, cfg, _ in CASES)), sms=request.param)
+@pytest.fixture(scope="module")
+def registry(build_registry):
+    return build_registry(list(dict.fromkeys(cfg for _, cfg, _ in CASES)), sms=132)
 
 
 @pytest.mark.parametrize("cfg, problem", [case[1:] for case in CASES], ids=[case[0] for case in CASES])
