@@ -6,13 +6,14 @@ interrupted export leaves no bundle (a killed one leaves its staging dir, swept 
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,15 +100,8 @@ def export_bundle(out: str | Path, presets: Iterable[str] = (),
     models = sorted({f"{spec.name}/{config_model_key(k.config)}" for k in store.kernels
                      if (model_dir(spec.name, config_model_key(k.config)) / "meta.json").is_file()})
     tuning = _tuning_entries(spec.name)
-    parent = out.parent / f".{out.name}.partial"
-    cache.sweep_abandoned(parent)
-    staging = cache.new_private_dir(parent)
-    try:
+    with staged(out, force) as staging:
         manifest = _write(staging, store, presets, epilogues, models, tuning, progress)
-        _publish(staging, out, force)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)   # gone already after a successful publish
-        _remove_if_empty(parent)
     open_bundle(out, arch=spec.name)   # read back: every hash as written
     return ExportReport(str(out), spec.name, len(manifest["kernels"]), len(manifest["files"]),
                         manifest["bytes"], time.perf_counter() - start, report, models, len(tuning),
@@ -208,6 +202,22 @@ def _write_text(staging: Path, rel: str, text: str) -> str:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
     return sha256_of(target)
+
+
+@contextlib.contextmanager
+def staged(out: Path, replace: bool) -> Iterator[Path]:
+    """A private staging dir beside `out` (`.<name>.partial/`, whose abandoned dirs are swept first); on a
+    normal exit it is renamed to `out` (an earlier `out`, with `replace`, is moved aside first, then
+    deleted). Whatever happens, nothing of the staging dir is left behind."""
+    parent = out.parent / f".{out.name}.partial"
+    cache.sweep_abandoned(parent)
+    staging = cache.new_private_dir(parent)
+    try:
+        yield staging
+        _publish(staging, out, replace)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)   # gone already after a successful publish
+        _remove_if_empty(parent)
 
 
 def _publish(staging: Path, out: Path, force: bool) -> None:

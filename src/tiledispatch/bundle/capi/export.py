@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tiledispatch.build import cache
 from tiledispatch.bundle.capi.c_header import ABI_VERSION, HEADER
 from tiledispatch.bundle.capi.codegen import compile_library, generate
 from tiledispatch.bundle.capi.plan import SELECT_STRATEGIES, bundle_kernels, plan_problem
 from tiledispatch.bundle.capi.problems import ProblemSpec, parse_problems, read_problems
+from tiledispatch.bundle.export import staged
 from tiledispatch.errors import BadInput, BundleError, bad_choice
 
 HEADER_FILE, SOURCE_FILE = "tiledispatch.h", "td_capi.c"
@@ -70,22 +68,12 @@ def export_capi(bundle_path: str | Path, problems: str | Path | dict | Iterable[
         kernels = bundle_kernels(bundle, arch)
         plans = [plan_problem(spec, kernels, arch, strategy).to_dict() for spec in specs]
     source = generate(plans, arch.name, arch.cc)
-    parent = out.parent / f".{out.name}.partial"
-    cache.sweep_abandoned(parent)
-    staging = cache.new_private_dir(parent)
-    try:
+    with staged(out, replace=True) as staging:   # _check_out refused an existing out without force
         (staging / HEADER_FILE).write_text(HEADER)
         (staging / SOURCE_FILE).write_text(source)
         (staging / TABLE_FILE).write_text(json.dumps(_table(bundle, plans), indent=1))
         if build:
             compile_library(staging / SOURCE_FILE, staging / LIBRARY_FILE, compiler)
-        _publish(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        try:
-            parent.rmdir()
-        except OSError:   # other exports are writing there, or it is gone
-            pass
     kernels_used = len({launch["kernel"] for plan in plans for launch in plan["launches"]})
     chosen = [{"problem": p["problem"], "instance": p["instance"]} for p in plans]
     library = str(out / LIBRARY_FILE) if build else None
@@ -122,18 +110,3 @@ def _check_out(out: Path, force: bool) -> None:
     if not (out / TABLE_FILE).is_file() and any(out.iterdir()):
         raise BundleError(f"--out {out} exists and is not an export-capi folder; --force replaces only one",
                           field="out")
-
-
-def _publish(staging: Path, out: Path) -> None:
-    aside = None
-    if out.exists():
-        aside = out.with_name(f".{out.name}.old-{os.getpid()}-{time.monotonic_ns()}")
-        os.rename(out, aside)
-    try:
-        os.rename(staging, out)
-    except OSError:
-        if aside is not None:
-            os.rename(aside, out)
-        raise
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
