@@ -2,24 +2,7 @@
 cases at each suite's batch, and `named_summary` gives a geomean per direction x named category."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def conv():
-    if str(ROOT / "benchmarks") not in sys.path:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("conv_bench_named", ROOT / "benchmarks" / "conv.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["conv_bench_named"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_hard_suites_and_named_filter(conv) -> None:

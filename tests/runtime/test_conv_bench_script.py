@@ -2,7 +2,6 @@
 (rendered from a synthetic result and spliced between the conv markers, other sections kept)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,18 +10,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def conv():
-    """benchmarks/conv.py as a module (benchmarks/ on sys.path for its `protocol` and `tables` imports)."""
-    if str(ROOT / "benchmarks") not in sys.path:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("conv_bench_under_test", ROOT / "benchmarks" / "conv.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["conv_bench_under_test"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_help_runs_without_gpu() -> None:
