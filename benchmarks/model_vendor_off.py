@@ -14,9 +14,9 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+from unittest import mock
 
 KEY = "converted_novendor_eager"
-_ENV = ("TILEDISPATCH_VENDOR", "TILEDISPATCH_TUNING_DB")
 
 
 @contextlib.contextmanager
@@ -25,22 +25,15 @@ def vendor_off(reinstall: Callable[[], None] | None = None) -> Iterator[None]:
     DB; on exit the environment, the registries and their decisions are what they were."""
     from tiledispatch.dispatch import defaults
 
-    saved = {name: os.environ.get(name) for name in _ENV}
     kept = defaults.registries()
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ["TILEDISPATCH_VENDOR"] = "0"
-        os.environ["TILEDISPATCH_TUNING_DB"] = os.path.join(tmp, "tuning.json")
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(os.environ, {
+            "TILEDISPATCH_VENDOR": "0", "TILEDISPATCH_TUNING_DB": os.path.join(tmp, "tuning.json")}):
         defaults.reset()
         try:
             if reinstall is not None:
                 reinstall()
             yield
         finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
             defaults.reset()
             for key, registry in kept.items():
                 defaults.install(key, registry)
