@@ -18,6 +18,7 @@ from tiledispatch.nn.modules import SWAPS, conv_reason, dtype_reason
 from tiledispatch.nn.step_check import StepCheck
 
 _SERVED = frozenset(SWAPS.values())
+_TORCH_OF = {td_cls: torch_cls for torch_cls, td_cls in SWAPS.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,10 +127,9 @@ def _swap_class(cls: type) -> type:
 
 
 def _torch_class(module: torch.nn.Module) -> type:
-    """The class a module had before convert (its torch base when built as a tiledispatch module)."""
-    cls = type(module)
-    return getattr(module, "_td_torch_class", None) or next(
-        (torch_cls for torch_cls, td_cls in (*SWAPS.items(), *_DERIVED.items()) if td_cls is cls), cls)
+    """The class a module had before convert (recorded by the swap), or the torch class of a module built as
+    a tiledispatch one (`_DERIVED` classes exist only through a swap)."""
+    return getattr(module, "_td_torch_class", None) or _TORCH_OF.get(type(module), type(module))
 
 
 def _attach_check(model: torch.nn.Module, report: ConvertReport) -> None:
