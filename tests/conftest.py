@@ -33,7 +33,7 @@ from tiledispatch.testing import small_defaults as small
 _TEMP_KEY = pytest.StashKey[tuple]()
 ISOLATED_ENV = ("TILEDISPATCH_TUNING_DB", "TILEDISPATCH_INTERPRET", "TILEDISPATCH_MAX_WORKERS", "TILEDISPATCH_ARCH",
                 "TILEDISPATCH_RANK_SPACE", "TILEDISPATCH_BUNDLE", "TILEDISPATCH_BUNDLE_STRICT",
-                "TILEDISPATCH_VENDOR")
+                "TILEDISPATCH_VENDOR", "TILEDISPATCH_VENDOR_MARGIN")
 
 
 @pytest.hookimpl(tryfirst=True)    # before pytest's tmpdir plugin reads --basetemp

@@ -15,6 +15,8 @@ ENV_VARS = {
     "TILEDISPATCH_INTERPRET": "1 forces Triton's interpreter even for CUDA tensors (debugging)",
     "TILEDISPATCH_MEASURE": "0 stops `auto` from timing its top plans when the cost model is unsure (default "
                             "on)",
+    "TILEDISPATCH_VENDOR_MARGIN": "how much faster (fraction) one of our plans must be timed than the "
+                                  "vendor's to be picked over it (default 0.03)",
     "TILEDISPATCH_MEASURE_TOP_K": "plans `auto` times when unsure, besides those the model cannot rank "
                                   "(default 3)",
     "TILEDISPATCH_RANK_SPACE": "1: `auto` ranks every declared config of a key's full space with the cost "
@@ -121,6 +123,23 @@ def bundle_path() -> Path | None:
 
 def bundle_strict() -> bool:
     return _switch("TILEDISPATCH_BUNDLE_STRICT", "0") is True
+
+
+def vendor_margin() -> float:
+    """How much faster (a fraction of its time) one of our plans must be timed than the vendor's plan to be
+    picked over it (TILEDISPATCH_VENDOR_MARGIN, default 0.03: ties and timer noise go to the vendor)."""
+    value = _get("TILEDISPATCH_VENDOR_MARGIN")
+    if value is None:
+        return 0.03
+    try:
+        margin = float(value)
+    except ValueError:
+        raise BadInput(f"TILEDISPATCH_VENDOR_MARGIN={value!r} is not a number",
+                       field="TILEDISPATCH_VENDOR_MARGIN") from None
+    if not 0.0 <= margin < 1.0:
+        raise BadInput(f"TILEDISPATCH_VENDOR_MARGIN={margin} must be in [0, 1)",
+                       field="TILEDISPATCH_VENDOR_MARGIN")
+    return margin
 
 
 def vendor_plans() -> bool:

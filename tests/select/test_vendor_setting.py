@@ -9,7 +9,7 @@ from tiledispatch import settings
 from tiledispatch.configs.vendor import VendorConfig
 from tiledispatch.registry.kernel import Kernel
 from tiledispatch.registry.vendor import VendorKernel
-from tiledispatch.select.selector import choose, is_vendor, plans_of
+from tiledispatch.select.selector import choose, fastest, is_vendor, plans_of
 from tiledispatch.testing import small_config
 
 ARCH = td.get_arch("sm_90")
@@ -52,3 +52,45 @@ def test_off_selection_never_takes_the_vendor_plan(monkeypatch, strategy: str) -
     plans = plans_of(kernels(), PROBLEM)
     assert len(plans) == 2 and not any(map(is_vendor, plans))
     assert not vendor(choose(plans, PROBLEM, strategy, ARCH, tuned="vendor-cublas-gemm"))
+
+
+def _timed(ours_ms: float, vendor_ms: float) -> tuple[list, dict[str, float]]:
+    plans = plans_of(kernels(), PROBLEM)
+    ours = [plan for plan in plans if not is_vendor(plan)]
+    timings = {plan.label: ours_ms + 0.5 * ours.index(plan) if plan in ours else vendor_ms for plan in plans}
+    return plans, timings
+
+
+@pytest.mark.parametrize("ours_ms, vendor_ms, margin, vendor_wins", [
+    (0.98, 1.0, 0.03, True),     # 2% faster: inside the margin, the vendor keeps it
+    (0.96, 1.0, 0.03, False),    # 4% faster: ours
+    (0.98, 1.0, 0.0, False),     # no margin: the plain fastest
+    (1.20, 1.0, 0.03, True),     # the vendor is simply faster
+])
+def test_fastest_gives_ties_to_the_vendor(ours_ms: float, vendor_ms: float, margin: float,
+                                          vendor_wins: bool) -> None:
+    plans, timings = _timed(ours_ms, vendor_ms)
+    assert is_vendor(fastest(plans, timings, margin)) is vendor_wins
+
+
+def test_fastest_without_a_vendor_plan_is_the_minimum() -> None:
+    plans, timings = _timed(1.0, 0.5)
+    ours = [plan for plan in plans if not is_vendor(plan)]
+    assert fastest(ours, timings, 0.5).label == min(ours, key=lambda p: timings[p.label]).label
+
+
+@pytest.mark.parametrize("value, expected", [(None, 0.03), ("0", 0.0), ("0.1", 0.1)])
+def test_margin_setting(monkeypatch, value: str | None, expected: float) -> None:
+    if value is None:
+        monkeypatch.delenv("TILEDISPATCH_VENDOR_MARGIN", raising=False)
+    else:
+        monkeypatch.setenv("TILEDISPATCH_VENDOR_MARGIN", value)
+    assert settings.vendor_margin() == expected
+
+
+@pytest.mark.parametrize("value", ["abc", "-0.1", "1.5"])
+def test_bad_margin_names_the_variable(monkeypatch, value: str) -> None:
+    monkeypatch.setenv("TILEDISPATCH_VENDOR_MARGIN", value)
+    with pytest.raises(td.BadInput) as info:
+        settings.vendor_margin()
+    assert info.value.field == "TILEDISPATCH_VENDOR_MARGIN"

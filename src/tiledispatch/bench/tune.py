@@ -9,10 +9,11 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tiledispatch import settings
 from tiledispatch.bench.timer import time_ms
 from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.runtime.execute import run_selection
-from tiledispatch.select.selector import Selection
+from tiledispatch.select.selector import Selection, fastest
 
 if TYPE_CHECKING:
     from tiledispatch.problems.gemm import GemmProblem
@@ -29,7 +30,8 @@ def _gemm_runner(plan: Plan, args: Any) -> Callable[[], Any]:
 def time_plans(plans: list[Plan], request: GemmProblem | ConvProblem, device: Any, quick: bool = False
                ) -> tuple[Plan, dict[str, float]]:
     """(the fastest plan, median ms of every plan by label) on `device`; quick: a short budget (about 2 ms of
-    warm-up and 10 ms of timed runs per plan: what `auto` spends when unsure)."""
+    warm-up and 10 ms of timed runs per plan: what `auto` spends when unsure). A vendor plan stays the pick
+    unless ours beats it by more than TILEDISPATCH_VENDOR_MARGIN (selector.fastest)."""
     from tiledispatch.testing.inputs import make_args
 
     if isinstance(request, ConvProblem):
@@ -46,5 +48,5 @@ def time_plans(plans: list[Plan], request: GemmProblem | ConvProblem, device: An
             return _gemm_runner(plan, args)
     budget = {"warmup_ms": 2, "rep_ms": 10} if quick else {}
     timings = {plan.label: time_ms(runner(plan), device, **budget) for plan in plans}
-    winner = min(plans, key=lambda plan: timings[plan.label])
+    winner = fastest(plans, timings, settings.vendor_margin())
     return winner, timings

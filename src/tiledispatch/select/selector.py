@@ -196,6 +196,18 @@ def choose(plans: list[Plan], request: GemmProblem | ConvProblem, strategy: str,
     return from_ranking(by_model_or_rules(plans, request, arch, model, why_not))
 
 
+def fastest(plans: list[Plan], timings: dict[str, float], vendor_margin: float) -> Plan:
+    """The fastest timed plan, except that the vendor's plan keeps the pick unless one of ours beats it by
+    more than `vendor_margin` (a fraction of the vendor's time): a tie or timer noise goes to cuBLAS / cuDNN,
+    so a measured pick is not slower than the vendor by the noise of a short timing."""
+    best = min(plans, key=lambda plan: timings[plan.label])
+    vendor = [plan for plan in plans if is_vendor(plan)]
+    if not vendor or is_vendor(best):
+        return best
+    theirs = min(vendor, key=lambda plan: timings[plan.label])
+    return best if timings[best.label] < timings[theirs.label] * (1.0 - vendor_margin) else theirs
+
+
 def tuned_plan(plans: list[Plan], label: str, timings: dict[str, float] | None = None) -> Selection | None:
     """The selection of the plan the tuning DB names (with the timings the DB kept, ms, as its ranking), or
     None when no plan has that label."""
