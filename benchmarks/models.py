@@ -395,7 +395,7 @@ def measure_model(row: dict[str, Any], spec: ModelSpec, s: Settings, budget: Bud
     if mode == "eager" and s.vendor_off_gpu and not budget.spent():
         measure_vendor_off(row, spec, base, s, phases)
         _free(s)
-    for variant in VARIANTS if not (mode == "eager" and s.interleave) else ():
+    for variant in VARIANTS if not (mode == "eager" and s.interleave) and mode != "numerics" else ():
         try:
             measure_variant(row, spec, base, variant, s, budget, mode, phases)
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory: recorded per variant
@@ -539,6 +539,8 @@ def loss_spec(name: str) -> ModelSpec:
 def passes(s: Settings) -> list[tuple[str, tuple[str, ...]]]:
     """The order of the work: eager (both phases, and the numerics) for every model first, then compiled
     training steps, then compiled inference, so a run cut by --budget-s keeps the most useful numbers."""
+    if s.modes == ("numerics",):
+        return [("numerics", ())]
     plan = [("eager", s.phases)] if "eager" in s.modes else []
     return plan + ([("compiled", (phase,)) for phase in s.phases] if "compiled" in s.modes else [])
 
@@ -564,7 +566,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", help=f"comma-separated subset of: {', '.join(m.name for m in MODELS)}")
     parser.add_argument("--steps", type=int, help="timed steps per measurement (default 10; smoke 2)")
     parser.add_argument("--no-compile", action="store_true", help="eager only (same as --modes eager)")
-    parser.add_argument("--modes", default="eager,compiled", help="eager, compiled or both")
+    parser.add_argument("--modes", default="eager,compiled",
+                        help="eager, compiled or both; 'numerics' alone: the numerics, no timing")
     parser.add_argument("--phases", default="train,infer", help="train, infer or both")
     parser.add_argument("--no-numerics", action="store_true")
     parser.add_argument("--budget-s", type=float,
@@ -595,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if any(p not in PHASES for p in args.phases.split(",")):
         parser.error(f"--phases {args.phases!r}: choose from {', '.join(PHASES)}")
-    if any(m not in MODES for m in args.modes.split(",")):
+    if args.modes != "numerics" and any(m not in MODES for m in args.modes.split(",")):
         parser.error(f"--modes {args.modes!r}: choose from {', '.join(MODES)}")
     if args.merge:
         data = report.merge(args.merge, args.out or args.merge[0])
