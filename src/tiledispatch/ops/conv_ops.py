@@ -3,9 +3,10 @@
 Each op has a fake kernel (exact output shape and channels-last strides, so torch.compile traces it without
 running it) and autograd: conv differentiates through the two backward ops (and a bias sum), and each
 backward op through the other two (conv* are bilinear), so double backward works too. The kernels take any
-input layout (copied to channels-last first) and write a channels-last output allocated here, with the
-strides the fake kernels promise. Geometry arrives normalized: one stride / dilation per spatial dim and
-padding as [left0, right0, left1, right1, ...].
+input layout (copied to channels-last first) and return the output td.conv* allocated, which has the
+channels-last strides the fake kernels promise (copied only when a vendor result differs in a size-1 dim;
+writing into a tensor allocated here cost the vendor plans a device copy per call). Geometry arrives
+normalized: one stride / dilation per spatial dim and padding as [left0, right0, left1, right1, ...].
 """
 from __future__ import annotations
 
@@ -55,13 +56,11 @@ def _check_dy(dy: torch.Tensor, shape: tuple) -> None:
 def _conv_kernel(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: _Ints, padding: _Ints,
                  dilation: _Ints, groups: int, activation: str) -> torch.Tensor:
     """y = activation(conv(x, w) + bias), channels-last."""
-    out = conv_output_size(x.shape[2:], w.shape[2:], stride, padding, dilation)
-    y = empty_channels_last((x.shape[0], w.shape[0], *out), x.dtype, x.device)
     with fresh_workspaces():   # the ops run inside CUDA-graph pools (see launcher)
-        td.conv(as_channels_last(x), as_channels_last(w), None if bias is None else bias.contiguous(),
-                tuple(stride), pairs(padding), tuple(dilation), groups,
-                activation=None if activation == "none" else activation, out=y)
-    return y
+        y = td.conv(as_channels_last(x), as_channels_last(w), None if bias is None else bias.contiguous(),
+                    tuple(stride), pairs(padding), tuple(dilation), groups,
+                    activation=None if activation == "none" else activation)
+    return as_channels_last(y)
 
 
 def _fake_conv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, stride: _Ints, padding: _Ints,
@@ -108,11 +107,10 @@ conv = define("conv", f"(Tensor x, Tensor w, Tensor? bias, {_GEOMETRY}, str acti
 def _bwd_data_kernel(dy: torch.Tensor, w: torch.Tensor, input_shape: _Ints, stride: _Ints, padding: _Ints,
                      dilation: _Ints, groups: int) -> torch.Tensor:
     """dx (input_shape, channels-last) of y = conv(x, w), given dy."""
-    dx = empty_channels_last(input_shape, dy.dtype, dy.device)
     with fresh_workspaces():   # the ops run inside CUDA-graph pools (see launcher)
-        td.conv_bwd_data(as_channels_last(dy), as_channels_last(w), tuple(input_shape), tuple(stride),
-                         pairs(padding), tuple(dilation), groups, out=dx)
-    return dx
+        dx = td.conv_bwd_data(as_channels_last(dy), as_channels_last(w), tuple(input_shape), tuple(stride),
+                              pairs(padding), tuple(dilation), groups)
+    return as_channels_last(dx)
 
 
 def _fake_bwd_data(dy: torch.Tensor, w: torch.Tensor, input_shape: _Ints, stride: _Ints, padding: _Ints,
@@ -142,11 +140,10 @@ conv_bwd_data = define("conv_bwd_data", f"(Tensor dy, Tensor w, SymInt[] input_s
 def _bwd_weight_kernel(x: torch.Tensor, dy: torch.Tensor, weight_shape: _Ints, stride: _Ints, padding: _Ints,
                        dilation: _Ints, groups: int) -> torch.Tensor:
     """dw (weight_shape, channels-last) of y = conv(x, w), given x and dy."""
-    dw = empty_channels_last(weight_shape, dy.dtype, dy.device)
     with fresh_workspaces():   # the ops run inside CUDA-graph pools (see launcher)
-        td.conv_bwd_weight(as_channels_last(x), as_channels_last(dy), tuple(weight_shape), tuple(stride),
-                           pairs(padding), tuple(dilation), groups, out=dw)
-    return dw
+        dw = td.conv_bwd_weight(as_channels_last(x), as_channels_last(dy), tuple(weight_shape), tuple(stride),
+                                pairs(padding), tuple(dilation), groups)
+    return as_channels_last(dw)
 
 
 def _fake_bwd_weight(x: torch.Tensor, dy: torch.Tensor, weight_shape: _Ints, stride: _Ints, padding: _Ints,
