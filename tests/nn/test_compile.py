@@ -3,6 +3,7 @@ one), the custom ops stay in the graph, and the compiled forward and backward ma
 from __future__ import annotations
 
 import copy
+import operator
 
 import pytest
 import torch
@@ -76,3 +77,22 @@ def test_inductor_fullgraph_matches_eager_forward_and_backward():
     assert torch.allclose(xc.grad, xe.grad, rtol=1e-4, atol=1e-5)
     for (name, p), q in zip(compiled_model.named_parameters(), model.parameters()):
         assert torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-5), name
+
+
+def test_conv_bias_is_added_outside_the_op_where_inductor_can_fuse_it():
+    """Under compile a conv with bias runs the op without it and adds the bias in the graph (Inductor fuses
+    the add into the next kernel); the result matches eager."""
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
+    tdnn.convert(model)
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    x = torch.randn(2, 3, 6, 5)
+    got = torch.compile(model, backend=record, fullgraph=True)(x)
+    (conv,) = [n for n in graphs[0].graph.nodes if "tiledispatch.conv" in str(n.target)]
+    assert conv.args[2] is None, "bias passed into the opaque op"
+    assert any(n.target in (torch.add, operator.add) for n in graphs[0].graph.nodes)
+    torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-4)
