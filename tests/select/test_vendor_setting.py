@@ -94,3 +94,14 @@ def test_bad_margin_names_the_variable(monkeypatch, value: str) -> None:
     with pytest.raises(td.BadInput) as info:
         settings.vendor_margin()
     assert info.value.field == "TILEDISPATCH_VENDOR_MARGIN"
+
+
+def test_a_vendor_kept_by_the_margin_says_so() -> None:
+    from tiledispatch.select.selector import measured
+
+    plans, timings = _timed(0.98, 1.0)
+    winner = fastest(plans, timings, 0.03)
+    notes = measured(winner, timings, "db").notes
+    assert is_vendor(winner) and any("kept the vendor plan" in n for n in notes)
+    ours = min((p for p in plans if not is_vendor(p)), key=lambda p: timings[p.label])
+    assert not any("kept the vendor" in n for n in measured(ours, timings, "db").notes)

@@ -265,11 +265,13 @@ def to_measure(ranking: Ranking, top_k: int) -> list[Plan]:
 
 def measured(winner: Plan, timings: dict[str, float], where: str, strategy: str = "tune", why: str = ""
              ) -> Selection:
-    """The selection of `tune` (or of `auto` when unsure: strategy 'measured'): the fastest timed plan, with
-    every timing (ms) as its ranking."""
+    """The selection of `tune` (or of `auto` when unsure: strategy 'measured'): the timed winner (`fastest`),
+    with every timing (ms) as its ranking."""
     chosen = _selection(winner, strategy, [])
     chosen.ranking = sorted(timings.items(), key=lambda kv: kv[1])
     chosen.ranking_unit = UNITS["tune"]
+    if chosen.ranking[0][0] != winner.label:
+        chosen.notes.append(f"kept the vendor plan: {chosen.ranking[0][0]} was not faster by the margin")
     if why:
         chosen.notes.append(f"unsure: {why}")
     chosen.notes.append(f"timed {len(timings)} candidates (ms), winner stored in {where}")
