@@ -60,7 +60,8 @@ BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 UNROLL = (1, 2, 3, 4, 5, 7)      # fwd / bwd_data, and roll: innermost filter taps unrolled (block_k)
 TAP_CHUNKS = (1, 3, 9)           # bwd_weight: filter taps accumulated per program (block_k)
 MAX_WGRAD_ACC_PER_THREAD = 96    # bwd_weight and roll: accumulator tiles x values per thread (spills above)
-KLOOPS = ("tap", "roll")         # one tile per tap, or depthwise rows rolled (kernels/conv_roll.py)
+KLOOPS = ("tap", "roll", "halo")   # one tile per tap, depthwise rows rolled (kernels/conv_roll.py), or a
+                                   # depthwise window slid along W (kernels/conv_halo.py)
 MAX_CG = 16                      # input channels per group it loops over (beyond: igemm's domain)
 MAX_INDEX = 2 ** 30              # it indexes pixels and weight elements in int32
 INDENT = "    "
@@ -489,7 +490,7 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
 def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None:
     per_thread = tile_errors(cfg, errors)
     if cfg.kloop not in KLOOPS:
-        errors.append(("kloop", f"family 'direct' takes kloop 'tap' or 'roll', got {cfg.kloop!r}"))
+        errors.append(("kloop", f"family 'direct' takes kloop 'tap', 'roll' or 'halo', got {cfg.kloop!r}"))
     resource_errors(cfg, arch, per_thread, errors)
 
 

@@ -34,7 +34,8 @@ _CONV: dict[str, dict[str | None, str]] = {
     "direct": {None: "conv_direct"}, "gemm": {None: "conv_gemm"},
     "tma": {"fwd": "conv_tma", "bwd_data": "conv_tma", "bwd_weight": "conv_tma_wgrad"}}
 # a family's k-loop with a module of its own
-_CONV_KLOOPS = {("direct", "roll"): "conv_roll", ("gemm", "im2col"): "conv_im2col"}
+_CONV_KLOOPS = {("direct", "roll"): "conv_roll", ("direct", "halo"): "conv_halo",
+                ("gemm", "im2col"): "conv_im2col"}
 
 
 def family_module(cfg: GemmConfig | ConvConfig) -> ModuleType:

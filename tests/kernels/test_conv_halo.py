@@ -1,0 +1,143 @@
+"""kloop 'halo' (kernels/conv_halo.py: depthwise 2-D fwd, the filter window slid along W in registers): the
+interpreter vs the float64 reference on 7x7, 5x5 and 3x3 layers of odd sizes, its rules and launch, and an
+sm_90 compile of its 7x7 instances."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import tiledispatch as td
+from tiledispatch.configs.conv import ConvConfig
+from tiledispatch.configs.naming import parse_name
+from tiledispatch.kernels import conv_halo
+from tiledispatch.kernels.family import config_errors, family_module, problem_mismatch
+from tiledispatch.testing.reference import run_and_validate
+
+ARCH = td.get_arch("sm_90")
+# fp16 align 8 (24 channels: a half-masked second channel tile), fp32 align 1 (5 channels); 1 warp keeps the
+# interpreter's programs few
+A8 = {"family": "direct", "kloop": "halo", "direction": "fwd", "dtype": "fp16", "block_m": 4, "block_n": 16,
+      "block_k": 7, "num_warps": 1, "num_stages": 1, "align": 8}
+A1 = {**A8, "dtype": "fp32", "block_n": 8, "align": 1}
+CHANNELS = {8: 24, 1: 5}
+
+
+def _case(fields, n=2, epilogue=False, **geometry):
+    cfg = ConvConfig(**fields)
+    if epilogue:
+        cfg = cfg.with_epilogue("gelu_tanh", True)
+    c = CHANNELS[cfg.align]
+    problem = td.ConvProblem("fwd", n, c, c, c, dtype=cfg.dtype, bias=cfg.bias, activation=cfg.activation,
+                             **geometry)
+    return cfg, problem
+
+
+# (id, cfg, problem): every row has a width that leaves the last 8-column strip partial and heights that leave
+# the last row block partial
+FAST = [
+    ("7x7-fp16-bias-gelu", *_case(A8, epilogue=True, spatial=(13, 11), filter=(7, 7), padding=3)),
+    ("5x5-fp32-stride-w2", *_case({**A1, "block_k": 5}, n=1, spatial=(14, 14), filter=(5, 5), stride=(1, 2),
+                                  padding=2)),
+    ("3x3-fp32-stride-h2-dil-h2", *_case({**A1, "block_k": 3}, n=1, spatial=(7, 7), filter=(3, 3),
+                                         stride=(2, 1), dilation=(2, 1), padding=1)),
+]
+SLOW = [
+    ("7x7-fp32-56x5", *_case({**A1, "block_m": 8}, n=1, spatial=(56, 5), filter=(7, 7), padding=3)),
+    ("7x7-fp16-14x14-stride2-asym", *_case(A8, spatial=(14, 14), filter=(7, 7), stride=2,
+                                           padding=((3, 2), (3, 2)))),
+    ("7x7-fp32-7x7", *_case(A1, n=1, spatial=(7, 7), filter=(7, 7), padding=3)),
+    ("k7-on-5x5-fp16", *_case(A8, n=1, spatial=(9, 10), filter=(5, 5), padding=2)),
+    ("k7-on-3x7-fp32", *_case(A1, n=1, spatial=(9, 13), filter=(3, 7), padding=(1, 3))),
+    ("3x3-fp16-14x14", *_case({**A8, "block_k": 3}, spatial=(14, 14), filter=(3, 3), padding=1)),
+]
+
+
+@pytest.fixture(scope="module")
+def registry(build_registry):
+    return build_registry(list(dict.fromkeys(cfg for _, cfg, _ in FAST + SLOW)), sms=132)
+
+
+def _check(registry, cfg, problem):
+    assert config_errors(cfg, ARCH) == []
+    assert problem_mismatch(cfg, problem) is None
+    _, _, result = run_and_validate(registry.get(cfg.name), problem)
+    assert result["passed"], result
+
+
+@pytest.mark.parametrize("cfg, problem", [c[1:] for c in FAST], ids=[c[0] for c in FAST])
+def test_matches_reference(registry, cfg, problem):
+    _check(registry, cfg, problem)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg, problem", [c[1:] for c in SLOW], ids=[c[0] for c in SLOW])
+def test_matches_reference_more_shapes(registry, cfg, problem):
+    _check(registry, cfg, problem)
+
+
+def test_name_round_trips_and_routes_to_its_module():
+    cfg = ConvConfig(**{**A8, "dtype": "bf16", "block_m": 4, "block_n": 64, "num_warps": 4})
+    assert parse_name(cfg.name) == cfg and "-4x64x7-" in cfg.name and "-halo-" in cfg.name
+    assert family_module(cfg) is conv_halo
+    assert config_errors(cfg, ARCH) == []
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"direction": "bwd_data"}, "direction"), ({"ndim": 3}, "ndim"), ({"block_k": 6}, "block_k"),
+    # 8 x 64 / 32 = 16 values per thread x (8 columns + 7 weights)
+    ({"block_m": 8, "block_n": 64}, "num_warps"), ({"family": "igemm"}, "kloop")])
+def test_rules(change, field):
+    errors = dict(config_errors(ConvConfig(**{**A8, **change}), ARCH))
+    assert field in errors, errors
+
+
+@pytest.mark.parametrize("geometry, reason", [
+    ({"filter": (7, 7)}, None), ({"filter": (9, 7)}, None), ({"filter": (7, 9)}, "filter"),
+    ({"filter": (7, 7), "stride": (1, 3)}, "stride"), ({"filter": (7, 7), "dilation": (1, 2)}, "dilation"),
+    ({"filter": (7, 7), "groups": 12}, "c_per_group")])
+def test_problem_mismatch(geometry, reason):
+    """Any filter height (a run-time loop), widths up to block_k, stride 1 or 2 and dilation 1 along W."""
+    problem = td.ConvProblem("fwd", 1, 24, 24, geometry.pop("groups", 24), (14, 14), padding=3, dtype="fp16",
+                             **geometry)
+    found = problem_mismatch(ConvConfig(**A8), problem)
+    assert (found is None) if reason is None else found.startswith(reason), found
+
+
+def test_launch_picks_the_entry_of_the_stride_along_w():
+    cfg = ConvConfig(**A8)
+    assert [e.fn for e in conv_halo.entries(cfg)] == ["conv_direct_wpack_kernel", "conv_halo_fwd_s1_kernel",
+                                                      "conv_halo_fwd_s2_kernel"]
+    problem = td.ConvProblem("fwd", 2, 24, 24, 24, (13, 11), (7, 7), stride=(1, 2), padding=3, dtype="fp16")
+    plan = conv_halo.launch_plan(cfg, problem, 132)
+    # output 13 x 6: 4 row blocks of 4 x 1 strip of 8 columns, x 2 images x 2 channel tiles of 16
+    assert plan.grids == ((-(-49 * 24 // 512), 1, 1), (0, 1, 1), (4 * 1 * 2 * 2, 1, 1))
+    assert plan.workspaces == (("ws_ptr", 49 * 24, "fp32"),)
+
+
+def test_resources():
+    cfg = ConvConfig(**{**A8, "dtype": "bf16", "block_n": 64, "num_warps": 4, "num_stages": 2})
+    held = conv_halo.resources(cfg)
+    assert held.accumulators == 8 * 2
+    # one stage of the stride-2 entry's 7 * 2 + 7 halo columns of 4x64 bf16 and 7 fp32 weight vectors
+    assert held.shared_memory == 21 * 4 * 64 * 2 + 7 * 64 * 4
+    assert conv_halo.resources(dataclasses.replace(cfg, num_stages=1)).shared_memory == 0
+
+
+@pytest.mark.slow
+def test_7x7_instances_compile_for_sm90():
+    """The bf16 instances of tools/probe_halo7.py, compiled for sm_90 without a GPU."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "probe_halo7.py"
+    spec = importlib.util.spec_from_file_location("probe_halo7", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    reg = td.Registry("sm_90")
+    configs = probe.halo7_configs(reg.arch)
+    assert configs
+    for cfg in configs:
+        reg.add(cfg)
+    report = reg.build(max_workers=2)
+    assert not report.failed, report.failed
