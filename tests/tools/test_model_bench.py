@@ -44,8 +44,10 @@ def test_kernel_classes(bench, name, expected):
 
 
 def _row(model: str, group: str, stock: float, converted: float, file: str = "") -> dict:
-    runs = {"train": {"stock_eager": {"wall_ms": stock, "gpu_ms": stock / 2, "file": file},
-                      "converted_eager": {"wall_ms": converted, "gpu_ms": converted / 2, "file": file}}}
+    runs = {"train": {"stock_eager": {"wall_ms": stock, "gpu_ms": stock / 2, "pipelined_ms": stock,
+                                      "file": file},
+                      "converted_eager": {"wall_ms": converted, "gpu_ms": converted / 2,
+                                          "pipelined_ms": converted / 2, "file": file}}}
     return {"model": model, "group": group, "runs": runs}
 
 
@@ -59,6 +61,8 @@ def test_speedups_summary_and_acceptance(bench):
     summary = report.summary(rows)
     assert summary["train_eager"]["min_model"] == "mobilenet_v2"
     assert summary["train_eager"]["group_geomean"] == pytest.approx(0.9)
+    assert rows[0]["speedups"]["train"]["eager_back_to_back"] == pytest.approx(2.5)
+    assert summary["train_eager"]["back_to_back_group_geomean"] == pytest.approx(1.8)
     assert summary["acceptance"]["every_model_eager_ge_1"] is False
     assert summary["acceptance"]["every_model_compiled_ge_1"] is None   # nothing compiled: no verdict
     assert summary["failures"] == ["broken: ImportError: no timm"]
