@@ -1,0 +1,143 @@
+"""Issue 38's 7x7 depthwise fwd layers: the halo kernels (kernels/conv_halo.py, kloop 'halo', block_k 7: the
+filter window slid along W in registers) next to the bf16 2-D fwd `_all` preset (and, with --with-roll7, the
+roll7 instances of tools/probe_roll7.py), against cuDNN under benchmarks/conv.py's protocol, before they
+enter any preset (docs/design/conv_direct.md).
+
+    python tools/probe_halo7.py [--max-problems N] [--top-k K] [--only-halo] [--with-roll7]
+        [--out PATH (default results/probe_halo7.json)] [--cpu]
+
+Per layer of the depthwise7x7 suite: benchmarks/conv.py's fwd row (cuDNN; `tune` over the registry with every
+candidate's timing; `auto` of `_essential`), then the fastest HALO7 instance, the fastest roll7 one (with
+--with-roll7) and the fastest other one side by side (candidate protocol) with their ratios to cuDNN (> 1:
+faster than cuDNN). --only-halo leaves `_all` out (a quick look; with --cpu, the interpreter check of the
+tool itself).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "tools"))
+import conv as bench  # benchmarks/conv.py: cases, context, rows and their protocol  # noqa: E402
+import probe_roll7  # noqa: E402  tools/probe_roll7.py: the roll7 instances, geomean
+
+# (block_m, block_n, num_warps): block_m output rows x 8 output columns x block_n channels per program; 2
+# channels per thread (the design's bf16 pair) on the first five, 4 on the last four
+HALO7_TILES = ((4, 64, 4), (2, 64, 2), (8, 32, 4), (8, 64, 8), (1, 64, 1),
+               (8, 64, 4), (4, 64, 2), (4, 128, 4), (16, 32, 4))
+HALO7_STAGES = (1, 2)
+
+
+def halo7_configs(arch: Any, dtype: str = "bf16") -> list[Any]:
+    """The valid 2-D fwd 7x7 halo instances."""
+    from tiledispatch.configs.conv import ConvConfig
+    from tiledispatch.kernels.family import is_valid_config
+
+    out = [ConvConfig(family="direct", kloop="halo", direction="fwd", ndim=2, dtype=dtype, block_m=bm,
+                      block_n=bn, block_k=7, num_warps=warps, num_stages=stages, align=8)
+           for bm, bn, warps in HALO7_TILES for stages in HALO7_STAGES]
+    return [cfg for cfg in out if is_valid_config(cfg, arch)]
+
+
+def install_registry(ctx: Any, dtype: str, with_all: bool, with_roll7: bool) -> dict[str, set[str]]:
+    """Put the registry `_all` (+ HALO7, + roll7) where benchmarks/conv.py's run_row looks for the fwd `_all`
+    preset of (dtype, 2-D); returns the added names per set."""
+    import tiledispatch as td
+
+    name = bench.preset_name("fwd", dtype, 2, "all")
+    reg = td.Registry(ctx.arch, tuning_db=ctx.tuning_db)
+    if with_all:
+        reg.add_preset(name)
+    sets = {"halo7": halo7_configs(ctx.arch, dtype)}
+    if with_roll7:
+        sets["roll7"] = probe_roll7.roll7_configs("fwd", ctx.arch, dtype)
+    for configs in sets.values():
+        for cfg in configs:
+            reg.add(cfg)
+    start = time.perf_counter()
+    report = reg.build()
+    ctx.registries[name] = reg
+    added = {k: [c.name for c in v] for k, v in sets.items()}
+    ctx.builds[name] = {"preset": name if with_all else None, **added, "kernels": len(reg),
+                        "failed": report.failed, "seconds": round(time.perf_counter() - start, 2)}
+    print(f"{name}{' + ' if with_all else ': only '}"
+          + ", ".join(f"{len(v)} {k}" for k, v in sets.items())
+          + f" instances: {len(reg)} kernels, {len(report.failed)} failed", flush=True)
+    return {k: {c.name for c in v} for k, v in sets.items()}
+
+
+def side_by_side(row: dict[str, Any], sets: dict[str, set[str]]) -> dict[str, Any]:
+    """The fastest candidate of each added set and the fastest other one (candidate protocol), vs cuDNN."""
+    quick = {label: t["ms"] for label, t in row.get("quick", {}).items()}
+    cudnn = row.get("cudnn_ms")
+    added = set().union(*sets.values())
+    split = {**{k: [x for x in quick if x in v] for k, v in sets.items()},
+             "others": [x for x in quick if x not in added]}
+    out: dict[str, Any] = {}
+    for key, labels in split.items():
+        if labels:
+            best = min(labels, key=quick.__getitem__)
+            out[f"{key}_kernel"], out[f"{key}_ms"] = best, quick[best]
+            out[f"{key}_vs_cudnn"] = cudnn / quick[best] if cudnn else None
+    out["winner_is_halo7"] = row.get("tune_kernel") in sets["halo7"]
+    return out
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, argparse.Namespace]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max-problems", type=int, help="at most N layers (spread over the suite)")
+    ap.add_argument("--top-k", type=int, help="time only the rules' top-k plans (default: all)")
+    ap.add_argument("--only-halo", action="store_true", help="leave the `_all` preset out")
+    ap.add_argument("--with-roll7", action="store_true", help="add tools/probe_roll7.py's fwd instances")
+    ap.add_argument("--out", default=str(ROOT / "results" / "probe_halo7.json"))
+    ap.add_argument("--cpu", action="store_true", help="interpreter control-flow check (shrunk problems)")
+    opts = ap.parse_args(argv)
+    argv_bench = ["--suites", "depthwise7x7", "--named-categories", "depthwise_7x7", "--dtype", "bf16",
+                  "--directions", "fwd", "--full-matrix", "--no-markdown"]
+    argv_bench += ["--max-problems", str(opts.max_problems)] if opts.max_problems else []
+    argv_bench += ["--top-k", str(opts.top_k)] if opts.top_k else []
+    argv_bench += ["--cpu"] if opts.cpu else []
+    return opts, bench.parse_args(argv_bench)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import tempfile
+
+    opts, bopts = parse_args(argv)
+    cases = bench.select_cases(bopts)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        ctx = bench.make_context(bopts, str(Path(tmp) / "tuning.json"))
+        result = {**bench.header(ctx, bopts), "probe": "halo7", "only_halo": opts.only_halo}
+        start = time.perf_counter()
+        sets = install_registry(ctx, bopts.dtype, not opts.only_halo, opts.with_roll7)
+        keys = [*sets, "others"]
+        for case in cases:
+            row = bench.run_row(ctx, case, "fwd")
+            row.update(side_by_side(row, sets))
+            rows.append(row)
+            print(bench.progress_line(len(rows), len(cases), row, time.perf_counter() - start), flush=True)
+            print("      " + " | ".join(f"{key} {row.get(f'{key}_vs_cudnn') or 0:5.2f}x "
+                                       f"{row.get(f'{key}_kernel')}" for key in keys), flush=True)
+        summary = {f"{key}_vs_cudnn": probe_roll7.geomean([r[f"{key}_vs_cudnn"] for r in rows
+                                                            if r.get(f"{key}_vs_cudnn")])
+                   for key in keys}
+        summary["tune_ratio"] = probe_roll7.geomean([r["tune_ratio"] for r in rows if r.get("tune_ratio")])
+        result.update(seconds=round(time.perf_counter() - start, 1), builds=ctx.builds, summary=summary,
+                      rows=rows)
+    out = Path(opts.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, default=str))
+    print("fwd: geomean vs cuDNN: " + ", ".join(f"{k} {v}" for k, v in summary.items()))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
