@@ -137,3 +137,14 @@ def test_conv_rules_charge_the_split_partials_of_im2col():
     many_pixels = td.ConvProblem("fwd", 32, 64, 64, 1, (56, 56), (3, 3), padding=1, dtype="bf16")
     split = dataclasses.replace(cfg, split_k=4)
     assert conv_rules.estimate_us(cfg, many_pixels, H100) < conv_rules.estimate_us(split, many_pixels, H100)
+
+
+def test_conv_rules_count_the_programs_of_a_halo_launch():
+    """A halo program covers block_m rows x 8 columns: 2 images x 4 row blocks x 2 strips x 2 channel tiles
+    of a 14x14 layer with 24 channels (not 2 * 196 / 4 pixel blocks x 2)."""
+    from tiledispatch.select import conv_rules
+
+    cfg = td.ConvConfig(family="direct", kloop="halo", direction="fwd", dtype="fp16", block_m=4, block_n=16,
+                        block_k=7, num_warps=1, num_stages=1, align=8)
+    problem = td.ConvProblem("fwd", 2, 24, 24, 24, (14, 14), (7, 7), padding=3, dtype="fp16")
+    assert conv_rules.direct_programs(cfg, problem, H100) == 32

@@ -6,7 +6,8 @@ import math
 
 from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.kernels import conv_igemm, conv_im2col, conv_roll, conv_tma, conv_tma_wgrad, conv_wgrad
+from tiledispatch.kernels import (conv_halo, conv_igemm, conv_im2col, conv_roll, conv_tma, conv_tma_wgrad,
+                                  conv_wgrad)
 from tiledispatch.problems.conv import ConvProblem
 
 LAUNCH_US = 3.0
@@ -63,16 +64,22 @@ def _padded_flops(cfg: ConvConfig, problem: ConvProblem) -> float:
         * _ceil_to(n, 16 if n < cfg.block_n else cfg.block_n) * k_pad
 
 
+def direct_programs(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> int:
+    """Programs of a direct-family launch: its kernel's own grid for the row kloops, else pixel blocks x
+    channel tiles."""
+    if cfg.kloop == "roll":   # row strips x channel tiles (x filter depths)
+        return math.prod(conv_roll.grid(cfg, problem, arch.sm_count))
+    if cfg.kloop == "halo":   # images x row blocks x 8-column strips x channel tiles
+        return math.prod(conv_halo.grid(cfg, problem))
+    return math.ceil(problem.n * math.prod(problem.output) / cfg.block_m) * math.ceil(problem.k / cfg.block_n)
+
+
 def estimate_us(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> float:
     """Estimated run time in microseconds (a ranking score, not a prediction to report)."""
     mem_us = problem.min_bytes / (arch.hbm_gbps * 1e3 * MEMORY_EFFICIENCY[cfg.family])
     if cfg.family == "direct":
         compute_us = problem.flops / (arch.peak_tflops_fp16 * 1e6 * FMA_FRACTION)
-        if cfg.kloop == "roll":   # row strips x channel tiles (x filter depths)
-            programs = math.prod(conv_roll.grid(cfg, problem, arch.sm_count))
-        else:
-            programs = math.ceil(problem.n * math.prod(problem.output) / cfg.block_m) * math.ceil(
-                problem.k / cfg.block_n)
+        programs = direct_programs(cfg, problem, arch)
     else:
         eff = {"gemm": GEMM_EFFICIENCY, "tma": TMA_EFFICIENCY}.get(
             cfg.family, DOT_EFFICIENCY.get(cfg.groups_per_program, BATCHED_DOT_EFFICIENCY))
