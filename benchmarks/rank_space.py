@@ -13,11 +13,16 @@ MobileNetV2) and on LLM projection GEMMs (LLM_PROJECTIONS) at several token coun
    (bench.tune.time_plans, quick budget: triton.testing.do_bench, L2 flushed, median of ~10 ms of runs), the
    vendor library (cuBLAS / cuDNN through torch) too;
 3. efficiency = fastest plan / time of the pick, for the space pick, the essential-only pick (the model's top
-   over the essential kernels: TILEDISPATCH_RANK_SPACE=0), the space's top 3 timed (what unsure -> measure
-   keeps with TILEDISPATCH_MEASURE_TOP_K=3), and the vendor.
+   over the essential kernels: TILEDISPATCH_RANK_SPACE=0), the model's top and the rules' top over every plan
+   built, the space's top 3 timed (what unsure -> measure keeps with TILEDISPATCH_MEASURE_TOP_K=3), and the
+   vendor.
 
     python benchmarks/rank_space.py --ops gemm [--count 24] [--out benchmarks/results/rank_space_<gpu>.json]
     python benchmarks/rank_space.py --ops conv --directions fwd --ndims 3 [--count 12]
+
+--zoo PATH takes the problems of a key from the unseen zoo (tools/zoo_corpus.py) instead, --start / --count a
+slice of them (seeded order), stored under the key `<key>@zoo<start>-<end>`; --summarize OUT pools the rows
+of every slice of a key and prints mean / median / P10 / worst per key.
 
 One key per call keeps a call inside 10 minutes on 16 CPU cores (most of it compiles: the essential preset,
 the cold picks, the full space for the oracle, whose cache under --cache survives between calls on the same
@@ -63,6 +68,25 @@ def conv_problems(direction: str, ndim: int, dtype: str, count: int, seed: int) 
                                   for layer in layers))
     random.Random(seed).shuffle(problems)
     return problems[:count]
+
+
+def zoo_problems(path: Path, dtype: str, seed: int, direction: str | None = None, ndim: int = 0
+                 ) -> list[Any]:
+    """The GEMMs (direction None) or the conv problems of one direction and ndim of an unseen-zoo file
+    (tools/zoo_corpus.py), in a seeded order."""
+    import tiledispatch as td
+
+    zoo = json.loads(path.read_text())
+    if zoo.get("kind") != "tiledispatch-unseen-zoo" or zoo.get("dtype") != dtype:
+        sys.exit(f"{path}: not an unseen zoo of dtype {dtype} (kind {zoo.get('kind')!r}, dtype "
+                 f"{zoo.get('dtype')!r})")
+    if direction is None:
+        problems = [td.GemmProblem.from_dict(e["problem"]) for e in zoo["gemm"]]
+    else:
+        problems = [p for p in (td.ConvProblem.from_dict(e["problem"]) for e in zoo["conv"][direction])
+                    if p.ndim == ndim]
+    random.Random(seed).shuffle(problems)
+    return problems
 
 
 def essential_preset(problem: Any) -> str:
@@ -126,7 +150,7 @@ def oracle(problems: list[Any], rows: list[dict[str, Any]], cache: Path, workers
     from tiledispatch.presets import load_preset, space_of
     from tiledispatch.problems.conv import ConvProblem
     from tiledispatch.select import cost_model
-    from tiledispatch.select.selector import by_model_or_rules
+    from tiledispatch.select.selector import by_model_or_rules, is_vendor
 
     first = problems[0]
     preset = essential_preset(first)
@@ -150,11 +174,16 @@ def oracle(problems: list[Any], rows: list[dict[str, Any]], cache: Path, workers
         ess = by_model_or_rules([p for p in plans if p.kernel.name in essential], problem, registry.arch,
                                 model, why)
         ess_pick = ess.ranked[0][0].label
+        built = [p for p in plans if not is_vendor(p)]
+        model_pick = by_model_or_rules(built, problem, registry.arch, model, why).ranked[0][0].label
+        rules_pick = by_model_or_rules(built, problem, registry.arch, None, "rules").ranked[0][0].label
         vendor = [ms for label, ms in times.items() if label.startswith("vendor")]
         top = [times[n] for n in row["space_top"] if n in times]
         row.update(best_ms=best, oracle=min(ours, key=ours.get), essential_pick=ess_pick,
                    eff_space=best / times[row["pick"]] if row["pick"] in times else None,
                    eff_essential=best / times[ess_pick], eff_space_top3=best / min(top) if top else None,
+                   model_pick=model_pick, eff_model=best / times[model_pick] if model_pick in times else None,
+                   rules_pick=rules_pick, eff_rules=best / times[rules_pick] if rules_pick in times else None,
                    eff_vendor=best / vendor[0] if vendor else None)
         print(f"  {problem.describe()}: space {row['eff_space']} essential {row['eff_essential']:.3f} "
               f"top3 {row['eff_space_top3']}", flush=True)
@@ -170,11 +199,38 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
     cold = [r for r in rows if r["cold"]]
     return {"problems": len(rows), "efficiency": {k: dist(f"eff_{k}") for k in
-                                                  ("space", "essential", "space_top3", "vendor")},
+                                                  ("space", "essential", "model", "rules", "space_top3",
+                                                   "vendor")},
             "cold_picks": len(cold), "picks_from_space": sum(r["from_space"] for r in rows),
             "cold_select_s": {"median": statistics.median([r["select_s"] for r in cold]) if cold else None,
                               "max": max((r["select_s"] for r in cold), default=None)},
             "warm_select_us_median": statistics.median(r["warm_select_us"] for r in rows)}
+
+
+def zoo_groups(args: argparse.Namespace) -> dict[str, list[Any]]:
+    """Per key, the slice [start, start + count) of the zoo's problems (count default: 24 GEMM, 12 conv)."""
+    if args.ops == "gemm":
+        keys = [(f"gemm_{args.dtype}", None, 0)]
+    else:
+        keys = [(f"conv_{d}_{args.dtype}_{n}d", d, n) for d in args.directions for n in args.ndims]
+    groups = {}
+    for key, direction, ndim in keys:
+        problems = zoo_problems(args.zoo, args.dtype, args.seed, direction, ndim)
+        end = args.start + (args.count or (24 if direction is None else 12))
+        chunk = problems[args.start:end]
+        stop = args.start + len(chunk)
+        print(f"{key}: {len(problems)} zoo problems, slice {args.start}..{stop}", flush=True)
+        if chunk:
+            groups[f"{key}@zoo{args.start}-{stop}"] = chunk
+    return groups
+
+
+def pooled(data: dict[str, Any]) -> dict[str, Any]:
+    """The summary of every key of a results file, the rows of a key's zoo slices pooled."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for key, result in data.get("results", {}).items():
+        rows.setdefault(key.split("@zoo")[0], []).extend(result["rows"])
+    return {key: summary(key_rows) for key, key_rows in sorted(rows.items())}
 
 
 def main() -> None:
@@ -189,14 +245,23 @@ def main() -> None:
                         help="build cache of the oracle's full space (kept between calls)")
     parser.add_argument("-j", "--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--zoo", type=Path, default=None, help="problems from this unseen-zoo file")
+    parser.add_argument("--start", type=int, default=0, help="with --zoo: the first problem of the slice")
+    parser.add_argument("--summarize", type=Path, default=None,
+                        help="print the pooled summary per key of this --out file and exit")
     args = parser.parse_args()
+    if args.summarize is not None:
+        print(json.dumps(pooled(json.loads(args.summarize.read_text())), indent=1))
+        return
     os.environ["TILEDISPATCH_RANK_SPACE"] = "1"
     os.environ["TILEDISPATCH_MEASURE"] = "0"
     import torch
 
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA GPU")
-    if args.ops == "gemm":
+    if args.zoo is not None:
+        groups = zoo_groups(args)
+    elif args.ops == "gemm":
         groups = {f"gemm_{args.dtype}": gemm_problems(args.dtype, args.count or 24, args.seed)}
     else:
         groups = {f"conv_{d}_{args.dtype}_{n}d": conv_problems(d, n, args.dtype, args.count or 12, args.seed)

@@ -138,3 +138,29 @@ def test_check_unseen_refuses_a_training_model(tool):
     with pytest.raises(SystemExit, match="resnet50"):
         tool.check_unseen([tool.ZooModel("timm", "resnet50")])
     tool.check_unseen(tool.ZOO_MODELS)
+
+
+def test_rank_space_takes_zoo_slices():
+    """benchmarks/rank_space.py --zoo: consecutive --start slices cover a key's zoo problems once each, and
+    --summarize pools the rows of a key's slices."""
+    import argparse
+
+    spec = importlib.util.spec_from_file_location("rank_space", ROOT / "benchmarks" / "rank_space.py")
+    rank_space = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rank_space)
+    args = argparse.Namespace(zoo=ZOO, dtype="bf16", seed=0, ops="conv", directions=["bwd_data"], ndims=[3],
+                              count=100, start=0)
+    seen = []
+    while groups := rank_space.zoo_groups(args):
+        (key, problems), = groups.items()
+        assert key == f"conv_bwd_data_bf16_3d@zoo{args.start}-{args.start + len(problems)}"
+        seen += problems
+        args.start += args.count
+    zoo = [td.ConvProblem.from_dict(e["problem"]) for e in json.loads(ZOO.read_text())["conv"]["bwd_data"]]
+    assert sorted(p.signature() for p in seen) == sorted(p.signature() for p in zoo if p.ndim == 3)
+    row = {"cold": True, "select_s": 1.0, "from_space": True, "warm_select_us": 5.0, "eff_space": 0.5,
+           "eff_rules": 1.0}
+    data = {"results": {"k@zoo0-1": {"rows": [row]}, "k@zoo1-2": {"rows": [row | {"eff_space": 1.0}]}}}
+    pooled = rank_space.pooled(data)
+    assert list(pooled) == ["k"] and pooled["k"]["problems"] == 2
+    assert pooled["k"]["efficiency"]["space"] == {"mean": 0.75, "median": 0.75, "p10": 0.5, "worst": 0.5}
