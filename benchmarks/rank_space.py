@@ -80,6 +80,7 @@ def zoo_problems(path: Path, dtype: str, seed: int, direction: str | None = None
     if zoo.get("kind") != "tiledispatch-unseen-zoo" or zoo.get("dtype") != dtype:
         sys.exit(f"{path}: not an unseen zoo of dtype {dtype} (kind {zoo.get('kind')!r}, dtype "
                  f"{zoo.get('dtype')!r})")
+    problems: list[Any]
     if direction is None:
         problems = [td.GemmProblem.from_dict(e["problem"]) for e in zoo["gemm"]]
     else:
