@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from multiprocessing.connection import wait
 from typing import Any
+from unittest import mock
 
 from tiledispatch.bench.schema import Outcome, make_row, now, problem_from_json
 from tiledispatch.bench.worker import Batch, Pair, WorkerSpec, worker_main
@@ -41,17 +42,10 @@ class _Worker:
         ctx = multiprocessing.get_context("spawn")
         self.spec = spec
         self.conn, child = ctx.Pipe()
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)    # a spawned child takes the environment at start (CUDA_VISIBLE_DEVICES)
-        try:
+        # a spawned child takes the environment at start (CUDA_VISIBLE_DEVICES); ours is restored after
+        with mock.patch.dict(os.environ, env):
             self.proc = ctx.Process(target=worker_main, args=(child, spec), daemon=True)
             self.proc.start()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
         child.close()
         self.started = time.monotonic()
         self.stamp: dict[str, Any] | None = None
