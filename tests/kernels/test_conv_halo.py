@@ -1,6 +1,6 @@
-"""kloop 'halo' (kernels/conv_halo.py: depthwise 2-D fwd, the filter window slid along W in registers): the
-interpreter vs the float64 reference on 7x7, 5x5 and 3x3 layers of odd sizes, its rules and launch, and an
-sm_90 compile of its 7x7 instances."""
+"""kloop 'halo' (kernels/conv_halo.py: depthwise 2-D fwd and bwd_data, the filter window slid along W in
+registers): the interpreter vs the float64 reference on 7x7, 5x5 and 3x3 layers of odd sizes (bwd_data also
+vs torch.nn.grad.conv2d_input), its rules and launch, and an sm_90 compile of its 7x7 instances."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,7 +12,7 @@ from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.naming import parse_name
 from tiledispatch.kernels import conv_halo
 from tiledispatch.kernels.family import config_errors, family_module, problem_mismatch
-from tiledispatch.testing.reference import run_and_validate
+from tiledispatch.testing.reference import CONV_TOLERANCES, run_and_validate
 
 ARCH = td.get_arch("sm_90")
 # fp16 align 8 (24 channels: a half-masked second channel tile), fp32 align 1 (5 channels); 1 warp keeps the
@@ -28,9 +28,13 @@ def _case(fields, n=2, epilogue=False, **geometry):
     if epilogue:
         cfg = cfg.with_epilogue("gelu_tanh", True)
     c = CHANNELS[cfg.align]
-    problem = td.ConvProblem("fwd", n, c, c, c, dtype=cfg.dtype, bias=cfg.bias, activation=cfg.activation,
-                             **geometry)
+    problem = td.ConvProblem(cfg.direction, n, c, c, c, dtype=cfg.dtype, bias=cfg.bias,
+                             activation=cfg.activation, **geometry)
     return cfg, problem
+
+
+def _dgrad(fields):
+    return {**fields, "direction": "bwd_data"}
 
 
 # (id, cfg, problem): every row has a width that leaves the last 8-column strip partial and heights that leave
@@ -53,16 +57,50 @@ SLOW = [
 ]
 
 
+# bwd_data: stride 1 (its one entry); dx of the sizes above, dy of the sizes the padding gives
+FAST_BWD = [
+    ("7x7-fp16-13x11", *_case(_dgrad(A8), spatial=(13, 11), filter=(7, 7), padding=3)),
+    ("5x5-fp32-14x14", *_case(_dgrad({**A1, "block_k": 5}), n=1, spatial=(14, 14), filter=(5, 5), padding=2)),
+    ("3x3-fp32-7x7-dil-h2", *_case(_dgrad({**A1, "block_k": 3}), n=1, spatial=(7, 7), filter=(3, 3),
+                                   dilation=(2, 1), padding=1)),
+]
+SLOW_BWD = [
+    ("7x7-fp32-7x7", *_case(_dgrad({**A1, "block_m": 8}), n=1, spatial=(7, 7), filter=(7, 7), padding=3)),
+    ("7x7-fp16-14x14-asym", *_case(_dgrad(A8), spatial=(14, 14), filter=(7, 7), padding=((3, 2), (3, 2)))),
+    ("7x7-fp32-56x5", *_case(_dgrad(A1), n=1, spatial=(56, 5), filter=(7, 7), padding=3)),
+    ("k7-on-5x5-fp16", *_case(_dgrad(A8), n=1, spatial=(9, 10), filter=(5, 5), padding=2)),
+    ("k7-on-3x7-fp32-pad0", *_case(_dgrad(A1), n=1, spatial=(9, 13), filter=(3, 7), padding=(1, 0))),
+    ("3x3-fp16-14x14", *_case(_dgrad({**A8, "block_k": 3}), spatial=(14, 14), filter=(3, 3), padding=1)),
+    ("5x5-fp16-13x11-w2", *_case(_dgrad({**A8, "block_k": 5, "block_n": 8, "num_warps": 2}),
+                                 spatial=(13, 11), filter=(5, 5), padding=2)),
+]
+ALL = FAST + SLOW + FAST_BWD + SLOW_BWD
+
+
 @pytest.fixture(scope="module")
 def registry(build_registry):
-    return build_registry(list(dict.fromkeys(cfg for _, cfg, _ in FAST + SLOW)), sms=132)
+    return build_registry(list(dict.fromkeys(cfg for _, cfg, _ in ALL)), sms=132)
 
 
 def _check(registry, cfg, problem):
     assert config_errors(cfg, ARCH) == []
     assert problem_mismatch(cfg, problem) is None
-    _, _, result = run_and_validate(registry.get(cfg.name), problem)
+    out, args, result = run_and_validate(registry.get(cfg.name), problem)
     assert result["passed"], result
+    return out, args
+
+
+def _check_dgrad(registry, cfg, problem):
+    """The reference of run_and_validate, and (symmetric padding) torch's own dgrad in float64."""
+    import torch
+
+    out, args = _check(registry, cfg, problem)
+    (pad_h, pad_h_right), (pad_w, pad_w_right) = problem.padding
+    if (pad_h, pad_w) == (pad_h_right, pad_w_right):
+        ref = torch.nn.grad.conv2d_input(tuple(args.x.shape), args.w.double(), args.y.double(),
+                                         problem.stride, (pad_h, pad_w), problem.dilation, problem.groups)
+        err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
+        assert err <= CONV_TOLERANCES[problem.dtype], err
 
 
 @pytest.mark.parametrize("cfg, problem", [c[1:] for c in FAST], ids=[c[0] for c in FAST])
@@ -76,15 +114,29 @@ def test_matches_reference_more_shapes(registry, cfg, problem):
     _check(registry, cfg, problem)
 
 
-def test_name_round_trips_and_routes_to_its_module():
-    cfg = ConvConfig(**{**A8, "dtype": "bf16", "block_m": 4, "block_n": 64, "num_warps": 4})
+@pytest.mark.parametrize("cfg, problem", [c[1:] for c in FAST_BWD], ids=[c[0] for c in FAST_BWD])
+def test_bwd_data_matches_reference(registry, cfg, problem):
+    _check_dgrad(registry, cfg, problem)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg, problem", [c[1:] for c in SLOW_BWD], ids=[c[0] for c in SLOW_BWD])
+def test_bwd_data_matches_reference_more_shapes(registry, cfg, problem):
+    _check_dgrad(registry, cfg, problem)
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data"])
+def test_name_round_trips_and_routes_to_its_module(direction):
+    cfg = ConvConfig(**{**A8, "direction": direction, "dtype": "bf16", "block_m": 4, "block_n": 64,
+                        "num_warps": 4})
     assert parse_name(cfg.name) == cfg and "-4x64x7-" in cfg.name and "-halo-" in cfg.name
+    assert f"-{direction}-" in cfg.name
     assert family_module(cfg) is conv_halo
     assert config_errors(cfg, ARCH) == []
 
 
 @pytest.mark.parametrize("change, field", [
-    ({"direction": "bwd_data"}, "direction"), ({"ndim": 3}, "ndim"), ({"block_k": 6}, "block_k"),
+    ({"direction": "bwd_weight"}, "direction"), ({"ndim": 3}, "ndim"), ({"block_k": 6}, "block_k"),
     # 8 x 64 / 32 = 16 values per thread x (8 columns + 7 weights)
     ({"block_m": 8, "block_n": 64}, "num_warps"), ({"family": "igemm"}, "kloop")])
 def test_rules(change, field):
@@ -102,6 +154,31 @@ def test_problem_mismatch(geometry, reason):
                              **geometry)
     found = problem_mismatch(ConvConfig(**A8), problem)
     assert (found is None) if reason is None else found.startswith(reason), found
+
+
+@pytest.mark.parametrize("geometry, reason", [
+    ({}, None), ({"dilation": (3, 1)}, None), ({"stride": (1, 2)}, "stride"), ({"stride": (2, 1)}, "stride"),
+    ({"filter": (7, 9)}, "filter"), ({"dilation": (1, 2)}, "dilation"), ({"groups": 12}, "c_per_group")])
+def test_bwd_data_problem_mismatch(geometry, reason):
+    """bwd_data: stride 1 only (its one entry), any filter height and dilation along H."""
+    problem = td.ConvProblem("bwd_data", 1, 24, 24, geometry.pop("groups", 24), (14, 14),
+                             geometry.pop("filter", (7, 7)), padding=3, dtype="fp16", **geometry)
+    found = problem_mismatch(ConvConfig(**_dgrad(A8)), problem)
+    assert (found is None) if reason is None else found.startswith(reason), found
+
+
+def test_bwd_data_launches_its_entry_over_dx():
+    cfg = ConvConfig(**_dgrad(A8))
+    assert [e.fn for e in conv_halo.entries(cfg)] == ["conv_direct_wpack_kernel", "conv_halo_dgrad_kernel"]
+    # dx 13 x 11 (dy 9 x 7 without padding): 4 row blocks of 4 x 2 strips of 8 columns, x 2 images x 2
+    # channel tiles of 16
+    problem = td.ConvProblem("bwd_data", 2, 24, 24, 24, (13, 11), (5, 5), padding=0, dtype="fp16")
+    plan = conv_halo.launch_plan(cfg, problem, 132)
+    assert plan.grids == ((-(-25 * 24 // 512), 1, 1), (4 * 2 * 2 * 2, 1, 1))
+    assert plan.workspaces == (("ws_ptr", 25 * 24, "fp32"),)
+    # its one entry loads the stride-1 halo: 8 - 1 + 7 columns of 4x16 fp16 and 7 fp32 weight vectors
+    staged = dataclasses.replace(cfg, num_stages=2)
+    assert conv_halo.resources(staged).shared_memory == 14 * 4 * 16 * 2 + 7 * 16 * 4
 
 
 def test_launch_picks_the_entry_of_the_stride_along_w():
@@ -126,7 +203,7 @@ def test_resources():
 
 @pytest.mark.slow
 def test_7x7_instances_compile_for_sm90():
-    """The bf16 instances of tools/probe_halo7.py, compiled for sm_90 without a GPU."""
+    """The bf16 fwd and bwd_data instances of tools/probe_halo7.py, compiled for sm_90 without a GPU."""
     import importlib.util
     from pathlib import Path
 
@@ -135,8 +212,8 @@ def test_7x7_instances_compile_for_sm90():
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)
     reg = td.Registry("sm_90")
-    configs = probe.halo7_configs(reg.arch)
-    assert configs
+    configs = probe.halo7_configs(reg.arch) + probe.halo7_configs(reg.arch, direction="bwd_data")
+    assert {cfg.direction for cfg in configs} == {"fwd", "bwd_data"}
     for cfg in configs:
         reg.add(cfg)
     report = reg.build(max_workers=2)
