@@ -1,6 +1,7 @@
-"""kloop 'halo' (kernels/conv_halo.py: depthwise 2-D fwd and bwd_data, the filter window slid along W in
-registers): the interpreter vs the float64 reference on 7x7, 5x5 and 3x3 layers of odd sizes (bwd_data also
-vs torch.nn.grad.conv2d_input), its rules and launch, and an sm_90 compile of its 7x7 instances."""
+"""kloop 'halo' (kernels/conv_halo.py: depthwise 2-D fwd, bwd_data and bwd_weight, the filter window slid
+along W in registers): the interpreter vs the float64 reference on 7x7, 5x5 and 3x3 layers of odd sizes
+(bwd_data also vs torch.nn.grad.conv2d_input, bwd_weight vs conv2d_weight), its rules and launch, and an
+sm_90 compile of its 7x7 instances."""
 from __future__ import annotations
 
 import dataclasses
@@ -35,6 +36,10 @@ def _case(fields, n=2, epilogue=False, **geometry):
 
 def _dgrad(fields):
     return {**fields, "direction": "bwd_data"}
+
+
+def _wgrad(fields):
+    return {**fields, "direction": "bwd_weight"}
 
 
 # (id, cfg, problem): every row has a width that leaves the last 8-column strip partial and heights that leave
@@ -74,12 +79,41 @@ SLOW_BWD = [
     ("5x5-fp16-13x11-w2", *_case(_dgrad({**A8, "block_k": 5, "block_n": 8, "num_warps": 2}),
                                  spatial=(13, 11), filter=(5, 5), padding=2)),
 ]
+# bwd_weight: stride 1 (its one entry); launch plans for WGRAD_SMS SMs, so that the 7x7 case's programs take
+# 2 row chunks of 4 row blocks (block_m 2) of its 13 dy rows, the last block cut (test_wgrad_row_chunks)
+WGRAD_SMS = 2
+FAST_WGRAD = [
+    ("7x7-fp16-13x11", *_case(_wgrad({**A8, "block_m": 2}), spatial=(13, 11), filter=(7, 7), padding=3)),
+    ("5x5-fp32-14x14", *_case(_wgrad({**A1, "block_k": 5}), n=1, spatial=(14, 14), filter=(5, 5), padding=2)),
+    ("3x3-fp32-7x7-dil-h2", *_case(_wgrad({**A1, "block_k": 3}), n=1, spatial=(7, 7), filter=(3, 3),
+                                   dilation=(2, 1), padding=1)),
+]
+SLOW_WGRAD = [
+    ("7x7-fp32-7x7", *_case(_wgrad({**A1, "block_m": 8}), n=1, spatial=(7, 7), filter=(7, 7), padding=3)),
+    ("7x7-fp16-14x14-asym", *_case(_wgrad(A8), spatial=(14, 14), filter=(7, 7), padding=((3, 2), (3, 2)))),
+    ("k7-on-5x5-fp16-13x11", *_case(_wgrad(A8), n=1, spatial=(13, 11), filter=(5, 5), padding=2)),
+    ("k7-on-3x7-fp32-pad0", *_case(_wgrad(A1), n=1, spatial=(9, 13), filter=(3, 7), padding=(1, 0))),
+    ("3x3-fp16-14x14", *_case(_wgrad({**A8, "block_k": 3}), spatial=(14, 14), filter=(3, 3), padding=1)),
+    ("5x5-fp16-13x11-w2-s2", *_case(_wgrad({**A8, "block_k": 5, "block_n": 8, "num_warps": 2,
+                                            "num_stages": 2}), spatial=(13, 11), filter=(5, 5), padding=2)),
+]
 ALL = FAST + SLOW + FAST_BWD + SLOW_BWD
 
 
 @pytest.fixture(scope="module")
 def registry(build_registry):
     return build_registry(list(dict.fromkeys(cfg for _, cfg, _ in ALL)), sms=132)
+
+
+@pytest.fixture(scope="module")
+def wgrad_registry(build_registry):
+    """bwd_weight's registry (its launch plans for WGRAD_SMS SMs): the default lane's cases only."""
+    return build_registry(list(dict.fromkeys(cfg for _, cfg, _ in FAST_WGRAD)), sms=WGRAD_SMS)
+
+
+@pytest.fixture(scope="module")
+def wgrad_registry_more(build_registry):
+    return build_registry(list(dict.fromkeys(cfg for _, cfg, _ in SLOW_WGRAD)), sms=WGRAD_SMS)
 
 
 def _check(registry, cfg, problem):
@@ -125,7 +159,39 @@ def test_bwd_data_matches_reference_more_shapes(registry, cfg, problem):
     _check_dgrad(registry, cfg, problem)
 
 
-@pytest.mark.parametrize("direction", ["fwd", "bwd_data"])
+def _check_wgrad(registry, cfg, problem):
+    """The reference of run_and_validate, and (symmetric padding) torch's own wgrad in float64."""
+    import torch
+
+    out, args = _check(registry, cfg, problem)
+    (pad_h, pad_h_right), (pad_w, pad_w_right) = problem.padding
+    if (pad_h, pad_w) == (pad_h_right, pad_w_right):
+        ref = torch.nn.grad.conv2d_weight(args.x.double(), tuple(out.shape), args.y.double(), problem.stride,
+                                          (pad_h, pad_w), problem.dilation, problem.groups)
+        err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
+        assert err <= CONV_TOLERANCES[problem.dtype], err
+
+
+@pytest.mark.parametrize("cfg, problem", [c[1:] for c in FAST_WGRAD], ids=[c[0] for c in FAST_WGRAD])
+def test_bwd_weight_matches_reference(wgrad_registry, cfg, problem):
+    _check_wgrad(wgrad_registry, cfg, problem)
+
+
+def test_wgrad_row_chunks():
+    """The fast 7x7 case walks several row blocks per program over several row chunks (not one block each)."""
+    _, cfg, problem = FAST_WGRAD[0]
+    plan = conv_halo.launch_plan(cfg, problem, WGRAD_SMS)
+    # 13 rows: 7 blocks of 2 in 2 chunks of 4 blocks; splits = 2 images x 2 chunks x 2 strips of 8 columns
+    assert dict(plan.scalars) == {"ROWS": 8, "SPLIT": 2 * 2 * 2}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg, problem", [c[1:] for c in SLOW_WGRAD], ids=[c[0] for c in SLOW_WGRAD])
+def test_bwd_weight_matches_reference_more_shapes(wgrad_registry_more, cfg, problem):
+    _check_wgrad(wgrad_registry_more, cfg, problem)
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
 def test_name_round_trips_and_routes_to_its_module(direction):
     cfg = ConvConfig(**{**A8, "direction": direction, "dtype": "bf16", "block_m": 4, "block_n": 64,
                         "num_warps": 4})
@@ -136,7 +202,10 @@ def test_name_round_trips_and_routes_to_its_module(direction):
 
 
 @pytest.mark.parametrize("change, field", [
-    ({"direction": "bwd_weight"}, "direction"), ({"ndim": 3}, "ndim"), ({"block_k": 6}, "block_k"),
+    ({"direction": "bwd_weight", "block_k": 9}, "block_k"),
+    ({"direction": "bwd_weight", "split_k": 2}, "split_k"),
+    ({"direction": "bwd_weight", "block_m": 8, "block_n": 64}, "num_warps"),
+    ({"ndim": 3}, "ndim"), ({"block_k": 6}, "block_k"),
     # 8 x 64 / 32 = 16 values per thread x (8 columns + 7 weights)
     ({"block_m": 8, "block_n": 64}, "num_warps"), ({"family": "igemm"}, "kloop")])
 def test_rules(change, field):
@@ -165,6 +234,38 @@ def test_bwd_data_problem_mismatch(geometry, reason):
                              geometry.pop("filter", (7, 7)), padding=3, dtype="fp16", **geometry)
     found = problem_mismatch(ConvConfig(**_dgrad(A8)), problem)
     assert (found is None) if reason is None else found.startswith(reason), found
+
+
+@pytest.mark.parametrize("geometry, reason", [
+    ({}, None), ({"dilation": (3, 1)}, None), ({"filter": (5, 3)}, None), ({"stride": (1, 2)}, "stride"),
+    ({"stride": (2, 1)}, "stride"), ({"filter": (7, 9)}, "filter"), ({"dilation": (1, 2)}, "dilation"),
+    ({"groups": 12}, "c_per_group")])
+def test_bwd_weight_problem_mismatch(geometry, reason):
+    """bwd_weight: stride 1 only (its one entry), any filter height and dilation along H."""
+    problem = td.ConvProblem("bwd_weight", 1, 24, 24, geometry.pop("groups", 24), (14, 14),
+                             geometry.pop("filter", (7, 7)), padding=3, dtype="fp16", **geometry)
+    found = problem_mismatch(ConvConfig(**_wgrad(A8)), problem)
+    assert (found is None) if reason is None else found.startswith(reason), found
+
+
+def test_bwd_weight_launches_its_splits_and_the_reduce():
+    cfg = ConvConfig(**_wgrad(A8))
+    assert [e.fn for e in conv_halo.entries(cfg)] == [
+        "conv_halo_wgrad_kernel", "conv_direct_wgrad_reduce_kernel", "conv_direct_wgrad_reduce_kernel_tall"]
+    # dy 13 x 11: 4 row blocks of 4, 2 strips of 8 columns, 2 images, 2 channel tiles of 16 -> 8 programs
+    # per row chunk; 1 SM x 8 programs: one chunk of all 16 rows
+    problem = td.ConvProblem("bwd_weight", 2, 24, 24, 24, (13, 11), (7, 7), padding=3, dtype="fp16")
+    plan = conv_halo.launch_plan(cfg, problem, 1)
+    assert plan.grids[0] == (2 * 2 * 2, 1, 1)
+    assert dict(plan.scalars) == {"ROWS": 16, "SPLIT": 2 * 2}
+    assert plan.workspaces == (("ws_ptr", 4 * 49 * 24, "fp32"),)
+    # 132 SMs: a chunk per row block, each a split
+    plan = conv_halo.launch_plan(cfg, problem, 132)
+    assert plan.grids[0] == (4 * 2 * 2 * 2, 1, 1) and dict(plan.scalars) == {"ROWS": 4, "SPLIT": 16}
+    # 7 accumulator tiles; a stage holds the 14 halo columns and 8 dy tiles of 4x16 fp16
+    staged = dataclasses.replace(cfg, num_stages=2)
+    assert conv_halo.resources(staged).shared_memory == (14 + 8) * 4 * 16 * 2
+    assert conv_halo.resources(staged).accumulators == 7 * 4 * 16 // 32
 
 
 def test_bwd_data_launches_its_entry_over_dx():
@@ -203,7 +304,7 @@ def test_resources():
 
 @pytest.mark.slow
 def test_7x7_instances_compile_for_sm90():
-    """The bf16 fwd and bwd_data instances of tools/probe_halo7.py, compiled for sm_90 without a GPU."""
+    """The bf16 instances of tools/probe_halo7.py (every direction), compiled for sm_90 without a GPU."""
     import importlib.util
     from pathlib import Path
 
@@ -212,8 +313,8 @@ def test_7x7_instances_compile_for_sm90():
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)
     reg = td.Registry("sm_90")
-    configs = probe.halo7_configs(reg.arch) + probe.halo7_configs(reg.arch, direction="bwd_data")
-    assert {cfg.direction for cfg in configs} == {"fwd", "bwd_data"}
+    configs = [cfg for d in probe.HALO7_DIRECTIONS for cfg in probe.halo7_configs(reg.arch, direction=d)]
+    assert {cfg.direction for cfg in configs} == {"fwd", "bwd_data", "bwd_weight"}
     for cfg in configs:
         reg.add(cfg)
     report = reg.build(max_workers=2)

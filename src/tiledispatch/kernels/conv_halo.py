@@ -1,5 +1,5 @@
-"""Family `direct`, kloop 'halo': depthwise 2-D fwd and bwd_data convolutions whose filter window slides
-along W in registers (issue 38: the 7x7 layers, where the roll walk of kernels/conv_roll.py spills).
+"""Family `direct`, kloop 'halo': depthwise 2-D convolutions (fwd, bwd_data, bwd_weight) whose filter window
+slides along W in registers (issue 38: the 7x7 layers, where the roll walk of kernels/conv_roll.py spills).
 
 A program owns one image, block_m consecutive written rows, HALO_COLS consecutive written columns and block_n
 channels: one [block_m, block_n] fp32 accumulator tile per written column. Per filter row it loads the
@@ -8,7 +8,9 @@ converts each once and adds it into every written column whose window holds it, 
 block_k weight vectors (from conv_direct's tap-major fp32 repack). bwd_data is the same walk over dy with the
 filter flipped along W (read flipped from the repack) and padding flt_w - 1 - pad_w. Filters up to block_k
 wide (narrower ones get zero weights), any height and dilation along H; fwd: any stride along H, stride 1 or
-2 along W (an entry each); bwd_data: stride 1. Design and compiler reports: docs/design/conv_direct.md.
+2 along W (an entry each); bwd_data: stride 1. bwd_weight (stride 1): per filter row, the dy columns and the
+x halo of a program's rows paired into block_k accumulator tiles; a program's sums are a split of
+conv_direct's fp32 workspace, summed by its reduce. Design and compiler reports: docs/design/conv_direct.md.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.dtypes import DTYPES
 from tiledispatch.kernels import conv_direct, rules
-from tiledispatch.kernels.conv_common import activation_line, loop_range, tl_type
+from tiledispatch.kernels.conv_common import REDUCE_KINDS, activation_line, loop_range, reduce_grids, tl_type
 from tiledispatch.kernels.conv_direct import (
     PACK_BLOCK,
     WORKSPACE_DTYPE,
@@ -31,6 +33,8 @@ from tiledispatch.kernels.conv_direct import (
     indented,
     pack_body,
     pack_entry,
+    reduce_body,
+    reduce_entries,
     stride_hints,
     vec,
 )
@@ -42,9 +46,11 @@ W_STRIDES = (1, 2)          # the strides along W it is built for (an entry each
 # per thread: accumulators (HALO_COLS) and weight vectors (block_k) of block_m x block_n / threads values
 # each; 2 channels per thread (the design's bf16 pair) hold 30 at block_k 7, 4 hold 60
 MAX_VALUES_PER_THREAD = 64
-FN = {"fwd": "conv_halo_fwd_s{}_kernel", "bwd_data": "conv_halo_dgrad_kernel"}   # {}: the stride along W
-DIRECTIONS = ("fwd", "bwd_data")
-STRIDES = {"fwd": W_STRIDES, "bwd_data": (1,)}   # per direction, the strides along W of its entries
+FN = {"fwd": "conv_halo_fwd_s{}_kernel", "bwd_data": "conv_halo_dgrad_kernel",
+      "bwd_weight": "conv_halo_wgrad_kernel"}   # {}: the stride along W
+DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
+STRIDES = {"fwd": W_STRIDES, "bwd_data": (1,), "bwd_weight": (1,)}   # per direction, the strides along W
+DEFAULT_SMS = 132           # bwd_weight's row plan when grid() gets no SM count (an H100 / H200)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,15 +65,21 @@ class Side:
     channels: str
 
 
-SIDES = {"fwd": Side("x", "y", "in", "out", "K"), "bwd_data": Side("y", "x", "out", "in", "C")}
+SIDES = {"fwd": Side("x", "y", "in", "out", "K"), "bwd_data": Side("y", "x", "out", "in", "C"),
+         "bwd_weight": Side("x", "y", "in", "out", "K")}   # bwd_weight walks dy's columns like fwd's y
 
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:
-    """The weight repack (conv_direct), then a compute entry per stride along W (STRIDES)."""
-    params = (*base_params(cfg), WS_PARAM, Param("BLOCK_M", "constexpr", cfg.block_m),
+    """fwd, bwd_data: the weight repack (conv_direct), then a compute entry per stride along W (STRIDES);
+    bwd_weight: its partial-sum entry (ROWS written rows per program), then conv_direct's split reduce."""
+    rows = (Param("ROWS", "i32"),) if cfg.direction == "bwd_weight" else ()
+    params = (*base_params(cfg), WS_PARAM, *rows, Param("BLOCK_M", "constexpr", cfg.block_m),
               Param("BLOCK_N", "constexpr", cfg.block_n))
-    return [pack_entry(cfg)] + [EntrySpec(FN[cfg.direction].format(s), params, cfg.num_warps, cfg.num_stages)
-                                for s in _strides(cfg)]
+    computes = [EntrySpec(FN[cfg.direction].format(s), params, cfg.num_warps, cfg.num_stages)
+                for s in _strides(cfg)]
+    if cfg.direction == "bwd_weight":
+        return computes + reduce_entries(cfg)
+    return [pack_entry(cfg)] + computes
 
 
 def _strides(cfg: ConvConfig) -> tuple[int, ...]:
@@ -165,7 +177,57 @@ def _body(cfg: ConvConfig, stride: int) -> str:
             + indented(*_filter_row(cfg, side, stride), level=2) + _epilogue(cfg, side))
 
 
+# -- backward weight -------------------------------------------------------------------------------------
+# dw[c, fh, f] = sum of dy[n, c, oh, ow] * x[n, c, oh - pad_h + fh * dil_h, ow - pad_w + f]
+def _wgrad_program() -> list[str]:
+    """Image nb, rows oh0 .. oh_hi (ROWS of them, the last chunk cut at the height), first column col0 and
+    channels rn of dy; the program's index is its split of the workspace."""
+    return [*channel_major_pids("K"), "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+            f"strips = (out_w + {HALO_COLS - 1}) // {HALO_COLS}", "chunks = (out_h + ROWS - 1) // ROWS",
+            "q = pid_m", f"col0 = (q % strips) * {HALO_COLS}", "q = q // strips",
+            "oh0 = (q % chunks) * ROWS", "nb = q // chunks", "oh_hi = tl.minimum(oh0 + ROWS, out_h)",
+            "x_base = nb.to(tl.int64) * sx_n", "y_base = nb.to(tl.int64) * sy_n + col0.to(tl.int64) * sy_w"]
+
+
+def _wgrad_rows(cfg: ConvConfig) -> list[str]:
+    """One block of BLOCK_M dy rows at filter row fh: the HALO_COLS dy columns (dv_<j>), then each x halo
+    column c loaded once and multiplied into every filter column f whose pair (dy column c - f) exists."""
+    out = ["oh = r0 + tl.arange(0, BLOCK_M)", "m_ok = oh < oh_hi", "ih = oh - pad_h + fh * dil_h",
+           "r_ok = m_ok & (ih >= 0) & (ih < in_h)",
+           f"yp = y_ptr + ({vec(cfg, 'y_base + oh.to(tl.int64) * sy_h')}[:, None] + rn[None, :])"]
+    for j in range(HALO_COLS):
+        out += ["yp += sy_w"] if j else []
+        out.append(f"dv_{j} = tl.load(yp, mask=(m_ok & jok_{j})[:, None] & n_ok[None, :], "
+                   "other=0.0).to(tl.float32)")
+    out.append(f"xp = x_ptr + ({vec(cfg, 'x_base + ih.to(tl.int64) * sx_h + co')}[:, None] + rn[None, :])")
+    for c in range(halo_columns(cfg, 1)):
+        out += ["xp += sx_w"] if c else []
+        out.append(f"xv = tl.load(xp, mask=(r_ok & cok_{c})[:, None] & n_ok[None, :], "
+                   "other=0.0).to(tl.float32)")
+        out += [f"acc_{f} += dv_{c - f} * xv" for f in range(cfg.block_k) if 0 <= c - f < HALO_COLS]
+    return out
+
+
+def _wgrad_body(cfg: ConvConfig) -> str:
+    """Per filter row fh: block_k accumulator tiles over the program's row blocks, then their column sums
+    into its split of the workspace ws[SPLIT, taps, K] (filter columns past flt_w not stored)."""
+    side = SIDES["bwd_weight"]
+    columns = [line for line in _columns(cfg, side, 1) if not line.startswith("wp =")]
+    stores = [f"tl.store(ws_ptr + ((split * taps + fh * flt_w + {f}) * K + rn), tl.sum(acc_{f}, axis=0), "
+              f"mask=n_ok{f' & ({f} < flt_w)' if f else ''})" for f in range(cfg.block_k)]
+    return (stride_hints(cfg) + indented(*_wgrad_program()) + channel_mask(cfg, "K")
+            + indented(*columns, *(f"jok_{j} = col0 + {j} < out_w" for j in range(HALO_COLS)),
+                       "taps = flt_h * flt_w", "split = pid_m.to(tl.int64)", "for fh in range(0, flt_h):")
+            + indented(*(f"acc_{f} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"
+                         for f in range(cfg.block_k)),
+                       f"for r0 in {loop_range(cfg, 'oh0', 'oh_hi', 'BLOCK_M')}:", level=2)
+            + indented(*_wgrad_rows(cfg), level=3) + indented(*stores, level=2))
+
+
 def render(cfg: ConvConfig) -> str:
+    if cfg.direction == "bwd_weight":
+        bodies = [_wgrad_body(cfg)] + [reduce_body(cfg, kind) for kind in REDUCE_KINDS]
+        return "\n\n".join(header(spec) + body for spec, body in zip(entries(cfg), bodies))
     bodies = [pack_body(cfg)] + [_body(cfg, s) for s in _strides(cfg)]
     return "\n\n".join(header(spec) + body for spec, body in zip(entries(cfg), bodies))
 
@@ -175,9 +237,23 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def grid(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
+def rows_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int]:
+    """bwd_weight: (ROWS, row chunks): the dy rows cut into equal chunks of whole row blocks, as many as keep
+    conv_direct.PROGRAMS_PER_SM programs per SM (each chunk x strip x image a split of the workspace)."""
+    blocks = _cdiv(problem.output[0], cfg.block_m)
+    layer = problem.n * _cdiv(problem.output[1], HALO_COLS) * _cdiv(problem.k, cfg.block_n)
+    chunks = max(1, min(blocks, _cdiv(max(1, sms) * conv_direct.PROGRAMS_PER_SM, layer)))
+    per_chunk = _cdiv(blocks, chunks)
+    return per_chunk * cfg.block_m, _cdiv(blocks, per_chunk)
+
+
+def grid(cfg: ConvConfig, problem: ConvProblem, sms: int = DEFAULT_SMS) -> tuple[int, int, int]:
     """(images x row blocks x column strips of the written tensor) x channel tiles on axis 0, channel tiles
-    fastest."""
+    fastest; bwd_weight: row chunks of rows_plan instead of row blocks."""
+    if cfg.direction == "bwd_weight":
+        _, chunks = rows_plan(cfg, problem, sms)
+        strips = _cdiv(problem.output[1], HALO_COLS)
+        return problem.n * chunks * strips * _cdiv(problem.k, cfg.block_n), 1, 1
     bwd = cfg.direction == "bwd_data"
     height, width = problem.spatial if bwd else problem.output
     programs = problem.n * _cdiv(height, cfg.block_m) * _cdiv(width, HALO_COLS)
@@ -186,7 +262,12 @@ def grid(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     taps_k = math.prod(problem.filter) * problem.k
-    main = grid(cfg, problem)
+    main = grid(cfg, problem, sms)
+    if cfg.direction == "bwd_weight":   # every (image, row chunk, strip) is a split of the reduction
+        rows, chunks = rows_plan(cfg, problem, sms)
+        split = problem.n * chunks * _cdiv(problem.output[1], HALO_COLS)
+        return LaunchPlan((main, *reduce_grids(taps_k, sms)), scalars=(("ROWS", rows), ("SPLIT", split)),
+                          workspaces=(("ws_ptr", split * taps_k, WORKSPACE_DTYPE),))
     computes = tuple(main if s == problem.stride[-1] else (0, 1, 1) for s in _strides(cfg))
     return LaunchPlan(((_cdiv(taps_k, PACK_BLOCK), 1, 1), *computes),
                       workspaces=(("ws_ptr", taps_k, WORKSPACE_DTYPE),))
@@ -198,19 +279,25 @@ def _per_thread(cfg: ConvConfig) -> int:
 
 
 def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None:
-    """The direct family's tile and block_k rules (block_k: the window width, filter columns), fwd and
-    bwd_data 2-D only, at most MAX_VALUES_PER_THREAD accumulator and weight values per thread, shared memory
-    of the stages."""
-    per_thread = conv_direct.tile_errors(cfg, errors)
+    """The direct family's tile and block_k rules (block_k: the window width, filter columns, in every
+    direction: checked as fwd's unroll, not as the tap loop's bwd_weight chunk), 2-D only, at most
+    MAX_VALUES_PER_THREAD accumulator and weight (bwd_weight: dy) values per thread, shared memory of the
+    stages; bwd_weight splits by its programs (split_k 0)."""
+    per_thread = conv_direct.tile_errors(dataclasses.replace(cfg, direction="fwd"), errors)
     if cfg.direction not in DIRECTIONS:
         errors.append(("direction", f"kloop 'halo' computes directions {DIRECTIONS}, not {cfg.direction!r}"))
     if cfg.ndim != 2:
         errors.append(("ndim", f"kloop 'halo' slides along W of 2-D images, not ndim={cfg.ndim}"))
+    if cfg.direction == "bwd_weight" and cfg.split_k not in (0, 1):
+        errors.append(("split_k", ("kloop 'halo' splits bwd_weight by its programs; split_k must be 0, got "
+                                   f"{cfg.split_k}")))
     values = (HALO_COLS + cfg.block_k) * per_thread
+    held = (f"{cfg.block_k} accumulator tiles and {HALO_COLS} dy tiles" if cfg.direction == "bwd_weight"
+            else f"{HALO_COLS} accumulator tiles and {cfg.block_k} weight vectors")
     if values > MAX_VALUES_PER_THREAD:
-        errors.append(("num_warps", (f"kloop 'halo' keeps {HALO_COLS} accumulator tiles and {cfg.block_k} "
-                                     f"weight vectors of a {cfg.block_m}x{cfg.block_n} tile: {values} values "
-                                     f"per thread with {cfg.num_warps} warps (max {MAX_VALUES_PER_THREAD})")))
+        errors.append(("num_warps", (f"kloop 'halo' keeps {held} of a {cfg.block_m}x{cfg.block_n} tile: "
+                                     f"{values} values per thread with {cfg.num_warps} warps "
+                                     f"(max {MAX_VALUES_PER_THREAD})")))
     smem = resources(cfg).shared_memory
     if smem > arch.smem_per_block:
         errors.append(("num_stages", (f"{cfg.num_stages} pipelined stages of {cfg.name} need up to {smem} B "
@@ -219,17 +306,21 @@ def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None
 
 
 def resources(cfg: ConvConfig) -> Resources:
-    """HALO_COLS accumulator tiles; shared memory (an upper estimate): num_stages - 1 buffers of what one
-    filter row loads, the widest entry's halo columns (fwd: stride 2) of [block_m, block_n] and block_k fp32
-    weight vectors."""
+    """HALO_COLS accumulator tiles (bwd_weight: block_k); shared memory (an upper estimate): num_stages - 1
+    buffers of what one pipelined trip loads, the widest entry's halo columns (fwd: stride 2) of [block_m,
+    block_n] and block_k fp32 weight vectors (bwd_weight: the halo and HALO_COLS dy tiles)."""
     tile = cfg.block_m * cfg.block_n * DTYPES[cfg.dtype].bytes if cfg.dtype in DTYPES else 0
-    trip = halo_columns(cfg, max(_strides(cfg))) * tile + cfg.block_k * cfg.block_n * 4
-    return Resources(max(0, cfg.num_stages - 1) * trip, HALO_COLS * _per_thread(cfg), cfg.num_warps)
+    halo = halo_columns(cfg, max(_strides(cfg))) * tile
+    if cfg.direction == "bwd_weight":
+        trip, tiles = halo + HALO_COLS * tile, cfg.block_k
+    else:
+        trip, tiles = halo + cfg.block_k * cfg.block_n * 4, HALO_COLS
+    return Resources(max(0, cfg.num_stages - 1) * trip, tiles * _per_thread(cfg), cfg.num_warps)
 
 
 def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     """Depthwise, the filter at most block_k wide, dilation 1 along W, fwd stride W_STRIDES along W, bwd_data
-    stride 1; then the direct family's rules."""
+    and bwd_weight stride 1; then the direct family's rules."""
     if problem.c_per_group != 1 or problem.k_per_group != 1:
         return (f"c_per_group: kloop 'halo' computes depthwise convolutions (C/G = K/G = 1); the problem has "
                 f"C/G={problem.c_per_group}, K/G={problem.k_per_group}")
@@ -239,6 +330,8 @@ def problem_mismatch(cfg: ConvConfig, problem: ConvProblem) -> str | None:
     if cfg.direction == "bwd_data" and problem.stride != (1, 1):
         return (f"stride: kloop 'halo' computes bwd_data at stride 1 only (strided bwd_data: kloop 'tap', "
                 f"whose grid has a layer per stride phase), got {problem.stride}")
+    if cfg.direction == "bwd_weight" and problem.stride != (1, 1):
+        return f"stride: kloop 'halo' computes bwd_weight at stride 1 only, got {problem.stride}"
     if problem.stride[-1] not in W_STRIDES:
         return f"stride: kloop 'halo' slides along W with stride 1 or 2, got {problem.stride}"
     if problem.dilation[-1] != 1:
