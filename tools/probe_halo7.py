@@ -1,10 +1,10 @@
-"""Issue 38's 7x7 depthwise fwd and bwd_data layers: the halo kernels (kernels/conv_halo.py, kloop 'halo',
-block_k 7: the filter window slid along W in registers) next to the bf16 2-D `_all` preset of the
+"""Issue 38's 7x7 depthwise fwd, bwd_data and bwd_weight layers: the halo kernels (kernels/conv_halo.py, kloop
+'halo', block_k 7: the filter window slid along W in registers) next to the bf16 2-D `_all` preset of the
 direction (and, with --with-roll7, the roll7 instances of tools/probe_roll7.py), against cuDNN under
 benchmarks/conv.py's protocol, before they enter any preset (docs/design/conv_direct.md).
 
-    python tools/probe_halo7.py [--directions fwd,bwd_data] [--max-problems N] [--top-k K] [--only-halo]
-        [--with-roll7] [--out PATH (default results/probe_halo7.json)] [--cpu]
+    python tools/probe_halo7.py [--directions fwd,bwd_data,bwd_weight] [--max-problems N] [--top-k K]
+        [--only-halo] [--with-roll7] [--out PATH (default results/probe_halo7.json)] [--cpu]
 
 Per direction and layer of the depthwise7x7 suite: benchmarks/conv.py's row (cuDNN; `tune` over the registry
 with every candidate's timing; `auto` of `_essential`), then the fastest HALO7 instance, the fastest roll7
@@ -32,7 +32,7 @@ import probe_roll7  # noqa: E402  tools/probe_roll7.py: the roll7 instances, geo
 HALO7_TILES = ((4, 64, 4), (2, 64, 2), (8, 32, 4), (8, 64, 8), (1, 64, 1),
                (8, 64, 4), (4, 64, 2), (4, 128, 4), (16, 32, 4))
 HALO7_STAGES = (1, 2)
-HALO7_DIRECTIONS = ("fwd", "bwd_data")   # the directions kloop 'halo' computes
+HALO7_DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")   # the directions kloop 'halo' computes
 
 
 def halo7_configs(arch: Any, dtype: str = "bf16", direction: str = "fwd") -> list[Any]:
@@ -94,7 +94,7 @@ def side_by_side(row: dict[str, Any], sets: dict[str, set[str]]) -> dict[str, An
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, argparse.Namespace]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--directions", default=",".join(HALO7_DIRECTIONS),
-                    help=f"comma list of {', '.join(HALO7_DIRECTIONS)} (default: both)")
+                    help=f"comma list of {', '.join(HALO7_DIRECTIONS)} (default: all)")
     ap.add_argument("--max-problems", type=int, help="at most N layers (spread over the suite)")
     ap.add_argument("--top-k", type=int, help="time only the rules' top-k plans (default: all)")
     ap.add_argument("--only-halo", action="store_true", help="leave the `_all` preset out")
