@@ -20,9 +20,10 @@ CONV_FAMILIES = ("igemm", "direct", "gemm", "tma")
 # only: the same over the taps of a filter row at once, kernels/conv_wgrad.py; "taprow", bwd_weight only:
 # "tap" over a filter row at once). The direct family walks
 # taps ("tap": one activation tile per tap) or, depthwise, "roll"s down the rows (kernels/conv_roll.py: each
-# source row loaded once per filter column into three rolling accumulators) or, depthwise 2-D fwd / bwd_data
-# (stride 1), slides a "halo" window along W in registers (kernels/conv_halo.py: each input column loaded
-# once per filter row and added into every output column it reaches). Family gemm runs 1x1 convolutions
+# source row loaded once per filter column into three rolling accumulators) or, depthwise 2-D (fwd; bwd_data
+# and bwd_weight at stride 1), slides a "halo" window along W in registers (kernels/conv_halo.py: each input
+# column loaded once per filter row and added into every output column it reaches, or, bwd_weight, paired
+# with the dy columns). Family gemm runs 1x1 convolutions
 # ("tap") or any filter through an explicit column workspace, "im2col" (kernels/conv_im2col.py: the copy then
 # the GEMM for fwd / bwd_weight, the GEMM then a col2im gather for bwd_data).
 KLOOPS = ("tap", "flat", "diag", "diagrow", "taprow", "roll", "halo", "im2col")
