@@ -148,3 +148,20 @@ def test_conv_rules_count_the_programs_of_a_halo_launch():
                         block_k=7, num_warps=1, num_stages=1, align=8)
     problem = td.ConvProblem("fwd", 2, 24, 24, 24, (14, 14), (7, 7), padding=3, dtype="fp16")
     assert conv_rules.direct_programs(cfg, problem, H100) == 32
+
+
+def test_conv_rules_plan_a_halo_wgrad_for_the_arch_s_sms():
+    """bwd_weight sizes its row chunks for the SMs it runs on: the rules count them for the arch's SMs."""
+    import dataclasses
+    import math
+
+    from tiledispatch.kernels import conv_halo
+    from tiledispatch.select import conv_rules
+
+    cfg = td.ConvConfig(family="direct", kloop="halo", direction="bwd_weight", dtype="fp16", block_m=4,
+                        block_n=16, block_k=7, num_warps=1, num_stages=1, align=8)
+    problem = td.ConvProblem("bwd_weight", 2, 24, 24, 24, (28, 28), (7, 7), padding=3, dtype="fp16")
+    two_sms = dataclasses.replace(H100, sm_count=2)
+    want = math.prod(conv_halo.grid(cfg, problem, 2))
+    assert want != math.prod(conv_halo.grid(cfg, problem, H100.sm_count))
+    assert conv_rules.direct_programs(cfg, problem, two_sms) == want

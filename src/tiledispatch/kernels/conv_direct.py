@@ -499,7 +499,7 @@ def tile_errors(cfg: ConvConfig, errors: rules.Errors) -> int:
     choice(errors, "block_m", cfg.block_m, BLOCKS)
     choice(errors, "block_n", cfg.block_n, BLOCKS)
     per_thread = cfg.block_m * cfg.block_n // (32 * max(cfg.num_warps, 1))
-    if cfg.direction == "bwd_weight" and cfg.kloop != "roll":
+    if cfg.direction == "bwd_weight" and cfg.kloop not in ("roll", "halo"):   # their own block_k rules
         if cfg.block_k not in TAP_CHUNKS:
             errors.append(("block_k", ("family 'direct' bwd_weight takes block_k = filter taps accumulated "
                                        f"per program, one of {TAP_CHUNKS}; got {cfg.block_k}")))

@@ -283,7 +283,7 @@ def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None
     direction: checked as fwd's unroll, not as the tap loop's bwd_weight chunk), 2-D only, at most
     MAX_VALUES_PER_THREAD accumulator and weight (bwd_weight: dy) values per thread, shared memory of the
     stages; bwd_weight splits by its programs (split_k 0)."""
-    per_thread = conv_direct.tile_errors(dataclasses.replace(cfg, direction="fwd"), errors)
+    per_thread = conv_direct.tile_errors(cfg, errors)
     if cfg.direction not in DIRECTIONS:
         errors.append(("direction", f"kloop 'halo' computes directions {DIRECTIONS}, not {cfg.direction!r}"))
     if cfg.ndim != 2:

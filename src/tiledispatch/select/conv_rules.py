@@ -70,7 +70,7 @@ def direct_programs(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> in
     if cfg.kloop == "roll":   # row strips x channel tiles (x filter depths)
         return math.prod(conv_roll.grid(cfg, problem, arch.sm_count))
     if cfg.kloop == "halo":   # images x row blocks x 8-column strips x channel tiles
-        return math.prod(conv_halo.grid(cfg, problem))
+        return math.prod(conv_halo.grid(cfg, problem, arch.sm_count))
     return math.ceil(problem.n * math.prod(problem.output) / cfg.block_m) * math.ceil(problem.k / cfg.block_n)
 
 
