@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from tiledispatch.errors import BadInput
+
+_N = TypeVar("_N", int, float)
 
 ENV_VARS = {
     "TILEDISPATCH_CACHE_DIR": "root of the build cache and tuning DB (default ~/.cache/tiledispatch)",
@@ -46,18 +50,25 @@ def default_arch() -> str:
     return _get("TILEDISPATCH_ARCH") or "sm_90"
 
 
-def max_workers() -> int:
-    value = _get("TILEDISPATCH_MAX_WORKERS")
+def _number(name: str, parse: Callable[[str], _N], default: _N, valid: Callable[[_N], bool],
+            legal: str) -> _N:
+    """A numeric variable: `default` when unset; raises naming the variable when its value does not parse
+    (int or float) or is not `valid` (`legal` says what is)."""
+    value = _get(name)
     if value is None:
-        return max(1, os.cpu_count() or 1)
+        return default
     try:
-        workers = int(value)
+        number = parse(value)
     except ValueError:
-        raise BadInput(f"TILEDISPATCH_MAX_WORKERS={value!r} is not an integer",
-                       field="TILEDISPATCH_MAX_WORKERS")
-    if workers < 1:
-        raise BadInput(f"TILEDISPATCH_MAX_WORKERS={workers} must be >= 1", field="TILEDISPATCH_MAX_WORKERS")
-    return workers
+        kind = "an integer" if parse is int else "a number"
+        raise BadInput(f"{name}={value!r} is not {kind}", field=name) from None
+    if not valid(number):
+        raise BadInput(f"{name}={number} must be {legal}", field=name)
+    return number
+
+
+def max_workers() -> int:
+    return _number("TILEDISPATCH_MAX_WORKERS", int, max(1, os.cpu_count() or 1), lambda n: n >= 1, ">= 1")
 
 
 def tuning_db_path() -> Path | None:
@@ -82,17 +93,7 @@ def measure_when_unsure() -> bool:
 
 
 def measure_top_k() -> int:
-    value = _get("TILEDISPATCH_MEASURE_TOP_K")
-    if value is None:
-        return 3
-    try:
-        k = int(value)
-    except ValueError:
-        raise BadInput(f"TILEDISPATCH_MEASURE_TOP_K={value!r} is not an integer",
-                       field="TILEDISPATCH_MEASURE_TOP_K") from None
-    if k < 1:
-        raise BadInput(f"TILEDISPATCH_MEASURE_TOP_K={k} must be >= 1", field="TILEDISPATCH_MEASURE_TOP_K")
-    return k
+    return _number("TILEDISPATCH_MEASURE_TOP_K", int, 3, lambda k: k >= 1, ">= 1")
 
 
 def _switch(name: str, unset: str) -> bool | None:
@@ -128,18 +129,7 @@ def bundle_strict() -> bool:
 def vendor_margin() -> float:
     """How much faster (a fraction of its time) one of our plans must be timed than the vendor's plan to be
     picked over it (TILEDISPATCH_VENDOR_MARGIN, default 0.03: ties and timer noise go to the vendor)."""
-    value = _get("TILEDISPATCH_VENDOR_MARGIN")
-    if value is None:
-        return 0.03
-    try:
-        margin = float(value)
-    except ValueError:
-        raise BadInput(f"TILEDISPATCH_VENDOR_MARGIN={value!r} is not a number",
-                       field="TILEDISPATCH_VENDOR_MARGIN") from None
-    if not 0.0 <= margin < 1.0:
-        raise BadInput(f"TILEDISPATCH_VENDOR_MARGIN={margin} must be in [0, 1)",
-                       field="TILEDISPATCH_VENDOR_MARGIN")
-    return margin
+    return _number("TILEDISPATCH_VENDOR_MARGIN", float, 0.03, lambda m: 0.0 <= m < 1.0, "in [0, 1)")
 
 
 def vendor_plans() -> bool:
