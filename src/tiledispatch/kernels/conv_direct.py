@@ -520,7 +520,11 @@ def resource_errors(cfg: ConvConfig, arch: ArchSpec, per_thread: int, errors: ru
     if per_thread > rules.MAX_ACC_PER_THREAD:
         errors.append(("num_warps", (f"a {cfg.block_m}x{cfg.block_n} tile with {cfg.num_warps} warps holds "
                                      f"more than {rules.MAX_ACC_PER_THREAD} accumulators per thread")))
-    smem = resources(cfg).shared_memory
+    shared_memory_errors(cfg, arch, resources(cfg).shared_memory, errors)
+
+
+def shared_memory_errors(cfg: ConvConfig, arch: ArchSpec, smem: int, errors: rules.Errors) -> None:
+    """The stages of cfg need `smem` bytes of shared memory: more than the arch has per block is an error."""
     if smem > arch.smem_per_block:
         errors.append(("num_stages", (f"{cfg.num_stages} pipelined stages of {cfg.name} need up to {smem} B "
                                       f"of shared memory; {arch.name} has {arch.smem_per_block} B per "

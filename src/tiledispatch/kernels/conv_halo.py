@@ -298,11 +298,7 @@ def config_errors(cfg: ConvConfig, arch: ArchSpec, errors: rules.Errors) -> None
         errors.append(("num_warps", (f"kloop 'halo' keeps {held} of a {cfg.block_m}x{cfg.block_n} tile: "
                                      f"{values} values per thread with {cfg.num_warps} warps "
                                      f"(max {MAX_VALUES_PER_THREAD})")))
-    smem = resources(cfg).shared_memory
-    if smem > arch.smem_per_block:
-        errors.append(("num_stages", (f"{cfg.num_stages} pipelined stages of {cfg.name} need up to {smem} B "
-                                      f"of shared memory; {arch.name} has {arch.smem_per_block} B per "
-                                      "block")))
+    conv_direct.shared_memory_errors(cfg, arch, resources(cfg).shared_memory, errors)
 
 
 def resources(cfg: ConvConfig) -> Resources:
