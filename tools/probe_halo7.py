@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tools"))
 import conv as bench  # benchmarks/conv.py: cases, context, rows and their protocol  # noqa: E402
-import probe_roll7  # noqa: E402  tools/probe_roll7.py: the roll7 instances, geomean
+import probe_roll7  # noqa: E402  tools/probe_roll7.py: the roll7 instances, geomean, bench options
 
 # (block_m, block_n, num_warps): block_m output rows x 8 output columns x block_n channels per program; 2
 # channels per thread (the design's bf16 pair) on the first five, 4 on the last four
@@ -105,12 +105,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, argparse.Nam
     bad = [d for d in opts.directions.split(",") if d not in HALO7_DIRECTIONS]
     if bad:
         ap.error(f"--directions: kloop 'halo' computes {', '.join(HALO7_DIRECTIONS)}; got {bad}")
-    argv_bench = ["--suites", "depthwise7x7", "--named-categories", "depthwise_7x7", "--dtype", "bf16",
-                  "--directions", opts.directions, "--full-matrix", "--no-markdown"]
-    argv_bench += ["--max-problems", str(opts.max_problems)] if opts.max_problems else []
-    argv_bench += ["--top-k", str(opts.top_k)] if opts.top_k else []
-    argv_bench += ["--cpu"] if opts.cpu else []
-    return opts, bench.parse_args(argv_bench)
+    return opts, probe_roll7.bench_options(opts)
 
 
 def summarize(rows: list[dict[str, Any]], keys: list[str]) -> dict[str, Any]:

@@ -95,12 +95,18 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, argparse.Nam
     ap.add_argument("--out", default=str(ROOT / "results" / "probe_roll7.json"))
     ap.add_argument("--cpu", action="store_true", help="interpreter control-flow check (shrunk problems)")
     opts = ap.parse_args(argv)
+    return opts, bench_options(opts)
+
+
+def bench_options(opts: argparse.Namespace) -> argparse.Namespace:
+    """benchmarks/conv.py's options for a probe's --directions, --max-problems, --top-k and --cpu: the
+    depthwise7x7 suite, bf16, every plan of the registry timed (--full-matrix)."""
     argv_bench = ["--suites", "depthwise7x7", "--named-categories", "depthwise_7x7", "--dtype", "bf16",
                   "--directions", opts.directions, "--full-matrix", "--no-markdown"]
     argv_bench += ["--max-problems", str(opts.max_problems)] if opts.max_problems else []
     argv_bench += ["--top-k", str(opts.top_k)] if opts.top_k else []
     argv_bench += ["--cpu"] if opts.cpu else []
-    return opts, bench.parse_args(argv_bench)
+    return bench.parse_args(argv_bench)
 
 
 def main(argv: list[str] | None = None) -> int:
