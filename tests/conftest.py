@@ -20,9 +20,12 @@ its build workers must compile.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -76,6 +79,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def load_script():
+    """Import a script of the repository (`tools/x.py`, `benchmarks/y.py`) as a module; it is registered in
+    sys.modules while it runs (dataclasses look their module up while the class is created)."""
+    root = Path(__file__).resolve().parents[1]
+
+    def load(relative: str, name: str | None = None):
+        path = root / relative
+        spec = importlib.util.spec_from_file_location(name or path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            del sys.modules[spec.name]
+        return module
+    return load
 
 
 @pytest.fixture(scope="session", autouse=True)

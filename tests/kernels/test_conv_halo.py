@@ -303,15 +303,9 @@ def test_resources():
 
 
 @pytest.mark.slow
-def test_7x7_instances_compile_for_sm90():
+def test_7x7_instances_compile_for_sm90(load_script):
     """The bf16 instances of tools/probe_halo7.py (every direction), compiled for sm_90 without a GPU."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "tools" / "probe_halo7.py"
-    spec = importlib.util.spec_from_file_location("probe_halo7", path)
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    probe = load_script("tools/probe_halo7.py")
     reg = td.Registry("sm_90")
     configs = [cfg for d in probe.HALO7_DIRECTIONS for cfg in probe.halo7_configs(reg.arch, direction=d)]
     assert {cfg.direction for cfg in configs} == {"fwd", "bwd_data", "bwd_weight"}

@@ -1,28 +1,16 @@
 """tools/derive_presets.py: the greedy set cover on synthetic timings, input merging, subsets, the CLI."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def dp():
-    spec = importlib.util.spec_from_file_location("derive_presets", ROOT / "tools" / "derive_presets.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module   # dataclasses look their module up while the class is created
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
+def dp(load_script):
+    return load_script("tools/derive_presets.py")
 
 
 def test_one_kernel_best_everywhere(dp):

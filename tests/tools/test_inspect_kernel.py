@@ -2,12 +2,7 @@
 body, and ptxas's -v report is read per function (registers, stack frame, spill bytes)."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
 
 # a kernel that spills before its loop and reloads inside it (cuobjdump -sass layout)
 SASS = """
@@ -37,11 +32,8 @@ ptxas info    : Used 255 registers, used 0 barriers, 344 bytes cumulative stack 
 
 
 @pytest.fixture(scope="module")
-def ik():
-    spec = importlib.util.spec_from_file_location("inspect_kernel", ROOT / "tools" / "inspect_kernel.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def ik(load_script):
+    return load_script("tools/inspect_kernel.py")
 
 
 def test_histogram_counts_spill_traffic(ik):

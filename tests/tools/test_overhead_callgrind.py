@@ -2,21 +2,14 @@
 (main thread only, in dump order), on synthetic data (no valgrind run)."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def tool():
-    path = ROOT / "tools" / "overhead_callgrind.py"
-    spec = importlib.util.spec_from_file_location("overhead_callgrind", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def tool(load_script):
+    return load_script("tools/overhead_callgrind.py")
 
 
 def test_slope_cancels_the_fixed_cost(tool):

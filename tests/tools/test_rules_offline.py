@@ -2,22 +2,14 @@
 timings; `auto` and `rules` both pick a plan the sweep timed, and the ratios follow from those times."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from tiledispatch.presets import load_preset
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def ro():
-    spec = importlib.util.spec_from_file_location("rules_offline", ROOT / "tools" / "rules_offline.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def ro(load_script):
+    return load_script("tools/rules_offline.py")
 
 
 def _sweep(slow_name: str) -> dict:

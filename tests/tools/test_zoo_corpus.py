@@ -5,10 +5,8 @@ records."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import random
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +29,8 @@ def zoo() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def tool():
-    spec = importlib.util.spec_from_file_location("zoo_corpus", ROOT / "tools" / "zoo_corpus.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module   # dataclasses look their module up while the class is created
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
+def tool(load_script):
+    return load_script("tools/zoo_corpus.py")
 
 
 @functools.cache
@@ -140,14 +131,12 @@ def test_check_unseen_refuses_a_training_model(tool):
     tool.check_unseen(tool.ZOO_MODELS)
 
 
-def test_rank_space_takes_zoo_slices():
+def test_rank_space_takes_zoo_slices(load_script):
     """benchmarks/rank_space.py --zoo: consecutive --start slices cover a key's zoo problems once each, and
     --summarize pools the rows of a key's slices."""
     import argparse
 
-    spec = importlib.util.spec_from_file_location("rank_space", ROOT / "benchmarks" / "rank_space.py")
-    rank_space = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(rank_space)
+    rank_space = load_script("benchmarks/rank_space.py")
     args = argparse.Namespace(zoo=ZOO, dtype="bf16", seed=0, ops="conv", directions=["bwd_data"], ndims=[3],
                               count=100, start=0)
     seen = []
