@@ -64,6 +64,22 @@ KLOOPS = ("tap", "roll", "halo")   # one tile per tap, depthwise rows rolled (ke
                                    # depthwise window slid along W (kernels/conv_halo.py)
 MAX_CG = 16                      # input channels per group it loops over (beyond: igemm's domain)
 MAX_INDEX = 2 ** 30              # it indexes pixels and weight elements in int32
+
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """The tensors a depthwise row walk (kernels/conv_roll.py, conv_halo.py) of a direction reads (src) and
+    writes (dst), their extent prefixes, the channels."""
+
+    src: str
+    dst: str
+    src_ext: str
+    dst_ext: str
+    channels: str
+
+
+SIDES = {"fwd": Side("x", "y", "in", "out", "K"), "bwd_data": Side("y", "x", "out", "in", "C"),
+         "bwd_weight": Side("x", "y", "in", "out", "K")}   # bwd_weight walks dy like fwd's y
 INDENT = "    "
 
 

@@ -14,7 +14,6 @@ conv_direct's fp32 workspace, summed by its reduce. Design and compiler reports:
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 
 from tiledispatch.arch.spec import ArchSpec
@@ -24,8 +23,10 @@ from tiledispatch.kernels import conv_direct, rules
 from tiledispatch.kernels.conv_common import REDUCE_KINDS, activation_line, loop_range, reduce_grids, tl_type
 from tiledispatch.kernels.conv_direct import (
     PACK_BLOCK,
+    SIDES,
     WORKSPACE_DTYPE,
     WS_PARAM,
+    Side,
     base_params,
     channel_major_pids,
     channel_mask,
@@ -51,22 +52,6 @@ FN = {"fwd": "conv_halo_fwd_s{}_kernel", "bwd_data": "conv_halo_dgrad_kernel",
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
 STRIDES = {"fwd": W_STRIDES, "bwd_data": (1,), "bwd_weight": (1,)}   # per direction, the strides along W
 DEFAULT_SMS = 132           # bwd_weight's row plan when grid() gets no SM count (an H100 / H200)
-
-
-@dataclasses.dataclass(frozen=True)
-class Side:
-    """The tensors of a direction: the one read (src) and the one written (dst), their extent prefixes, the
-    channels."""
-
-    src: str
-    dst: str
-    src_ext: str
-    dst_ext: str
-    channels: str
-
-
-SIDES = {"fwd": Side("x", "y", "in", "out", "K"), "bwd_data": Side("y", "x", "out", "in", "C"),
-         "bwd_weight": Side("x", "y", "in", "out", "K")}   # bwd_weight walks dy's columns like fwd's y
 
 
 def entries(cfg: ConvConfig) -> list[EntrySpec]:

@@ -8,7 +8,6 @@ measurements: docs/design/conv_direct.md.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 
 from tiledispatch.arch.spec import ArchSpec
@@ -24,8 +23,10 @@ from tiledispatch.kernels.conv_common import (
 )
 from tiledispatch.kernels.conv_direct import (
     PACK_BLOCK,
+    SIDES,
     WORKSPACE_DTYPE,
     WS_PARAM,
+    Side,
     base_params,
     channel_major_pids,
     channel_mask,
@@ -49,21 +50,6 @@ ROLL_PROGRAMS_PER_SM = 3    # rows_plan's programs per SM (results/profiles/roll
 FN = {"fwd": "conv_roll_fwd_s{}_kernel", "bwd_data": "conv_roll_dgrad_kernel",
       "bwd_weight": "conv_roll_wgrad_s{}_kernel"}   # {}: the stride along H (ROLL_H_STRIDES, an entry each)
 FWD_DEPTH = "od * str_d - pad_d + fd * dil_d"   # the x depth of written depth od and filter depth fd
-
-
-@dataclasses.dataclass(frozen=True)
-class Side:
-    """The tensors of a direction: read from (src) and written (dst), their extent prefixes, the channels."""
-
-    src: str
-    dst: str
-    src_ext: str
-    dst_ext: str
-    channels: str
-
-
-SIDES = {"fwd": Side("x", "y", "in", "out", "K"), "bwd_data": Side("y", "x", "out", "in", "C"),
-         "bwd_weight": Side("x", "y", "in", "out", "K")}   # bwd_weight walks the dy rows like fwd's y rows
 
 
 def rolled_rows(cfg: ConvConfig) -> int:
@@ -382,7 +368,6 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
         return LaunchPlan(computes, scalars=(("ROWS", rows),))
     return LaunchPlan(((_cdiv(taps_k, PACK_BLOCK), 1, 1), *computes), scalars=(("ROWS", rows),),
                       workspaces=(("ws_ptr", taps_k, WORKSPACE_DTYPE),))
-
 
 
 # -- rules ---------------------------------------------------------------------------------------------------
