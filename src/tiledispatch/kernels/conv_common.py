@@ -52,6 +52,11 @@ ROLES = {"fwd": Roles("x_ptr", "sx", "in", "y_ptr", "sy", "out", "CG", "KG", "C"
          "bwd_data": Roles("y_ptr", "sy", "out", "x_ptr", "sx", "in", "KG", "CG", "K", "C")}
 
 
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) of positive ints (tile and program counts)."""
+    return -(-a // b)
+
+
 def dims(cfg: ConvConfig) -> tuple[str, ...]:
     return DIMS[cfg.ndim]
 

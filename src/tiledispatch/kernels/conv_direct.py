@@ -21,6 +21,7 @@ from tiledispatch.kernels.conv_common import (
     REDUCE_KINDS,
     REDUCE_WARPS,
     activation_line,
+    cdiv,
     dims,
     loop_range,
     multiple_hints,
@@ -446,10 +447,6 @@ def render(cfg: ConvConfig) -> str:
     return "\n\n".join(header(spec) + body for spec, body in zip(specs, bodies))
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def is_depthwise(problem: ConvProblem) -> bool:
     """Whether the `dw` entries (contiguous channel addressing) compute the problem."""
     return problem.c_per_group == 1 and problem.k_per_group == 1
@@ -459,13 +456,13 @@ def split_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, in
     """bwd_weight: (SPLIT, SPAN): SPLIT programs per (tap chunk, c, channel tile), each reducing SPAN output
     pixels (a multiple of BLOCK_M). cfg.split_k when set, else enough programs to give `sms` SMs
     PROGRAMS_PER_SM each; never more splits than pixel blocks (and no empty split when chosen here)."""
-    blocks = _cdiv(problem.n * math.prod(problem.output), cfg.block_m)
-    chunks = _cdiv(math.prod(problem.filter), tap_chunk(cfg))
-    base = chunks * problem.c_per_group * _cdiv(problem.k, cfg.block_n)
-    split = min(cfg.split_k or max(1, min(blocks, _cdiv(sms * PROGRAMS_PER_SM, base))), MAX_GRID_YZ)
-    span_blocks = _cdiv(blocks, split)
+    blocks = cdiv(problem.n * math.prod(problem.output), cfg.block_m)
+    chunks = cdiv(math.prod(problem.filter), tap_chunk(cfg))
+    base = chunks * problem.c_per_group * cdiv(problem.k, cfg.block_n)
+    split = min(cfg.split_k or max(1, min(blocks, cdiv(sms * PROGRAMS_PER_SM, base))), MAX_GRID_YZ)
+    span_blocks = cdiv(blocks, split)
     if not cfg.split_k:
-        split = _cdiv(blocks, span_blocks)
+        split = cdiv(blocks, span_blocks)
     return split, span_blocks * cfg.block_m
 
 
@@ -488,14 +485,14 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
         channels, phases = ((problem.k, 1) if cfg.direction == "fwd"
                             else (problem.c, math.prod(problem.stride)))
         kind = "dwg" if gathers_weight(problem) else kind
-        grids = ((0 if kind == "dwg" else _cdiv(packed, PACK_BLOCK), 1, 1),
-                 *_pick((_cdiv(phase_rows(problem), cfg.block_m) * _cdiv(channels, cfg.block_n), 1, phases),
+        grids = ((0 if kind == "dwg" else cdiv(packed, PACK_BLOCK), 1, 1),
+                 *_pick((cdiv(phase_rows(problem), cfg.block_m) * cdiv(channels, cfg.block_n), 1, phases),
                         kind, cfg.direction))
         return LaunchPlan(grids, workspaces=(("ws_ptr", packed, WORKSPACE_DTYPE),))
     split, span = split_plan(cfg, problem, sms)
     cg, taps = problem.c_per_group, math.prod(problem.filter)
     per_split = taps * cg * problem.k
-    grid = (_cdiv(taps, tap_chunk(cfg)) * cg, _cdiv(problem.k, cfg.block_n), split)
+    grid = (cdiv(taps, tap_chunk(cfg)) * cg, cdiv(problem.k, cfg.block_n), split)
     return LaunchPlan((*_pick(grid, kind, cfg.direction), *reduce_grids(per_split, sms)),
                       scalars=(("SPAN", span), ("SPLIT", split)),
                       workspaces=(("ws_ptr", split * per_split, WORKSPACE_DTYPE),))

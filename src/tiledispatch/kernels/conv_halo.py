@@ -20,7 +20,14 @@ from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.dtypes import DTYPES
 from tiledispatch.kernels import conv_direct, rules
-from tiledispatch.kernels.conv_common import REDUCE_KINDS, activation_line, loop_range, reduce_grids, tl_type
+from tiledispatch.kernels.conv_common import (
+    REDUCE_KINDS,
+    activation_line,
+    cdiv,
+    loop_range,
+    reduce_grids,
+    tl_type,
+)
 from tiledispatch.kernels.conv_direct import (
     PACK_BLOCK,
     SIDES,
@@ -218,18 +225,14 @@ def render(cfg: ConvConfig) -> str:
 
 
 # -- launch ----------------------------------------------------------------------------------------------
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def rows_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int]:
     """bwd_weight: (ROWS, row chunks): the dy rows cut into equal chunks of whole row blocks, as many as keep
     conv_direct.PROGRAMS_PER_SM programs per SM (each chunk x strip x image a split of the workspace)."""
-    blocks = _cdiv(problem.output[0], cfg.block_m)
-    layer = problem.n * _cdiv(problem.output[1], HALO_COLS) * _cdiv(problem.k, cfg.block_n)
-    chunks = max(1, min(blocks, _cdiv(max(1, sms) * conv_direct.PROGRAMS_PER_SM, layer)))
-    per_chunk = _cdiv(blocks, chunks)
-    return per_chunk * cfg.block_m, _cdiv(blocks, per_chunk)
+    blocks = cdiv(problem.output[0], cfg.block_m)
+    layer = problem.n * cdiv(problem.output[1], HALO_COLS) * cdiv(problem.k, cfg.block_n)
+    chunks = max(1, min(blocks, cdiv(max(1, sms) * conv_direct.PROGRAMS_PER_SM, layer)))
+    per_chunk = cdiv(blocks, chunks)
+    return per_chunk * cfg.block_m, cdiv(blocks, per_chunk)
 
 
 def grid(cfg: ConvConfig, problem: ConvProblem, sms: int = DEFAULT_SMS) -> tuple[int, int, int]:
@@ -237,12 +240,12 @@ def grid(cfg: ConvConfig, problem: ConvProblem, sms: int = DEFAULT_SMS) -> tuple
     fastest; bwd_weight: row chunks of rows_plan instead of row blocks."""
     if cfg.direction == "bwd_weight":
         _, chunks = rows_plan(cfg, problem, sms)
-        strips = _cdiv(problem.output[1], HALO_COLS)
-        return problem.n * chunks * strips * _cdiv(problem.k, cfg.block_n), 1, 1
+        strips = cdiv(problem.output[1], HALO_COLS)
+        return problem.n * chunks * strips * cdiv(problem.k, cfg.block_n), 1, 1
     bwd = cfg.direction == "bwd_data"
     height, width = problem.spatial if bwd else problem.output
-    programs = problem.n * _cdiv(height, cfg.block_m) * _cdiv(width, HALO_COLS)
-    return programs * _cdiv(problem.c if bwd else problem.k, cfg.block_n), 1, 1
+    programs = problem.n * cdiv(height, cfg.block_m) * cdiv(width, HALO_COLS)
+    return programs * cdiv(problem.c if bwd else problem.k, cfg.block_n), 1, 1
 
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
@@ -250,11 +253,11 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
     main = grid(cfg, problem, sms)
     if cfg.direction == "bwd_weight":   # every (image, row chunk, strip) is a split of the reduction
         rows, chunks = rows_plan(cfg, problem, sms)
-        split = problem.n * chunks * _cdiv(problem.output[1], HALO_COLS)
+        split = problem.n * chunks * cdiv(problem.output[1], HALO_COLS)
         return LaunchPlan((main, *reduce_grids(taps_k, sms)), scalars=(("ROWS", rows), ("SPLIT", split)),
                           workspaces=(("ws_ptr", split * taps_k, WORKSPACE_DTYPE),))
     computes = tuple(main if s == problem.stride[-1] else (0, 1, 1) for s in _strides(cfg))
-    return LaunchPlan(((_cdiv(taps_k, PACK_BLOCK), 1, 1), *computes),
+    return LaunchPlan(((cdiv(taps_k, PACK_BLOCK), 1, 1), *computes),
                       workspaces=(("ws_ptr", taps_k, WORKSPACE_DTYPE),))
 
 

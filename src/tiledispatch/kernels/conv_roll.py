@@ -16,6 +16,7 @@ from tiledispatch.kernels import conv_direct, rules
 from tiledispatch.kernels.conv_common import (
     REDUCE_KINDS,
     activation_line,
+    cdiv,
     dims,
     loop_range,
     reduce_grids,
@@ -325,10 +326,6 @@ def render(cfg: ConvConfig) -> str:
 
 
 # -- launch ----------------------------------------------------------------------------------------------
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def _written_channels(problem: ConvProblem) -> int:
     """Channels of the tensor a program's rows are walked over (dx for bwd_data, y / dy otherwise)."""
     return problem.c if problem.direction == "bwd_data" else problem.k
@@ -341,10 +338,10 @@ def rows_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int
     height, width = written[-2], written[-1]
     outer = problem.n * (written[0] if problem.ndim == 3 else 1)
     # programs per row chunk
-    layer = outer * _cdiv(width, cfg.block_m) * _cdiv(_written_channels(problem), cfg.block_n)
+    layer = outer * cdiv(width, cfg.block_m) * cdiv(_written_channels(problem), cfg.block_n)
     rows = max(1, min(MAX_ROWS, height, height * layer // (ROLL_PROGRAMS_PER_SM * max(1, sms))))
-    chunks = _cdiv(height, rows)
-    return _cdiv(height, chunks), outer * chunks * _cdiv(width, cfg.block_m)
+    chunks = cdiv(height, rows)
+    return cdiv(height, chunks), outer * chunks * cdiv(width, cfg.block_m)
 
 
 def grid(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int, int]:
@@ -352,7 +349,7 @@ def grid(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int, int
     (conv_direct.channel_major_pids); bwd_weight's filter depths on axis 2."""
     _, strips = rows_plan(cfg, problem, sms)
     depths = problem.filter[0] if problem.direction == "bwd_weight" and problem.ndim == 3 else 1
-    return strips * _cdiv(_written_channels(problem), cfg.block_n), 1, depths
+    return strips * cdiv(_written_channels(problem), cfg.block_n), 1, depths
 
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
@@ -366,7 +363,7 @@ def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
                           workspaces=(("ws_ptr", strips * taps_k, WORKSPACE_DTYPE),))
     if not packs_weight(cfg):
         return LaunchPlan(computes, scalars=(("ROWS", rows),))
-    return LaunchPlan(((_cdiv(taps_k, PACK_BLOCK), 1, 1), *computes), scalars=(("ROWS", rows),),
+    return LaunchPlan(((cdiv(taps_k, PACK_BLOCK), 1, 1), *computes), scalars=(("ROWS", rows),),
                       workspaces=(("ws_ptr", taps_k, WORKSPACE_DTYPE),))
 
 

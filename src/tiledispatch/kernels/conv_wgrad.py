@@ -20,6 +20,7 @@ from tiledispatch.kernels.conv_common import (
     ROW_KLOOPS,
     ROW_TAPS,
     auto_splits,
+    cdiv,
     dims,
     fast_divisor_params,
     fast_divisor_scalars,
@@ -349,10 +350,6 @@ def render(cfg: ConvConfig) -> str:
 
 
 # -- launch ----------------------------------------------------------------------------------------------
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def filter_spans(cfg: ConvConfig, problem: ConvProblem) -> int:
     """The filter's share of the column tiles: its taps, or for the row kloops its rows (taps of the outer
     dims; also the tma weight gradient's)."""
@@ -364,16 +361,16 @@ def tile_counts(cfg: ConvConfig, problem: ConvProblem) -> tuple[int, int, int]:
     """(tiles_m, tiles_n, group blocks) of the main grid."""
     taps, cg = math.prod(problem.filter), problem.c_per_group
     if cfg.kloop in DIAG_KLOOPS:   # one tap ('diagrow': filter row) x block_n // C/G whole groups per program
-        return 1, filter_spans(cfg, problem) * _cdiv(problem.groups, max(1, cfg.block_n // cg)), 1
+        return 1, filter_spans(cfg, problem) * cdiv(problem.groups, max(1, cfg.block_n // cg)), 1
     if cfg.kloop in ("tap", "taprow"):   # 'taprow': a column tile per filter row instead of per tap
-        tiles_n = filter_spans(cfg, problem) * _cdiv(cg, cfg.block_n)
+        tiles_n = filter_spans(cfg, problem) * cdiv(cg, cfg.block_n)
     else:
-        tiles_n = _cdiv(taps * cg, cfg.block_n)
-    return _cdiv(problem.k_per_group, cfg.block_m), tiles_n, _cdiv(problem.groups, cfg.groups_per_program)
+        tiles_n = cdiv(taps * cg, cfg.block_n)
+    return cdiv(problem.k_per_group, cfg.block_m), tiles_n, cdiv(problem.groups, cfg.groups_per_program)
 
 
 def pixel_chunks(cfg: ConvConfig, problem: ConvProblem) -> int:
-    return _cdiv(problem.n * math.prod(problem.output), cfg.block_k)
+    return cdiv(problem.n * math.prod(problem.output), cfg.block_k)
 
 
 def split_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, int]:
@@ -382,8 +379,8 @@ def split_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> tuple[int, in
     tiles_m, tiles_n, gblocks = tile_counts(cfg, problem)
     most = max(1, min(chunks // MIN_CHUNKS_PER_SPLIT, MAX_AUTO_SPLITS))
     wanted = cfg.split_k or auto_splits(tiles_m * tiles_n * gblocks, most, max(1, sms))
-    cps = _cdiv(chunks, max(1, min(wanted, chunks, MAX_GRID_YZ)))
-    return _cdiv(chunks, cps), cps
+    cps = cdiv(chunks, max(1, min(wanted, chunks, MAX_GRID_YZ)))
+    return cdiv(chunks, cps), cps
 
 
 def launch_plan(cfg: ConvConfig, problem: ConvProblem, sms: int) -> LaunchPlan:
