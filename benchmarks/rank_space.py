@@ -143,17 +143,14 @@ def cold_picks(problems: list[Any], cache: Path, workers: int) -> list[dict[str,
     return rows
 
 
-def oracle(problems: list[Any], rows: list[dict[str, Any]], cache: Path, workers: int) -> None:
-    """Steps 2 and 3: every plan of the space timed; efficiencies added to `rows`."""
+def oracle_registry(first: Any, cache: Path, workers: int) -> tuple[Any, set[str]]:
+    """Step 2's registry: the essential preset, the whole space and the vendor plan of `first`'s key, built
+    in `cache`; and the names of the essential kernels."""
     import tiledispatch as td
-    from tiledispatch.bench.tune import time_plans
     from tiledispatch.configs.vendor import VendorConfig
     from tiledispatch.presets import load_preset, space_of
     from tiledispatch.problems.conv import ConvProblem
-    from tiledispatch.select import cost_model
-    from tiledispatch.select.selector import by_model_or_rules, is_vendor
 
-    first = problems[0]
     preset = essential_preset(first)
     registry = td.Registry(cache_dir=cache)
     registry.add_preset(preset, epilogue(first))
@@ -163,31 +160,47 @@ def oracle(problems: list[Any], rows: list[dict[str, Any]], cache: Path, workers
     start = time.perf_counter()
     report = registry.build(max_workers=workers)
     print(f"{preset}: oracle build {report} ({time.perf_counter() - start:.1f} s)", flush=True)
-    essential = {cfg.with_epilogue(*epilogue(first)).name if isinstance(first, ConvProblem)
-                 else cfg.with_epilogue(epilogue(first)).name for cfg in load_preset(preset)}
-    device = registry.default_device()
-    for problem, row in zip(problems, rows):
-        plans = registry.plans(problem)
-        _, times = time_plans(plans, problem, device, quick=True)
-        ours = {label: ms for label, ms in times.items() if not label.startswith("vendor")}
-        best = min(ours.values())
-        model, why = cost_model.shipped_model(registry.arch.name, problem)
-        ess = by_model_or_rules([p for p in plans if p.kernel.name in essential], problem, registry.arch,
-                                model, why)
-        ess_pick = ess.ranked[0][0].label
-        built = [p for p in plans if not is_vendor(p)]
-        model_pick = by_model_or_rules(built, problem, registry.arch, model, why).ranked[0][0].label
-        rules_pick = by_model_or_rules(built, problem, registry.arch, None, "rules").ranked[0][0].label
-        vendor = [ms for label, ms in times.items() if label.startswith("vendor")]
-        top = [times[n] for n in row["space_top"] if n in times]
-        row.update(best_ms=best, oracle=min(ours, key=ours.get), essential_pick=ess_pick,
-                   eff_space=best / times[row["pick"]] if row["pick"] in times else None,
-                   eff_essential=best / times[ess_pick], eff_space_top3=best / min(top) if top else None,
-                   model_pick=model_pick, eff_model=best / times[model_pick] if model_pick in times else None,
-                   rules_pick=rules_pick, eff_rules=best / times[rules_pick] if rules_pick in times else None,
-                   eff_vendor=best / vendor[0] if vendor else None)
-        print(f"  {problem.describe()}: space {row['eff_space']} essential {row['eff_essential']:.3f} "
-              f"top3 {row['eff_space_top3']}", flush=True)
+    essential = {cfg.with_epilogue(*epilogue(first)).name if conv else cfg.with_epilogue(epilogue(first)).name
+                 for cfg in load_preset(preset)}
+    return registry, essential
+
+
+def measure(problem: Any, row: dict[str, Any] | None, registry: Any, essential: set[str],
+            keep_times: bool = False) -> dict[str, Any]:
+    """Steps 2 and 3 for one problem: every plan timed; the efficiencies of the picks. Without a cold-pick
+    `row`, the space pick is the model's top over every plan built (what `auto` picks once compiled).
+    keep_times: the row keeps every plan's ms (to rank the same plans with another model offline)."""
+    from tiledispatch.bench.tune import time_plans
+    from tiledispatch.select import cost_model
+    from tiledispatch.select.selector import by_model_or_rules, is_vendor
+
+    plans = registry.plans(problem)
+    _, times = time_plans(plans, problem, registry.default_device(), quick=True)
+    ours = {label: ms for label, ms in times.items() if not label.startswith("vendor")}
+    best = min(ours.values())
+    model, why = cost_model.shipped_model(registry.arch.name, problem)
+    ess_pick = by_model_or_rules([p for p in plans if p.kernel.name in essential], problem, registry.arch,
+                                 model, why).ranked[0][0].label
+    built = [p for p in plans if not is_vendor(p)]
+    model_ranking = by_model_or_rules(built, problem, registry.arch, model, why).ranked
+    model_pick = model_ranking[0][0].label
+    rules_pick = by_model_or_rules(built, problem, registry.arch, None, "rules").ranked[0][0].label
+    if row is None:
+        row = {"problem": problem.signature(), "pick": model_pick, "cold": False, "from_space": None,
+               "space_top": [plan.label for plan, _ in model_ranking[:TOP]]}
+    vendor = [ms for label, ms in times.items() if label.startswith("vendor")]
+    top = [times[n] for n in row["space_top"] if n in times]
+    row.update(plans=len(ours), best_ms=best, oracle=min(ours, key=ours.get), essential_pick=ess_pick,
+               eff_space=best / times[row["pick"]] if row["pick"] in times else None,
+               eff_essential=best / times[ess_pick], eff_space_top3=best / min(top) if top else None,
+               model_pick=model_pick, eff_model=best / times[model_pick] if model_pick in times else None,
+               rules_pick=rules_pick, eff_rules=best / times[rules_pick] if rules_pick in times else None,
+               eff_vendor=best / vendor[0] if vendor else None)
+    if keep_times:
+        row["times"] = {label: float(f"{ms:.4g}") for label, ms in times.items()}
+    print(f"  {problem.describe()}: space {row['eff_space']} essential {row['eff_essential']:.3f} "
+          f"top3 {row['eff_space_top3']}", flush=True)
+    return row
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -199,13 +212,14 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "p10": values[int(0.1 * (len(values) - 1))], "worst": values[0]}
 
     cold = [r for r in rows if r["cold"]]
+    warm = [r["warm_select_us"] for r in rows if r.get("warm_select_us") is not None]
     return {"problems": len(rows), "efficiency": {k: dist(f"eff_{k}") for k in
                                                   ("space", "essential", "model", "rules", "space_top3",
                                                    "vendor")},
-            "cold_picks": len(cold), "picks_from_space": sum(r["from_space"] for r in rows),
+            "cold_picks": len(cold), "picks_from_space": sum(bool(r.get("from_space")) for r in rows),
             "cold_select_s": {"median": statistics.median([r["select_s"] for r in cold]) if cold else None,
                               "max": max((r["select_s"] for r in cold), default=None)},
-            "warm_select_us_median": statistics.median(r["warm_select_us"] for r in rows)}
+            "warm_select_us_median": statistics.median(warm) if warm else None}
 
 
 def zoo_groups(args: argparse.Namespace) -> dict[str, list[Any]]:
@@ -248,6 +262,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--zoo", type=Path, default=None, help="problems from this unseen-zoo file")
     parser.add_argument("--start", type=int, default=0, help="with --zoo: the first problem of the slice")
+    parser.add_argument("--cold", type=int, default=None,
+                        help="cold picks (step 1) for the first N problems of a key only (default: all); the "
+                             "rest take the model's top over the built space")
+    parser.add_argument("--cold-cache", type=Path, default=None,
+                        help="build cache of the cold picks (default: a fresh one per key)")
+    parser.add_argument("--deadline-s", type=float, default=None,
+                        help="start no new problem after this many seconds; what was measured is kept")
+    parser.add_argument("--keep-times", action="store_true",
+                        help="keep every plan's time in the rows (rank them with another model offline)")
     parser.add_argument("--summarize", type=Path, default=None,
                         help="print the pooled summary per key of this --out file and exit")
     args = parser.parse_args()
@@ -267,21 +290,68 @@ def main() -> None:
     else:
         groups = {f"conv_{d}_{args.dtype}_{n}d": conv_problems(d, n, args.dtype, args.count or 12, args.seed)
                   for d in args.directions for n in args.ndims}
-    results: dict[str, Any] = {}
-    for key, problems in groups.items():
-        cold_cache = Path(tempfile.mkdtemp(prefix="td-rank-space-cold-"))
-        rows = cold_picks(problems, cold_cache, args.workers)
-        oracle(problems, rows, args.cache, args.workers)
-        results[key] = {"summary": summary(rows), "rows": rows}
-        print(json.dumps({key: results[key]["summary"]}, indent=1), flush=True)
-    if args.out is not None:
-        old = json.loads(args.out.read_text()) if args.out.is_file() else {}
-        old.setdefault("results", {}).update(results)
-        old["gpu"] = torch.cuda.get_device_name()
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(old, indent=1) + "\n")
-        print(f"wrote {args.out}")
+    run(groups, args, torch.cuda.get_device_name())
 
+
+def interleaved(groups: dict[str, list[Any]]) -> list[tuple[str, int]]:
+    """(key, index) of every problem, the keys interleaved in proportion to their sizes, so that a run cut
+    short by its deadline has measured a share of every key."""
+    order = [(i / len(problems), key, i) for key, problems in groups.items() for i in range(len(problems))]
+    return [(key, i) for _, key, i in sorted(order)]
+
+
+def save(out: Path | None, rows: dict[str, list[dict[str, Any]]], gpu: str) -> None:
+    """Merge the rows measured so far into `out` by key; a zoo slice's key names the problems measured."""
+    if out is None:
+        return
+    data = json.loads(out.read_text()) if out.is_file() else {}
+    results = data.setdefault("results", {})
+    for key, key_rows in rows.items():
+        done = [row for row in key_rows if "best_ms" in row]
+        name = key
+        if "@zoo" in key:
+            base, span = key.split("@zoo")
+            first = int(span.split("-")[0])
+            for old in [k for k in results if k.startswith(f"{base}@zoo{first}-")]:
+                del results[old]
+            name = f"{base}@zoo{first}-{first + len(done)}"
+        if done:
+            results[name] = {"summary": summary(done), "rows": done}
+    data["gpu"] = gpu
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(out)
+
+
+def run(groups: dict[str, list[Any]], args: argparse.Namespace, gpu: str) -> None:
+    """Cold picks of the first --cold problems of each key, the oracle registries, then every problem
+    measured in interleaved order until --deadline-s, saved after each one (an interrupt keeps them)."""
+    started = time.perf_counter()
+    rows: dict[str, list[dict[str, Any]]] = {}
+    oracles = {}
+    try:
+        for key, problems in groups.items():
+            cold = problems[:args.cold] if args.cold is not None else problems
+            cold_cache = args.cold_cache or Path(tempfile.mkdtemp(prefix="td-rank-space-cold-"))
+            rows[key] = cold_picks(cold, cold_cache, args.workers) if cold else []
+            oracles[key] = oracle_registry(problems[0], args.cache, args.workers)
+        for key, i in interleaved(groups):
+            if args.deadline_s and time.perf_counter() - started > args.deadline_s:
+                print(f"deadline of {args.deadline_s} s reached", flush=True)
+                break
+            row = rows[key][i] if i < len(rows[key]) else None
+            measured = measure(groups[key][i], row, *oracles[key], keep_times=args.keep_times)
+            if row is None:
+                rows[key].append(measured)
+            save(args.out, rows, gpu)
+    except KeyboardInterrupt:
+        print("interrupted: keeping what was measured", flush=True)
+    save(args.out, rows, gpu)
+    for key, key_rows in rows.items():
+        done = [row for row in key_rows if "best_ms" in row]
+        if done:
+            print(json.dumps({key: summary(done)}, indent=1), flush=True)
 
 if __name__ == "__main__":
     main()

@@ -153,3 +153,22 @@ def test_rank_space_takes_zoo_slices(load_script):
     pooled = rank_space.pooled(data)
     assert list(pooled) == ["k"] and pooled["k"]["problems"] == 2
     assert pooled["k"]["efficiency"]["space"] == {"mean": 0.75, "median": 0.75, "p10": 0.5, "worst": 0.5}
+
+
+def test_rank_space_interleaves_keys_and_saves_partial_slices(load_script, tmp_path):
+    """A run cut short by --deadline-s has measured every key in proportion to its size, and each save
+    replaces the slice's earlier partial entry (no stale `@zoo0-<n>` keys pile up)."""
+    rank_space = load_script("benchmarks/rank_space.py")
+    order = rank_space.interleaved({"a": list(range(4)), "b": list(range(2))})
+    assert sorted(order) == [("a", 0), ("a", 1), ("a", 2), ("a", 3), ("b", 0), ("b", 1)]
+    assert [key for key, _ in order[:3]].count("b") == 1
+    out = tmp_path / "r.json"
+    row = {"cold": False, "from_space": None, "best_ms": 1.0, "eff_space": 1.0}
+    rows = {"k@zoo0-9": [row]}
+    rank_space.save(out, rows, "gpu")
+    rows["k@zoo0-9"].append(row | {"eff_space": 0.5})
+    rows["k@zoo0-9"].append({"cold": True})                      # a cold pick not measured yet
+    rank_space.save(out, rows, "gpu")
+    results = json.loads(out.read_text())["results"]
+    assert list(results) == ["k@zoo0-2"]
+    assert results["k@zoo0-2"]["summary"]["efficiency"]["space"]["mean"] == 0.75
