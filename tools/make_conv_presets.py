@@ -3,7 +3,8 @@
 conv_{direction}_{dtype}_{ndim}d_all: every candidate instance of the families for that direction (implicit GEMM
 dense and merged-group tiles, block-diagonal tiles for small equal groups, direct kernels for depthwise / few
 channels per group, 1x1-as-GEMM, fwd / bwd_weight through an im2col workspace and a TMA GEMM, and stride-1
-fwd / bwd_data / bwd_weight over tensor-copy boxes), the set `benchmarks/conv.py` tunes over. _essential:
+fwd / bwd_data / bwd_weight over tensor-copy boxes; 2-D depthwise filter windows slid along W in registers),
+the set `benchmarks/conv.py` tunes over. _essential:
 the subset the one-call API builds by default (the instances a greedy cover of the H200 sweeps chose,
 tools/derive_conv_essential.py, the instances that won layers of the H200 suite whose code no sweep measured,
 and the tap-loop fallbacks below align 8). Direct instances of `_all` come with 1, 2 and 3 pipelined load stages. Invalid configs for
@@ -84,6 +85,13 @@ ROLL_WGRAD = [("direct", 32, 32, 3, 1, 4, 2, "roll", 8), ("direct", 64, 16, 3, 1
               *(("direct", 32, 32, 3, 1, 4, 2, "roll", a) for a in (2, 4)),
               # narrow strips (14- and 7-pixel-wide images)
               ("direct", 16, 64, 3, 1, 4, 2, "roll", 8), ("direct", 8, 128, 3, 1, 4, 2, "roll", 8)]
+# kloop 'halo' (kernels/conv_halo.py): 2-D depthwise filters up to 7 wide slid along W in registers, block_m
+# output rows x 8 columns x block_n channels per program (fwd, bwd_data and bwd_weight); their stages are listed
+# here, not expanded (tools/probe_halo7.py measured them against cuDNN on the depthwise7x7 suite, H200)
+HALO = [("direct", bm, bn, 7, 1, warps, stages, "halo", 8)
+        for bm, bn, warps in ((4, 64, 4), (2, 64, 2), (8, 32, 4), (8, 64, 8), (1, 64, 1),
+                              (8, 64, 4), (4, 64, 2), (4, 128, 4), (16, 32, 4))
+        for stages in (1, 2)]
 # block_k: filter taps per program (one accumulator tile each). 3 measured best on most depthwise problems of
 # the H200 (session 9, 2-D and 3-D); the 9-tap rows reuse one dy tile for a whole 3x3 filter
 DIRECT_WGRAD = [
@@ -232,7 +240,8 @@ DIRECT_STAGES = (1, 2, 3)
 def _with_direct_stages(rows: list[tuple]) -> list[tuple]:
     out = []
     for row in rows:
-        variants = [(*row[:6], s, *row[7:]) for s in DIRECT_STAGES] if row[0] == "direct" else [row]
+        expand = row[0] == "direct" and row[7] != "halo"
+        variants = [(*row[:6], s, *row[7:]) for s in DIRECT_STAGES] if expand else [row]
         out += [v for v in variants if v not in out]
     return out
 
@@ -242,7 +251,7 @@ def rows_for(direction: str, stage_variants: bool = False) -> list[tuple]:
     each direct row in every DIRECT_STAGES."""
     wgrad = _wgrad_igemm() + DIRECT_WGRAD + ROLL_WGRAD + GEMM_1X1_WGRAD + TMA_WGRAD
     rows = (wgrad if direction == "bwd_weight"
-            else IGEMM + DIAG + DIRECT_SPATIAL + GEMM_1X1 + TMA) + _im2col(direction)
+            else IGEMM + DIAG + DIRECT_SPATIAL + GEMM_1X1 + TMA) + _im2col(direction) + HALO
     rows = [row if len(row) == 10 else (*row, 0) for row in rows]
     return _with_direct_stages(rows) if stage_variants else rows
 
@@ -260,7 +269,7 @@ def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list
     out = []
     for row in rows_for(direction, stage_variants=True):
         family, bm, bn, bk, gpp, warps, stages, kloop, align, split = row
-        fallback = row in listed and align != 8 and kloop not in ("roll", "im2col")
+        fallback = row in listed and align != 8 and kloop not in ("roll", "im2col", "halo")
         if essential_only and not fallback and instance_key(row) not in chosen:
             continue
         if dtype == "fp32":

@@ -1,0 +1,41 @@
+"""GPU lane for kloop 'halo' (kernels/conv_halo.py): every halo instance of the 2-D `_all` presets, in each
+dtype and direction, against the fp32 reference on depthwise layers with 3x3, 5x5 and 7x7 filters, odd sizes,
+asymmetric padding and stride 2 (fwd), where the instance takes them."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tiledispatch as td
+from tiledispatch.presets import load_preset
+from tiledispatch.testing.reference import check_kernels
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+def _depthwise(direction: str, dtype: str) -> list[td.ConvProblem]:
+    cases = [(4, 96, (27, 29), (7, 7), 1, 3), (2, 128, (14, 14), (7, 7), 1, 3),
+             (2, 64, (56, 56), (3, 3), 1, 1),
+             (3, 40, (13, 19), (5, 5), 1, ((2, 1), (1, 2))), (2, 256, (7, 9), (7, 7), 1, 3),
+             (2, 96, (28, 30), (7, 7), 2, 3), (2, 72, (29, 27), (3, 3), 2, 1)]
+    return [td.ConvProblem(direction, n, c, c, c, sp, f, s, p, 1, dtype) for n, c, sp, f, s, p in cases]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+def test_every_halo_instance(direction, dtype):
+    reg = td.Registry(td.detect())
+    for cfg in load_preset(f"conv_{direction}_{dtype}_2d_all"):
+        if cfg.kloop == "halo":
+            reg.add(cfg)
+    assert reg.kernels, f"no halo instance in conv_{direction}_{dtype}_2d_all"
+    report = reg.build()
+    assert not report.failed, report.failed
+    runs, failures = 0, []
+    for problem in _depthwise(direction, dtype):
+        count, failed = check_kernels([k for k in reg.kernels if k.is_supported(problem)], problem)
+        runs += count
+        failures += failed
+    print(f"halo {direction} {dtype}: {len(reg.kernels)} instances, {runs} runs, {len(failures)} failures")
+    assert runs > 0
+    assert not failures, "\n".join(failures[:20])
