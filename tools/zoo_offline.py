@@ -1,0 +1,132 @@
+"""Rank the unseen zoo's measured plans with a cost model, on the CPU (issue 36).
+
+`benchmarks/rank_space.py --keep-times` stores, per zoo problem, the GPU time of every plan of the key's
+space (`_all` for conv, `_candidates` for GEMM, plus the essential preset and the vendor). This tool ranks
+the same plans with a model directory (default: the shipped model of the key) through the selection code
+`auto` runs (`selector.by_model_or_rules` over the registry's plans of the problem), and reports, per key,
+mean / median / P10 / worst of efficiency = fastest plan of ours / time of the pick, for
+  space        the model's top-1 over every plan of the space (`auto` with the space ranked, measuring off);
+  space_top3   the fastest of the model's top 3 (unsure -> measure with TILEDISPATCH_MEASURE_TOP_K=3);
+  rules        the rules' top-1.
+With --check, the picks of the model that ran on the GPU must equal the rows' `model_pick` (the ranking
+reproduces the run), else it exits non-zero.
+
+    python tools/zoo_offline.py RESULTS.json [RESULTS.json ...] [--model KEY=DIR ...] [--check]
+        [--zoo benchmarks/zoo/unseen_zoo.json] [--out PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def zoo_problems(path: Path) -> dict[str, Any]:
+    """Every problem of an unseen-zoo file (tools/zoo_corpus.py) by signature (the rows name them so)."""
+    import tiledispatch as td
+
+    zoo = json.loads(path.read_text())
+    problems = [td.GemmProblem.from_dict(e["problem"]) for e in zoo["gemm"]]
+    problems += [td.ConvProblem.from_dict(e["problem"]) for entries in zoo["conv"].values() for e in entries]
+    return {p.signature(): p for p in problems}
+
+
+def distribution(values: list[float]) -> dict[str, float]:
+    values = sorted(values)
+    return {"mean": statistics.fmean(values), "median": statistics.median(values),
+            "p10": values[int(0.1 * (len(values) - 1))], "worst": values[0]}
+
+
+def registry_for(problem: Any) -> Any:
+    """The plans rank_space.py's oracle timed: the essential preset, the space and the vendor, declared on
+    demand (nothing is built)."""
+    import tiledispatch as td
+    from tiledispatch.configs.vendor import VendorConfig
+    from tiledispatch.presets import space_of
+    from tiledispatch.problems.conv import ConvProblem
+
+    conv = isinstance(problem, ConvProblem)
+    essential = (f"conv_{problem.direction}_{problem.dtype}_{problem.ndim}d_essential" if conv
+                 else f"gemm_{problem.dtype}_{problem.layout}_essential")
+    epilogue = (problem.activation, problem.bias) if conv else problem.epilogue
+    registry = td.Registry(td.get_arch("sm_90"))
+    registry.add_preset(essential, epilogue, on_demand=True)
+    registry.add_preset(space_of(essential), epilogue, on_demand=True)
+    registry.add(VendorConfig("conv", problem.direction) if conv else VendorConfig("gemm"), on_demand=True)
+    return registry
+
+
+def picks(problem: Any, times: dict[str, float], registry: Any, model: Any) -> dict[str, Any]:
+    """The model's top-1 and top-3 and the rules' top-1 among the timed plans of `problem`."""
+    from tiledispatch.select.selector import by_model_or_rules, is_vendor
+
+    plans = [p for p in registry.space_plans(problem) if p.label in times and not is_vendor(p)]
+    ranked = [plan.label for plan, _ in by_model_or_rules(plans, problem, registry.arch, model).ranked]
+    rules = by_model_or_rules(plans, problem, registry.arch, None, "rules").ranked[0][0].label
+    return {"pick": ranked[0], "top3": ranked[:3], "rules": rules}
+
+
+def evaluate(rows: list[dict[str, Any]], problems: dict[str, Any], model: Any, check: bool) -> dict[str, Any]:
+    eff: dict[str, list[float]] = {"space": [], "space_top3": [], "rules": []}
+    mismatches, registry, key = 0, None, None
+    for row in rows:
+        times = row["times"]
+        problem = problems[row["problem"]]
+        if registry is None or key != problem.signature().split(":")[:3]:
+            registry, key = registry_for(problem), problem.signature().split(":")[:3]
+        chosen = picks(problem, times, registry, model)
+        best = min(ms for label, ms in times.items() if not label.startswith("vendor"))
+        eff["space"].append(best / times[chosen["pick"]])
+        eff["space_top3"].append(best / min(times[label] for label in chosen["top3"]))
+        eff["rules"].append(best / times[chosen["rules"]])
+        mismatches += check and chosen["pick"] != row["model_pick"]
+    return {"problems": len(rows), "efficiency": {k: distribution(v) for k, v in eff.items()},
+            **({"picks_unlike_the_gpu_run": mismatches} if check else {})}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", nargs="+", type=Path)
+    parser.add_argument("--model", action="append", default=[],
+                        help="KEY=DIR: rank key KEY (e.g. conv_fwd_bf16) with the model in DIR")
+    parser.add_argument("--check", action="store_true",
+                        help="the picks must equal the rows' model_pick (the model the run used)")
+    parser.add_argument("--zoo", type=Path, default=ROOT / "benchmarks" / "zoo" / "unseen_zoo.json")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    from tiledispatch.ml.features import FEATURE_SPEC_VERSION
+    from tiledispatch.ml.model import CostModel
+    from tiledispatch.select import cost_model
+
+    dirs = dict(item.split("=", 1) for item in args.model)
+    problems = zoo_problems(args.zoo)
+    out: dict[str, Any] = {"results": [str(p) for p in args.results], "models": dirs, "keys": {}}
+    failed = False
+    for path in args.results:
+        for name, result in json.loads(path.read_text())["results"].items():
+            rows = [row for row in result["rows"] if "times" in row]
+            if not rows:
+                continue
+            model_key = cost_model.model_key(problems[rows[0]["problem"]])
+            folder = Path(dirs.get(model_key, cost_model.model_dir("sm_90", model_key)))
+            model = CostModel.load(folder, arch="sm_90", spec_version=FEATURE_SPEC_VERSION)
+            summary = evaluate(rows, problems, model, args.check)
+            summary["model"] = {"dir": str(folder), "kernel_kinds": model.meta["kernel_kinds"]}
+            out["keys"][name] = summary
+            failed |= bool(summary.get("picks_unlike_the_gpu_run"))
+            print(name, json.dumps({k: {m: round(v, 3) for m, v in d.items()}
+                                    for k, d in summary["efficiency"].items()}),
+                  summary.get("picks_unlike_the_gpu_run", ""), flush=True)
+    if args.out is not None:
+        args.out.write_text(json.dumps(out, indent=1) + "\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
