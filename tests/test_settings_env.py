@@ -86,3 +86,13 @@ def test_rank_space_setting(monkeypatch):
     with pytest.raises(td.BadInput) as info:
         settings.rank_space()
     assert info.value.field == "TILEDISPATCH_RANK_SPACE" and "'1', '0'" in str(info.value)
+
+
+def test_measure_top_k_defaults_per_op_and_the_variable_overrides_both(monkeypatch):
+    monkeypatch.delenv("TILEDISPATCH_MEASURE_TOP_K", raising=False)
+    assert (settings.measure_top_k("conv"), settings.measure_top_k("gemm")) == (5, 3)
+    monkeypatch.setenv("TILEDISPATCH_MEASURE_TOP_K", "2")
+    assert (settings.measure_top_k("conv"), settings.measure_top_k("gemm")) == (2, 2)
+    monkeypatch.setenv("TILEDISPATCH_MEASURE_TOP_K", "0")
+    with pytest.raises(td.BadInput):
+        settings.measure_top_k("conv")

@@ -75,7 +75,8 @@ def _choose(registry: KernelStore, plans: list[Plan], problem: GemmProblem | Con
     ranking = by_model_or_rules(plans, problem, arch, model, why_not)
     why = unsure(ranking)
     if why is not None and _can_measure(device):
-        return _measure(registry, to_measure(ranking, settings.measure_top_k()), problem, device, why)
+        plans = to_measure(ranking, settings.measure_top_k(_op(problem)))
+        return _measure(registry, plans, problem, device, why)
     return from_ranking(ranking)
 
 
@@ -92,10 +93,14 @@ def _auto_space(registry: KernelStore, ranked: space.SpaceRanking, problem: Gemm
                 return space.describe(registry, chosen, ranked, report)
     why = unsure(ranked.ranking)
     if why is not None and _can_measure(device):
-        plans, report = space.to_measure(registry, ranked, settings.measure_top_k())
+        plans, report = space.to_measure(registry, ranked, settings.measure_top_k(_op(problem)))
         if plans:
             return space.describe(registry, _measure(registry, plans, problem, device, why), ranked, report)
     return space.pick(registry, ranked)
+
+
+def _op(problem: GemmProblem | ConvProblem) -> str:
+    return "conv" if isinstance(problem, ConvProblem) else "gemm"
 
 
 def _can_measure(device: Any) -> bool:
