@@ -96,3 +96,24 @@ def test_conv_bias_is_added_outside_the_op_where_inductor_can_fuse_it():
     assert conv.args[2] is None, "bias passed into the opaque op"
     assert any(n.target in (torch.add, operator.add) for n in graphs[0].graph.nodes)
     torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-4)
+
+
+def test_eager_calls_routed_to_torch_do_not_recompile():
+    """A compiled converted model is not traced again when eager calls in between settle layers on torch's
+    path (`_td_last` set): the traced forward does not read that attribute, so no guard depends on it."""
+    model = _model()
+    tdnn.convert(model, step_check=False)
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = torch.compile(model, backend=record, fullgraph=True)
+    x = torch.randn(2, 3, 9, 8)
+    compiled(x)
+    for module in model.modules():
+        if hasattr(module, "_td_last"):
+            module._td_last = (x.shape, torch.is_grad_enabled())
+    compiled(x)
+    assert len(graphs) == 1

@@ -105,9 +105,10 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
 
     def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor,
                       bias: torch.Tensor | None) -> torch.Tensor:
-        last = self._td_last   # the call before was settled on torch's layer: same shape and grad mode, again
-        if last is not None and input.shape == last[0] and _grad_enabled() is last[1] and not _compiling():
-            return super()._conv_forward(input, weight, bias)
+        if not _compiling():   # not read while tracing: an eager call setting it would fail a guard
+            last = self._td_last   # the call before settled on torch's layer: same shape and grad mode, again
+            if last is not None and input.shape == last[0] and _grad_enabled() is last[1]:
+                return super()._conv_forward(input, weight, bias)
         if self.td_reason is not None:
             # torch.nn.Conv1d/2d/3d's, next in the method order of the concrete classes
             return super()._conv_forward(input, weight, bias)
@@ -193,9 +194,10 @@ class Linear(torch.nn.Linear):
         self._td_plans: dict[tuple, LayerPlan] = {}   # by input signature (eager.LayerPlan)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        last = self._td_last   # the call before was settled on torch's layer: same shape and grad mode, again
-        if last is not None and input.shape == last[0] and _grad_enabled() is last[1] and not _compiling():
-            return super().forward(input)
+        if not _compiling():   # not read while tracing (see _TdConv._conv_forward)
+            last = self._td_last   # the call before settled on torch's layer: same shape and grad mode, again
+            if last is not None and input.shape == last[0] and _grad_enabled() is last[1]:
+                return super().forward(input)
         if self.td_reason is not None:
             return super().forward(input)
         compiling, plan = _compiling(), None
