@@ -31,6 +31,7 @@ machine). Results merge into --out by key.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import random
@@ -275,7 +276,9 @@ def main() -> None:
                         help="print the pooled summary per key of this --out file and exit")
     args = parser.parse_args()
     if args.summarize is not None:
-        print(json.dumps(pooled(json.loads(args.summarize.read_text())), indent=1))
+        raw = args.summarize.read_bytes()
+        text = gzip.decompress(raw) if args.summarize.suffix == ".gz" else raw
+        print(json.dumps(pooled(json.loads(text)), indent=1))
         return
     os.environ["TILEDISPATCH_RANK_SPACE"] = "1"
     os.environ["TILEDISPATCH_MEASURE"] = "0"

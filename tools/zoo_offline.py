@@ -6,7 +6,8 @@ the same plans with a model directory (default: the shipped model of the key) th
 `auto` runs (`selector.by_model_or_rules` over the registry's plans of the problem), and reports, per key,
 mean / median / P10 / worst of efficiency = fastest plan of ours / time of the pick, for
   space        the model's top-1 over every plan of the space (`auto` with the space ranked, measuring off);
-  space_top3   the fastest of the model's top 3 (unsure -> measure with TILEDISPATCH_MEASURE_TOP_K=3);
+  space_top3 / space_top5   the fastest of the model's top 3 / 5 (unsure -> measure: the default top k is
+               3 for GEMM, 5 for conv);
   rules        the rules' top-1.
 With --check, the picks of the model that ran on the GPU must equal the rows' `model_pick` (the ranking
 reproduces the run), else it exits non-zero.
@@ -35,6 +36,13 @@ def zoo_problems(path: Path) -> dict[str, Any]:
     problems = [td.GemmProblem.from_dict(e["problem"]) for e in zoo["gemm"]]
     problems += [td.ConvProblem.from_dict(e["problem"]) for entries in zoo["conv"].values() for e in entries]
     return {p.signature(): p for p in problems}
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file, gzip-compressed when its name ends in .gz (results with every plan's time)."""
+    import gzip
+
+    return json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())
 
 
 def distribution(values: list[float]) -> dict[str, float]:
@@ -69,11 +77,11 @@ def picks(problem: Any, times: dict[str, float], registry: Any, model: Any) -> d
     plans = [p for p in registry.space_plans(problem) if p.label in times and not is_vendor(p)]
     ranked = [plan.label for plan, _ in by_model_or_rules(plans, problem, registry.arch, model).ranked]
     rules = by_model_or_rules(plans, problem, registry.arch, None, "rules").ranked[0][0].label
-    return {"pick": ranked[0], "top3": ranked[:3], "rules": rules}
+    return {"pick": ranked[0], "top3": ranked[:3], "top5": ranked[:5], "rules": rules}
 
 
 def evaluate(rows: list[dict[str, Any]], problems: dict[str, Any], model: Any, check: bool) -> dict[str, Any]:
-    eff: dict[str, list[float]] = {"space": [], "space_top3": [], "rules": []}
+    eff: dict[str, list[float]] = {"space": [], "space_top3": [], "space_top5": [], "rules": []}
     mismatches, registry, key = 0, None, None
     for row in rows:
         times = row["times"]
@@ -84,6 +92,7 @@ def evaluate(rows: list[dict[str, Any]], problems: dict[str, Any], model: Any, c
         best = min(ms for label, ms in times.items() if not label.startswith("vendor"))
         eff["space"].append(best / times[chosen["pick"]])
         eff["space_top3"].append(best / min(times[label] for label in chosen["top3"]))
+        eff["space_top5"].append(best / min(times[label] for label in chosen["top5"]))
         eff["rules"].append(best / times[chosen["rules"]])
         mismatches += check and chosen["pick"] != row["model_pick"]
     return {"problems": len(rows), "efficiency": {k: distribution(v) for k, v in eff.items()},
@@ -109,7 +118,7 @@ def main() -> int:
     out: dict[str, Any] = {"results": [str(p) for p in args.results], "models": dirs, "keys": {}}
     failed = False
     for path in args.results:
-        for name, result in json.loads(path.read_text())["results"].items():
+        for name, result in read_json(path)["results"].items():
             rows = [row for row in result["rows"] if "times" in row]
             if not rows:
                 continue
