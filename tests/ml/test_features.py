@@ -125,3 +125,25 @@ def test_block_diagonal_and_unrolled_views():
     direct = (rows["family"] == "direct").to_numpy()
     assert (frame["unroll"][direct] == rows["c_block_k"][direct]).all()
     assert (frame["unroll"][~direct] == 1).all() and (rows["c_block_k"][direct] > 1).any()
+
+
+def test_every_conv_kernel_kind_has_features_of_its_own():
+    """Kernels that differ only in their k-loop (tap / roll / halo on a depthwise layer) or in the 1x1 GEMM's
+    path (split_k 0: TMA persistent, 1: tiled) get different feature rows; before spec 4 they were the same
+    row, and the model ranked a slow kind as high as a fast one."""
+    from tiledispatch.configs.conv import ConvConfig
+
+    names = feature_names("conv")
+    depthwise = td.ConvProblem("fwd", 8, 96, 96, 96, (28, 28), (7, 7), 1, 3, 1, "bf16")
+    direct = [ConvConfig(family="direct", direction="fwd", ndim=2, dtype="bf16", block_m=8, block_n=64,
+                         block_k=7, num_warps=4, num_stages=1, kloop=kloop, align=8)
+              for kloop in ("tap", "roll", "halo")]
+    rows = features_for(depthwise, direct, ARCH)
+    kinds = [names.index(n) for n in ("kloop_roll", "kloop_halo")]
+    assert [tuple(row[kinds]) for row in np.asarray(rows)] == [(0, 0), (1, 0), (0, 1)]
+    pointwise = td.ConvProblem("fwd", 8, 256, 256, 1, (14, 14), (1, 1), 1, 0, 1, "bf16")
+    gemm = [ConvConfig(family="gemm", direction="fwd", ndim=2, dtype="bf16", block_m=128, block_n=128,
+                       block_k=64, num_warps=8, num_stages=4, kloop="tap", align=8, split_k=split)
+            for split in (0, 1)]
+    tiled = names.index("gemm_tiled")
+    assert [row[tiled] for row in np.asarray(features_for(pointwise, gemm, ARCH))] == [0, 1]

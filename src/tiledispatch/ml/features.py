@@ -31,7 +31,9 @@ from tiledispatch.ml.objects import (
 from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import GemmProblem
 
-FEATURE_SPEC_VERSION = 3    # 2: kloop_diag, the block-diagonal tiled view, direct unroll; 3: conv family tma
+# 2: kloop_diag, the block-diagonal tiled view, direct unroll; 3: conv family tma; 4: conv kloop_roll,
+# kloop_halo, kloop_im2col and gemm_tiled (every kernel kind a conv model knows is told apart by a feature)
+FEATURE_SPEC_VERSION = 4
 OPS = ("gemm", "conv")
 MAX_OCCUPANCY = 16
 ARCH_FEATURES = ("sm_count", "smem_per_sm_kb", "peak_tflops", "hbm_gbps")
@@ -46,7 +48,8 @@ GEMM_FEATURES = ("m", "n", "k", "batch", "log_m", "log_n", "log_k", "p_align", "
 CONV_FEATURES = ("n", "c", "k", "groups", "c_per_group", "k_per_group", "ndim", "taps", "filter_max",
                  "stride_prod", "dilation_max", "pad_sum", "log_in_px", "log_out_px", "depthwise", "gemm_m",
                  "gemm_n", "gemm_k", "log_gemm_m", "log_gemm_n", "log_gemm_k", "p_align",
-                 "groups_per_program", "group_blocks", "waste_g", "kloop_flat", "kloop_diag", "unroll",
+                 "groups_per_program", "group_blocks", "waste_g", "kloop_flat", "kloop_diag", "kloop_roll",
+                 "kloop_halo", "kloop_im2col", "gemm_tiled", "unroll",
                  *(f"fam_{f}" for f in CONV_FAMILIES), *TILE_FEATURES, *ARCH_FEATURES)
 NAMES = {"gemm": GEMM_FEATURES, "conv": CONV_FEATURES}
 PROBLEM_FIELDS = {"gemm": GEMM_PROBLEM_FIELDS, "conv": CONV_PROBLEM_FIELDS}
@@ -301,8 +304,13 @@ def _conv_view(cols: dict[str, Any], c: dict[str, Any], out: dict[str, Any]) -> 
     stage = stage_elems * _bytes_of(cols["p_dtype"])
     waste_g = np.select([diag & wgrad, diag], [bn / cg, bn / bk],
                         blocks * merged / np.where(implicit, p["groups"], 1.0))
+    # the 1x1-as-GEMM family: split_k 1 runs the tiled GEMM (pointer loads), 0 the TMA persistent one
     out.update(groups_per_program=gpp, group_blocks=blocks, waste_g=waste_g,
                kloop_flat=flat.astype(np.float64), kloop_diag=diag.astype(np.float64),
+               kloop_roll=(kloop == "roll").astype(np.float64),
+               kloop_halo=(kloop == "halo").astype(np.float64),
+               kloop_im2col=(kloop == "im2col").astype(np.float64),
+               gemm_tiled=(gemm & (np.asarray(c["split_k"]) == 1)).astype(np.float64),
                unroll=np.where(direct, bk, 1.0))
     for fam in CONV_FAMILIES:
         out[f"fam_{fam}"] = (family == fam).astype(np.float64)
