@@ -1,0 +1,35 @@
+"""tools/zoo_offline.py: ranking a zoo problem's timed plans offline gives the efficiencies of the picks, and
+--check reports picks unlike the GPU run's."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ZOO = Path(__file__).resolve().parents[2] / "benchmarks" / "zoo" / "unseen_zoo.json"
+
+
+@pytest.fixture(scope="module")
+def tool(load_script):
+    return load_script("tools/zoo_offline.py")
+
+
+def test_efficiency_of_the_model_pick_and_the_check(tool):
+    from tiledispatch.select import cost_model
+
+    problems = tool.zoo_problems(ZOO)
+    signature, problem = next((s, p) for s, p in problems.items() if s.startswith("conv:fwd:2d"))
+    registry = tool.registry_for(problem)
+    labels = [p.label for p in registry.space_plans(problem) if not p.label.startswith("vendor")]
+    model, _ = cost_model.shipped_model("sm_90", problem)
+    times = {label: 1.0 for label in labels}
+    pick = tool.picks(problem, times, registry, model)["pick"]
+    fastest = next(label for label in labels if label != pick)
+    times[fastest] = 0.5                                    # the pick runs at half the oracle's speed
+    row = {"problem": signature, "times": times, "model_pick": pick}
+    summary = tool.evaluate([row], problems, model, check=True)
+    assert summary["efficiency"]["space"]["mean"] == 0.5
+    assert summary["efficiency"]["rules"]["mean"] in (0.5, 1.0)
+    assert summary["picks_unlike_the_gpu_run"] == 0
+    summary = tool.evaluate([row | {"model_pick": fastest}], problems, model, check=True)
+    assert summary["picks_unlike_the_gpu_run"] == 1
