@@ -220,3 +220,20 @@ def test_the_default_registries_declare_the_space_where_a_model_serves_the_key(s
     off = td.Registry("sm_90")
     assert space.declare_space(off, "gemm_fp16_rcr_essential", PROBLEM, td.Epilogue()) is None
     assert len(off) == 0
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+def test_the_conv_space_of_a_7x7_depthwise_layer_ranks_the_halo_kernels(direction, tmp_path):
+    """The 2-D `_all` space holds the halo instances, they are valid plans of a ConvNeXt 7x7 depthwise layer
+    (nothing built), and the shipped model ranks every plan of that space: none is left unranked."""
+    problem = td.ConvProblem(direction, 32, 384, 384, 384, (14, 14), (7, 7), 1, 3, 1, "bf16")
+    registry = td.Registry(td.get_arch("sm_90"), cache_dir=tmp_path)
+    registry.add_preset(f"conv_{direction}_bf16_2d_all", ("none", False), on_demand=True)
+    plans = registry.space_plans(problem)
+    halo = [p for p in plans if p.kernel.config.kloop == "halo"]
+    assert len(halo) == 18
+    model, why = cost_model.shipped_model("sm_90", problem)
+    assert model is not None, why
+    ranking = selector.by_model_or_rules(plans, problem, registry.arch, model)
+    assert ranking.source != "rules" and not ranking.unranked
+    assert len(ranking.ranked) == len(plans)
