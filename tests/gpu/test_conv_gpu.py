@@ -11,7 +11,7 @@ import torch
 import tiledispatch as td
 from tiledispatch.kernels.conv_common import OUTPUT_ROLE
 from tiledispatch.presets import list_presets
-from tiledispatch.testing.reference import check_kernels, make_conv_args, validate_conv
+from tiledispatch.testing.reference import check_problems, make_conv_args, validate_conv
 from tiledispatch.testing.conv_fuzz import call_api, random_problems
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -48,7 +48,6 @@ def _problems(direction: str, ndim: int, dtype: str) -> list[td.ConvProblem]:
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_every_instance_of_the_all_presets(direction, dtype, ndim):
     """One preset per test (130-175 kernels), so that a device call can take a share of the 18 (-k)."""
-    failures, runs = [], 0
     name = f"conv_{direction}_{dtype}_{ndim}d_all"
     if name not in list_presets():
         pytest.fail(f"preset {name} missing")
@@ -56,10 +55,7 @@ def test_every_instance_of_the_all_presets(direction, dtype, ndim):
     reg.add_preset(name)
     report = reg.build()
     assert not report.failed, report.failed
-    for problem in _problems(direction, ndim, dtype):
-        count, failed = check_kernels([k for k in reg.kernels if k.is_supported(problem)], problem)
-        runs += count
-        failures += failed
+    runs, failures = check_problems(reg.kernels, _problems(direction, ndim, dtype))
     print(f"{name}: {runs} kernel runs, {len(failures)} failures")
     assert runs > 0
     assert not failures, "\n".join(failures[:20])

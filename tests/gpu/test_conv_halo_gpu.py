@@ -8,7 +8,7 @@ import torch
 
 import tiledispatch as td
 from tiledispatch.presets import load_preset
-from tiledispatch.testing.reference import check_kernels
+from tiledispatch.testing.reference import check_problems
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -31,11 +31,7 @@ def test_every_halo_instance(direction, dtype):
     assert reg.kernels, f"no halo instance in conv_{direction}_{dtype}_2d_all"
     report = reg.build()
     assert not report.failed, report.failed
-    runs, failures = 0, []
-    for problem in _depthwise(direction, dtype):
-        count, failed = check_kernels([k for k in reg.kernels if k.is_supported(problem)], problem)
-        runs += count
-        failures += failed
+    runs, failures = check_problems(reg.kernels, _depthwise(direction, dtype))
     print(f"halo {direction} {dtype}: {len(reg.kernels)} instances, {runs} runs, {len(failures)} failures")
     assert runs > 0
     assert not failures, "\n".join(failures[:20])

@@ -10,7 +10,7 @@ import torch
 
 import tiledispatch as td
 from tiledispatch.kernels import conv_im2col
-from tiledispatch.testing.reference import check_kernels
+from tiledispatch.testing.reference import check_problems
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -39,13 +39,13 @@ def test_every_candidate_on_real_sizes(direction, dtype):
         for cfg in configs:
             reg.add(cfg)
         assert not reg.build().failed
-        for n, c, k, spatial, filt, stride, pad, dil in cases:
-            for bias, act in ((False, "none"), (True, "relu")) if direction == "fwd" else ((False, "none"),):
-                problem = td.ConvProblem(direction, n, c, k, 1, spatial, filt, stride, pad, dil, dtype, bias=bias,
-                                         activation=act)
-                count, failed = check_kernels([kr for kr in reg.kernels if kr.is_supported(problem)], problem)
-                runs += count
-                failures += failed
+        epilogues = ((False, "none"), (True, "relu")) if direction == "fwd" else ((False, "none"),)
+        problems = [td.ConvProblem(direction, n, c, k, 1, spatial, filt, stride, pad, dil, dtype, bias=bias,
+                                   activation=act)
+                    for n, c, k, spatial, filt, stride, pad, dil in cases for bias, act in epilogues]
+        count, failed = check_problems(reg.kernels, problems)
+        runs += count
+        failures += failed
     print(f"{direction} {dtype}: {runs} kernel runs, {len(failures)} failures")
     assert runs > 0
     assert not failures, "\n".join(failures[:20])

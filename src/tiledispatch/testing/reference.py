@@ -192,3 +192,14 @@ def check_kernels(kernels: list[Any], problem: ConvProblem, device: Any = "cuda"
         if not result["rel_err"] <= CONV_TOLERANCES[problem.dtype]:
             failures.append(f"{kernel.name}: {problem.describe()}: {result}")
     return len(kernels), failures
+
+
+def check_problems(kernels: list[Any], problems: list[ConvProblem], device: Any = "cuda"
+                   ) -> tuple[int, list[str]]:
+    """check_kernels of each problem over the kernels that support it; (runs, failures) summed."""
+    runs, failures = 0, []
+    for problem in problems:
+        count, failed = check_kernels([k for k in kernels if k.is_supported(problem)], problem, device)
+        runs += count
+        failures += failed
+    return runs, failures
