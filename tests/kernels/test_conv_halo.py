@@ -124,15 +124,18 @@ def _check(registry, cfg, problem):
     return out, args
 
 
-def _check_dgrad(registry, cfg, problem):
-    """The reference of run_and_validate, and (symmetric padding) torch's own dgrad in float64."""
+def _check_against_torch(registry, cfg, problem):
+    """The reference of run_and_validate, and (symmetric padding) torch's own dgrad / wgrad in float64."""
     import torch
 
     out, args = _check(registry, cfg, problem)
     (pad_h, pad_h_right), (pad_w, pad_w_right) = problem.padding
     if (pad_h, pad_w) == (pad_h_right, pad_w_right):
-        ref = torch.nn.grad.conv2d_input(tuple(args.x.shape), args.w.double(), args.y.double(),
-                                         problem.stride, (pad_h, pad_w), problem.dilation, problem.groups)
+        geometry = (problem.stride, (pad_h, pad_w), problem.dilation, problem.groups)
+        if problem.direction == "bwd_data":
+            ref = torch.nn.grad.conv2d_input(tuple(args.x.shape), args.w.double(), args.y.double(), *geometry)
+        else:
+            ref = torch.nn.grad.conv2d_weight(args.x.double(), tuple(out.shape), args.y.double(), *geometry)
         err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
         assert err <= CONV_TOLERANCES[problem.dtype], err
 
@@ -150,31 +153,18 @@ def test_matches_reference_more_shapes(registry, cfg, problem):
 
 @pytest.mark.parametrize("cfg, problem", [c[1:] for c in FAST_BWD], ids=[c[0] for c in FAST_BWD])
 def test_bwd_data_matches_reference(registry, cfg, problem):
-    _check_dgrad(registry, cfg, problem)
+    _check_against_torch(registry, cfg, problem)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cfg, problem", [c[1:] for c in SLOW_BWD], ids=[c[0] for c in SLOW_BWD])
 def test_bwd_data_matches_reference_more_shapes(registry, cfg, problem):
-    _check_dgrad(registry, cfg, problem)
-
-
-def _check_wgrad(registry, cfg, problem):
-    """The reference of run_and_validate, and (symmetric padding) torch's own wgrad in float64."""
-    import torch
-
-    out, args = _check(registry, cfg, problem)
-    (pad_h, pad_h_right), (pad_w, pad_w_right) = problem.padding
-    if (pad_h, pad_w) == (pad_h_right, pad_w_right):
-        ref = torch.nn.grad.conv2d_weight(args.x.double(), tuple(out.shape), args.y.double(), problem.stride,
-                                          (pad_h, pad_w), problem.dilation, problem.groups)
-        err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
-        assert err <= CONV_TOLERANCES[problem.dtype], err
+    _check_against_torch(registry, cfg, problem)
 
 
 @pytest.mark.parametrize("cfg, problem", [c[1:] for c in FAST_WGRAD], ids=[c[0] for c in FAST_WGRAD])
 def test_bwd_weight_matches_reference(wgrad_registry, cfg, problem):
-    _check_wgrad(wgrad_registry, cfg, problem)
+    _check_against_torch(wgrad_registry, cfg, problem)
 
 
 def test_wgrad_row_chunks():
@@ -188,7 +178,7 @@ def test_wgrad_row_chunks():
 @pytest.mark.slow
 @pytest.mark.parametrize("cfg, problem", [c[1:] for c in SLOW_WGRAD], ids=[c[0] for c in SLOW_WGRAD])
 def test_bwd_weight_matches_reference_more_shapes(wgrad_registry_more, cfg, problem):
-    _check_wgrad(wgrad_registry_more, cfg, problem)
+    _check_against_torch(wgrad_registry_more, cfg, problem)
 
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
