@@ -75,7 +75,7 @@ def entries(cfg: ConvConfig) -> list[EntrySpec]:
 
 
 def _strides(cfg: ConvConfig) -> tuple[int, ...]:
-    return STRIDES.get(cfg.direction, W_STRIDES)
+    return STRIDES[cfg.direction]
 
 
 def halo_columns(cfg: ConvConfig, stride: int) -> int:
@@ -219,8 +219,8 @@ def _wgrad_body(cfg: ConvConfig) -> str:
 def render(cfg: ConvConfig) -> str:
     if cfg.direction == "bwd_weight":
         bodies = [_wgrad_body(cfg)] + [reduce_body(cfg, kind) for kind in REDUCE_KINDS]
-        return "\n\n".join(header(spec) + body for spec, body in zip(entries(cfg), bodies))
-    bodies = [pack_body(cfg)] + [_body(cfg, s) for s in _strides(cfg)]
+    else:
+        bodies = [pack_body(cfg)] + [_body(cfg, s) for s in _strides(cfg)]
     return "\n\n".join(header(spec) + body for spec, body in zip(entries(cfg), bodies))
 
 
