@@ -147,25 +147,32 @@ def cold_picks(problems: list[Any], cache: Path, workers: int) -> list[dict[str,
     return rows
 
 
-def oracle_registry(first: Any, cache: Path, workers: int) -> tuple[Any, set[str]]:
-    """Step 2's registry: the essential preset, the whole space and the vendor plan of `first`'s key, built
-    in `cache`; and the names of the essential kernels."""
-    import tiledispatch as td
+def declare_oracle(registry: Any, first: Any, on_demand: bool = False) -> set[str]:
+    """Declare in `registry` what step 2 times for `first`'s key: the essential preset, the whole space and
+    the vendor plan (on_demand: declared, not built); returns the names of the essential kernels."""
     from tiledispatch.configs.vendor import VendorConfig
     from tiledispatch.presets import load_preset, space_of
     from tiledispatch.problems.conv import ConvProblem
 
     preset = essential_preset(first)
-    registry = td.Registry(cache_dir=cache)
-    registry.add_preset(preset, epilogue(first))
-    registry.add_preset(space_of(preset), epilogue(first))
+    registry.add_preset(preset, epilogue(first), on_demand=on_demand)
+    registry.add_preset(space_of(preset), epilogue(first), on_demand=on_demand)
     conv = isinstance(first, ConvProblem)
-    registry.add(VendorConfig("conv", first.direction) if conv else VendorConfig("gemm"))
+    registry.add(VendorConfig("conv", first.direction) if conv else VendorConfig("gemm"), on_demand=on_demand)
+    return {cfg.with_epilogue(*epilogue(first)).name if conv else cfg.with_epilogue(epilogue(first)).name
+            for cfg in load_preset(preset)}
+
+
+def oracle_registry(first: Any, cache: Path, workers: int) -> tuple[Any, set[str]]:
+    """Step 2's registry (declare_oracle) built in `cache`; and the names of the essential kernels."""
+    import tiledispatch as td
+
+    registry = td.Registry(cache_dir=cache)
+    essential = declare_oracle(registry, first)
     start = time.perf_counter()
     report = registry.build(max_workers=workers)
-    print(f"{preset}: oracle build {report} ({time.perf_counter() - start:.1f} s)", flush=True)
-    essential = {cfg.with_epilogue(*epilogue(first)).name if conv else cfg.with_epilogue(epilogue(first)).name
-                 for cfg in load_preset(preset)}
+    seconds = time.perf_counter() - start
+    print(f"{essential_preset(first)}: oracle build {report} ({seconds:.1f} s)", flush=True)
     return registry, essential
 
 
@@ -207,13 +214,25 @@ def measure(problem: Any, row: dict[str, Any] | None, registry: Any, essential: 
     return row
 
 
+def distribution(values: list[float]) -> dict[str, float]:
+    """mean / median / P10 / worst of efficiencies ({} for none); P10 is the value at index 10% of the
+    sorted list (no interpolation)."""
+    values = sorted(values)
+    if not values:
+        return {}
+    return {"mean": statistics.fmean(values), "median": statistics.median(values),
+            "p10": values[int(0.1 * (len(values) - 1))], "worst": values[0]}
+
+
+def read_json(path: Path) -> Any:
+    """A results file, gzip-compressed when its name ends in .gz (results with every plan's time)."""
+    raw = path.read_bytes()
+    return json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+
+
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     def dist(key: str) -> dict[str, float]:
-        values = sorted(r[key] for r in rows if r.get(key) is not None)
-        if not values:
-            return {}
-        return {"mean": statistics.fmean(values), "median": statistics.median(values),
-                "p10": values[int(0.1 * (len(values) - 1))], "worst": values[0]}
+        return distribution([r[key] for r in rows if r.get(key) is not None])
 
     cold = [r for r in rows if r["cold"]]
     warm = [r["warm_select_us"] for r in rows if r.get("warm_select_us") is not None]
@@ -340,9 +359,7 @@ def main() -> None:
                         help="print the pooled summary per key of this --out file and exit")
     args = parser.parse_args()
     if args.summarize is not None:
-        raw = args.summarize.read_bytes()
-        text = gzip.decompress(raw) if args.summarize.suffix == ".gz" else raw
-        print(json.dumps(pooled(json.loads(text)), indent=1))
+        print(json.dumps(pooled(read_json(args.summarize)), indent=1))
         return
     os.environ["TILEDISPATCH_RANK_SPACE"] = "1"
     os.environ["TILEDISPATCH_MEASURE"] = "0"

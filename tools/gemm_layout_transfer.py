@@ -2,9 +2,9 @@
 candidate sweeps that timed every `_candidates` kernel per shape (benchmarks/results/sweeps/sweep_*_h200.json,
 `benchmarks/gemm.py --full-matrix`; screened kernels carry their 3-sample estimate).
 
-Per sweep file: efficiency = fastest kernel / the pick, mean / P10 / worst over its shapes, for the model's
-top-1, its top 3 timed (unsure -> measure) and the rules' top-1, ranking exactly the kernels the sweep timed
-through selector.by_model_or_rules.
+Per sweep file: efficiency = fastest kernel / the pick, mean / median / P10 / worst over its shapes, for the
+model's top-1, its top 3 timed (unsure -> measure) and the rules' top-1, ranking exactly the kernels the
+sweep timed through selector.by_model_or_rules.
 
     python tools/gemm_layout_transfer.py [--out benchmarks/results/ml/gemm_layout_transfer_h200.json]
 """
@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from rank_space import distribution  # noqa: E402  benchmarks/rank_space.py (mean / median / P10 / worst)
 SWEEPS = ("sweep_bf16_rcr_h200", "sweep_bf16_rrr_h200", "sweep_fp16_rcr_h200", "sweep_fp16_rrr_h200")
-
-
-def distribution(values: list[float]) -> dict[str, float]:
-    values = sorted(values)
-    return {"mean": statistics.fmean(values), "p10": values[int(0.1 * (len(values) - 1))], "worst": values[0]}
 
 
 def evaluate(path: Path) -> dict[str, Any]:

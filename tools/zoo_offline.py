@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from rank_space import declare_oracle, distribution, read_json  # noqa: E402  benchmarks/rank_space.py
 
 
 def zoo_problems(path: Path) -> dict[str, Any]:
@@ -38,35 +38,13 @@ def zoo_problems(path: Path) -> dict[str, Any]:
     return {p.signature(): p for p in problems}
 
 
-def read_json(path: Path) -> Any:
-    """A JSON file, gzip-compressed when its name ends in .gz (results with every plan's time)."""
-    import gzip
-
-    return json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())
-
-
-def distribution(values: list[float]) -> dict[str, float]:
-    values = sorted(values)
-    return {"mean": statistics.fmean(values), "median": statistics.median(values),
-            "p10": values[int(0.1 * (len(values) - 1))], "worst": values[0]}
-
-
 def registry_for(problem: Any) -> Any:
-    """The plans rank_space.py's oracle timed: the essential preset, the space and the vendor, declared on
-    demand (nothing is built)."""
+    """The plans rank_space.py's oracle timed (rank_space.declare_oracle), declared on demand: nothing is
+    built."""
     import tiledispatch as td
-    from tiledispatch.configs.vendor import VendorConfig
-    from tiledispatch.presets import space_of
-    from tiledispatch.problems.conv import ConvProblem
 
-    conv = isinstance(problem, ConvProblem)
-    essential = (f"conv_{problem.direction}_{problem.dtype}_{problem.ndim}d_essential" if conv
-                 else f"gemm_{problem.dtype}_{problem.layout}_essential")
-    epilogue = (problem.activation, problem.bias) if conv else problem.epilogue
     registry = td.Registry(td.get_arch("sm_90"))
-    registry.add_preset(essential, epilogue, on_demand=True)
-    registry.add_preset(space_of(essential), epilogue, on_demand=True)
-    registry.add(VendorConfig("conv", problem.direction) if conv else VendorConfig("gemm"), on_demand=True)
+    declare_oracle(registry, problem, on_demand=True)
     return registry
 
 
