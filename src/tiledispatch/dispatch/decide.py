@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from tiledispatch import settings
+from tiledispatch.bench.schema import op_of
 from tiledispatch.dispatch import space
 from tiledispatch.memo import Stamp
 from tiledispatch.problems.conv import ConvProblem
@@ -75,7 +76,7 @@ def _choose(registry: KernelStore, plans: list[Plan], problem: GemmProblem | Con
     ranking = by_model_or_rules(plans, problem, arch, model, why_not)
     why = unsure(ranking)
     if why is not None and _can_measure(device):
-        plans = to_measure(ranking, settings.measure_top_k(_op(problem)))
+        plans = to_measure(ranking, settings.measure_top_k(op_of(problem)))
         return _measure(registry, plans, problem, device, why)
     return from_ranking(ranking)
 
@@ -93,14 +94,10 @@ def _auto_space(registry: KernelStore, ranked: space.SpaceRanking, problem: Gemm
                 return space.describe(registry, chosen, ranked, report)
     why = unsure(ranked.ranking)
     if why is not None and _can_measure(device):
-        plans, report = space.to_measure(registry, ranked, settings.measure_top_k(_op(problem)))
+        plans, report = space.to_measure(registry, ranked, settings.measure_top_k(op_of(problem)))
         if plans:
             return space.describe(registry, _measure(registry, plans, problem, device, why), ranked, report)
     return space.pick(registry, ranked)
-
-
-def _op(problem: GemmProblem | ConvProblem) -> str:
-    return "conv" if isinstance(problem, ConvProblem) else "gemm"
 
 
 def _can_measure(device: Any) -> bool:
