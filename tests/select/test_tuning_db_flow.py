@@ -163,3 +163,14 @@ def test_two_processes_storing_concurrently_lose_no_entry(tmp_path):
         assert p.exitcode == 0
     entries = TuningDB("sm_90", path).entries
     assert {key for key in entries} == {TuningDB.key(DEVICE, f"sig-{w}-{i}") for w in range(2) for i in range(25)}
+
+
+def test_db_entry_won_by_the_vendor_gives_ours_with_the_vendor_off(build_registry, names, tmp_path, monkeypatch):
+    # an entry stored with the vendor on names cuBLAS; with TILEDISPATCH_VENDOR=0 its kept timings pick ours
+    # (before: the vendor label matched no plan and the entry was ignored)
+    db_path = tmp_path / "vendor.json"
+    timings = {"vendor-cublas-gemm": 0.5, names[1]: 0.9, names[0]: 1.2}
+    TuningDB("sm_90", db_path).store(DEVICE, PROBLEM.signature(), "vendor-cublas-gemm", timings)
+    monkeypatch.setenv("TILEDISPATCH_VENDOR", "0")
+    chosen = registry_with_db(build_registry, db_path).select(PROBLEM, "auto")
+    assert chosen.strategy == "tuning_db" and chosen.kernel.name == names[1]

@@ -9,7 +9,7 @@ from tiledispatch import settings
 from tiledispatch.configs.vendor import VendorConfig
 from tiledispatch.registry.kernel import Kernel
 from tiledispatch.registry.vendor import VendorKernel
-from tiledispatch.select.selector import choose, fastest, is_vendor, plans_of
+from tiledispatch.select.selector import choose, db_winner, fastest, is_vendor, plans_of
 from tiledispatch.testing import small_config
 
 ARCH = td.get_arch("sm_90")
@@ -105,3 +105,23 @@ def test_a_vendor_kept_by_the_margin_says_so() -> None:
     assert is_vendor(winner) and any("kept the vendor plan" in n for n in notes)
     ours = min((p for p in plans if not is_vendor(p)), key=lambda p: timings[p.label])
     assert not any("kept the vendor" in n for n in measured(ours, timings, "db").notes)
+
+
+def _entry(kernel: str, ours_ms: float, vendor_ms: float) -> dict:
+    return {"kernel": kernel, "timings_ms": {"gemm-a": ours_ms, "gemm-b": ours_ms + 1.0,
+                                            "vendor-cublas-gemm": vendor_ms}}
+
+
+@pytest.mark.parametrize("margin, vendor_on, want", [(0.03, True, "gemm-a"), (0.10, True, "vendor-cublas-gemm"),
+                                                     (0.10, False, "gemm-a")])
+def test_db_winner_decides_the_kept_timings_again(margin: float, vendor_on: bool, want: str) -> None:
+    # stored under margin 0.03, where ours (0.95 ms) beat the vendor (1.0 ms): a larger margin or the vendor
+    # switched off decide again from the same timings
+    assert db_winner(_entry("gemm-a", 0.95, 1.0), margin, vendor_on) == want
+    assert db_winner(_entry("vendor-cublas-gemm", 0.5, 1.0), 0.10, False) == "gemm-a"
+
+
+def test_db_winner_without_timings_of_ours_keeps_the_stored_label() -> None:
+    assert db_winner({"kernel": "vendor-cublas-gemm", "timings_ms": {"vendor-cublas-gemm": 1.0}},
+                     0.03, False) == "vendor-cublas-gemm"
+    assert db_winner({"kernel": "gemm-a"}, 0.03, True) == "gemm-a"

@@ -15,8 +15,8 @@ from tiledispatch.registry.store import KernelStore
 from tiledispatch.runtime.launcher import device_token
 from tiledispatch.select import cost_model
 from tiledispatch.select.selector import (DEFAULT_TOP_K, Plan, Selection, by_model_or_rules, check_strategy,
-                                          choose, from_ranking, measured, to_measure, to_time, tuned_plan,
-                                          unsure)
+                                          choose, db_winner, from_ranking, measured, to_measure, to_time,
+                                          tuned_plan, unsure)
 
 
 @dataclasses.dataclass
@@ -70,7 +70,7 @@ def _choose(registry: KernelStore, plans: list[Plan], problem: GemmProblem | Con
         return _auto_space(registry, ranked_space, problem, device, hit)
     if not plans:
         raise registry.unsupported(problem)
-    tuned = None if hit is None else tuned_plan(plans, hit["kernel"], hit.get("timings_ms"))
+    tuned = None if hit is None else tuned_plan(plans, _db_label(hit), hit.get("timings_ms"))
     if tuned is not None:
         return tuned
     ranking = by_model_or_rules(plans, problem, arch, model, why_not)
@@ -86,7 +86,7 @@ def _auto_space(registry: KernelStore, ranked: space.SpaceRanking, problem: Gemm
     """`auto` over the ranking of the declared space (dispatch/space.py): the tuning DB's winner, else the top
     k timed when unsure (compiled on demand), else the best plan that builds."""
     if hit is not None:
-        found = space.tuned(registry, ranked, hit["kernel"])
+        found = space.tuned(registry, ranked, _db_label(hit))
         if found is not None:
             plan, report = found
             chosen = tuned_plan([plan], plan.label, hit.get("timings_ms"))
@@ -98,6 +98,11 @@ def _auto_space(registry: KernelStore, ranked: space.SpaceRanking, problem: Gemm
         if plans:
             return space.describe(registry, _measure(registry, plans, problem, device, why), ranked, report)
     return space.pick(registry, ranked)
+
+
+def _db_label(hit: dict) -> str:
+    """The plan a tuning DB entry names under the current vendor settings (selector.db_winner)."""
+    return db_winner(hit, settings.vendor_margin(), settings.vendor_plans())
 
 
 def _can_measure(device: Any) -> bool:

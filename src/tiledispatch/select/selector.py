@@ -208,6 +208,22 @@ def fastest(plans: list[Plan], timings: dict[str, float], vendor_margin: float) 
     return best if timings[best.label] < timings[theirs.label] * (1.0 - vendor_margin) else theirs
 
 
+def db_winner(hit: dict, vendor_margin: float, vendor_allowed: bool) -> str:
+    """The label a tuning DB entry picks under this process's vendor settings: its kept timings decided again
+    as `fastest` does (the entry may come from a process with another TILEDISPATCH_VENDOR_MARGIN, or with
+    the vendor off); the stored winner when the entry kept no timings of ours."""
+    timings = {label: float(ms) for label, ms in (hit.get("timings_ms") or {}).items() if ms == ms and ms > 0}
+    ours = {label: ms for label, ms in timings.items() if not label.startswith("vendor-")}
+    if not ours:
+        return hit["kernel"]
+    best = min(ours, key=ours.__getitem__)
+    theirs = {label: ms for label, ms in timings.items() if label not in ours}
+    if not vendor_allowed or not theirs:
+        return best
+    vendor = min(theirs, key=theirs.__getitem__)
+    return best if ours[best] < theirs[vendor] * (1.0 - vendor_margin) else vendor
+
+
 def tuned_plan(plans: list[Plan], label: str, timings: dict[str, float] | None = None) -> Selection | None:
     """The selection of the plan the tuning DB names (with the timings the DB kept, ms, as its ranking), or
     None when no plan has that label."""
