@@ -117,3 +117,4 @@ def test_eager_calls_routed_to_torch_do_not_recompile():
             module._td_last = (x.shape, torch.is_grad_enabled())
     compiled(x)
     assert len(graphs) == 1
+

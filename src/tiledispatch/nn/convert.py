@@ -133,17 +133,20 @@ def _torch_class(module: torch.nn.Module) -> type:
 
 
 def _attach_check(model: torch.nn.Module, report: ConvertReport) -> None:
-    """Register a StepCheck of every converted layer as `model`'s forward pre-hook (replacing an earlier
-    convert's)."""
-    for key, hook in list(model._forward_pre_hooks.items()):   # an earlier convert's (or a deep copy's)
-        if isinstance(hook, StepCheck):
-            del model._forward_pre_hooks[key]
+    """Register a StepCheck of every converted layer as the forward pre-hook of the first of them (replacing
+    an earlier convert's). Not on `model` itself: torch.compile runs a root module's hooks outside the traced
+    frame, so a root hook became a compiled frame of its own, with its own guards, on every compiled step
+    (torch 2.11); a submodule's hooks are traced into the model's frame, where the check returns at once."""
+    for module in model.modules():   # an earlier convert's (or a deep copy's)
+        for key, hook in list(module._forward_pre_hooks.items()):
+            if isinstance(hook, StepCheck):
+                del module._forward_pre_hooks[key]
     taken = {layer.name for layer in report.taken}
     modules = [(m, _torch_class(m)) for name, m in model.named_modules() if name in taken]
     if not modules:
         return
     report.step_check = StepCheck(modules)
-    model.register_forward_pre_hook(report.step_check)
+    modules[0][0].register_forward_pre_hook(report.step_check)
 
 
 def convert(model: torch.nn.Module, *, exclude: Iterable[str] = (), step_check: bool = True) -> ConvertReport:

@@ -6,8 +6,9 @@ host and the GPU overlap across layers, which no per-layer sum sees. So once a m
 the same modules swapped back to their torch classes (stock torch exactly), and compares the blocks' wall
 times (device synchronized at each block boundary). The mode keeps the converted layers only where their
 median block is below MARGIN of torch's; otherwise its layers stay torch's classes, as before convert.
-A step is one call of the converted root module; a block that another mode's steps interrupt starts again
-(a mode whose blocks keep being interrupted stays on the converted layers, unchecked).
+A step is one call of the first converted layer (whose forward pre-hook the check is: once per step in a
+model that calls each layer once); a block that another mode's steps interrupt starts again (a mode whose
+blocks keep being interrupted stays on the converted layers, unchecked).
 """
 from __future__ import annotations
 
@@ -46,12 +47,13 @@ class Trial:
                 for arm in ARMS if any(a == arm for a, _ in self.blocks)}
 
 
-def _mode(root: torch.nn.Module) -> str:
-    return f"{'train' if root.training else 'eval'}/{'grad' if torch.is_grad_enabled() else 'no_grad'}"
+def _mode(layer: torch.nn.Module) -> str:
+    return f"{'train' if layer.training else 'eval'}/{'grad' if torch.is_grad_enabled() else 'no_grad'}"
 
 
 class StepCheck:
-    """Attached to a converted root module as a forward pre-hook (convert(model, step_check=True))."""
+    """Attached to the first converted layer as a forward pre-hook (convert(model, step_check=True)); its
+    train/eval flag and the grad mode make the step's mode."""
 
     def __init__(self, modules: Sequence[tuple[torch.nn.Module, type]]) -> None:
         self.modules = list(modules)          # (converted module, the torch class it swaps back to)
@@ -60,10 +62,10 @@ class StepCheck:
         self.arm = "tiledispatch"             # the classes the modules have now
         self.last_mode: str | None = None
 
-    def __call__(self, root: torch.nn.Module, args: Any) -> None:
+    def __call__(self, layer: torch.nn.Module, args: Any) -> None:
         if torch.compiler.is_compiling():
             return
-        trial = self.trials.get(mode := _mode(root))
+        trial = self.trials.get(mode := _mode(layer))
         if trial is None:
             trial = self.trials[mode] = Trial()
         moved, self.last_mode = self.last_mode != mode, mode
