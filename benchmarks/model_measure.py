@@ -54,13 +54,13 @@ def wall_times(fn: Callable[[], object], device: Any, warmup: int, steps: int, p
     then `steps` calls each synchronized (median, p20, p80) and, with `pipelined`, `steps` calls back to back
     (mean: the throughput a training loop without syncs sees) with the allocator / GC counters per step over
     those (_counters)."""
-    first_s = _first_and_warm(fn, device, warmup)
+    first_s = first_and_warm(fn, device, warmup)
     samples = [_step_ms(fn, device) for _ in range(steps)]
     back = _counted_back_to_back(fn, device, steps) if pipelined else {"pipelined_ms": None}
     return {**_spread(samples), **back, "steps": steps, "first_call_s": first_s}
 
 
-def _first_and_warm(fn: Callable[[], object], device: Any, warmup: int) -> float:
+def first_and_warm(fn: Callable[[], object], device: Any, warmup: int) -> float:
     """Seconds of the first call alone (selection, builds, compilation), then warmup - 1 more calls."""
     start = time.perf_counter()
     fn()
@@ -128,7 +128,7 @@ def interleaved_wall_times(fns: dict[str, Callable[[], object]], device: Any, wa
     all steps; pipelined_ms the mean of `steps` back-to-back steps per variant, also taken in turn."""
     results: dict[str, dict[str, Any]] = {}
     for name, fn in fns.items():
-        results[name] = {"first_call_s": _first_and_warm(fn, device, warmup)}
+        results[name] = {"first_call_s": first_and_warm(fn, device, warmup)}
     rounds = max(1, min(rounds, steps))
     per_round = -(-steps // rounds)
     samples: dict[str, list[float]] = {name: [] for name in fns}

@@ -112,7 +112,7 @@ class Settings:
     loss_batches: int = 4        # fixed random batches the loss comparison cycles through
     loss_autocast: bool = True   # fp32 weights + torch.autocast(dtype) (CUDA); False: weights in dtype
     cudnn_benchmark: bool = True   # cuDNN picks its algorithms by timing them (as benchmarks/conv.py runs it)
-    interleave: bool = True      # eager: stock and converted side by side, timed in alternating rounds
+    interleave: bool = True      # stock and converted side by side, timed in alternating rounds
     vendor_off_gpu: bool = False  # eager: also a converted copy with vendor plans off (model_vendor_off.py)
 
 
@@ -283,10 +283,12 @@ def measure_variant(row: dict, spec: ModelSpec, base: Any, variant: str, s: Sett
             _reset_compiled()
 
 
-def measure_eager_pair(row: dict, spec: ModelSpec, base: Any, s: Settings, budget: Budget,
-                       phases: tuple[str, ...]) -> None:
-    """Stock and converted eager, side by side on the device, timed in alternation per phase
-    (measure.interleaved_wall_times) into row['runs'][phase]['{variant}_eager']."""
+def measure_pair(row: dict, spec: ModelSpec, base: Any, s: Settings, budget: Budget, mode: str,
+                 phases: tuple[str, ...]) -> None:
+    """Stock and converted in `mode`, side by side on the device, timed in alternation per phase
+    (measure.interleaved_wall_times) into row['runs'][phase][f'{variant}_{mode}']. Timed one after the
+    other in one process, the second variant ran 5-10% slower on the host than the same variant timed
+    first (compiled ConvNeXt-nano inference, H200): alternation gives both the same host."""
     import torch
 
     device, dtype = torch.device(s.device), getattr(torch, s.dtype)
@@ -295,33 +297,54 @@ def measure_eager_pair(row: dict, spec: ModelSpec, base: Any, s: Settings, budge
         models[variant], converted = _prepare(base, variant, device, dtype, spec.video)
         if converted is not None:
             row["layers"], report = _layers(converted), converted
+    runners = {v: m if mode == "eager" else torch.compile(m, mode=s.compile_mode) for v, m in models.items()}
     x, labels = _inputs(spec, s, device, dtype, row["num_classes"])
-    for phase in phases:
-        slot = row["runs"].setdefault(phase, {})
-        if budget.spent():
-            slot.update({f"{v}_eager": {"skipped": SKIPPED} for v in VARIANTS})
-            continue
-        started = time.perf_counter()
-        try:
-            steps = {}
-            for variant, model in models.items():
-                model.train() if phase == "train" else model.eval()
-                steps[variant] = make_step(phase, model, model, x, labels, False)
-            timed = measure.interleaved_wall_times(steps, device, s.warmup, s.steps, pipelined=s.pipelined)
-            for variant, step in steps.items():
-                result = timed[variant]
-                if device.type == "cuda":
-                    result.update(measure.gpu_time(step, device, s.profile_steps))
-                result["seconds"] = time.perf_counter() - started
-                slot[f"{variant}_eager"] = result
-                print(f"  {phase:5s} {variant + '_eager':18s} {_brief(result)}", flush=True)
-            if report is not None and report.step_check is not None:
-                row.setdefault("step_check", {})[phase] = report.step_check.summary()
-                print(f"  {phase:5s} step check: {row['step_check'][phase]}", flush=True)
-        except Exception as exc:  # noqa: BLE001 - a model failure is a result: recorded
-            slot.update({f"{v}_eager": {**_error(exc), "seconds": time.perf_counter() - started}
-                         for v in VARIANTS})
-            print(f"  {phase:5s} ERROR {_error(exc)['error'][:200]}", flush=True)
+    try:
+        for phase in phases:
+            _measure_phase(row, phase, models, runners, x, labels, s, budget, mode, report)
+    finally:
+        if mode == "compiled":
+            _reset_compiled()
+
+
+def _measure_phase(row: dict, phase: str, models: dict, runners: dict, x: Any, labels: Any, s: Settings,
+                   budget: Budget, mode: str, report: Any) -> None:
+    """One phase of measure_pair: compiled variants are warmed up one at a time first (their compile counts
+    and first-call times kept apart), then timed in alternation."""
+    import torch
+
+    device = torch.device(s.device)
+    slot = row["runs"].setdefault(phase, {})
+    if budget.spent():
+        slot.update({f"{v}_{mode}": {"skipped": SKIPPED} for v in VARIANTS})
+        return
+    started = time.perf_counter()
+    try:
+        steps, warm = {}, {}
+        for variant, model in models.items():
+            model.train() if phase == "train" else model.eval()
+            steps[variant] = make_step(phase, runners[variant], model, x, labels, mode == "compiled")
+            if mode == "compiled":
+                before = _compile_counts()
+                first_s = measure.first_and_warm(steps[variant], device, s.compiled_warmup)
+                warm[variant] = {"first_call_s": first_s,
+                                 **{k: v - before[k] for k, v in _compile_counts().items()}}
+        timed = measure.interleaved_wall_times(steps, device, 1 if warm else s.warmup, s.steps,
+                                               pipelined=s.pipelined)
+        for variant, step in steps.items():
+            result = {**timed[variant], **warm.get(variant, {})}
+            if device.type == "cuda":
+                result.update(measure.gpu_time(step, device, s.profile_steps))
+            result["seconds"] = time.perf_counter() - started
+            slot[f"{variant}_{mode}"] = result
+            print(f"  {phase:5s} {variant + '_' + mode:18s} {_brief(result)}", flush=True)
+        if mode == "eager" and report is not None and report.step_check is not None:
+            row.setdefault("step_check", {})[phase] = report.step_check.summary()
+            print(f"  {phase:5s} step check: {row['step_check'][phase]}", flush=True)
+    except Exception as exc:  # noqa: BLE001 - a model / compile failure is a result: recorded
+        slot.update({f"{v}_{mode}": {**_error(exc), "seconds": time.perf_counter() - started}
+                     for v in VARIANTS})
+        print(f"  {phase:5s} ERROR {_error(exc)['error'][:200]}", flush=True)
 
 
 def _compile_counts() -> dict[str, int]:
@@ -385,17 +408,18 @@ def measure_model(row: dict[str, Any], spec: ModelSpec, s: Settings, budget: Bud
     batch = s.video_batch if spec.video else s.batch
     row.update(source=source, input_shape=[batch, *spec.input], num_classes=_num_classes(base),
                params_m=sum(p.numel() for p in base.parameters()) / 1e6)
-    if mode == "eager" and s.interleave:
+    paired = s.interleave and mode in ("eager", "compiled")
+    if paired:
         try:
-            measure_eager_pair(row, spec, base, s, budget, phases)
+            measure_pair(row, spec, base, s, budget, mode, phases)
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory: recorded
-            row.setdefault("errors", {})["eager"] = _error(exc)
-            print(f"  eager: ERROR {_error(exc)['error'][:200]}", flush=True)
+            row.setdefault("errors", {})[mode] = _error(exc)
+            print(f"  {mode}: ERROR {_error(exc)['error'][:200]}", flush=True)
         _free(s)
     if mode == "eager" and s.vendor_off_gpu and not budget.spent():
         measure_vendor_off(row, spec, base, s, phases)
         _free(s)
-    for variant in VARIANTS if not (mode == "eager" and s.interleave) and mode != "numerics" else ():
+    for variant in VARIANTS if not paired and mode != "numerics" else ():
         try:
             measure_variant(row, spec, base, variant, s, budget, mode, phases)
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory: recorded per variant
@@ -586,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loss-no-autocast", action="store_true",
                         help="loss comparison with bf16 weights (default: fp32 weights under autocast bf16)")
     parser.add_argument("--no-interleave", action="store_true",
-                        help="eager: time stock, then converted (default: side by side, alternating rounds)")
+                        help="time stock, then converted (default: side by side, alternating rounds)")
     parser.add_argument("--no-cudnn-benchmark", action="store_true",
                         help="leave torch.backends.cudnn.benchmark off (default: on, for both variants)")
     parser.add_argument("--vendor-off-gpu", action="store_true",
