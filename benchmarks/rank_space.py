@@ -10,7 +10,7 @@ MobileNetV2) and on LLM projection GEMMs (LLM_PROJECTIONS) at several token coun
    `auto` select of each problem in turn, timed: total, ranking and compile seconds, whether the pick was
    cold (compiled on demand), and a warm repeat (µs: the memo);
 2. oracle: the whole space built (in a second cache) and every plan of each problem timed
-   (bench.tune.time_plans, quick budget: triton.testing.do_bench, L2 flushed, median of ~10 ms of runs), the
+   (bench.tune.time_plans, quick budget: bench.tune.QUICK_RULE; runs before 2026-11-27 used do_bench), the
    vendor library (cuBLAS / cuDNN through torch) too;
 3. efficiency = fastest plan / time of the pick, for the space pick, the essential-only pick (the model's top
    over the essential kernels: TILEDISPATCH_RANK_SPACE=0), the model's top and the rules' top over every plan

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tiledispatch import settings
-from tiledispatch.bench.timer import time_ms
+from tiledispatch.bench.timer import StopRule, SweepTimer, time_ms
 from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.runtime.execute import run_selection
 from tiledispatch.select.selector import Selection, fastest
@@ -27,11 +27,27 @@ def _gemm_runner(plan: Plan, args: Any) -> Callable[[], Any]:
     return lambda: run_selection(selection, fixed)
 
 
+# `auto` when unsure: a few ms per plan. Samples until the median holds within 2% over a chunk (10 at least)
+QUICK_RULE = StopRule(min_samples=10, max_samples=40, rtol=0.02, budget_ms=4.0)
+
+
+def plan_timer(device: Any, quick: bool) -> Callable[[Callable[[], Any]], float]:
+    """Median ms of a callable on `device`, as the sweeps time kernels (bench/timer.SweepTimer: L2 flushed,
+    the host kept ahead of the device so that no host time lands between the events). triton's do_bench,
+    used before, lets the host time of a call leak in whenever it exceeds the flush (tests/gpu checks it):
+    in a model's process `auto` timed cuDNN's 1x1 weight gradient (n32 c2048 k512 7x7) at 68 us, where
+    do_bench in a quiet process measured 12 us, and picked ours. On the CPU interpreter: wall time."""
+    if device.type != "cuda":
+        return lambda fn: time_ms(fn, device)
+    timer = SweepTimer(device, QUICK_RULE if quick else StopRule())
+    return lambda fn: timer.measure(fn).median_ms
+
+
 def time_plans(plans: list[Plan], request: GemmProblem | ConvProblem, device: Any, quick: bool = False
                ) -> tuple[Plan, dict[str, float]]:
-    """(the fastest plan, median ms of every plan by label) on `device`; quick: a short budget (about 2 ms of
-    warm-up and 10 ms of timed runs per plan: what `auto` spends when unsure). A vendor plan stays the pick
-    unless ours beats it by more than TILEDISPATCH_VENDOR_MARGIN (selector.fastest)."""
+    """(the fastest plan, median ms of every plan by label) on `device` (plan_timer); quick: a short budget
+    (QUICK_RULE: what `auto` spends when unsure). A vendor plan stays the pick unless ours beats it by more
+    than TILEDISPATCH_VENDOR_MARGIN (selector.fastest)."""
     from tiledispatch.testing.inputs import make_args
 
     if isinstance(request, ConvProblem):
@@ -46,7 +62,7 @@ def time_plans(plans: list[Plan], request: GemmProblem | ConvProblem, device: An
 
         def runner(plan: Plan) -> Callable[[], Any]:
             return _gemm_runner(plan, args)
-    budget = {"warmup_ms": 2, "rep_ms": 10} if quick else {}
-    timings = {plan.label: time_ms(runner(plan), device, **budget) for plan in plans}
+    timed = plan_timer(device, quick)
+    timings = {plan.label: timed(runner(plan)) for plan in plans}
     winner = fastest(plans, timings, settings.vendor_margin())
     return winner, timings
