@@ -227,3 +227,26 @@ def test_pipelined_steps_report_the_counters_a_step_can_hide_in(bench):
     assert result["quiet"]["per_step_counters"]["gc_gen2"] == 0.0
     single = measure.wall_times(steps["collects"], torch.device("cpu"), warmup=1, steps=3)
     assert single["per_step_counters"]["gc_gen2"] == 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("small_defaults")
+def test_compiled_variants_are_warmed_apart_then_timed_in_alternation(bench):
+    """models.py's compiled pass keeps both variants alive: each warmed up alone (its own compile counts and
+    first call), then both timed in alternating rounds (timed one after the other, the second ran slower on
+    the host). Smoke model, torch.compile's default mode, CPU."""
+    models = bench["models"]
+    s = models.Settings(device="cpu", dtype="float32", batch=1, steps=2, warmup=1, compiled_warmup=1,
+                        modes=("compiled",), compile_mode="default", pipelined=False, phases=("infer",),
+                        numerics=False, smoke=True)
+    spec = models.loss_spec("smoke_cnn")
+    base, _ = models.build(spec)
+    row = {"runs": {}, "num_classes": models._num_classes(base)}
+    models.measure_pair(row, spec, base, s, models.Budget(600), "compiled", ("infer",))
+    slot = row["runs"]["infer"]
+    assert set(slot) == {"stock_compiled", "converted_compiled"}, slot
+    for result in slot.values():
+        assert "error" not in result, result.get("error")
+        assert result["interleaved"] == ["stock", "converted"] and result["rounds"] == 2
+        assert result["first_call_s"] > 0 and result["graph_breaks"] == 0
+    assert row["layers"]["taken"] > 0
