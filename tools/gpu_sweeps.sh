@@ -6,7 +6,9 @@
 # /tmp/td-datasets); the seconds are shared by the names in order (a sweep stopped by the budget is continued
 # by the next call). What comes back: $OUT/NAME.tar (the dataset, compacted to one part) and $OUT/sweeps.log.
 # TD_DROP_FAMILIES="direct ..." first drops the committed rows of kernel families whose code changed (once per
-# work directory), so the resumed sweep measures them again.
+# work directory), so the resumed sweep measures them again. TD_PROBLEMS=PREFIX adds the problems of the files
+# PREFIX_<direction>.json to a conv dataset instead of random ones (e.g. benchmarks/zoo/train_real2d: real
+# layers of timm models, tools/train_corpus.py).
 set -u
 budget=$1; shift
 gpu=${TD_GPU_SLUG:-h200}
@@ -33,8 +35,12 @@ for name in "$@"; do
     left=$(( end - $(date +%s) ))
     if [ "$left" -lt 30 ]; then echo "no time left for $name" | tee -a "$log"; continue; fi
     echo "== $name (${left} s left)" | tee -a "$log"
-    timeout -s INT "$left" python -m tiledispatch sweep "${args[@]}" --vendor --resume --out "$work/$name" \
-        --count "${TD_COUNT:-1100}" --json 2>> "$log" | tee -a "$log"
+    problems=(--count "${TD_COUNT:-1100}")
+    if [ -n "${TD_PROBLEMS:-}" ] && [ "${name#conv_}" != "$name" ]; then
+        args[1]="${TD_PROBLEMS}_${dir}.json"; unset 'args[2]' 'args[3]'; problems=()
+    fi
+    timeout -s INT "$left" python -m tiledispatch sweep "${args[@]}" "${problems[@]}" --vendor --resume \
+        --out "$work/$name" --json 2>> "$log" | tee -a "$log"
     echo "exit ${PIPESTATUS[0]}" | tee -a "$log"
     python -m tiledispatch data compact "$work/$name" 2>&1 | tee -a "$log"
     python -m tiledispatch data summary "$work/$name" 2>&1 | head -5 | tee -a "$log"
