@@ -4,7 +4,8 @@ For each variant (LightGBM parameters, ranker objective and labels) the same gro
 `tiledispatch train` (ml/train.py, the held-out problems excluded) scores mean / P10 / worst top-1 efficiency
 per fold, and their means. Variants are chosen on these numbers alone, never on the unseen zoo.
 
-Usage:  python tools/cv_grid.py data/h200/conv_fwd_bf16 [...] [--variants base,leaves31,...] [--out F.json]
+Usage:  python tools/cv_grid.py data/h200/conv_fwd_bf16 [...] [--variants base,leaves31,...] [--by-model]
+        [--out F.json]
 """
 from __future__ import annotations
 
@@ -30,8 +31,10 @@ VARIANTS: dict[str, tuple[dict, dict, int, float]] = {
 }
 
 
-def matrix(data_dir: str) -> tuple[Any, Any]:
-    """(Matrix of the training problems, fold per row) exactly as ml/train.train builds them."""
+def matrix(data_dir: str, by_model: bool = False) -> tuple[Any, Any]:
+    """(Matrix of the training problems, fold per row) exactly as ml/train.train builds them; by_model: the
+    problems of one model definition (the tag's part before '/') share a fold (random problems as before),
+    so a fold's real layers come from models the other folds never saw, as the unseen zoo's do."""
     import numpy as np
 
     from tiledispatch.bench.dataset import Dataset
@@ -47,7 +50,14 @@ def matrix(data_dir: str) -> tuple[Any, Any]:
     data = tr.Matrix(features.to_numpy(), rows["problem"].to_numpy(), rows["time_ms"].to_numpy(dtype=float),
                      features.columns.get_loc(OFFSET_FEATURE))
     position = {p: i for i, p in enumerate(problems)}
-    return data, np.array([position[p] % tr.GROUP_FOLDS for p in data.problems])
+    fold = {p: i % tr.GROUP_FOLDS for p, i in position.items()}
+    if by_model:
+        tags = rows.groupby("problem")["tag"].first()
+        models = sorted({str(t).split("/")[0] for t in tags if not str(t).startswith("random")})
+        model_fold = {m: i % tr.GROUP_FOLDS for i, m in enumerate(models)}
+        fold.update({p: model_fold[str(t).split("/")[0]] for p, t in tags.items()
+                     if not str(t).startswith("random")})
+    return data, np.array([fold[p] for p in data.problems])
 
 
 def cross_validate(data: Any, folds: Any, threads: int) -> dict[str, Any]:
@@ -96,11 +106,12 @@ def main() -> None:
     parser.add_argument("data", nargs="+")
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--by-model", action="store_true", help="folds grouped by model definition")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     results: dict[str, dict[str, Any]] = {}
     for data_dir in args.data:
-        data, folds = matrix(data_dir)
+        data, folds = matrix(data_dir, args.by_model)
         for variant in args.variants.split(","):
             name = Path(data_dir).name
             row = results.setdefault(name, {})[variant] = run(variant, data, folds, args.threads)
