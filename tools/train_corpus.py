@@ -63,9 +63,9 @@ def zoo_tool() -> Any:
 
 
 def excluded_keys(zoo_models: Iterable[str], training_models: Iterable[str]) -> dict[str, str]:
-    """Model keys (zoo_corpus._key: case, separators and tf_ ignored) that may not be used -> 'zoo' or
+    """Model keys (zoo_corpus.model_key: case, separators and tf_ ignored) that may not be used -> 'zoo' or
     'training'; a zoo model's timm twins (ZOO_TWINS) count as zoo models."""
-    key = zoo_tool()._key
+    key = zoo_tool().model_key
     out = {key(name): "training" for name in training_models}
     for name in zoo_models:
         for alias in (name, *ZOO_TWINS.get(name, ())):
@@ -77,7 +77,7 @@ def pick_candidates(by_module: Mapping[str, Iterable[str]], excluded: Mapping[st
                     seed: int) -> tuple[list[str], dict[str, int]]:
     """Up to per_module models of each module (seeded, the modules and their names sorted first), none
     excluded and no timm test model; with the counts of the names left out and why."""
-    key = zoo_tool()._key
+    key = zoo_tool().model_key
     rng = random.Random(seed)
     drops = {"zoo": 0, "training": 0, "test_model": 0}
     chosen: list[str] = []
@@ -94,7 +94,7 @@ def pick_candidates(by_module: Mapping[str, Iterable[str]], excluded: Mapping[st
 
 
 def check_allowed(names: Iterable[str], excluded: Mapping[str, str]) -> None:
-    key = zoo_tool()._key
+    key = zoo_tool().model_key
     clash = {name: excluded[key(name)] for name in names if key(name) in excluded}
     if clash:
         raise SystemExit(f"--models: {clash} are zoo or training tables' models")
@@ -162,7 +162,7 @@ def extract_models(names: Iterable[str]) -> tuple[list[dict[str, Any]], list[dic
     """zoo_corpus.extract_layers of each timm model (its pretrained_cfg input size), failures recorded."""
     zc = zoo_tool()
     import_timm()
-    extractor = zc._load_tool("extract_model_layers")
+    extractor = zc.load_tool("extract_model_layers")
     extracted, failed = [], []
     for name in names:
         try:

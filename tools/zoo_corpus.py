@@ -128,7 +128,7 @@ DEEPSEEK_V2_LITE: tuple[tuple[str, tuple[int, int]], ...] = (
 )
 
 
-def _load_tool(name: str) -> Any:
+def load_tool(name: str) -> Any:
     spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
     if spec is None or spec.loader is None:
         raise ImportError(f"tools/{name}.py not found")
@@ -138,7 +138,7 @@ def _load_tool(name: str) -> Any:
     return module
 
 
-def _key(name: str) -> str:
+def model_key(name: str) -> str:
     """A model name compared across libraries: lower case, without tf_ and separators."""
     return re.sub(r"[^a-z0-9]", "", name.lower().removeprefix("tf_"))
 
@@ -153,8 +153,8 @@ def training_models() -> list[str]:
 
 
 def check_unseen(models: Iterable[ZooModel]) -> None:
-    training = {_key(name) for name in training_models()}
-    clash = [m.name for m in models if _key(m.name) in training]
+    training = {model_key(name) for name in training_models()}
+    clash = [m.name for m in models if model_key(m.name) in training]
     if clash:
         raise SystemExit(f"zoo models {clash} are training tables' models")
 
@@ -429,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
 
     models = [m for m in ZOO_MODELS if not args.models or m.name in args.models.split(",")]
     check_unseen(models)
-    extractor = _load_tool("extract_model_layers")
+    extractor = load_tool("extract_model_layers")
     extracted, failed = [], []
     for model in models:
         try:

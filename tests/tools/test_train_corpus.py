@@ -179,7 +179,7 @@ def test_committed_corpus_shares_no_model_with_the_zoo(tool):
     assert models == set(meta["models"]["used"]) and len(models) >= 100
     assert sum(meta["models"]["used"].values()) == len(tags[0])
     excluded = tool.excluded_keys(zoo["zoo"], [*zoo["training_tables"], *tool.zoo_tool().training_models()])
-    key = tool.zoo_tool()._key
+    key = tool.zoo_tool().model_key
     assert not {m for m in models if key(m) in excluded}
     assert set(meta["models"]["zoo"]) == set(zoo["zoo"]) and meta["versions"]["timm"]
     assert TRAIN.with_name(f"{TRAIN.stem}_fwd.json").stat().st_size < 1_000_000
