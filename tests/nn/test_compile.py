@@ -118,3 +118,34 @@ def test_eager_calls_routed_to_torch_do_not_recompile():
     compiled(x)
     assert len(graphs) == 1
 
+
+
+class _SqueezeExcite(nn.Module):
+    """x * sigmoid(conv(relu(conv(mean(x))))): the 1x1-spatial convs get (N, C, 1, 1) tensors whose size-1
+    strides are not the canonical channels-last ones (the ops take them as views, ops/layout.py)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.reduce, self.expand = nn.Conv2d(channels, 4, 1), nn.Conv2d(4, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = x.mean((2, 3), keepdim=True)
+        return x * torch.sigmoid(self.expand(torch.relu(self.reduce(s))))
+
+
+def test_squeeze_excitation_compiles_and_matches_stock():
+    torch.manual_seed(3)
+    stock = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), _SqueezeExcite(8)).to(memory_format=torch.channels_last)
+    model = copy.deepcopy(stock)
+    tdnn.convert(model)
+    compiled = torch.compile(model, fullgraph=True)
+    x = torch.randn(2, 3, 6, 5).to(memory_format=torch.channels_last)
+    xs, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ys, yc = stock(xs), compiled(xc)
+    assert torch.allclose(yc, ys, rtol=1e-4, atol=1e-5)
+    grad = torch.randn(ys.shape)
+    ys.backward(grad)
+    yc.backward(grad)
+    assert torch.allclose(xc.grad, xs.grad, rtol=1e-4, atol=1e-5)
+    for (name, p), q in zip(model.named_parameters(), stock.parameters()):
+        assert torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-5), name

@@ -43,8 +43,15 @@ def test_as_channels_last_copies_only_what_is_not_canonical():
     assert y.stride() == (60, 1, 15, 3) and torch.equal(x, y)
     assert as_channels_last(y) is y
     # a 1x1-spatial tensor whose size-1 strides differ from the canonical ones (a squeeze-excitation output)
+    # is the same data under other strides: a view, no copy (a copy was an extra kernel per SE conv call)
     odd = torch.randn(2, 8).view(2, 8, 1, 1)
-    assert odd.stride() == (8, 1, 1, 1) and as_channels_last(odd).stride() == (8, 1, 8, 8)
+    view = as_channels_last(odd)
+    assert odd.stride() == (8, 1, 1, 1) and view.stride() == (8, 1, 8, 8)
+    assert view.data_ptr() == odd.data_ptr() and view._base is not None and torch.equal(view, odd)
+    offset = torch.randn(3, 8)[1:].view(2, 8, 1, 1)          # the view keeps the storage offset
+    assert torch.equal(as_channels_last(offset), offset)
+    nchw = torch.randn(2, 8, 3, 1)                            # a size-1 dim, but the others differ: a copy
+    assert as_channels_last(nchw).data_ptr() != nchw.data_ptr()
 
 
 @pytest.mark.parametrize("value, ndim, flat", [

@@ -39,16 +39,21 @@ _CANONICAL: dict[Any, tuple[int, ...]] = {}   # channels_last_strides by concret
 
 
 def as_channels_last(t: torch.Tensor) -> torch.Tensor:
-    """t itself when it already has the canonical channels-last strides, else a channels-last copy (t is a
-    real tensor: its shape is made of ints)."""
+    """t itself when it already has the canonical channels-last strides; a view with them when only the
+    strides of size-1 dims differ (they address no other element: the (N, C, 1, 1) tensors of
+    squeeze-excitation blocks come as (C, 1, 1, 1), and a copy cost a kernel per conv and gradient under
+    CUDA graphs); else a channels-last copy (t is a real tensor: its shape is made of ints)."""
     shape = t.shape
     strides = _CANONICAL.get(shape)
     if strides is None:
         if len(_CANONICAL) > 4096:
             _CANONICAL.clear()
         strides = _CANONICAL[shape] = channels_last_strides(shape)
-    if t.stride() == strides:
+    have = t.stride()
+    if have == strides:
         return t
+    if all(a == b or n == 1 for a, b, n in zip(have, strides, shape)):
+        return t.as_strided(shape, strides)
     out = empty_channels_last(t.shape, t.dtype, t.device)
     out.copy_(t)
     return out
