@@ -200,12 +200,22 @@ def fastest(plans: list[Plan], timings: dict[str, float], vendor_margin: float) 
     """The fastest timed plan, except that the vendor's plan keeps the pick unless one of ours beats it by
     more than `vendor_margin` (a fraction of the vendor's time): a tie or timer noise goes to cuBLAS / cuDNN,
     so a measured pick is not slower than the vendor by the noise of a short timing."""
-    best = min(plans, key=lambda plan: timings[plan.label])
-    vendor = [plan for plan in plans if is_vendor(plan)]
-    if not vendor or is_vendor(best):
+    by_label = {plan.label: plan for plan in plans}
+    ours = {plan.label: timings[plan.label] for plan in plans if not is_vendor(plan)}
+    theirs = {plan.label: timings[plan.label] for plan in plans if is_vendor(plan)}
+    return by_label[_with_margin(ours, theirs, vendor_margin)]
+
+
+def _with_margin(ours: dict[str, float], theirs: dict[str, float], vendor_margin: float) -> str:
+    """`fastest`'s rule over labels and times (ms): our fastest unless the vendor's fastest is within
+    vendor_margin of it (or faster); either side may be empty, not both."""
+    if not ours:
+        return min(theirs, key=theirs.__getitem__)
+    best = min(ours, key=ours.__getitem__)
+    if not theirs:
         return best
-    theirs = min(vendor, key=lambda plan: timings[plan.label])
-    return best if timings[best.label] < timings[theirs.label] * (1.0 - vendor_margin) else theirs
+    vendor = min(theirs, key=theirs.__getitem__)
+    return best if ours[best] < theirs[vendor] * (1.0 - vendor_margin) else vendor
 
 
 def db_winner(hit: dict, vendor_margin: float, vendor_allowed: bool) -> str:
@@ -216,12 +226,8 @@ def db_winner(hit: dict, vendor_margin: float, vendor_allowed: bool) -> str:
     ours = {label: ms for label, ms in timings.items() if not label.startswith("vendor-")}
     if not ours:
         return hit["kernel"]
-    best = min(ours, key=ours.__getitem__)
-    theirs = {label: ms for label, ms in timings.items() if label not in ours}
-    if not vendor_allowed or not theirs:
-        return best
-    vendor = min(theirs, key=theirs.__getitem__)
-    return best if ours[best] < theirs[vendor] * (1.0 - vendor_margin) else vendor
+    theirs = {label: ms for label, ms in timings.items() if label not in ours} if vendor_allowed else {}
+    return _with_margin(ours, theirs, vendor_margin)
 
 
 def tuned_plan(plans: list[Plan], label: str, timings: dict[str, float] | None = None) -> Selection | None:
