@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tiledispatch.ml import metrics
 from tiledispatch.ml import train as tr
 
 # name -> (PARAMS changes, ranker OBJECTIVES changes, RANK_LEVELS, efficiency exponent of the labels)
@@ -32,73 +31,32 @@ VARIANTS: dict[str, tuple[dict, dict, int, float]] = {
 
 
 def matrix(data_dir: str, by_model: bool = False) -> tuple[Any, Any]:
-    """(Matrix of the training problems, fold per row) exactly as ml/train.train builds them; by_model: the
-    problems of one model definition (the tag's part before '/') share a fold (random problems as before),
-    so a fold's real layers come from models the other folds never saw, as the unseen zoo's do."""
-    import numpy as np
-
+    """(Matrix of the training problems, fold per row) as ml/train.train builds them (holdout 0.2, seed 0);
+    by_model: folds grouped by model definition (ml/train.FOLD_METHOD), else by problem."""
     from tiledispatch.bench.dataset import Dataset
-    from tiledispatch.ml.features import feature_frame
-    from tiledispatch.ml.model import OFFSET_FEATURE
 
     frame = tr.kernel_rows(Dataset(data_dir).frame())
-    arch = tr.data_arch(frame)
     problems, _ = tr.split_problems(frame["problem"].unique().tolist(), 0.2, 0)
-    rows = frame[frame["problem"].isin(set(problems))].sort_values("problem", kind="stable")
-    rows = rows.reset_index(drop=True)
-    features = feature_frame(rows, arch)
-    data = tr.Matrix(features.to_numpy(), rows["problem"].to_numpy(), rows["time_ms"].to_numpy(dtype=float),
-                     features.columns.get_loc(OFFSET_FEATURE))
-    position = {p: i for i, p in enumerate(problems)}
-    fold = {p: i % tr.GROUP_FOLDS for p, i in position.items()}
-    if by_model:
-        tags = rows.groupby("problem")["tag"].first()
-        models = sorted({str(t).split("/")[0] for t in tags if not str(t).startswith("random")})
-        model_fold = {m: i % tr.GROUP_FOLDS for i, m in enumerate(models)}
-        fold.update({p: model_fold[str(t).split("/")[0]] for p, t in tags.items()
-                     if not str(t).startswith("random")})
-    return data, np.array([fold[p] for p in data.problems])
-
-
-def cross_validate(data: Any, folds: Any, threads: int) -> dict[str, Any]:
-    """ml/train.cross_validate for the ranker, with each fold's worst efficiency too."""
-    import numpy as np
-
-    out, rounds = [], tr.MAX_ROUNDS
-    for i in range(int(folds.max()) + 1):
-        part, valid = data.subset(folds != i), data.subset(folds == i)
-        booster, found = tr.fit("ranker", part, rounds, threads, valid=valid if i == 0 else None)
-        rounds = found if i == 0 else rounds
-        eff = metrics.per_problem(valid.problems, valid.times, tr.predict("ranker", booster, valid))["eff"]
-        out.append((float(eff.mean()), float(np.quantile(eff, 0.1)), float(eff.min())))
-    return {"rounds": rounds, "mean": float(np.mean([o[0] for o in out])),
-            "p10": float(np.mean([o[1] for o in out])), "worst": float(np.mean([o[2] for o in out]))}
+    _, data, folds = tr.training_matrix(frame, tr.data_arch(frame), problems, by_model)
+    return data, folds
 
 
 def run(variant: str, data: Any, folds: Any, threads: int) -> dict[str, Any]:
+    """ml/train.cross_validate of the ranker under one variant of ml/train's settings (restored after)."""
     params, objective, levels, power = VARIANTS[variant]
-    saved = (dict(tr.PARAMS), dict(tr.OBJECTIVES["ranker"]), tr.RANK_LEVELS, tr.relevance)
-    base_relevance = tr.relevance
-
-    def relevance(problems: Any, times: Any) -> Any:
-        import numpy as np
-        import pandas as pd
-
-        best = pd.Series(times).groupby(np.asarray(problems)).transform("min").to_numpy()
-        eff = best / np.asarray(times, dtype=np.float64)
-        return np.clip(np.floor(levels * eff ** power), 0, levels).astype(int)
-
+    saved = (dict(tr.PARAMS), dict(tr.OBJECTIVES["ranker"]), tr.RANK_LEVELS, tr.RANK_POWER)
     try:
         tr.PARAMS.update(params)
         tr.OBJECTIVES["ranker"].update(objective)
         tr.OBJECTIVES["ranker"]["label_gain"] = list(range(levels + 1))
-        tr.RANK_LEVELS, tr.relevance = levels, (relevance if power != 2.0 else base_relevance)
-        return cross_validate(data, folds, threads)
+        tr.RANK_LEVELS, tr.RANK_POWER = levels, power
+        cv = tr.cross_validate("ranker", data, folds, threads)
+        return {key: cv[key] for key in ("rounds", "mean", "p10", "worst")}
     finally:
         tr.PARAMS.clear()
         tr.PARAMS.update(saved[0])
         tr.OBJECTIVES["ranker"] = saved[1]
-        tr.RANK_LEVELS, tr.relevance = saved[2], saved[3]
+        tr.RANK_LEVELS, tr.RANK_POWER = saved[2], saved[3]
 
 
 def main() -> None:

@@ -37,7 +37,8 @@ GROUP_FOLDS = 5
 MAX_ROUNDS = 500
 MIN_ROUNDS = 50
 EARLY_STOPPING = 30
-RANK_LEVELS = 30          # ranker relevance: floor(RANK_LEVELS * efficiency^2), linear gains
+RANK_LEVELS = 30          # ranker relevance: floor(RANK_LEVELS * efficiency^RANK_POWER), linear gains
+RANK_POWER = 2
 PARAMS = {"learning_rate": 0.05, "num_leaves": 63, "min_data_in_leaf": 10, "feature_fraction": 0.8,
           "bagging_fraction": 0.8, "bagging_freq": 1, "max_bin": 255, "verbose": -1, "deterministic": True,
           "force_row_wise": True}
@@ -93,16 +94,10 @@ def model_of(tag: object) -> str | None:
 
 def assign_folds(problems: Sequence[str], tags: dict[str, object], count: int) -> dict[str, int]:
     """Fold per training problem (FOLD_METHOD); `problems` in hash order, `tags` by problem."""
-    fold = {p: i % count for i, p in enumerate(problems)}
-    models = sorted({m for p in problems if (m := model_of(tags.get(p))) is not None})
-    if len(models) < count:
-        return fold
-    of_model = {m: i % count for i, m in enumerate(models)}
-    for p in problems:
-        m = model_of(tags.get(p))
-        if m is not None:
-            fold[p] = of_model[m]
-    return fold
+    owner = {p: model_of(tags.get(p)) for p in problems}
+    models = sorted({m for m in owner.values() if m is not None})
+    of_model = {m: i % count for i, m in enumerate(models)} if len(models) >= count else {}
+    return {p: of_model.get(owner[p], i % count) for i, p in enumerate(problems)}
 
 
 def _order_key(seed: int, signature: str) -> str:
@@ -123,13 +118,13 @@ def split_problems(problems: Sequence[str], holdout: float, seed: int) -> tuple[
 
 # -- fitting ------------------------------------------------------------------------------------------------
 def relevance(problems, times):
-    """Ranker labels: floor(RANK_LEVELS * (best / time)^2) per problem."""
+    """Ranker labels: floor(RANK_LEVELS * (best / time)^RANK_POWER) per problem."""
     import numpy as np
     import pandas as pd
 
     best = pd.Series(times).groupby(np.asarray(problems)).transform("min").to_numpy()
     eff = best / np.asarray(times, dtype=np.float64)
-    return np.clip(np.floor(RANK_LEVELS * eff ** 2), 0, RANK_LEVELS).astype(int)
+    return np.clip(np.floor(RANK_LEVELS * eff ** RANK_POWER), 0, RANK_LEVELS).astype(int)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,7 +174,8 @@ def predict(kind: str, booster, data: Matrix):
 
 
 def cross_validate(kind: str, data: Matrix, folds, threads: int) -> dict[str, Any]:
-    """Grouped k-fold: mean / P10 top-1 efficiency per fold; the rounds found by early stopping on fold 0."""
+    """Grouped k-fold: mean / P10 / worst top-1 efficiency per fold and their means over the folds; the
+    rounds found by early stopping on fold 0."""
     import numpy as np
 
     results, rounds = [], MAX_ROUNDS
@@ -191,17 +187,30 @@ def cross_validate(kind: str, data: Matrix, folds, threads: int) -> dict[str, An
             booster, _ = fit(kind, train_part, rounds, threads)
         table = metrics.per_problem(valid.problems, valid.times, predict(kind, booster, valid))
         results.append({"problems": len(table), "mean": float(table["eff"].mean()),
-                        "p10": float(np.quantile(table["eff"], 0.1))})
-    return {"rounds": rounds, "folds": results, "mean": float(np.mean([r["mean"] for r in results])),
-            "p10": float(np.mean([r["p10"] for r in results]))}
+                        "p10": float(np.quantile(table["eff"], 0.1)), "worst": float(table["eff"].min())})
+    return {"rounds": rounds, "folds": results,
+            **{key: float(np.mean([r[key] for r in results])) for key in ("mean", "p10", "worst")}}
+
+
+def training_matrix(frame, arch, problems: Sequence[str], by_model: bool = True):
+    """(rows, Matrix, fold per row) of `problems` (the training ones, in hash order) from a frame of kernel
+    rows, as `train` fits and cross-validates them; by_model=False: problem folds only (FOLD_METHOD)."""
+    import numpy as np
+
+    rows = frame[frame["problem"].isin(set(problems))].sort_values("problem", kind="stable")
+    rows = rows.reset_index(drop=True)
+    features = feature_frame(rows, arch)
+    data = Matrix(features.to_numpy(), rows["problem"].to_numpy(), rows["time_ms"].to_numpy(dtype=float),
+                  features.columns.get_loc(OFFSET_FEATURE))
+    tags = rows.groupby("problem")["tag"].first().to_dict() if by_model and "tag" in rows.columns else {}
+    fold = assign_folds(problems, tags, min(GROUP_FOLDS, len(problems)))
+    return rows, data, np.array([fold[p] for p in data.problems])
 
 
 # -- the command --------------------------------------------------------------------------------------------
 def train(data_dir: str | Path, out_dir: str | Path, *, holdout: float = 0.2, seed: int = 0,
           kinds: Sequence[str] = KINDS, num_threads: int | None = None) -> dict[str, Any]:
     """Train a cost model on the dataset in `data_dir` and save it into `out_dir`; returns the report."""
-    import numpy as np
-
     start = time.perf_counter()
     kinds = tuple(kinds)
     for kind in kinds:
@@ -217,14 +226,7 @@ def train(data_dir: str | Path, out_dir: str | Path, *, holdout: float = 0.2, se
         raise BadInput(f"{data_dir} holds no kernel row with status ok and a time", field="data")
     arch = data_arch(frame)
     train_problems, held_out = split_problems(frame["problem"].unique().tolist(), holdout, seed)
-    rows = frame[frame["problem"].isin(set(train_problems))].sort_values("problem", kind="stable")
-    rows = rows.reset_index(drop=True)
-    features = feature_frame(rows, arch)
-    data = Matrix(features.to_numpy(), rows["problem"].to_numpy(), rows["time_ms"].to_numpy(dtype=float),
-                  features.columns.get_loc(OFFSET_FEATURE))
-    tags = rows.groupby("problem")["tag"].first().to_dict() if "tag" in rows.columns else {}
-    fold = assign_folds(train_problems, tags, min(GROUP_FOLDS, len(train_problems)))
-    folds = np.array([fold[p] for p in data.problems])
+    rows, data, folds = training_matrix(frame, arch, train_problems)
     cv = {kind: cross_validate(kind, data, folds, threads) for kind in kinds}
     kind = max(kinds, key=lambda k: (cv[k]["mean"], cv[k]["p10"]))
     booster, _ = fit(kind, data, cv[kind]["rounds"], threads)
@@ -233,7 +235,7 @@ def train(data_dir: str | Path, out_dir: str | Path, *, holdout: float = 0.2, se
     meta["training"]["seconds"] = round(seconds, 2)
     CostModel(booster, meta).save(out_dir)
     return {"out": str(out_dir), "kind": kind, "cv": cv, "rows": len(rows), "problems": len(train_problems),
-            "holdout_problems": len(held_out), "features": features.shape[1], "seconds": seconds,
+            "holdout_problems": len(held_out), "features": data.x.shape[1], "seconds": seconds,
             "data_hash": meta["data"]["hash"], "arch": meta["arch"], "op": meta["op"],
             "direction": meta["direction"], "dtype": meta["dtype"]}
 
