@@ -61,22 +61,25 @@ def test_dynamic_shapes_trace_once():
     assert len(graphs) == 1
 
 
+def _assert_compiled_matches(reference: nn.Module, model: nn.Module, x: torch.Tensor) -> None:
+    """torch.compile(model, fullgraph=True)'s output and gradients (input, parameters) match reference's."""
+    compiled = torch.compile(model, fullgraph=True)
+    xr, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    yr, yc = reference(xr), compiled(xc)
+    assert torch.allclose(yc, yr, rtol=1e-4, atol=1e-5)
+    grad = torch.randn(yr.shape)
+    yr.backward(grad)
+    yc.backward(grad)
+    assert torch.allclose(xc.grad, xr.grad, rtol=1e-4, atol=1e-5)
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        assert torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-5), name
+
+
 def test_inductor_fullgraph_matches_eager_forward_and_backward():
     torch.manual_seed(7)
     model = _model()
     tdnn.convert(model)
-    compiled_model = copy.deepcopy(model)
-    compiled = torch.compile(compiled_model, fullgraph=True)
-    x = torch.randn(2, 3, 9, 8)
-    xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
-    ye, yc = model(xe), compiled(xc)
-    assert torch.allclose(yc, ye, rtol=1e-4, atol=1e-5)
-    grad = torch.randn(ye.shape)
-    ye.backward(grad)
-    yc.backward(grad)
-    assert torch.allclose(xc.grad, xe.grad, rtol=1e-4, atol=1e-5)
-    for (name, p), q in zip(compiled_model.named_parameters(), model.parameters()):
-        assert torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-5), name
+    _assert_compiled_matches(model, copy.deepcopy(model), torch.randn(2, 3, 9, 8))
 
 
 def test_conv_bias_is_added_outside_the_op_where_inductor_can_fuse_it():
@@ -138,14 +141,4 @@ def test_squeeze_excitation_compiles_and_matches_stock():
     stock = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), _SqueezeExcite(8)).to(memory_format=torch.channels_last)
     model = copy.deepcopy(stock)
     tdnn.convert(model)
-    compiled = torch.compile(model, fullgraph=True)
-    x = torch.randn(2, 3, 6, 5).to(memory_format=torch.channels_last)
-    xs, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
-    ys, yc = stock(xs), compiled(xc)
-    assert torch.allclose(yc, ys, rtol=1e-4, atol=1e-5)
-    grad = torch.randn(ys.shape)
-    ys.backward(grad)
-    yc.backward(grad)
-    assert torch.allclose(xc.grad, xs.grad, rtol=1e-4, atol=1e-5)
-    for (name, p), q in zip(model.named_parameters(), stock.parameters()):
-        assert torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-5), name
+    _assert_compiled_matches(stock, model, torch.randn(2, 3, 6, 5).to(memory_format=torch.channels_last))
