@@ -1,65 +1,41 @@
 """Does the order of compiled variants in one process change their timing? (GPU, issue 35)
 
-`seq`: stock, converted, stock, converted, each compiled (reduce-overhead), warmed up, timed (synchronized
-steps and back-to-back steps) and reset before the next; `alt`: both compiled and alive, timed in
-alternating rounds (what benchmarks/models.py does now). On an H200 the second stock of `seq` ran 1.83 ms per
-synchronized ConvNeXt-nano inference step against 1.66 ms for the first (probe_compiled_order_h200.json).
+`seq`: stock, converted, stock, converted, each compiled (reduce-overhead), warmed up, timed
+(probe_compiled_step.split_times: synchronized steps as host and wait, back-to-back steps) and reset before
+the next; `alt`: both compiled and alive, timed in alternating rounds (what benchmarks/models.py does now).
+On an H200 the second stock of `seq` ran 1.83 ms per synchronized ConvNeXt-nano inference step against
+1.66 ms for the first (probe_compiled_order_h200.json).
 
 Usage (GPU):  python tools/probe_compiled_order.py OUT_DIR convnext_nano infer seq|alt
 """
 from __future__ import annotations
 
-import copy
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import models as bench  # noqa: E402
-
-WARMUP = 30
+from probe_compiled_step import WARMUP, split_times  # noqa: E402  tools/probe_compiled_step.py
 
 
 def make_step(name: str, phase: str, variant: str) -> Any:
-    """A compiled, warmed-up step of the model (stock or converted)."""
+    """A compiled (reduce-overhead), warmed-up step of the model, stock or converted (models.py's setup)."""
     import torch
-
-    import tiledispatch.nn as tdnn
 
     spec = next(m for m in bench.MODELS if m.name == name)
     base, _ = bench.build(spec)
     s = bench.Settings(phases=(phase,), modes=("compiled",))
-    fmt = torch.channels_last_3d if spec.video else torch.channels_last
-    model = copy.deepcopy(base).to(device="cuda", dtype=torch.bfloat16).to(memory_format=fmt)
-    if variant == "converted":
-        tdnn.convert(model)
-    x, labels = bench._inputs(spec, s, torch.device("cuda"), torch.bfloat16, bench._num_classes(base))
+    device = torch.device("cuda")
+    model, _ = bench._prepare(base, variant, device, torch.bfloat16, spec.video)
+    x, labels = bench._inputs(spec, s, device, torch.bfloat16, bench._num_classes(base))
     model.train() if phase == "train" else model.eval()
     step = bench.make_step(phase, torch.compile(model, mode="reduce-overhead"), model, x, labels, True)
     for _ in range(WARMUP):
         step()
     torch.cuda.synchronize()
     return step
-
-
-def timing(step: Any, n: int) -> dict[str, float]:
-    """Median ms of n synchronized steps, then the mean of n back-to-back steps."""
-    import torch
-
-    sync = []
-    for _ in range(n):
-        start = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        sync.append((time.perf_counter() - start) * 1e3)
-    start = time.perf_counter()
-    for _ in range(n):
-        step()
-    torch.cuda.synchronize()
-    return {"sync_ms": statistics.median(sync), "b2b_ms": (time.perf_counter() - start) * 1e3 / n}
 
 
 def main() -> None:
@@ -70,14 +46,14 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     if how == "seq":
         for i, variant in enumerate(["stock", "converted", "stock", "converted"]):
-            rows.append({"i": i, "variant": variant, **timing(make_step(name, phase, variant), 40)})
+            rows.append({"i": i, "variant": variant, **split_times(make_step(name, phase, variant), 40)})
             print(json.dumps(rows[-1]), flush=True)
             bench._reset_compiled()
     else:
         steps = {v: make_step(name, phase, v) for v in ("stock", "converted")}
         for rnd in range(6):
             for v in (("stock", "converted") if rnd % 2 == 0 else ("converted", "stock")):
-                rows.append({"round": rnd, "variant": v, **timing(steps[v], 20)})
+                rows.append({"round": rnd, "variant": v, **split_times(steps[v], 20)})
                 print(json.dumps(rows[-1]), flush=True)
     (out / f"order_{name}_{phase}_{how}.json").write_text(json.dumps(rows, indent=1))
 
