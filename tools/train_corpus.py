@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -47,16 +46,13 @@ ZOO_TWINS: dict[str, tuple[str, ...]] = {
 }
 
 
-@functools.cache
 def zoo_tool() -> Any:
-    """tools/zoo_corpus.py as a module (tools are scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location("zoo_corpus", ROOT / "tools" / "zoo_corpus.py")
-    if spec is None or spec.loader is None:
-        raise ImportError("tools/zoo_corpus.py not found")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module   # dataclasses look their module up while the class is created
-    spec.loader.exec_module(module)
-    return module
+    """tools/zoo_corpus.py as a module (tools are scripts, not a package: imported from tools/)."""
+    if str(ROOT / "tools") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tools"))
+    import zoo_corpus
+
+    return zoo_corpus
 
 
 # ------------------------------------------------------------------------------------------------ models
