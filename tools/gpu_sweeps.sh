@@ -17,13 +17,18 @@ end=$(( $(date +%s) + budget ))
 mkdir -p "$work"
 log="$OUT/sweeps.log"
 for name in "$@"; do
+    random_problems=(--count "${TD_COUNT:-1100}")
     case $name in
         gemm_bf16_rcr) args=(--problems gemm --dtype bf16 --preset gemm_bf16_rcr_candidates) ;;
         gemm_fp16_rcr) args=(--problems gemm --dtype fp16 --preset gemm_fp16_rcr_candidates) ;;
         gemm_fp8e4m3_rcr) args=(--problems gemm --dtype fp8e4m3 --preset gemm_fp8e4m3_rcr_candidates) ;;
         conv_*_bf16)
             dir=${name#conv_}; dir=${dir%_bf16}
-            args=(--problems "conv_$dir" --dtype bf16 --preset "conv_${dir}_bf16_2d_all" --preset "conv_${dir}_bf16_3d_all") ;;
+            args=(--problems "conv_$dir" --dtype bf16)
+            if [ -n "${TD_PROBLEMS:-}" ]; then   # a file: the sweep takes no --dtype or --count with it
+                args=(--problems "${TD_PROBLEMS}_${dir}.json"); random_problems=()
+            fi
+            args+=(--preset "conv_${dir}_bf16_2d_all" --preset "conv_${dir}_bf16_3d_all") ;;
         *) echo "unknown dataset $name" >&2; exit 2 ;;
     esac
     if [ -d "data/$gpu/$name" ] && [ ! -d "$work/$name" ]; then
@@ -35,11 +40,7 @@ for name in "$@"; do
     left=$(( end - $(date +%s) ))
     if [ "$left" -lt 30 ]; then echo "no time left for $name" | tee -a "$log"; continue; fi
     echo "== $name (${left} s left)" | tee -a "$log"
-    problems=(--count "${TD_COUNT:-1100}")
-    if [ -n "${TD_PROBLEMS:-}" ] && [ "${name#conv_}" != "$name" ]; then
-        args[1]="${TD_PROBLEMS}_${dir}.json"; unset 'args[2]' 'args[3]'; problems=()
-    fi
-    timeout -s INT "$left" python -m tiledispatch sweep "${args[@]}" "${problems[@]}" --vendor --resume \
+    timeout -s INT "$left" python -m tiledispatch sweep "${args[@]}" "${random_problems[@]}" --vendor --resume \
         --out "$work/$name" --json 2>> "$log" | tee -a "$log"
     echo "exit ${PIPESTATUS[0]}" | tee -a "$log"
     python -m tiledispatch data compact "$work/$name" 2>&1 | tee -a "$log"
