@@ -7,7 +7,7 @@ fwd / bwd_data / bwd_weight over tensor-copy boxes; 2-D depthwise filter windows
 the set `benchmarks/conv.py` tunes over. _essential:
 the subset the one-call API builds by default (the instances a greedy cover of the H200 sweeps chose,
 tools/derive_conv_essential.py, the instances that won layers of the H200 suite whose code no sweep measured,
-and the tap-loop fallbacks below align 8). Direct instances of `_all` come with 1, 2 and 3 pipelined load stages. Invalid configs for
+the halo instances that won its 7x7 depthwise layers (2-D), and the tap-loop fallbacks below align 8). Direct instances of `_all` come with 1, 2 and 3 pipelined load stages. Invalid configs for
 sm_90 are never written (the validity predicate is the filter). fp32 instances use fewer stages (4-byte tiles).
 """
 from __future__ import annotations
@@ -222,6 +222,17 @@ SUITE_ESSENTIAL = {
                              "tma-64x64x64-g1-w4-s3-taprow-a8", "tma-128x64x64-g1-w8-s3-taprow-a8",
                              "tma-32x32x64-g1-w4-s3-taprow-a8"}),
 }
+# 2-D 7x7 depthwise: the halo instances that were the fastest plan of `_all` on the layers of the depthwise7x7
+# suite (H200: conv_depthwise7x7_halo_h200.json, 16 layers, and conv_depthwise7x7_named_h200_stop47.json); the
+# essential tap kernels `auto` had there ran 0.6-0.7x of cuDNN in fwd where the halo pick runs 1.0-2.8x
+HALO_ESSENTIAL = {
+    "fwd": frozenset({"direct-16x32x7-g1-w4-s1-halo-a8", "direct-8x64x7-g1-w4-s1-halo-a8",
+                      "direct-1x64x7-g1-w1-s1-halo-a8"}),
+    "bwd_data": frozenset({"direct-16x32x7-g1-w4-s1-halo-a8", "direct-8x64x7-g1-w4-s1-halo-a8",
+                           "direct-1x64x7-g1-w1-s1-halo-a8"}),
+    "bwd_weight": frozenset({"direct-8x32x7-g1-w4-s1-halo-a8", "direct-4x64x7-g1-w2-s1-halo-a8",
+                             "direct-2x64x7-g1-w2-s1-halo-a8", "direct-1x64x7-g1-w1-s1-halo-a8"}),
+}
 
 
 @functools.cache
@@ -264,6 +275,7 @@ def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list
 
     arch = get_arch("sm_90")
     suite = SUITE_ESSENTIAL[direction] if ndim > 1 else frozenset()   # the suites measured 2-D and 3-D layers
+    suite |= HALO_ESSENTIAL[direction] if ndim == 2 else frozenset()
     chosen = essential_keys(direction) | suite if essential_only else frozenset()
     listed = set(rows_for(direction))   # the fallbacks below align 8 at their listed stages only
     out = []
