@@ -245,55 +245,18 @@ def _layers(converted: Any) -> dict[str, Any]:
             "left_reasons": {r: {"count": len(names), "layers": names[:8]} for r, names in reasons.items()}}
 
 
-def measure_variant(row: dict, spec: ModelSpec, base: Any, variant: str, s: Settings, budget: Budget,
-                    mode: str, phases: tuple[str, ...]) -> None:
-    """The phases of one variant in one mode into row['runs'][phase][f'{variant}_{mode}']."""
-    import torch
-
-    device, dtype = torch.device(s.device), getattr(torch, s.dtype)
-    model, converted = _prepare(base, variant, device, dtype, spec.video)
-    if converted is not None:
-        row["layers"] = _layers(converted)
-    x, labels = _inputs(spec, s, device, dtype, row["num_classes"])
-    runner = model if mode == "eager" else torch.compile(model, mode=s.compile_mode)
-    try:
-        for phase in phases:
-            key = f"{variant}_{mode}"
-            slot = row["runs"].setdefault(phase, {})
-            if budget.spent():
-                slot[key] = {"skipped": SKIPPED}
-                continue
-            started, before = time.perf_counter(), _compile_counts()
-            try:
-                model.train() if phase == "train" else model.eval()
-                step = make_step(phase, runner, model, x, labels, mode == "compiled")
-                warmup = s.compiled_warmup if mode == "compiled" else s.warmup
-                result = measure.wall_times(step, device, warmup, s.steps, s.pipelined)
-                if device.type == "cuda":
-                    result.update(measure.gpu_time(step, device, s.profile_steps))
-                if mode == "compiled":
-                    result.update({k: v - before[k] for k, v in _compile_counts().items()})
-                slot[key] = result
-            except Exception as exc:  # noqa: BLE001 - a model / compile failure is a result: recorded
-                slot[key] = _error(exc)
-            slot[key]["seconds"] = time.perf_counter() - started
-            print(f"  {phase:5s} {key:18s} {_brief(slot[key])}", flush=True)
-    finally:
-        if mode == "compiled":
-            _reset_compiled()
-
-
-def measure_pair(row: dict, spec: ModelSpec, base: Any, s: Settings, budget: Budget, mode: str,
-                 phases: tuple[str, ...]) -> None:
-    """Stock and converted in `mode`, side by side on the device, timed in alternation per phase
-    (measure.interleaved_wall_times) into row['runs'][phase][f'{variant}_{mode}']. Timed one after the
-    other in one process, the second variant ran 5-10% slower on the host than the same variant timed
-    first (compiled ConvNeXt-nano inference, H200): alternation gives both the same host."""
+def measure_variants(row: dict, spec: ModelSpec, base: Any, s: Settings, budget: Budget, mode: str,
+                     phases: tuple[str, ...], variants: tuple[str, ...] = VARIANTS) -> None:
+    """`variants` (stock and converted by default) in `mode`, side by side on the device, timed in
+    alternation per phase (measure.interleaved_wall_times) into row['runs'][phase][f'{variant}_{mode}'].
+    Timed one after the other in one process, the second variant ran 5-10% slower on the host than the same
+    variant timed first (compiled ConvNeXt-nano inference, H200): alternation gives both the same host.
+    --no-interleave passes one variant at a time."""
     import torch
 
     device, dtype = torch.device(s.device), getattr(torch, s.dtype)
     models, report = {}, None
-    for variant in VARIANTS:
+    for variant in variants:
         models[variant], converted = _prepare(base, variant, device, dtype, spec.video)
         if converted is not None:
             row["layers"], report = _layers(converted), converted
@@ -309,14 +272,14 @@ def measure_pair(row: dict, spec: ModelSpec, base: Any, s: Settings, budget: Bud
 
 def _measure_phase(row: dict, phase: str, models: dict, runners: dict, x: Any, labels: Any, s: Settings,
                    budget: Budget, mode: str, report: Any) -> None:
-    """One phase of measure_pair: compiled variants are warmed up one at a time first (their compile counts
-    and first-call times kept apart), then timed in alternation."""
+    """One phase of measure_variants: compiled variants are warmed up one at a time first (their compile
+    counts and first-call times kept apart), then timed in alternation."""
     import torch
 
     device = torch.device(s.device)
     slot = row["runs"].setdefault(phase, {})
     if budget.spent():
-        slot.update({f"{v}_{mode}": {"skipped": SKIPPED} for v in VARIANTS})
+        slot.update({f"{v}_{mode}": {"skipped": SKIPPED} for v in models})
         return
     started = time.perf_counter()
     try:
@@ -343,7 +306,7 @@ def _measure_phase(row: dict, phase: str, models: dict, runners: dict, x: Any, l
             print(f"  {phase:5s} step check: {row['step_check'][phase]}", flush=True)
     except Exception as exc:  # noqa: BLE001 - a model / compile failure is a result: recorded
         slot.update({f"{v}_{mode}": {**_error(exc), "seconds": time.perf_counter() - started}
-                     for v in VARIANTS})
+                     for v in models})
         print(f"  {phase:5s} ERROR {_error(exc)['error'][:200]}", flush=True)
 
 
@@ -411,7 +374,7 @@ def measure_model(row: dict[str, Any], spec: ModelSpec, s: Settings, budget: Bud
     paired = s.interleave and mode in ("eager", "compiled")
     if paired:
         try:
-            measure_pair(row, spec, base, s, budget, mode, phases)
+            measure_variants(row, spec, base, s, budget, mode, phases)
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory: recorded
             row.setdefault("errors", {})[mode] = _error(exc)
             print(f"  {mode}: ERROR {_error(exc)['error'][:200]}", flush=True)
@@ -421,7 +384,7 @@ def measure_model(row: dict[str, Any], spec: ModelSpec, s: Settings, budget: Bud
         _free(s)
     for variant in VARIANTS if not paired and mode != "numerics" else ():
         try:
-            measure_variant(row, spec, base, variant, s, budget, mode, phases)
+            measure_variants(row, spec, base, s, budget, mode, phases, (variant,))
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory: recorded per variant
             row.setdefault("errors", {})[f"{variant}_{mode}"] = _error(exc)
             print(f"  {variant}: ERROR {_error(exc)['error'][:200]}", flush=True)

@@ -242,11 +242,29 @@ def test_compiled_variants_are_warmed_apart_then_timed_in_alternation(bench):
     spec = models.loss_spec("smoke_cnn")
     base, _ = models.build(spec)
     row = {"runs": {}, "num_classes": models._num_classes(base)}
-    models.measure_pair(row, spec, base, s, models.Budget(600), "compiled", ("infer",))
+    models.measure_variants(row, spec, base, s, models.Budget(600), "compiled", ("infer",))
     slot = row["runs"]["infer"]
     assert set(slot) == {"stock_compiled", "converted_compiled"}, slot
     for result in slot.values():
         assert "error" not in result, result.get("error")
         assert result["interleaved"] == ["stock", "converted"] and result["rounds"] == 2
         assert result["first_call_s"] > 0 and result["graph_breaks"] == 0
+    assert row["layers"]["taken"] > 0
+
+
+@pytest.mark.usefixtures("small_defaults")
+def test_no_interleave_times_one_variant_alone(bench):
+    """--no-interleave measures each variant in a pass of its own (measure_variants with one variant): the
+    row gets that variant's result only, timed alone. Smoke model, eager, CPU."""
+    models = bench["models"]
+    s = models.Settings(device="cpu", dtype="float32", batch=1, steps=2, warmup=1, modes=("eager",),
+                        pipelined=False, phases=("infer",), numerics=False, smoke=True, interleave=False)
+    spec = models.loss_spec("smoke_cnn")
+    base, _ = models.build(spec)
+    row = {"runs": {}, "num_classes": models._num_classes(base)}
+    models.measure_variants(row, spec, base, s, models.Budget(600), "eager", ("infer",), ("converted",))
+    slot = row["runs"]["infer"]
+    assert set(slot) == {"converted_eager"}, slot
+    assert "error" not in slot["converted_eager"], slot["converted_eager"].get("error")
+    assert slot["converted_eager"]["interleaved"] == ["converted"] and slot["converted_eager"]["wall_ms"] > 0
     assert row["layers"]["taken"] > 0
