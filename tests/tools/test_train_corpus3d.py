@@ -1,6 +1,6 @@
 """tools/train_corpus3d.py: 2-D timm layers inflated to 3-D video convs for training, clear of the unseen
 zoo. The inflation rules, the pool's caps / dedup / exclusions and determinism on synthetic layers (no timm);
-the committed benchmarks/zoo/train_real3d_<direction>.json files against the zoo and the training datasets;
+the committed benchmarks/zoo/train_real3d_<direction>.json files against the zoo;
 two timm models end to end, twice, where timm is installed (a subprocess: a torchvision stub may stand in)."""
 from __future__ import annotations
 
@@ -179,13 +179,8 @@ def test_committed_files_are_3d_and_the_same_instances(tool):
     assert set(_zoo_file()["batches"]["3d"]) <= set(meta["batches"])
 
 
-@pytest.fixture(scope="module")
-def datasets(tool) -> dict[str, set[str]]:
-    return tool.train_tool().dataset_signatures(ROOT / "data" / "h200")
-
-
 @pytest.mark.parametrize("direction", DIRECTIONS)
-def test_committed_files_have_no_zoo_or_training_problem(tool, datasets, direction):
+def test_committed_files_have_no_zoo_problem(tool, direction):
     tc = tool.train_tool()
     problems = [e.problem for e in _committed(direction)[0]]
     sigs = {p.signature() for p in problems}
@@ -194,7 +189,8 @@ def test_committed_files_have_no_zoo_or_training_problem(tool, datasets, directi
     leaked = sigs & {p.signature() for p in zoo}
     assert not leaked, f"{len(leaked)} problems are zoo problems, e.g. {sorted(leaked)[:3]}"
     assert not {tc.layer_key(p) for p in problems} & {tc.layer_key(p) for p in zoo}
-    assert datasets[direction] and not sigs & datasets[direction]
+    # Disjoint from data/h200 only until the corpus is swept into it (a sweep may also stop part way), so the
+    # exclusion of training problems is tested on the generator, not on the committed files.
 
 
 def test_committed_files_share_no_model_with_the_zoo(tool):
