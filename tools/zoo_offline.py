@@ -8,7 +8,9 @@ mean / median / P10 / worst of efficiency = fastest plan of ours / time of the p
   space        the model's top-1 over every plan of the space (`auto` with the space ranked, measuring off);
   space_top3 / space_top5   the fastest of the model's top 3 / 5 (unsure -> measure: the default top k is
                3 for GEMM, 5 for conv);
-  rules        the rules' top-1.
+  rules        the rules' top-1;
+  essential / essential_top5   the model's top-1 / the fastest of its top 5 over the essential preset's plans
+               alone (`auto` as the default registries run it, TILEDISPATCH_RANK_SPACE unset).
 With --check, the picks of the model that ran on the GPU must equal the rows' `model_pick` (the ranking
 reproduces the run), else it exits non-zero.
 
@@ -38,40 +40,49 @@ def zoo_problems(path: Path) -> dict[str, Any]:
     return {p.signature(): p for p in problems}
 
 
-def registry_for(problem: Any) -> Any:
-    """The plans rank_space.py's oracle timed (rank_space.declare_oracle), declared on demand: nothing is
-    built."""
+def registry_for(problem: Any) -> tuple[Any, set[str]]:
+    """The plans rank_space.py's oracle timed (rank_space.declare_oracle), declared on demand (nothing is
+    built); and the names of the essential preset's kernels."""
     import tiledispatch as td
 
     registry = td.Registry(td.get_arch("sm_90"))
-    declare_oracle(registry, problem, on_demand=True)
-    return registry
+    essential = declare_oracle(registry, problem, on_demand=True)
+    return registry, essential
 
 
-def picks(problem: Any, times: dict[str, float], registry: Any, model: Any) -> dict[str, Any]:
-    """The model's top-1 and top-3 and the rules' top-1 among the timed plans of `problem`."""
+def picks(problem: Any, times: dict[str, float], registry: Any, essential: set[str], model: Any
+          ) -> dict[str, Any]:
+    """The model's top-1 / 3 / 5 over the timed plans of `problem`, its top-1 / 5 over the essential ones,
+    and the rules' top-1."""
     from tiledispatch.select.selector import by_model_or_rules, is_vendor
 
     plans = [p for p in registry.space_plans(problem) if p.label in times and not is_vendor(p)]
     ranked = [plan.label for plan, _ in by_model_or_rules(plans, problem, registry.arch, model).ranked]
+    ess = by_model_or_rules([p for p in plans if p.kernel.name in essential], problem, registry.arch, model)
+    ess_ranked = [plan.label for plan, _ in ess.ranked]
     rules = by_model_or_rules(plans, problem, registry.arch, None, "rules").ranked[0][0].label
-    return {"pick": ranked[0], "top3": ranked[:3], "top5": ranked[:5], "rules": rules}
+    return {"pick": ranked[0], "top3": ranked[:3], "top5": ranked[:5], "rules": rules,
+            "essential": ess_ranked[:5]}
 
 
 def evaluate(rows: list[dict[str, Any]], problems: dict[str, Any], model: Any, check: bool) -> dict[str, Any]:
-    eff: dict[str, list[float]] = {"space": [], "space_top3": [], "space_top5": [], "rules": []}
-    mismatches, registry, key = 0, None, None
+    eff: dict[str, list[float]] = {"space": [], "space_top3": [], "space_top5": [], "rules": [],
+                                   "essential": [], "essential_top5": []}
+    mismatches, registry, essential, key = 0, None, set(), None
     for row in rows:
         times = row["times"]
         problem = problems[row["problem"]]
         if registry is None or key != problem.signature().split(":")[:3]:
-            registry, key = registry_for(problem), problem.signature().split(":")[:3]
-        chosen = picks(problem, times, registry, model)
+            (registry, essential), key = registry_for(problem), problem.signature().split(":")[:3]
+        chosen = picks(problem, times, registry, essential, model)
         best = min(ms for label, ms in times.items() if not label.startswith("vendor"))
         eff["space"].append(best / times[chosen["pick"]])
         eff["space_top3"].append(best / min(times[label] for label in chosen["top3"]))
         eff["space_top5"].append(best / min(times[label] for label in chosen["top5"]))
         eff["rules"].append(best / times[chosen["rules"]])
+        if chosen["essential"]:
+            eff["essential"].append(best / times[chosen["essential"][0]])
+            eff["essential_top5"].append(best / min(times[label] for label in chosen["essential"]))
         mismatches += check and chosen["pick"] != row["model_pick"]
     return {"problems": len(rows), "efficiency": {k: distribution(v) for k, v in eff.items()},
             **({"picks_unlike_the_gpu_run": mismatches} if check else {})}
