@@ -19,17 +19,23 @@ def test_efficiency_of_the_model_pick_and_the_check(tool):
 
     problems = tool.zoo_problems(ZOO)
     signature, problem = next((s, p) for s, p in problems.items() if s.startswith("conv:fwd:2d"))
-    registry = tool.registry_for(problem)
+    registry, essential = tool.registry_for(problem)
     labels = [p.label for p in registry.space_plans(problem) if not p.label.startswith("vendor")]
     model, _ = cost_model.shipped_model("sm_90", problem)
     times = {label: 1.0 for label in labels}
-    pick = tool.picks(problem, times, registry, model)["pick"]
+    chosen = tool.picks(problem, times, registry, essential, model)
+    pick = chosen["pick"]
     fastest = next(label for label in labels if label != pick)
     times[fastest] = 0.5                                    # the pick runs at half the oracle's speed
     row = {"problem": signature, "times": times, "model_pick": pick}
     summary = tool.evaluate([row], problems, model, check=True)
     assert summary["efficiency"]["space"]["mean"] == 0.5
     assert summary["efficiency"]["rules"]["mean"] in (0.5, 1.0)
+    # the essential preset's pick: at the oracle's speed only where it is the fastest plan
+    ess = summary["efficiency"]["essential"]["mean"]
+    assert chosen["essential"] and ess == (1.0 if chosen["essential"][0] == fastest else 0.5)
+    assert set(chosen["essential"]) <= {p.label for p in registry.space_plans(problem)
+                                        if p.kernel.name in essential}
     assert summary["picks_unlike_the_gpu_run"] == 0
     summary = tool.evaluate([row | {"model_pick": fastest}], problems, model, check=True)
     assert summary["picks_unlike_the_gpu_run"] == 1
