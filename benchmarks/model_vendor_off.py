@@ -56,7 +56,8 @@ def measure(row: dict[str, Any], model: Any, inputs: tuple[Any, Any], phases: tu
             model.train() if phase == "train" else model.eval()
             step = make_step(phase, model, model, x, labels, False)
             result = timing.wall_times(step, device, s.warmup, s.steps, s.pipelined)
-            result.update(timing.gpu_time(step, device, s.profile_steps) if device.type == "cuda"
+            cuda = device.type == "cuda"
+            result.update(timing.gpu_time(step, device, s.profile_steps, s.top_kernels) if cuda
                           else {"gpu_ms": None, "by_class_ms": None})
             result["seconds"] = time.perf_counter() - started
             row["runs"].setdefault(phase, {})[KEY] = result

@@ -10,6 +10,7 @@ starting new work.
 
 --loss-steps N first trains stock and converted copies of --loss-model side by side (model_loss.py).
 --vendor-off-gpu also times a converted copy with vendor plans off after the eager pair (model_vendor_off.py).
+--top-kernels N keeps N kernels per variant (by GPU time) in the JSON instead of 8.
 
 Usage (GPU):  python benchmarks/models.py [--models resnet50,x3d_m] [--steps 10] [--modes eager,compiled]
                   [--phases train,infer] [--no-numerics] [--budget-s 400] [--out PATH]
@@ -100,6 +101,7 @@ class Settings:
     warmup: int = 45             # eager: layer plans settle (~13 steps), then the step check (2*ROUNDS*BLOCK)
     compiled_warmup: int = 5     # compile, cudagraph-tree warm-up run, recording, replays
     profile_steps: int = 3
+    top_kernels: int = 8         # kernels per variant kept in the JSON, by time (--top-kernels)
     modes: tuple[str, ...] = MODES
     compile_mode: str = "reduce-overhead"
     pipelined: bool = True       # also time --steps back-to-back steps (no sync between them)
@@ -297,7 +299,7 @@ def _measure_phase(row: dict, phase: str, models: dict, runners: dict, x: Any, l
         for variant, step in steps.items():
             result = {**timed[variant], **warm.get(variant, {})}
             if device.type == "cuda":
-                result.update(measure.gpu_time(step, device, s.profile_steps))
+                result.update(measure.gpu_time(step, device, s.profile_steps, s.top_kernels))
             result["seconds"] = time.perf_counter() - started
             slot[f"{variant}_{mode}"] = result
             print(f"  {phase:5s} {variant + '_' + mode:18s} {_brief(result)}", flush=True)
@@ -534,7 +536,8 @@ def passes(s: Settings) -> list[tuple[str, tuple[str, ...]]]:
 
 def settings_from(args: argparse.Namespace) -> Settings:
     loss = {"loss_autocast": not args.loss_no_autocast, "cudnn_benchmark": not args.no_cudnn_benchmark,
-            "interleave": not args.no_interleave, "vendor_off_gpu": args.vendor_off_gpu}
+            "interleave": not args.no_interleave, "vendor_off_gpu": args.vendor_off_gpu,
+            "top_kernels": args.top_kernels}
     if args.smoke:
         return Settings(device="cpu", dtype="float32", batch=1, video_batch=1, steps=args.steps or 2,
                         warmup=1, compiled_warmup=2, modes=MODES if args.smoke_compile else ("eager",),
@@ -579,10 +582,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vendor-off-gpu", action="store_true",
                         help="eager: also time a fresh converted copy with vendor plans off "
                              "(TILEDISPATCH_VENDOR=0, no StepCheck), reported beside the converted GPU time")
+    parser.add_argument("--top-kernels", type=int, default=8,
+                        help="kernels per variant and phase kept in the JSON, by GPU time (default 8; "
+                             "a large N lists every kernel, to compare stock and converted by name)")
     parser.add_argument("--merge", nargs="+", type=Path, metavar="JSON",
                         help="merge result files of one GPU into --out (per model and mode, the first "
                              "measured stock / converted pair)")
     args = parser.parse_args(argv)
+    if args.top_kernels < 1:
+        parser.error(f"--top-kernels {args.top_kernels}: give a count >= 1")
     if any(p not in PHASES for p in args.phases.split(",")):
         parser.error(f"--phases {args.phases!r}: choose from {', '.join(PHASES)}")
     if args.modes != "numerics" and any(m not in MODES for m in args.modes.split(",")):

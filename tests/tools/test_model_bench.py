@@ -2,6 +2,7 @@
 layer extractor (tools/extract_model_layers.py) on a small model, and the project's X3D-M definition."""
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import sys
@@ -133,6 +134,20 @@ def test_loss_options_are_checked(bench):
         models.main(["--loss-steps", "5", "--loss-model", "no_such_model"])
     assert models.loss_spec("resnet18").choices == (("torchvision", "resnet18"),)
     assert models.loss_spec("smoke_cnn").name == "smoke_cnn"
+
+
+def test_top_kernels_option(bench, capsys):
+    """--top-kernels N keeps N kernels per variant in the JSON (a name-by-name comparison needs them all)."""
+    models = bench["models"]
+    with pytest.raises(SystemExit):
+        models.main(["--top-kernels", "0", "--smoke"])
+    assert "--top-kernels 0" in capsys.readouterr().err
+    args = argparse.Namespace(loss_no_autocast=False, no_cudnn_benchmark=False, no_interleave=False,
+                              vendor_off_gpu=False, top_kernels=500, smoke=False, no_compile=False,
+                              modes="compiled", steps=None, phases="train", no_numerics=True, budget_s=None,
+                              loss_steps=None, loss_model=None)
+    assert models.settings_from(args).top_kernels == 500
+    assert models.Settings().top_kernels == 8
 
 
 def test_video_models_come_from_torchvision_models_video(bench, monkeypatch):
