@@ -8,9 +8,8 @@ Per model, phase and variant: wall time per step (median of --steps synchronized
 failures are recorded and the run goes on; the JSON is rewritten after each model; --budget-s stops
 starting new work.
 
---loss-steps N first trains stock and converted copies of --loss-model side by side (model_loss.py).
---vendor-off-gpu also times a converted copy with vendor plans off after the eager pair (model_vendor_off.py).
---top-kernels N keeps N kernels per variant (by GPU time) in the JSON instead of 8.
+--loss-steps N: first a loss comparison (model_loss.py); --vendor-off-gpu: also a converted copy with vendor
+plans off (model_vendor_off.py); --top-kernels N: N kernels per variant in the JSON (default 8).
 
 Usage (GPU):  python benchmarks/models.py [--models resnet50,x3d_m] [--steps 10] [--modes eager,compiled]
                   [--phases train,infer] [--no-numerics] [--budget-s 400] [--out PATH]

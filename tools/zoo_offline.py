@@ -1,18 +1,14 @@
 """Rank the unseen zoo's measured plans with a cost model, on the CPU (issue 36).
 
-`benchmarks/rank_space.py --keep-times` stores, per zoo problem, the GPU time of every plan of the key's
-space (`_all` for conv, `_candidates` for GEMM, plus the essential preset and the vendor). This tool ranks
-the same plans with a model directory (default: the shipped model of the key) through the selection code
-`auto` runs (`selector.by_model_or_rules` over the registry's plans of the problem), and reports, per key,
+`benchmarks/rank_space.py --keep-times` stores, per zoo problem, the GPU time of every plan of the key's space
+(`_all` / `_candidates`, the essential preset, the vendor). This tool ranks those plans with a model directory
+(default: the key's shipped model) through `selector.by_model_or_rules`, as `auto` does, and reports per key
 mean / median / P10 / worst of efficiency = fastest plan of ours / time of the pick, for
-  space        the model's top-1 over every plan of the space (`auto` with the space ranked, measuring off);
-  space_top3 / space_top5   the fastest of the model's top 3 / 5 (unsure -> measure: the default top k is
-               3 for GEMM, 5 for conv);
-  rules        the rules' top-1;
-  essential / essential_top5   the model's top-1 / the fastest of its top 5 over the essential preset's plans
-               alone (`auto` as the default registries run it, TILEDISPATCH_RANK_SPACE unset).
-With --check, the picks of the model that ran on the GPU must equal the rows' `model_pick` (the ranking
-reproduces the run), else it exits non-zero.
+  space / space_top3 / space_top5   the model's top-1 over the whole space (`auto` with the space ranked),
+      and the fastest of its top 3 / 5 (unsure -> measure times 3 for GEMM, 5 for conv);
+  essential / essential_top5   the same over the essential preset alone (`auto` by default);
+  rules   the rules' top-1.
+--check: the picks must equal the rows' `model_pick` (the ranking reproduces the GPU run), else exit 1.
 
     python tools/zoo_offline.py RESULTS.json [RESULTS.json ...] [--model KEY=DIR ...] [--check]
         [--zoo benchmarks/zoo/unseen_zoo.json] [--out PATH]
