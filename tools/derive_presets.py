@@ -115,21 +115,26 @@ def _best_step(columns: dict[str, dict[str, float]], chosen: list[str], current:
 
 
 def greedy_cover(times: Times, tolerance: float = 0.02, max_kernels: int | None = None,
-                 missing_penalty: float = 10.0, prune: bool = True) -> Cover:
+                 missing_penalty: float = 10.0, prune: bool = True, seed: Iterable[str] = ()) -> Cover:
     """Greedy set cover of the items of `times` (item -> kernel -> ms) by kernels, minimizing the summed log
     slowdown against each item's best time; stops when every item is within (1 + tolerance) of its best.
     With `prune`, chosen kernels that end up winning no item (superseded by later picks) are dropped: the
-    result's times are unchanged."""
+    result's times are unchanged. `seed`: kernels held as chosen before the first step (a set being extended):
+    max_kernels then counts the kernels added, and the result (kernels, wins) names those alone."""
     columns = _columns(times)
     best = {item: min(col[item] for col in columns.values() if item in col)
             for item in times if any(item in col for col in columns.values())}
     no_timing = sorted(item for item in times if item not in best)
     current = {item: math.inf for item in best}
+    held = [k for k in dict.fromkeys(seed) if k in columns]
+    for kernel in held:
+        for item, t in columns[kernel].items():
+            current[item] = min(current[item], t)
     within = lambda item: current[item] <= best[item] * (1 + tolerance)
     chosen: list[str] = []
     steps: list[dict[str, Any]] = []
     while any(not within(i) for i in best) and (max_kernels is None or len(chosen) < max_kernels):
-        gain, kernel = _best_step(columns, chosen, current, best, tolerance, missing_penalty)
+        gain, kernel = _best_step(columns, held + chosen, current, best, tolerance, missing_penalty)
         if gain <= 0:
             break
         chosen.append(kernel)
@@ -139,7 +144,7 @@ def greedy_cover(times: Times, tolerance: float = 0.02, max_kernels: int | None 
         steps.append({"kernel": kernel, "gain": gain, "within": sum(map(within, best)), "items": len(best),
                       "loss_geomean": _geomean(ratios)})
     loss = {item: current[item] / best[item] for item in best}
-    wins = _wins(chosen, columns, best)
+    wins = {k: v for k, v in _wins(held + chosen, columns, best).items() if k in chosen}
     pruned = [k for k in chosen if not wins[k]] if prune else []
     kept = [k for k in chosen if k not in pruned]
     return Cover(kept, {k: wins[k] for k in kept}, steps, loss, sorted(i for i in best if not within(i)),

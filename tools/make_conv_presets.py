@@ -6,7 +6,7 @@ channels per group, 1x1-as-GEMM, fwd / bwd_weight through an im2col workspace an
 fwd / bwd_data / bwd_weight over tensor-copy boxes; 2-D depthwise filter windows slid along W in registers),
 the set `benchmarks/conv.py` tunes over. _essential:
 the subset the one-call API builds by default (the instances a greedy cover of the H200 sweeps chose,
-tools/derive_conv_essential.py, the instances that won layers of the H200 suite whose code no sweep measured,
+tools/derive_conv_essential.py, with --extend's additions, the instances that won layers of the H200 suite whose code no sweep measured,
 the halo instances that won its 7x7 depthwise layers (2-D), and the tap-loop fallbacks below align 8). Direct instances of `_all` come with 1, 2 and 3 pipelined load stages. Invalid configs for
 sm_90 are never written (the validity predicate is the filter). fp32 instances use fewer stages (4-byte tiles).
 """

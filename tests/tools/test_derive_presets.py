@@ -35,6 +35,19 @@ def test_generalist_first_then_specialists(dp):
     assert unpruned.kernels == ["c", "a", "b"] and unpruned.wins["c"] == []
 
 
+def test_a_seeded_cover_adds_to_the_seed_only(dp):
+    """seed: kernels held as chosen; the cover adds what they leave open, max_kernels counts the additions."""
+    times = {"s1": {"a": 1.0, "b": 2.0, "c": 3.0}, "s2": {"a": 3.0, "b": 1.0, "c": 2.0},
+             "s3": {"a": 3.0, "b": 3.0, "c": 1.0}}
+    cover = dp.greedy_cover(times, seed=["a"])
+    assert set(cover.kernels) == {"b", "c"} and "a" not in cover.wins
+    assert cover.wins == {"b": ["s2"], "c": ["s3"]} and not cover.uncovered
+    one = dp.greedy_cover(times, seed=["a"], max_kernels=1)
+    assert len(one.kernels) == 1 and len(one.uncovered) == 1
+    assert dp.greedy_cover(times, seed=["a", "b", "c"]).kernels == []
+    assert dp.greedy_cover(times, seed=["unknown"]).kernels == dp.greedy_cover(times).kernels
+
+
 def test_tolerance_decides_when_to_stop(dp):
     times = {"s1": {"a": 1.0, "b": 1.5}, "s2": {"a": 1.015, "b": 1.0}}
     assert dp.greedy_cover(times, tolerance=0.02).kernels == ["a"]

@@ -1,0 +1,21 @@
+"""tools/essential_holdout.py: the essential presets' efficiency on the shipped models' held-out problems."""
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def tool(load_script):
+    return load_script("tools/essential_holdout.py")
+
+
+def test_held_out_efficiencies_of_the_essential_preset_and_of_every_kernel(tool):
+    result = tool.efficiencies("bwd_weight", tool.ROOT / "data" / "h200")
+    every, essential = result["all"], result["essential"]
+    assert len(every["top1"]) == len(every["top5"]) >= 200           # the model holds out 280 problems
+    for values in (every["top1"], every["top5"], essential["top1"], essential["top5"]):
+        assert all(0 < v <= 1 for v in values)
+    assert all(t5 >= t1 for t1, t5 in zip(every["top1"], every["top5"]))   # the top 5 hold the top 1
+    assert 0 < len(essential["top1"]) <= len(every["top1"]) and essential["instances"] > 20
