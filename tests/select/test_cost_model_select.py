@@ -17,8 +17,10 @@ KEYS = ("gemm_none_bf16", "gemm_none_fp16", "gemm_none_fp8e4m3", "conv_fwd_bf16"
 @pytest.fixture(autouse=True)
 def fresh_models():
     cost_model._load.cache_clear()
+    cost_model._standing_in.cache_clear()
     yield
     cost_model._load.cache_clear()
+    cost_model._standing_in.cache_clear()
 
 
 @pytest.mark.parametrize("key", KEYS)
@@ -112,3 +114,27 @@ def test_a_model_that_knows_none_of_the_candidates_leaves_them_to_the_rules(tmp_
     registry = build_registry([c for c in suites.select_configs() if c.dtype == "fp16"])
     chosen = registry.select(td.GemmProblem(40, 48, 72, dtype="fp16"), "ml")
     assert chosen.strategy == "rules" and any("trained on none of the candidates" in n for n in chosen.notes)
+
+
+def test_fp16_conv_is_ranked_by_the_bf16_model_as_its_bf16_twin():
+    """No fp16 conv model is shipped: the bf16 one ranks fp16 problems (STAND_IN), keyed to fp16 and saying
+    so, with the scores it gives the same problem and kernels in bf16; fp32 keeps the rules."""
+    from tiledispatch.presets import load_preset
+
+    arch = td.get_arch("sm_90")
+    half = td.ConvProblem("fwd", 4, 32, 32, 32, (14, 14), (3, 3), padding=1, dtype="fp16")
+    brain = td.ConvProblem("fwd", 4, 32, 32, 32, (14, 14), (3, 3), padding=1, dtype="bf16")
+    model, why_not = cost_model.shipped_model("sm_90", half)
+    assert model is not None and why_not == ""
+    assert model.key == ("sm_90", "conv", "fwd", "fp16") and "trained on bf16 sweeps" in model.describe()
+    bf16_model, _ = cost_model.shipped_model("sm_90", brain)
+    assert bf16_model.meta["dtype"] == "bf16" and model.booster is bf16_model.booster
+    configs = {dtype: [c for c in load_preset(f"conv_fwd_{dtype}_2d_essential") if c.family == "direct"]
+               for dtype in ("fp16", "bf16")}
+    assert [c.name.replace("fp16", "bf16") for c in configs["fp16"]] == [c.name for c in configs["bf16"]]
+    assert list(model.scores(half, configs["fp16"], arch)) == list(bf16_model.scores(brain, configs["bf16"], arch))
+    with pytest.raises(Exception, match="bf16"):
+        bf16_model.scores(half, configs["fp16"], arch)      # the bf16 model itself still refuses fp16
+    single = td.ConvProblem("fwd", 4, 32, 32, 32, (14, 14), (3, 3), padding=1, dtype="fp32")
+    none, why = cost_model.shipped_model("sm_90", single)
+    assert none is None and "no cost model for sm_90 conv fwd fp32" in why

@@ -81,7 +81,15 @@ class CostModel:
 
     def describe(self) -> str:
         arch, op, direction, dtype = self.key
-        return f"{self.kind} for {arch} {op} {direction} {dtype}"
+        trained = self.meta.get("trained_dtype")
+        of = f" (trained on {trained} sweeps)" if trained and trained != dtype else ""
+        return f"{self.kind} for {arch} {op} {direction} {dtype}{of}"
+
+    def standing_in(self, dtype: str) -> CostModel:
+        """This model ranking problems of `dtype` as well: the same booster, keyed to `dtype`. Only for dtypes
+        whose kernels and features equal the trained dtype's (select/cost_model.STAND_IN says which)."""
+        trained = self.meta.get("trained_dtype", self.meta["dtype"])
+        return CostModel(self.booster, {**self.meta, "dtype": dtype, "trained_dtype": trained})
 
     def knows(self, config: Any) -> bool:
         """Whether kernels of config's kind were in the training data (else the model cannot rank it)."""

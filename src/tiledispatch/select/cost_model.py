@@ -3,7 +3,8 @@
     tiledispatch/models/<arch>/<op>_<direction>_<dtype>/{model.txt, meta.json}
 
 A model is used only when its arch and feature spec version match (ml.model.CostModel.load refuses
-others); without one, selection falls back to the rules and says so in the selection's notes.
+others); without one, selection falls back to the rules and says so in the selection's notes. A key in
+STAND_IN without a model of its own is ranked by the model of its stand-in dtype (see STAND_IN).
 Importing this module does no work; a model is loaded once per process, on first use.
 """
 from __future__ import annotations
@@ -18,6 +19,10 @@ from tiledispatch.configs.gemm import GemmConfig
 from tiledispatch.problems.conv import ConvProblem
 
 MODELS_PACKAGE = "tiledispatch.models"
+# (op, dtype) -> the dtype whose model ranks it while it has none of its own. fp16 conv kernels are the bf16
+# kernels with the other 2-byte element type: same code, tensor-core rate and bytes, so every feature of a
+# problem and config equals the bf16 one. No fp16 conv sweep has measured how close the ranking is.
+STAND_IN = {("conv", "fp16"): "bf16"}
 
 
 def model_key(problem: Any) -> str:
@@ -63,6 +68,20 @@ def _load(folder: Path, arch: str, key: str) -> tuple[Any, str]:
 
 
 def shipped_model(arch: str, problem: Any) -> tuple[Any, str]:
-    """The shipped model for `problem` on `arch`, or (None, the reason there is none)."""
+    """The shipped model for `problem` on `arch` (or its STAND_IN's), or (None, the reason there is none)."""
     key = model_key(problem)
-    return _load(model_dir(arch, key), arch, key)
+    model, why_not = _load(model_dir(arch, key), arch, key)
+    stand_in = STAND_IN.get((key.split("_")[0], problem.dtype))
+    if model is None and stand_in is not None:
+        other = key.removesuffix(problem.dtype) + stand_in
+        base = _standing_in(model_dir(arch, other), arch, other, problem.dtype)
+        if base is not None:
+            return base, ""
+    return model, why_not
+
+
+@functools.cache
+def _standing_in(folder: Path, arch: str, key: str, dtype: str) -> Any:
+    """The model of `key` (in `folder`) keyed to `dtype`, or None when there is none."""
+    model, _ = _load(folder, arch, key)
+    return None if model is None else model.standing_in(dtype)
