@@ -8,7 +8,8 @@
 # TD_DROP_FAMILIES="direct ..." first drops the committed rows of kernel families whose code changed (once per
 # work directory), so the resumed sweep measures them again. TD_PROBLEMS=PREFIX adds the problems of the files
 # PREFIX_<direction>.json to a conv dataset instead of random ones (e.g. benchmarks/zoo/train_real2d: real
-# layers of timm models, tools/train_corpus.py).
+# layers of timm models, tools/train_corpus.py). TD_NDIMS="3" sweeps the conv presets of those ranks only
+# (default "2 3"; the 3-D corpus benchmarks/zoo/train_real3d needs no 2-D kernel built).
 set -u
 budget=$1; shift
 gpu=${TD_GPU_SLUG:-h200}
@@ -28,7 +29,7 @@ for name in "$@"; do
             if [ -n "${TD_PROBLEMS:-}" ]; then   # a file: the sweep takes no --dtype or --count with it
                 args=(--problems "${TD_PROBLEMS}_${dir}.json"); random_problems=()
             fi
-            args+=(--preset "conv_${dir}_bf16_2d_all" --preset "conv_${dir}_bf16_3d_all") ;;
+            for nd in ${TD_NDIMS:-2 3}; do args+=(--preset "conv_${dir}_bf16_${nd}d_all"); done ;;
         *) echo "unknown dataset $name" >&2; exit 2 ;;
     esac
     if [ -d "data/$gpu/$name" ] && [ ! -d "$work/$name" ]; then
