@@ -84,7 +84,8 @@ def test_manifest_lists_versions_arch_and_a_sha256_per_file(exported):
         assert hashlib.sha256((path / rel).read_bytes()).hexdigest() == digest, rel
     cubins = [rel for rel in on_disk if rel.endswith(".cubin")]
     assert len(cubins) >= 2 and all((path / rel).read_bytes()[:4] == b"\x7fELF" for rel in cubins)
-    assert manifest["models"] == ["sm_90/gemm_none_fp16"]   # no shipped model serves fp16 convs
+    # the fp16 conv kernel is ranked by the bf16 conv model (cost_model.STAND_IN): the bundle ships it
+    assert manifest["models"] == ["sm_90/conv_fwd_bf16", "sm_90/gemm_none_fp16"]
     assert manifest["tuning_entries"] == 1 and report.kernels == 2 and report.bytes == manifest["bytes"]
 
 
@@ -108,8 +109,9 @@ def test_selection_reads_the_bundles_models_and_tuning_entries(exported):
     path, _ = exported
     td.load_bundle(path)
     assert cost_model.model_dir("sm_90", "gemm_none_fp16").is_relative_to(path)
-    packaged = cost_model.models_root() / "sm_90" / "conv_fwd_bf16"
-    assert cost_model.model_dir("sm_90", "conv_fwd_bf16") == packaged   # not in the bundle: the package's
+    assert cost_model.model_dir("sm_90", "conv_fwd_bf16").is_relative_to(path)   # fp16 convs' stand-in
+    packaged = cost_model.models_root() / "sm_90" / "conv_bwd_data_bf16"
+    assert cost_model.model_dir("sm_90", "conv_bwd_data_bf16") == packaged   # not in the bundle: the package's
     assert TuningDB("sm_90").lookup(DEVICE, SIGNATURE)["kernel"] == GEMM.name
     assert TuningDB("sm_80").lookup(DEVICE, SIGNATURE) is None
     active.deactivate()

@@ -138,3 +138,11 @@ def test_fp16_conv_is_ranked_by_the_bf16_model_as_its_bf16_twin():
     single = td.ConvProblem("fwd", 4, 32, 32, 32, (14, 14), (3, 3), padding=1, dtype="fp32")
     none, why = cost_model.shipped_model("sm_90", single)
     assert none is None and "no cost model for sm_90 conv fwd fp32" in why
+
+
+def test_serving_key_names_the_model_files_that_rank_a_key():
+    assert cost_model.serving_key("sm_90", "conv_bwd_data_bf16") == "conv_bwd_data_bf16"
+    assert cost_model.serving_key("sm_90", "conv_bwd_data_fp16") == "conv_bwd_data_bf16"   # STAND_IN
+    assert cost_model.serving_key("sm_90", "conv_bwd_data_fp32") is None
+    assert cost_model.serving_key("sm_90", "gemm_none_fp32") is None
+    assert cost_model.serving_key("sm_90", "gemm_none_fp16") == "gemm_none_fp16"

@@ -29,7 +29,7 @@ from tiledispatch.presets import load_preset, preset_text
 from tiledispatch.problems.gemm import ACTIVATIONS, Epilogue
 from tiledispatch.progress import progress_bar
 from tiledispatch.registry.store import BuildReport, KernelStore
-from tiledispatch.select.cost_model import config_model_key, model_dir
+from tiledispatch.select.cost_model import config_model_key, model_dir, serving_key
 from tiledispatch.select.tuning_db import TuningDB
 
 
@@ -97,8 +97,8 @@ def export_bundle(out: str | Path, presets: Iterable[str] = (),
         name, reason = next(iter(report.failed.items()))
         raise CompileError(f"{len(report.failed)} of {len(store)} kernels failed to build, so no bundle was "
                            f"written; first: {name}: {reason}", field="build")
-    models = sorted({f"{spec.name}/{config_model_key(k.config)}" for k in store.kernels
-                     if (model_dir(spec.name, config_model_key(k.config)) / "meta.json").is_file()})
+    keys = {serving_key(spec.name, config_model_key(k.config)) for k in store.kernels}
+    models = sorted(f"{spec.name}/{key}" for key in keys if key is not None)
     tuning = _tuning_entries(spec.name)
     with staged(out, force) as staging:
         manifest = _write(staging, store, presets, epilogues, models, tuning, progress)

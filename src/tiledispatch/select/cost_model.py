@@ -80,6 +80,17 @@ def shipped_model(arch: str, problem: Any) -> tuple[Any, str]:
     return model, why_not
 
 
+def serving_key(arch: str, key: str) -> str | None:
+    """The model key whose files rank problems of `key` on `arch`: key itself, its STAND_IN's, or None
+    (what a bundle ships for kernels of `key`)."""
+    if (model_dir(arch, key) / "meta.json").is_file():
+        return key
+    op, dtype = key.split("_")[0], key.rsplit("_", 1)[1]
+    stand_in = STAND_IN.get((op, dtype))
+    other = None if stand_in is None else key.removesuffix(dtype) + stand_in
+    return other if other is not None and (model_dir(arch, other) / "meta.json").is_file() else None
+
+
 @functools.cache
 def _standing_in(folder: Path, arch: str, key: str, dtype: str) -> Any:
     """The model of `key` (in `folder`) keyed to `dtype`, or None when there is none."""
