@@ -332,9 +332,12 @@ def build(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any
     return items, meta
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=OUT, help="stem of the files (+ _<direction>.json)")
+def run_cli(argv: list[str] | None, doc: str | None, out: Path, build_items: Any, shown: tuple[str, ...]
+            ) -> int:
+    """The command line of a corpus tool (this one, tools/train_corpus3d.py): parse, `build_items(args)` ->
+    (items, meta), write one problems file per direction under `out`'s stem, print meta's `shown` keys."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=out, help="stem of the files (+ _<direction>.json)")
     parser.add_argument("--zoo", type=Path, default=ZOO)
     parser.add_argument("--data", type=Path, default=DATA, help="directory of the conv training datasets")
     parser.add_argument("--seed", type=int, default=0)
@@ -346,14 +349,18 @@ def main(argv: list[str] | None = None) -> int:
     directions = [d.strip() for d in args.directions.split(",") if d.strip()]
     if not directions or set(directions) - set(DIRECTIONS):
         raise SystemExit(f"--directions {args.directions!r}: choose among {', '.join(DIRECTIONS)}")
-    items, meta = build(args)
+    items, meta = build_items(args)
     if not items:
         raise SystemExit("no layer instance left after the exclusions")
     files = write(args.out, directions, items, meta)
-    print(json.dumps({k: meta[k] for k in ("exclusions", "signatures")}, indent=1))
+    print(json.dumps({k: meta[k] for k in shown}, indent=1))
     print(f"{len(meta['models']['used'])} models of {len(meta['models']['candidates'])} candidates, "
           f"{len(items)} layer instances per direction -> {', '.join(str(p) for p in files.values())}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_cli(argv, __doc__, OUT, build, ("exclusions", "signatures"))
 
 
 if __name__ == "__main__":

@@ -289,28 +289,7 @@ def build(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    tc = train_tool()
-    parser.add_argument("--out", type=Path, default=OUT, help="stem of the files (+ _<direction>.json)")
-    parser.add_argument("--zoo", type=Path, default=tc.ZOO)
-    parser.add_argument("--data", type=Path, default=tc.DATA, help="directory of the conv training datasets")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--per-direction", type=int, default=tc.PER_DIRECTION, help="layer instances kept")
-    parser.add_argument("--per-module", type=int, default=tc.PER_MODULE, help="candidates per timm module")
-    parser.add_argument("--models", help="comma-separated timm model names (default: picked per module)")
-    parser.add_argument("--directions", default=",".join(DIRECTIONS), help="comma-separated, default all")
-    args = parser.parse_args(argv)
-    directions = [d.strip() for d in args.directions.split(",") if d.strip()]
-    if not directions or set(directions) - set(DIRECTIONS):
-        raise SystemExit(f"--directions {args.directions!r}: choose among {', '.join(DIRECTIONS)}")
-    items, meta = build(args)
-    if not items:
-        raise SystemExit("no layer instance left after the exclusions")
-    files = tc.write(args.out, directions, items, meta)
-    print(json.dumps({k: meta[k] for k in ("exclusions", "distribution", "signatures")}, indent=1))
-    print(f"{len(meta['models']['used'])} models of {len(meta['models']['candidates'])} candidates, "
-          f"{len(items)} layer instances per direction -> {', '.join(str(p) for p in files.values())}")
-    return 0
+    return train_tool().run_cli(argv, __doc__, OUT, build, ("exclusions", "distribution", "signatures"))
 
 
 if __name__ == "__main__":
