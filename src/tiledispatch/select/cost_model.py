@@ -71,9 +71,8 @@ def shipped_model(arch: str, problem: Any) -> tuple[Any, str]:
     """The shipped model for `problem` on `arch` (or its STAND_IN's), or (None, the reason there is none)."""
     key = model_key(problem)
     model, why_not = _load(model_dir(arch, key), arch, key)
-    stand_in = STAND_IN.get((key.split("_")[0], problem.dtype))
-    if model is None and stand_in is not None:
-        other = key.removesuffix(problem.dtype) + stand_in
+    other = _stand_in_key(key)
+    if model is None and other is not None:
         base = _standing_in(model_dir(arch, other), arch, other, problem.dtype)
         if base is not None:
             return base, ""
@@ -83,12 +82,17 @@ def shipped_model(arch: str, problem: Any) -> tuple[Any, str]:
 def serving_key(arch: str, key: str) -> str | None:
     """The model key whose files rank problems of `key` on `arch`: key itself, its STAND_IN's, or None
     (what a bundle ships for kernels of `key`)."""
-    if (model_dir(arch, key) / "meta.json").is_file():
-        return key
+    for candidate in (key, _stand_in_key(key)):
+        if candidate is not None and (model_dir(arch, candidate) / "meta.json").is_file():
+            return candidate
+    return None
+
+
+def _stand_in_key(key: str) -> str | None:
+    """The model key of `key`'s STAND_IN dtype (`conv_fwd_fp16` -> `conv_fwd_bf16`), or None."""
     op, dtype = key.split("_")[0], key.rsplit("_", 1)[1]
     stand_in = STAND_IN.get((op, dtype))
-    other = None if stand_in is None else key.removesuffix(dtype) + stand_in
-    return other if other is not None and (model_dir(arch, other) / "meta.json").is_file() else None
+    return None if stand_in is None else key.removesuffix(dtype) + stand_in
 
 
 @functools.cache
