@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
 import math
 import platform
 import re
@@ -172,4 +173,15 @@ def environment(device: Any) -> dict[str, Any]:
             "sm_count": torch.cuda.get_device_properties(device).multi_processor_count if cuda else None,
             "tiledispatch": td.__version__, "triton": triton.__version__, "torch": torch.__version__,
             "cuda": torch.version.cuda, "python": platform.python_version(),
-            "date": datetime.datetime.now().isoformat(timespec="seconds")}
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "cost_models": cost_model_digests()}
+
+
+def cost_model_digests() -> dict[str, str]:
+    """'arch/key' -> the first 12 hex digits of the sha256 of each packaged cost model's model.txt: which
+    models ranked the plans of a run (a result records them; the models change between commits)."""
+    from tiledispatch.select.cost_model import models_root
+
+    root = models_root()
+    return {f"{path.parent.parent.name}/{path.parent.name}": hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+            for path in sorted(root.glob("*/*/model.txt"))}

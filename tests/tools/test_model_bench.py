@@ -283,3 +283,23 @@ def test_no_interleave_times_one_variant_alone(bench):
     assert "error" not in slot["converted_eager"], slot["converted_eager"].get("error")
     assert slot["converted_eager"]["interleaved"] == ["converted"] and slot["converted_eager"]["wall_ms"] > 0
     assert row["layers"]["taken"] > 0
+
+
+def test_results_name_the_cost_models_that_ranked_their_plans(bench, tmp_path, monkeypatch):
+    """The environment record carries a digest per packaged cost model, which changes with the model file."""
+    import protocol
+
+    from tiledispatch.select import cost_model
+
+    for key in ("conv_fwd_bf16", "gemm_none_bf16"):
+        (tmp_path / "sm_90" / key).mkdir(parents=True)
+        (tmp_path / "sm_90" / key / "model.txt").write_text(f"trees of {key}")
+    monkeypatch.setattr(cost_model, "models_root", lambda: tmp_path)
+    first = protocol.cost_model_digests()
+    assert sorted(first) == ["sm_90/conv_fwd_bf16", "sm_90/gemm_none_bf16"]
+    assert all(len(digest) == 12 for digest in first.values())
+    (tmp_path / "sm_90" / "conv_fwd_bf16" / "model.txt").write_text("retrained")
+    second = protocol.cost_model_digests()
+    assert second["sm_90/conv_fwd_bf16"] != first["sm_90/conv_fwd_bf16"]
+    assert second["sm_90/gemm_none_bf16"] == first["sm_90/gemm_none_bf16"]
+    assert "cost_models" in protocol.environment(torch.device("cpu"))
