@@ -183,5 +183,5 @@ def cost_model_digests() -> dict[str, str]:
     from tiledispatch.select.cost_model import models_root
 
     root = models_root()
-    return {f"{path.parent.parent.name}/{path.parent.name}": hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-            for path in sorted(root.glob("*/*/model.txt"))}
+    return {f"{path.parent.parent.name}/{path.parent.name}":
+            hashlib.sha256(path.read_bytes()).hexdigest()[:12] for path in sorted(root.glob("*/*/model.txt"))}
