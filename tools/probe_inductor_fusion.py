@@ -11,16 +11,19 @@ tiledispatch ops carry no layout tag, so torch._functorch.config.custom_op_defau
 it, with the tiledispatch ops and aten's convs stubbed to allocate only: full-size models in seconds.
 
 Usage:  python tools/probe_inductor_fusion.py [--model block|efficientnet_b0] [--batch 32 --size 224]
-        [--variants stock,td,td_flexible] [--backend triton|cpp] [--device cuda] [--dump DIR] [--show]
+        [--variants stock,td,td_flexible] [--backend triton|cpp] [--device cuda] [--phase train|infer]
+        [--dump DIR] [--show]
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import copy
 import re
 import sys
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -180,7 +183,22 @@ def stub_aten_convs() -> None:
     lib.impl("convolution_backward", convolution_backward, "CPU")
 
 
-def run_variant(name: str, model: nn.Module, x: torch.Tensor) -> dict[str, Any]:
+@contextlib.contextmanager
+def gpu_input_alignment() -> Iterator[None]:
+    """Graph inputs taken as 16-byte aligned, as Inductor takes CUDA inputs: for CPU tensors it marks every
+    graph input unaligned, and a fallback (custom-op) output with an unaligned input is unaligned too, which
+    would drop the divisibility hints of every kernel after a tiledispatch op in the CPU-emitted code."""
+    import torch._inductor.graph as igraph
+
+    old = igraph.should_assume_input_aligned
+    igraph.should_assume_input_aligned = lambda example: True
+    try:
+        yield
+    finally:
+        igraph.should_assume_input_aligned = old
+
+
+def run_variant(name: str, model: nn.Module, x: torch.Tensor, phase: str = "train") -> dict[str, Any]:
     import torch._dynamo
     import torch._functorch.config as fconfig
     import torch._inductor.config as iconfig
@@ -197,11 +215,16 @@ def run_variant(name: str, model: nn.Module, x: torch.Tensor) -> dict[str, Any]:
         graphs.append(graph.owning_module.print_readable(print_output=False))
 
     def step() -> None:
-        compiled(x).float().sum().backward()
+        if phase == "train":
+            compiled(x).float().sum().backward()
+        else:   # inference: eval-mode norms, no autograd (as benchmarks/models.py's infer phase)
+            with torch.no_grad():
+                compiled(x)
 
     try:
         compiled = torch.compile(model)
-        with iconfig.patch(post_grad_custom_post_pass=capture, fx_graph_cache=False, benchmark_kernel=True):
+        with iconfig.patch(post_grad_custom_post_pass=capture, fx_graph_cache=False, benchmark_kernel=True), \
+                gpu_input_alignment():
             _, codes = run_and_get_code(step)
     finally:
         fconfig.custom_op_default_layout_constraint = old
@@ -262,6 +285,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=16)
     parser.add_argument("--channels", type=int, default=16)
     parser.add_argument("--device", default="cpu", help="cuda: compile and run for real on a GPU")
+    parser.add_argument("--phase", choices=("train", "infer"), default="train",
+                        help="train: one fwd + bwd step (train mode); infer: one eval-mode forward, no grad")
     parser.add_argument("--real-ops", action="store_true",
                         help="run the tiledispatch ops (slow interpreter); with --backend triton, aten's too")
     parser.add_argument("--show", action="store_true", help="print the generated code and post-grad graphs")
@@ -280,6 +305,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(0)
     base = build(args.channels) if args.model == "block" else timm_model(args.model)
     base = base.to(device=args.device, dtype=dtype, memory_format=torch.channels_last)
+    base.train(args.phase == "train")
     x = torch.randn(args.batch, 3, args.size, args.size, dtype=dtype, device=args.device)
     x = x.to(memory_format=torch.channels_last)
     results = {}
@@ -287,7 +313,7 @@ def main(argv: list[str] | None = None) -> None:
         model = copy.deepcopy(base)
         if name != "stock":
             tiledispatch.nn.convert(model, step_check=False)
-        results[name] = run_variant(name, model, x)
+        results[name] = run_variant(name, model, x, args.phase)
         report(name, results[name], args.show)
         if args.dump:
             args.dump.mkdir(parents=True, exist_ok=True)
