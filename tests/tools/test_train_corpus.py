@@ -21,6 +21,9 @@ from tiledispatch.problems.conv import ConvProblem
 ROOT = Path(__file__).resolve().parents[2]
 ZOO = ROOT / "benchmarks" / "zoo" / "unseen_zoo.json"
 TRAIN = ROOT / "benchmarks" / "zoo" / "train_real2d.json"
+# the committed batches: the first (swept into data/h200 in stop 47) and a second one (seed 1, generated in
+# stop 48 with the first already in data/h200, so disjoint from it)
+BATCHES = (TRAIN, TRAIN.with_name("train_real2d_b.json"))
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
 
 
@@ -148,13 +151,14 @@ def _zoo_file() -> dict[str, Any]:
 
 
 @functools.cache
-def _committed(direction: str) -> tuple[list[corpus.CorpusEntry], dict[str, Any]]:
-    return corpus.load_problems(TRAIN.with_name(f"{TRAIN.stem}_{direction}.json"))
+def _committed(direction: str, batch: Path = TRAIN) -> tuple[list[corpus.CorpusEntry], dict[str, Any]]:
+    return corpus.load_problems(batch.with_name(f"{batch.stem}_{direction}.json"))
 
 
+@pytest.mark.parametrize("batch", BATCHES, ids=lambda p: p.stem)
 @pytest.mark.parametrize("direction", DIRECTIONS)
-def test_committed_corpus_has_no_zoo_problem(tool, direction):
-    entries, meta = _committed(direction)
+def test_committed_corpus_has_no_zoo_problem(tool, direction, batch):
+    entries, meta = _committed(direction, batch)
     problems = [e.problem for e in entries]
     assert len(problems) == meta["per_direction"] and meta["direction"] == direction
     assert all(p.direction == direction and p.dtype == "bf16" and p.ndim == 2 for p in problems)
@@ -169,11 +173,12 @@ def test_committed_corpus_has_no_zoo_problem(tool, direction):
     # the exclusion of training problems is tested on the generator (test_exclusion_of_zoo_and_training_...).
 
 
-def test_committed_corpus_shares_no_model_with_the_zoo(tool):
+@pytest.mark.parametrize("batch", BATCHES, ids=lambda p: p.stem)
+def test_committed_corpus_shares_no_model_with_the_zoo(tool, batch):
     zoo = _zoo_file()["models"]
-    tags = [[e.tag for e in _committed(d)[0]] for d in DIRECTIONS]
+    tags = [[e.tag for e in _committed(d, batch)[0]] for d in DIRECTIONS]
     assert tags[0] == tags[1] == tags[2]
-    _, meta = _committed("fwd")
+    _, meta = _committed("fwd", batch)
     models = {tag.split("/")[0] for tag in tags[0]}
     assert models == set(meta["models"]["used"]) and len(models) >= 100
     assert sum(meta["models"]["used"].values()) == len(tags[0])
@@ -181,7 +186,16 @@ def test_committed_corpus_shares_no_model_with_the_zoo(tool):
     key = tool.zoo_tool().model_key
     assert not {m for m in models if key(m) in excluded}
     assert set(meta["models"]["zoo"]) == set(zoo["zoo"]) and meta["versions"]["timm"]
-    assert TRAIN.with_name(f"{TRAIN.stem}_fwd.json").stat().st_size < 1_000_000
+    assert batch.with_name(f"{batch.stem}_fwd.json").stat().st_size < 1_000_000
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_committed_batches_share_no_layer(direction):
+    """The second batch adds layers: no signature and no (model, layer) of the first one."""
+    first, second = (_committed(direction, batch)[0] for batch in BATCHES)
+    assert not {e.problem.signature() for e in first} & {e.problem.signature() for e in second}
+    layers = [{tuple(e.tag.split("/")[:2]) for e in entries} for entries in (first, second)]  # model, layer
+    assert not layers[0] & layers[1]
 
 
 # ---------------------------------------------------------------------------------------------------- timm
