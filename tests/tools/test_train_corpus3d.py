@@ -21,6 +21,9 @@ from tiledispatch.problems.conv import ConvProblem
 ROOT = Path(__file__).resolve().parents[2]
 ZOO = ROOT / "benchmarks" / "zoo" / "unseen_zoo.json"
 TRAIN = ROOT / "benchmarks" / "zoo" / "train_real3d.json"
+# the committed batches: the first (swept in stop 48) and a second one (seed 1, generated after the first was
+# in data/h200, so disjoint from it)
+BATCHES = (TRAIN, TRAIN.with_name("train_real3d_b.json"))
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
 
 
@@ -159,13 +162,17 @@ def _zoo_file() -> dict[str, Any]:
 
 
 @functools.cache
-def _committed(direction: str) -> tuple[list[corpus.CorpusEntry], dict[str, Any]]:
-    return corpus.load_problems(TRAIN.with_name(f"{TRAIN.stem}_{direction}.json"))
+def _committed(direction: str, batch: Path = TRAIN) -> tuple[list[corpus.CorpusEntry], dict[str, Any]]:
+    return corpus.load_problems(batch.with_name(f"{batch.stem}_{direction}.json"))
 
 
-def test_committed_files_are_3d_and_the_same_instances(tool):
-    entries = {d: _committed(d)[0] for d in DIRECTIONS}
-    _, meta = _committed("fwd")
+BATCH = pytest.mark.parametrize("batch", BATCHES, ids=lambda p: p.stem)
+
+
+@BATCH
+def test_committed_files_are_3d_and_the_same_instances(tool, batch):
+    entries = {d: _committed(d, batch)[0] for d in DIRECTIONS}
+    _, meta = _committed("fwd", batch)
     assert len(entries["fwd"]) == meta["per_direction"] == 300 and meta["kind"] == tool.KIND
     assert [e.tag for e in entries["fwd"]] == [e.tag for e in entries["bwd_data"]] == \
         [e.tag for e in entries["bwd_weight"]]
@@ -179,10 +186,11 @@ def test_committed_files_are_3d_and_the_same_instances(tool):
     assert set(_zoo_file()["batches"]["3d"]) <= set(meta["batches"])
 
 
+@BATCH
 @pytest.mark.parametrize("direction", DIRECTIONS)
-def test_committed_files_have_no_zoo_problem(tool, direction):
+def test_committed_files_have_no_zoo_problem(tool, direction, batch):
     tc = tool.train_tool()
-    problems = [e.problem for e in _committed(direction)[0]]
+    problems = [e.problem for e in _committed(direction, batch)[0]]
     sigs = {p.signature() for p in problems}
     assert len(sigs) == len(problems)
     zoo = [ConvProblem.from_dict(e["problem"]) for e in _zoo_file()["conv"][direction]]
@@ -193,16 +201,24 @@ def test_committed_files_have_no_zoo_problem(tool, direction):
     # exclusion of training problems is tested on the generator, not on the committed files.
 
 
-def test_committed_files_share_no_model_with_the_zoo(tool):
+@BATCH
+def test_committed_files_share_no_model_with_the_zoo(tool, batch):
     zoo = _zoo_file()["models"]
     tc = tool.train_tool()
-    entries, meta = _committed("fwd")
+    entries, meta = _committed("fwd", batch)
     models = {e.tag.split("/")[0] for e in entries}
     assert models == set(meta["models"]["used"]) == set(meta["models"]["plans"]) and len(models) >= 100
     excluded = tc.excluded_keys(zoo["zoo"], [*zoo["training_tables"], *tc.zoo_tool().training_models()])
     key = tc.zoo_tool().model_key
     assert not {m for m in models if key(m) in excluded}
-    assert TRAIN.with_name(f"{TRAIN.stem}_fwd.json").stat().st_size < 1_000_000
+    assert batch.with_name(f"{batch.stem}_fwd.json").stat().st_size < 1_000_000
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_committed_batches_share_no_problem(direction):
+    """The second batch adds problems: none of its signatures is one of the first batch's."""
+    first, second = (_committed(direction, batch)[0] for batch in BATCHES)
+    assert not {e.problem.signature() for e in first} & {e.problem.signature() for e in second}
 
 
 # ---------------------------------------------------------------------------------------------------- timm
