@@ -2,7 +2,8 @@
 
     DIR/manifest.json            schema version, op, direction, dtype, GPU, tiledispatch version,
                                  creation date
-    DIR/parts/part-*.parquet     rows (schema.make_row), zstd-compressed; a part appears whole or not at all
+    DIR/parts/part-*.parquet     rows (schema.make_row), zstd-compressed; a part appears whole or not at all;
+                                 compaction packs them into one part (zstd 19, tagged)
     DIR/corrupt/                 parts found unreadable (damaged after writing), moved aside by writers
 
 A pair (problem, kernel) is in the dataset once it is in some readable part; `--resume` skips those pairs. A
@@ -98,17 +99,23 @@ class Dataset:
     def parts(self) -> list[Path]:
         return sorted(self.parts_dir.glob("part-*.parquet")) if self.parts_dir.exists() else []
 
-    def append(self, rows: list[dict[str, Any]]) -> Path | None:
-        """Write `rows` as one new part, atomically (temporary file, then rename)."""
+    def append(self, rows: list[dict[str, Any]], packed: bool = False) -> Path | None:
+        """Write `rows` as one new part, atomically (temporary file, then rename). packed: the encoding of
+        compacted parts (see `_packed_parquet`), slower to write; a sweep's batches use the default."""
         if not rows:
             return None
         import pandas as pd
 
         stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S%f")
         final = self.parts_dir / f"part-{stamp}-{uuid.uuid4().hex[:8]}.parquet"
-        buffer = io.BytesIO()
-        pd.DataFrame(rows).to_parquet(buffer, compression="zstd", index=False)
-        atomic_write_bytes(final, buffer.getvalue())
+        frame = pd.DataFrame(rows)
+        if packed:
+            data = _packed_parquet(frame)
+        else:
+            buffer = io.BytesIO()
+            frame.to_parquet(buffer, compression="zstd", index=False)
+            data = buffer.getvalue()
+        atomic_write_bytes(final, data)
         return final
 
     def frame(self, columns: Iterable[str] | None = None, quarantine: bool = False):
@@ -149,18 +156,20 @@ class Dataset:
         self.warn(f"damaged part {part} ({type(exc).__name__}) {fate}")
 
     def compact(self) -> Path | None:
-        """Rewrite every part as one (the new part is complete before the old ones go: a compaction killed
-        in between leaves pairs twice, which `tiledispatch data summary` reports as duplicates)."""
+        """Rewrite every part as one packed part (the new part is complete before the old ones go: a
+        compaction killed in between leaves pairs twice, which `tiledispatch data summary` reports as
+        duplicates). A single part already packed stays as it is."""
         frame = self.frame(quarantine=True)
         old = self.parts()
-        if len(old) <= 1:
+        if not old or (len(old) == 1 and _is_packed(old[0])):
             return old[0] if old else None
         return self.rewrite(frame.to_dict("records"))
 
     def rewrite(self, rows: list[dict[str, Any]]) -> Path | None:
-        """Replace every part by one part of `rows` (none when empty), written before the old parts go."""
+        """Replace every part by one packed part of `rows` (none when empty), written before the old parts
+        go."""
         old = self.parts()
-        new = self.append(rows) if rows else None
+        new = self.append(rows, packed=True) if rows else None
         for path in old:
             path.unlink()
         return new
@@ -181,6 +190,34 @@ class Dataset:
         """(problem, kernel) pairs already recorded (in readable parts; see `frame` for quarantine)."""
         df = self.frame(["problem", "kernel"], quarantine)
         return set(zip(df["problem"], df["kernel"]))
+
+
+PACKED_KEY = b"tiledispatch.part"   # parquet schema metadata of a packed part
+
+
+def _packed_parquet(frame) -> bytes:
+    """`frame` as parquet at zstd level 19 with no dictionary for float columns (measured times are nearly
+    all distinct, so dictionaries only add pages): committed datasets come out ~15% smaller than the default
+    encoding (H200 conv datasets, stop 48). Tagged in the schema metadata, so compact leaves it be."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), PACKED_KEY: b"packed"})
+    buffer = io.BytesIO()
+    dictionary = [f.name for f in table.schema if not pa.types.is_floating(f.type)]
+    pq.write_table(table, buffer, compression="zstd", compression_level=19, use_dictionary=dictionary)
+    return buffer.getvalue()
+
+
+def _is_packed(part: Path) -> bool:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return (pq.read_schema(part).metadata or {}).get(PACKED_KEY) == b"packed"
+    except (pa.ArrowException, OSError):
+        return False   # unreadable: compact rewrites (and quarantines) it
 
 
 def load_frame(path: str | Path, warn: Callable[[str], None] = _log_warning):

@@ -143,7 +143,7 @@ def _print_oracle_summary(stats: dict[str, Any]) -> None:
 
 @data_app.command("compact")
 def data_compact(directory: DirArg) -> None:
-    """Rewrite a dataset's parts as one parquet file (for committing or copying it)."""
+    """Rewrite a dataset's parts as one packed parquet file (for committing or copying it)."""
     from tiledispatch.bench.dataset import Dataset
 
     dataset = Dataset(directory, note)
