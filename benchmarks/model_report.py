@@ -15,6 +15,7 @@ ACCEPT_GROUP_GEOMEAN = 1.05  # over the 2-D depthwise / grouped models
 ACCEPT_LAYER_ERR = 1e-2      # per-layer y / dx / dw vs fp32
 GROUP = "2d-dw-grouped"
 VARIANTS = ("stock", "converted")
+AA = "stock_again"   # --aa: a second stock copy timed in the same rounds as stock and converted
 MODES = ("eager", "compiled")
 
 
@@ -40,6 +41,11 @@ def speedups(row: dict[str, Any]) -> dict[str, Any]:
         for variant in ("stock", "converted"):
             out[phase][f"{variant}_compiled_vs_eager"] = _ratio(get(f"{variant}_eager", "wall_ms"),
                                                                 get(f"{variant}_compiled", "wall_ms"))
+        for mode in ("eager", "compiled"):   # A/A: stock / a second stock copy (1.00 but for noise)
+            if f"{AA}_{mode}" in runs:
+                for what, field in fields[:2]:
+                    out[phase][f"{mode}_aa_{what}"] = _ratio(get(f"stock_{mode}", field),
+                                                             get(f"{AA}_{mode}", field))
     return out
 
 
@@ -71,6 +77,9 @@ def summary(models: list[dict[str, Any]], loss: dict[str, Any] | None = None) ->
                                       "min": low[1], "min_model": low[0], "group_geomean": _geomean(group),
                                       "back_to_back_geomean": _geomean(b2b),
                                       "back_to_back_group_geomean": _geomean(b2b_group)}
+            aa = [v for m in models if (v := m.get("speedups", {}).get(phase, {}).get(f"{mode}_aa_wall"))]
+            if aa:
+                out[f"{phase}_{mode}"]["aa_wall_range"] = [min(aa), max(aa)]
     x3d = next((m for m in models if m["model"] == "x3d_m"), {})
     train = {m["model"]: m.get("speedups", {}).get("train", {}) for m in models}
     worst = [_worst_layer(m) for m in models]
@@ -164,6 +173,18 @@ def _phase_table(data: dict[str, Any], phase: str) -> list[str]:
     return _table(PHASE_HEAD, rows)
 
 
+def _aa_table(data: dict[str, Any]) -> list[str]:
+    """Per model and phase, the A/A wall (GPU) ratio of each mode next to the speedup (--aa)."""
+    rows = []
+    for m in data["models"]:
+        for phase, sp in m.get("speedups", {}).items():
+            if any(f"{mode}_aa_wall" in sp for mode in MODES):
+                rows.append([m["model"], phase, *(cell for mode in MODES for cell in (
+                    f"{_f(sp.get(f'{mode}_aa_wall'))}× ({_f(sp.get(f'{mode}_aa_gpu'))}×)",
+                    f"{_f(sp.get(f'{mode}_wall'))}× ({_f(sp.get(f'{mode}_gpu'))}×)"))])
+    return _table(["model", "phase", "eager A/A", "eager speedup", "compiled A/A", "compiled speedup"], rows)
+
+
 def _novendor(runs: dict[str, Any]) -> str:
     r = runs.get(NOVENDOR, {})
     return "error" if "error" in r else _f(r.get("gpu_ms"), ".1f")
@@ -255,6 +276,10 @@ def markdown(data: dict[str, Any]) -> str:
     for phase, title in titles:
         if any(phase in m.get("runs", {}) for m in data["models"]):
             lines += [f"**{title}**", "", *_phase_table(data, phase), ""]
+    aa = _aa_table(data)
+    if aa:
+        lines += ["**A/A: stock / a second stock copy, timed in the same rounds (1.00× but for noise)**", "",
+                  *aa, ""]
     sections = (("Where a training step's GPU time goes (ms per step, by kernel class; share = conv/GEMM "
                  "kernels of the GPU time)", _breakdown_table(data)),
                 ("Numerics (rel. error, norm-wise, vs fp32 with TF32 off)", _numerics_table(data)))
@@ -305,6 +330,8 @@ def merge(paths: list[Path], out: Path) -> dict[str, Any]:
                     if (all("wall_ms" in runs.get(k, {}) for k in pair)
                             and not all("wall_ms" in have.get(k, {}) for k in pair)):
                         have.update({k: runs[k] for k in pair})
+                        if f"{AA}_{mode}" in runs:   # the A/A control of that same run
+                            have[f"{AA}_{mode}"] = runs[f"{AA}_{mode}"]
                 if "wall_ms" in runs.get(NOVENDOR, {}) and "wall_ms" not in have.get(NOVENDOR, {}):
                     have[NOVENDOR] = runs[NOVENDOR]
             for field in ("numerics", "layers", "source", "input_shape", "num_classes", "params_m"):

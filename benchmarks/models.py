@@ -9,7 +9,8 @@ model come first, then compiled passes; failures are recorded and the run goes o
 after each model; --budget-s stops starting new work.
 
 --loss-steps N: first a loss comparison (model_loss.py); --vendor-off-gpu: also a converted copy with vendor
-plans off (model_vendor_off.py); --top-kernels N: N kernels per variant in the JSON (default 8).
+plans off (model_vendor_off.py); --top-kernels N: N kernels per variant in the JSON (default 8); --aa: also a
+second stock copy timed in the same rounds (the A/A ratio: how far from 1.00 noise alone moves a speedup).
 
 Usage (GPU):  python benchmarks/models.py [--models resnet50,x3d_m] [--steps 10] [--modes eager,compiled]
                   [--phases train,infer] [--no-numerics] [--budget-s 400] [--out PATH]
@@ -70,6 +71,7 @@ class Settings:
     cudnn_benchmark: bool = True   # cuDNN picks its algorithms by timing them (as benchmarks/conv.py runs it)
     interleave: bool = True      # stock and converted side by side, timed in alternating rounds
     vendor_off_gpu: bool = False  # eager: also a converted copy with vendor plans off (model_vendor_off.py)
+    aa: bool = False             # also a second stock copy in the same rounds (the run's noise: A/A ratio)
 
 
 # -- steps --------------------------------------------------------------------------------------------------
@@ -282,7 +284,8 @@ def measure_model(row: dict[str, Any], spec: ModelSpec, s: Settings, budget: Bud
     paired = s.interleave and mode in ("eager", "compiled")
     if paired:
         try:
-            measure_variants(row, spec, base, s, budget, mode, phases)
+            measure_variants(row, spec, base, s, budget, mode, phases,
+                             (*VARIANTS, report.AA) if s.aa else VARIANTS)
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory: recorded
             row.setdefault("errors", {})[mode] = _error(exc)
             print(f"  {mode}: ERROR {_error(exc)['error'][:200]}", flush=True)
@@ -443,7 +446,7 @@ def passes(s: Settings) -> list[tuple[str, tuple[str, ...]]]:
 def settings_from(args: argparse.Namespace) -> Settings:
     loss = {"loss_autocast": not args.loss_no_autocast, "cudnn_benchmark": not args.no_cudnn_benchmark,
             "interleave": not args.no_interleave, "vendor_off_gpu": args.vendor_off_gpu,
-            "top_kernels": args.top_kernels}
+            "top_kernels": args.top_kernels, "aa": args.aa}
     if args.smoke:
         return Settings(device="cpu", dtype="float32", batch=1, video_batch=1, steps=args.steps or 2,
                         warmup=1, compiled_warmup=2, modes=MODES if args.smoke_compile else ("eager",),
@@ -488,6 +491,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vendor-off-gpu", action="store_true",
                         help="eager: also time a fresh converted copy with vendor plans off "
                              "(TILEDISPATCH_VENDOR=0, no StepCheck), reported beside the converted GPU time")
+    parser.add_argument("--aa", action="store_true",
+                        help="also time a second stock copy in the same alternating rounds: stock / stock "
+                             "again (the A/A ratio) is the run's noise next to each speedup")
     parser.add_argument("--top-kernels", type=int, default=8,
                         help="kernels per variant and phase kept in the JSON, by GPU time (default 8; "
                              "a large N lists every kernel, to compare stock and converted by name)")

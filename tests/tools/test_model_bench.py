@@ -91,6 +91,29 @@ def test_merge_takes_each_stock_converted_pair_from_one_file(bench, tmp_path):
     assert "Loss over training steps: resnet18" in (tmp_path / "merged.md").read_text()
 
 
+def test_aa_control_sits_beside_each_speedup_and_survives_a_merge(bench, tmp_path):
+    """--aa: a second stock copy in the same rounds; stock / stock again is reported per mode, its range in
+    the summary, a table in the markdown, and a merge keeps it with the pair of its own run."""
+    report = bench["model_report"]
+    row = _row("resnet50", "2d-dense", 10.0, 9.0, "a")
+    row["runs"]["train"]["stock_again_eager"] = {"wall_ms": 10.4, "gpu_ms": 5.0, "pipelined_ms": 10.0}
+    other = _row("mobilenet_v2", "2d-dw-grouped", 9.0, 9.0)
+    for r in (row, other):
+        r["speedups"] = report.speedups(r)
+    sp = row["speedups"]["train"]
+    assert sp["eager_aa_wall"] == pytest.approx(10.0 / 10.4) and sp["eager_aa_gpu"] == pytest.approx(1.0)
+    assert "compiled_aa_wall" not in sp and "eager_aa_wall" not in other["speedups"]["train"]
+    summary = report.summary([row, other])
+    assert summary["train_eager"]["aa_wall_range"] == [pytest.approx(10.0 / 10.4)] * 2
+    text = report.markdown({"models": [row, other], "summary": summary, "settings": {}})
+    assert "**A/A" in text and "| resnet50 | train | 0.96× (1.00×) | 1.11× (1.11×) | –× (–×) |" in text
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps({"gpu": "NVIDIA H100", "date": "a", "argv": [], "models": [row]}))
+    merged = report.merge([path], tmp_path / "merged.json")
+    assert merged["models"][0]["runs"]["train"]["stock_again_eager"]["wall_ms"] == 10.4
+    assert merged["models"][0]["speedups"]["train"]["eager_aa_wall"] == pytest.approx(10.0 / 10.4)
+
+
 def _loss_result(bench: dict) -> dict:
     curves = {"stock": [2.0, 1.5, 1.0], "converted": [2.0, 1.55, 1.0], "fp32": [2.0, 1.5, 0.9]}
     return {"model": "resnet18", "source": "torchvision.resnet18", "input_shape": [4, 3, 8, 8], "batches": 2,
@@ -145,9 +168,9 @@ def test_top_kernels_option(bench, capsys):
     args = argparse.Namespace(loss_no_autocast=False, no_cudnn_benchmark=False, no_interleave=False,
                               vendor_off_gpu=False, top_kernels=500, smoke=False, no_compile=False,
                               modes="compiled", steps=None, phases="train", no_numerics=True, budget_s=None,
-                              loss_steps=None, loss_model=None)
-    assert models.settings_from(args).top_kernels == 500
-    assert models.Settings().top_kernels == 8
+                              loss_steps=None, loss_model=None, aa=True)
+    assert models.settings_from(args).top_kernels == 500 and models.settings_from(args).aa
+    assert models.Settings().top_kernels == 8 and not models.Settings().aa
 
 
 def test_video_models_come_from_torchvision_models_video(bench, monkeypatch):
