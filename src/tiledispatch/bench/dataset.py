@@ -197,8 +197,8 @@ PACKED_KEY = b"tiledispatch.part"   # parquet schema metadata of a packed part
 
 def _packed_parquet(frame) -> bytes:
     """`frame` as parquet at zstd level 19 with no dictionary for float columns (measured times are nearly
-    all distinct, so dictionaries only add pages): committed datasets come out ~15% smaller than the default
-    encoding (H200 conv datasets, stop 48). Tagged in the schema metadata, so compact leaves it be."""
+    all distinct, so dictionaries only add pages): 15-20% smaller than the default encoding on the committed
+    datasets. Tagged in the schema metadata, so compact leaves it be."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
