@@ -45,7 +45,7 @@ def test_option_reaches_the_settings(bench) -> None:
     ns = argparse.Namespace(smoke=True, steps=None, smoke_compile=False, phases="infer", no_numerics=True,
                             budget_s=None, loss_steps=None, loss_model=None, loss_no_autocast=False,
                             no_cudnn_benchmark=False, no_interleave=False, vendor_off_gpu=True,
-                            top_kernels=8)
+                            top_kernels=8, aa=False)
     assert bench["models"].settings_from(ns).vendor_off_gpu is True
 
 
