@@ -460,7 +460,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     loss_steps=args.loss_steps or 0, loss_model=args.loss_model or "resnet18", **loss)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (settings_from reads what it parses)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", help=f"comma-separated subset of: {', '.join(m.name for m in MODELS)}")
     parser.add_argument("--steps", type=int, help="timed steps per measurement (default 10; smoke 2)")
@@ -500,6 +501,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--merge", nargs="+", type=Path, metavar="JSON",
                         help="merge result files of one GPU into --out (per model and mode, the first "
                              "measured stock / converted pair)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.top_kernels < 1:
         parser.error(f"--top-kernels {args.top_kernels}: give a count >= 1")

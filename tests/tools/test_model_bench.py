@@ -2,7 +2,6 @@
 layer extractor (tools/extract_model_layers.py) on a small model, and the project's X3D-M definition."""
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import sys
@@ -165,10 +164,8 @@ def test_top_kernels_option(bench, capsys):
     with pytest.raises(SystemExit):
         models.main(["--top-kernels", "0", "--smoke"])
     assert "--top-kernels 0" in capsys.readouterr().err
-    args = argparse.Namespace(loss_no_autocast=False, no_cudnn_benchmark=False, no_interleave=False,
-                              vendor_off_gpu=False, top_kernels=500, smoke=False, no_compile=False,
-                              modes="compiled", steps=None, phases="train", no_numerics=True, budget_s=None,
-                              loss_steps=None, loss_model=None, aa=True)
+    args = models.build_parser().parse_args(["--top-kernels", "500", "--modes", "compiled",
+                                             "--phases", "train", "--no-numerics", "--aa"])
     assert models.settings_from(args).top_kernels == 500 and models.settings_from(args).aa
     assert models.Settings().top_kernels == 8 and not models.Settings().aa
 

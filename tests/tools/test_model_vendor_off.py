@@ -40,12 +40,9 @@ def test_vendor_off_is_undone(bench, monkeypatch) -> None:
 
 
 def test_option_reaches_the_settings(bench) -> None:
-    import argparse
 
-    ns = argparse.Namespace(smoke=True, steps=None, smoke_compile=False, phases="infer", no_numerics=True,
-                            budget_s=None, loss_steps=None, loss_model=None, loss_no_autocast=False,
-                            no_cudnn_benchmark=False, no_interleave=False, vendor_off_gpu=True,
-                            top_kernels=8, aa=False)
+    ns = bench["models"].build_parser().parse_args(["--smoke", "--phases", "infer", "--no-numerics",
+                                                    "--vendor-off-gpu"])
     assert bench["models"].settings_from(ns).vendor_off_gpu is True
 
 
