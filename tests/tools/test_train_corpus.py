@@ -146,25 +146,28 @@ def test_written_files_are_deterministic_problem_files(tool, tmp_path):
 
 
 @functools.cache
-def _zoo_file() -> dict[str, Any]:
+def zoo_file() -> dict[str, Any]:
+    """The unseen zoo's corpus (also read by test_train_corpus3d)."""
     return json.loads(ZOO.read_text())
 
 
 @functools.cache
-def _committed(direction: str, batch: Path = TRAIN) -> tuple[list[corpus.CorpusEntry], dict[str, Any]]:
+def committed(direction: str, batch: Path) -> tuple[list[corpus.CorpusEntry], dict[str, Any]]:
+    """The committed corpus file of `batch` (a corpus stem) for `direction` (also read by
+    test_train_corpus3d)."""
     return corpus.load_problems(batch.with_name(f"{batch.stem}_{direction}.json"))
 
 
 @pytest.mark.parametrize("batch", BATCHES, ids=lambda p: p.stem)
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_committed_corpus_has_no_zoo_problem(tool, direction, batch):
-    entries, meta = _committed(direction, batch)
+    entries, meta = committed(direction, batch)
     problems = [e.problem for e in entries]
     assert len(problems) == meta["per_direction"] and meta["direction"] == direction
     assert all(p.direction == direction and p.dtype == "bf16" and p.ndim == 2 for p in problems)
     sigs = {p.signature() for p in problems}
     assert len(sigs) == len(problems)
-    zoo = _zoo_file()["conv"][direction]
+    zoo = zoo_file()["conv"][direction]
     leaked = sigs & {ConvProblem.from_dict(e["problem"]).signature() for e in zoo}
     assert not leaked, f"{len(leaked)} problems are zoo problems, e.g. {sorted(leaked)[:3]}"
     zoo_layers = {tool.layer_key(ConvProblem.from_dict(e["problem"])) for e in zoo}
@@ -175,10 +178,10 @@ def test_committed_corpus_has_no_zoo_problem(tool, direction, batch):
 
 @pytest.mark.parametrize("batch", BATCHES, ids=lambda p: p.stem)
 def test_committed_corpus_shares_no_model_with_the_zoo(tool, batch):
-    zoo = _zoo_file()["models"]
-    tags = [[e.tag for e in _committed(d, batch)[0]] for d in DIRECTIONS]
+    zoo = zoo_file()["models"]
+    tags = [[e.tag for e in committed(d, batch)[0]] for d in DIRECTIONS]
     assert tags[0] == tags[1] == tags[2]
-    _, meta = _committed("fwd", batch)
+    _, meta = committed("fwd", batch)
     models = {tag.split("/")[0] for tag in tags[0]}
     assert models == set(meta["models"]["used"]) and len(models) >= 100
     assert sum(meta["models"]["used"].values()) == len(tags[0])
@@ -192,7 +195,7 @@ def test_committed_corpus_shares_no_model_with_the_zoo(tool, batch):
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_committed_batches_share_no_layer(direction):
     """The second batch adds layers: no signature and no (model, layer) of the first one."""
-    first, second = (_committed(direction, batch)[0] for batch in BATCHES)
+    first, second = (committed(direction, batch)[0] for batch in BATCHES)
     assert not {e.problem.signature() for e in first} & {e.problem.signature() for e in second}
     layers = [{tuple(e.tag.split("/")[:2]) for e in entries} for entries in (first, second)]  # model, layer
     assert not layers[0] & layers[1]

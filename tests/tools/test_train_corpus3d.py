@@ -4,9 +4,7 @@ the committed benchmarks/zoo/train_real3d_<direction>.json files against the zoo
 two timm models end to end, twice, where timm is installed (a subprocess: a torchvision stub may stand in)."""
 from __future__ import annotations
 
-import functools
 import importlib.util
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,14 +15,13 @@ import pytest
 from tiledispatch.problems import conv_suites as cs
 from tiledispatch.problems import corpus
 from tiledispatch.problems.conv import ConvProblem
+from test_train_corpus import DIRECTIONS, committed, zoo_file
 
 ROOT = Path(__file__).resolve().parents[2]
-ZOO = ROOT / "benchmarks" / "zoo" / "unseen_zoo.json"
 TRAIN = ROOT / "benchmarks" / "zoo" / "train_real3d.json"
 # the committed batches: the first (swept in stop 48) and a second one (seed 1, generated after the first was
 # in data/h200, so disjoint from it)
 BATCHES = (TRAIN, TRAIN.with_name("train_real3d_b.json"))
-DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
 
 
 @pytest.fixture(scope="module")
@@ -156,23 +153,13 @@ def test_selection_is_deterministic_round_robin(tool):
 # ------------------------------------------------------------------------------------------ committed files
 
 
-@functools.cache
-def _zoo_file() -> dict[str, Any]:
-    return json.loads(ZOO.read_text())
-
-
-@functools.cache
-def _committed(direction: str, batch: Path = TRAIN) -> tuple[list[corpus.CorpusEntry], dict[str, Any]]:
-    return corpus.load_problems(batch.with_name(f"{batch.stem}_{direction}.json"))
-
-
 BATCH = pytest.mark.parametrize("batch", BATCHES, ids=lambda p: p.stem)
 
 
 @BATCH
 def test_committed_files_are_3d_and_the_same_instances(tool, batch):
-    entries = {d: _committed(d, batch)[0] for d in DIRECTIONS}
-    _, meta = _committed("fwd", batch)
+    entries = {d: committed(d, batch)[0] for d in DIRECTIONS}
+    _, meta = committed("fwd", batch)
     assert len(entries["fwd"]) == meta["per_direction"] == 300 and meta["kind"] == tool.KIND
     assert [e.tag for e in entries["fwd"]] == [e.tag for e in entries["bwd_data"]] == \
         [e.tag for e in entries["bwd_weight"]]
@@ -183,17 +170,17 @@ def test_committed_files_are_3d_and_the_same_instances(tool, batch):
         assert all(p.flops <= corpus.CONV_MAX_FLOPS and p.min_bytes <= corpus.CONV_MAX_BYTES
                    for p in problems)
     assert {p.n for p in (e.problem for e in entries["fwd"])} == set(meta["batches"])
-    assert set(_zoo_file()["batches"]["3d"]) <= set(meta["batches"])
+    assert set(zoo_file()["batches"]["3d"]) <= set(meta["batches"])
 
 
 @BATCH
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_committed_files_have_no_zoo_problem(tool, direction, batch):
     tc = tool.train_tool()
-    problems = [e.problem for e in _committed(direction, batch)[0]]
+    problems = [e.problem for e in committed(direction, batch)[0]]
     sigs = {p.signature() for p in problems}
     assert len(sigs) == len(problems)
-    zoo = [ConvProblem.from_dict(e["problem"]) for e in _zoo_file()["conv"][direction]]
+    zoo = [ConvProblem.from_dict(e["problem"]) for e in zoo_file()["conv"][direction]]
     leaked = sigs & {p.signature() for p in zoo}
     assert not leaked, f"{len(leaked)} problems are zoo problems, e.g. {sorted(leaked)[:3]}"
     assert not {tc.layer_key(p) for p in problems} & {tc.layer_key(p) for p in zoo}
@@ -203,9 +190,9 @@ def test_committed_files_have_no_zoo_problem(tool, direction, batch):
 
 @BATCH
 def test_committed_files_share_no_model_with_the_zoo(tool, batch):
-    zoo = _zoo_file()["models"]
+    zoo = zoo_file()["models"]
     tc = tool.train_tool()
-    entries, meta = _committed("fwd", batch)
+    entries, meta = committed("fwd", batch)
     models = {e.tag.split("/")[0] for e in entries}
     assert models == set(meta["models"]["used"]) == set(meta["models"]["plans"]) and len(models) >= 100
     excluded = tc.excluded_keys(zoo["zoo"], [*zoo["training_tables"], *tc.zoo_tool().training_models()])
@@ -217,7 +204,7 @@ def test_committed_files_share_no_model_with_the_zoo(tool, batch):
 @pytest.mark.parametrize("direction", DIRECTIONS)
 def test_committed_batches_share_no_problem(direction):
     """The second batch adds problems: none of its signatures is one of the first batch's."""
-    first, second = (_committed(direction, batch)[0] for batch in BATCHES)
+    first, second = (committed(direction, batch)[0] for batch in BATCHES)
     assert not {e.problem.signature() for e in first} & {e.problem.signature() for e in second}
 
 
