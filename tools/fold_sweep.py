@@ -22,7 +22,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = ["problem", "kernel"]
-SAME = ("op", "direction", "dtype", "gpu")   # manifest fields both datasets must share
 VERSIONS = ("gpu", "arch", "tiledispatch", "triton", "torch", "cuda", "schema_version")
 
 
@@ -49,8 +48,10 @@ def compare(old_frame: Any, new_frame: Any) -> dict[str, Any]:
 
     if list(new_frame.columns) != list(old_frame.columns):
         raise FoldError(f"columns differ: {sorted(set(new_frame.columns) ^ set(old_frame.columns))}")
+    from tiledispatch.bench.analysis import duplicate_pairs
+
     for frame, which in ((old_frame, "committed"), (new_frame, "returned")):
-        dups = int(frame.duplicated(KEY).sum())
+        dups = duplicate_pairs(frame)
         if dups:
             raise FoldError(f"the {which} dataset holds {dups} duplicate (problem, kernel) pair(s)")
     old, new = old_frame.set_index(KEY).sort_index(), new_frame.set_index(KEY)
@@ -81,12 +82,14 @@ def _same(a: Any, b: Any) -> bool:
 
 def fold(returned: Path, committed: Path, dry_run: bool) -> dict[str, Any]:
     from tiledispatch.bench.dataset import Dataset
+    from tiledispatch.errors import BadInput
 
     theirs, ours = Dataset(returned), Dataset(committed)
-    a, b = ours.manifest(), theirs.manifest()
-    differ = [f for f in SAME if a.get(f) != b.get(f)]
-    if differ:
-        raise FoldError(f"manifests differ in {differ}: {[(a.get(f), b.get(f)) for f in differ]}")
+    mine = ours.manifest()
+    try:   # the check a resumed sweep makes: same op, direction, dtype and GPU
+        theirs.open(mine["op"], mine["direction"], mine["dtype"], mine["gpu"], resume=True, extra={})
+    except BadInput as exc:
+        raise FoldError(f"the returned dataset is not this one resumed: {exc}") from exc
     report = compare(ours.frame(), theirs.frame())
     if theirs.corrupt or ours.corrupt:
         raise FoldError(f"damaged parts: {[str(p) for p in theirs.corrupt + ours.corrupt]}")

@@ -88,7 +88,7 @@ def summary(df) -> dict[str, Any]:
         "problems_without_ok": {"count": len(without_ok), "examples": without_ok[:MAX_EXAMPLES]},
         "by_family": _family_counts(df), "gpus": _uniques(df["gpu"]), "archs": _uniques(df["arch"]),
         "versions": {c: _uniques(df[c]) for c in VERSION_COLUMNS},
-        "time_range": _time_range(df["timestamp"]), "duplicate_pairs": _duplicate_pairs(df),
+        "time_range": _time_range(df["timestamp"]), "duplicate_pairs": duplicate_pairs(df),
     }
 
 
@@ -108,7 +108,7 @@ def _family_counts(df) -> dict[str, dict[str, int]]:
     return {family: _status_counts(group["status"]) for family, group in df.groupby(families, sort=True)}
 
 
-def _duplicate_pairs(df) -> int:
+def duplicate_pairs(df) -> int:
     """How many (problem, kernel) pairs have more than one row (a sound dataset has none)."""
     sizes = df.groupby(["problem", "kernel"], sort=False).size()
     return int((sizes > 1).sum())
