@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import hashlib
 import math
 import platform
 import re
@@ -180,8 +179,8 @@ def environment(device: Any) -> dict[str, Any]:
 def cost_model_digests() -> dict[str, str]:
     """'arch/key' -> the first 12 hex digits of the sha256 of each packaged cost model's model.txt: which
     models ranked the plans of a run (a result records them; the models change between commits)."""
+    from tiledispatch.bundle.manifest import sha256_of
     from tiledispatch.select.cost_model import models_root
 
-    root = models_root()
-    return {f"{path.parent.parent.name}/{path.parent.name}":
-            hashlib.sha256(path.read_bytes()).hexdigest()[:12] for path in sorted(root.glob("*/*/model.txt"))}
+    return {f"{path.parent.parent.name}/{path.parent.name}": sha256_of(path)[:12]
+            for path in sorted(models_root().glob("*/*/model.txt"))}
