@@ -162,3 +162,18 @@ def test_convert_attaches_one_check_to_the_first_layer_and_a_second_convert_repl
     assert replaced is not hook
     assert tdnn.convert(torch.nn.Sequential(torch.nn.ReLU())).step_check is None
     assert tdnn.convert(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)), step_check=False).step_check is None
+
+
+def test_a_linear_swapped_back_by_the_hook_of_its_own_call_still_runs():
+    # the check's pre-hook runs after the call bound tiledispatch's forward; a converted Linear that is the
+    # first layer (here the model itself) then ran that forward on torch's class: its super() call raised
+    # TypeError (GPU, benchmarks/module_overhead.py, stop 49)
+    layer = torch.nn.Linear(4, 2)
+    report = tdnn.convert(layer)
+    assert report.step_check is not None and report.step_check.modules[0][0] is layer
+    x = torch.randn(3, 4)
+    layer._td_last = (x.shape, torch.is_grad_enabled())   # its layer plan settled on torch's layer
+    bound = layer.forward
+    report.step_check._use("torch")
+    assert type(layer) is torch.nn.Linear
+    torch.testing.assert_close(bound(x), torch.nn.functional.linear(x, layer.weight, layer.bias))

@@ -179,6 +179,12 @@ class Conv3d(_TdConv, torch.nn.Conv3d):
         self._td_setup()
 
 
+def _torch_linear(module: torch.nn.Linear, input: torch.Tensor) -> torch.Tensor:
+    """torch.nn.Linear's forward, named rather than reached by super(): a step check's pre-hook may swap a
+    converted layer back to torch's class after its call has bound this class's forward (nn/step_check.py)."""
+    return torch.nn.Linear.forward(module, input)
+
+
 class Linear(torch.nn.Linear):
     """torch.nn.Linear running torch.ops.tiledispatch.gemm: x (*, in) @ weight.T (column-major) + bias."""
 
@@ -197,9 +203,9 @@ class Linear(torch.nn.Linear):
         if not _compiling():   # not read while tracing (see _TdConv._conv_forward)
             last = self._td_last   # the call before settled on torch's layer: same shape and grad mode, again
             if last is not None and input.shape == last[0] and _grad_enabled() is last[1]:
-                return super().forward(input)
+                return _torch_linear(self, input)
         if self.td_reason is not None:
-            return super().forward(input)
+            return _torch_linear(self, input)
         compiling, plan = _compiling(), None
         start = 0.0 if compiling else clock()
         if not compiling:   # a signature settled on torch's layer goes there first, without more checks
@@ -208,14 +214,14 @@ class Linear(torch.nn.Linear):
             if plan is not None and plan.stage != "td":
                 if plan.on_torch:
                     self._td_last = (input.shape, _grad_enabled())
-                    return super().forward(input)
+                    return _torch_linear(self, input)
                 if plan.stage == "torch":   # sampling torch's layer (one addmm and its backward node)
                     y = _linear(input.reshape(-1, self.in_features), self.weight, self.bias)
                     plan.sample("torch", "fwd", start)
                     eager.time_backward(y, plan)
                     return y if input.dim() == 2 else y.reshape(*input.shape[:-1], self.out_features)
         if input.dtype not in DTYPES or input.numel() == 0:
-            return super().forward(input)
+            return _torch_linear(self, input)
         x, weight, bias = _autocast(input, input.reshape(-1, self.in_features), self.weight, self.bias)
         if compiling or not eager.plain(x, weight, bias):
             y = _gemm_op(x, weight.t(), bias, "none")
