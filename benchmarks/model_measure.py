@@ -125,7 +125,8 @@ def interleaved_wall_times(fns: dict[str, Callable[[], object]], device: Any, wa
     """wall_times of several variants measured in alternation: each first called alone and warmed up, then
     `rounds` rounds of ceil(steps / rounds) synchronized steps of each variant in turn, so that a drift of the
     host's speed (10-30% between runs on the GPU hosts) hits every variant alike. wall_ms is the median of
-    all steps; pipelined_ms the mean of `steps` back-to-back steps per variant, also taken in turn."""
+    all steps. With `pipelined`, as many rounds again of back-to-back steps of each variant in turn:
+    pipelined_ms is the median of the rounds' mean step times (pipelined_rounds_ms holds them)."""
     results: dict[str, dict[str, Any]] = {}
     for name, fn in fns.items():
         results[name] = {"first_call_s": first_and_warm(fn, device, warmup)}
@@ -135,11 +136,35 @@ def interleaved_wall_times(fns: dict[str, Callable[[], object]], device: Any, wa
     for _ in range(rounds):
         for name, fn in fns.items():
             samples[name] += [_step_ms(fn, device) for _ in range(per_round)]
-    for name, fn in fns.items():
-        back = _counted_back_to_back(fn, device, steps) if pipelined else {"pipelined_ms": None}
-        results[name].update({**_spread(samples[name]), **back,
-                              "steps": len(samples[name]), "rounds": rounds, "interleaved": list(fns)})
+    for name in fns:
+        results[name].update({**_spread(samples[name]), "steps": len(samples[name]), "rounds": rounds,
+                              "interleaved": list(fns)})
+    if not pipelined:
+        for result in results.values():
+            result["pipelined_ms"] = None
+        return results
+    for name, back in _pipelined_rounds(fns, device, rounds, per_round).items():
+        results[name].update(back)
     return results
+
+
+def _pipelined_rounds(fns: dict[str, Callable[[], object]], device: Any, rounds: int, per_round: int
+                      ) -> dict[str, dict[str, Any]]:
+    """`rounds` rounds of `per_round` back-to-back steps of each variant in turn: the median round mean, the
+    round means, and the per-step change of _counters over all of a variant's rounds."""
+    means: dict[str, list[float]] = {name: [] for name in fns}
+    counted: dict[str, dict[str, float]] = {name: {} for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            before = _counters(device)
+            means[name].append(_back_to_back_ms(fn, device, per_round))
+            after = _counters(device)
+            for key in after:
+                counted[name][key] = counted[name].get(key, 0) + after[key] - before[key]
+    steps = rounds * per_round
+    return {name: {"pipelined_ms": statistics.median(means[name]), "pipelined_rounds_ms": means[name],
+                   "per_step_counters": {k: v / steps for k, v in counted[name].items()}}
+            for name in fns}
 
 
 def gpu_time(fn: Callable[[], object], device: Any, steps: int, top: int = 8) -> dict[str, Any]:

@@ -43,7 +43,7 @@ def speedups(row: dict[str, Any]) -> dict[str, Any]:
                                                                 get(f"{variant}_compiled", "wall_ms"))
         for mode in ("eager", "compiled"):   # A/A: stock / a second stock copy (1.00 but for noise)
             if f"{AA}_{mode}" in runs:
-                for what, field in fields[:2]:
+                for what, field in fields:
                     out[phase][f"{mode}_aa_{what}"] = _ratio(get(f"stock_{mode}", field),
                                                              get(f"{AA}_{mode}", field))
     return out
@@ -86,6 +86,8 @@ def summary(models: list[dict[str, Any]], loss: dict[str, Any] | None = None) ->
     out["acceptance"] = {
         "every_model_eager_ge_1": _all(v.get("eager_wall") for v in train.values()),
         "every_model_compiled_ge_1": _all(v.get("compiled_wall") for v in train.values()),
+        "every_model_compiled_ge_1_back_to_back": _all(v.get("compiled_back_to_back")
+                                                       for v in train.values()),
         "x3d_compiled": x3d.get("speedups", {}).get("train", {}).get("compiled_wall"),
         "group_geomean_eager": out.get("train_eager", {}).get("group_geomean"),
         "group_geomean_compiled": out.get("train_compiled", {}).get("group_geomean"),
@@ -181,8 +183,10 @@ def _aa_table(data: dict[str, Any]) -> list[str]:
             if any(f"{mode}_aa_wall" in sp for mode in MODES):
                 rows.append([m["model"], phase, *(cell for mode in MODES for cell in (
                     f"{_f(sp.get(f'{mode}_aa_wall'))}× ({_f(sp.get(f'{mode}_aa_gpu'))}×)",
-                    f"{_f(sp.get(f'{mode}_wall'))}× ({_f(sp.get(f'{mode}_gpu'))}×)"))])
-    return _table(["model", "phase", "eager A/A", "eager speedup", "compiled A/A", "compiled speedup"], rows)
+                    f"{_f(sp.get(f'{mode}_wall'))}× ({_f(sp.get(f'{mode}_gpu'))}×)",
+                    f"{_f(sp.get(f'{mode}_aa_back_to_back'))}× / {_f(sp.get(f'{mode}_back_to_back'))}×"))])
+    return _table(["model", "phase", "eager A/A", "eager speedup", "eager back-to-back A/A / speedup",
+                   "compiled A/A", "compiled speedup", "compiled back-to-back A/A / speedup"], rows)
 
 
 def _novendor(runs: dict[str, Any]) -> str:
@@ -237,7 +241,8 @@ def _header(data: dict[str, Any]) -> str:
 
 def _acceptance(acc: dict[str, Any]) -> str:
     return (f"Acceptance (training step): every model converted ≥ stock eager: "
-            f"{acc.get('every_model_eager_ge_1')}, compiled: {acc.get('every_model_compiled_ge_1')}; X3D-M "
+            f"{acc.get('every_model_eager_ge_1')}, compiled: {acc.get('every_model_compiled_ge_1')} "
+            f"(back-to-back {acc.get('every_model_compiled_ge_1_back_to_back')}); X3D-M "
             f"compiled {_f(acc.get('x3d_compiled'))}× (target {ACCEPT_X3D_COMPILED}); 2-D depthwise / "
             f"grouped geomean eager {_f(acc.get('group_geomean_eager'), '.3f')}×, compiled "
             f"{_f(acc.get('group_geomean_compiled'), '.3f')}× (back-to-back "

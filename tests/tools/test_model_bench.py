@@ -105,7 +105,9 @@ def test_aa_control_sits_beside_each_speedup_and_survives_a_merge(bench, tmp_pat
     summary = report.summary([row, other])
     assert summary["train_eager"]["aa_wall_range"] == [pytest.approx(10.0 / 10.4)] * 2
     text = report.markdown({"models": [row, other], "summary": summary, "settings": {}})
-    assert "**A/A" in text and "| resnet50 | train | 0.96× (1.00×) | 1.11× (1.11×) | –× (–×) |" in text
+    assert sp["eager_aa_back_to_back"] == pytest.approx(1.0)   # _row's stock pipelined_ms is 10.0
+    assert "**A/A" in text and ("| resnet50 | train | 0.96× (1.00×) | 1.11× (1.11×) | 1.00× / 2.22× | "
+                                "–× (–×) |") in text
     path = tmp_path / "a.json"
     path.write_text(json.dumps({"gpu": "NVIDIA H100", "date": "a", "argv": [], "models": [row]}))
     merged = report.merge([path], tmp_path / "merged.json")
@@ -262,6 +264,20 @@ def test_pipelined_steps_report_the_counters_a_step_can_hide_in(bench):
     assert result["quiet"]["per_step_counters"]["gc_gen2"] == 0.0
     single = measure.wall_times(steps["collects"], torch.device("cpu"), warmup=1, steps=3)
     assert single["per_step_counters"]["gc_gen2"] == 1.0
+
+
+def test_back_to_back_steps_are_timed_in_alternating_rounds_too(bench):
+    """Back-to-back steps run in rounds of each variant in turn, like the synchronized ones (a host drift
+    hits both), and pipelined_ms is the median of the rounds' means."""
+    order: list[str] = []
+    steps = {"a": lambda: order.append("a"), "b": lambda: order.append("b")}
+    result = bench["model_measure"].interleaved_wall_times(steps, torch.device("cpu"), warmup=1, steps=6,
+                                                           rounds=3)
+    back = order[2 + 2 * 6:]   # after the warm-ups and the synchronized rounds
+    assert back == ["a", "a", "b", "b"] * 3
+    for r in result.values():
+        assert len(r["pipelined_rounds_ms"]) == 3
+        assert r["pipelined_ms"] == sorted(r["pipelined_rounds_ms"])[1]
 
 
 @pytest.mark.slow
