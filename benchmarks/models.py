@@ -53,6 +53,7 @@ class Settings:
     batch: int = 32
     video_batch: int = 8
     steps: int = 10
+    rounds: int = 5              # alternating rounds the steps are split into (--rounds)
     warmup: int = 45             # eager: layer plans settle (~13 steps), then the step check (2*ROUNDS*BLOCK)
     compiled_warmup: int = 5     # compile, cudagraph-tree warm-up run, recording, replays
     profile_steps: int = 3
@@ -203,7 +204,7 @@ def _measure_phase(row: dict, phase: str, models: dict, runners: dict, x: Any, l
                 warm[variant] = {"first_call_s": first_s,
                                  **{k: v - before[k] for k, v in _compile_counts().items()}}
         timed = measure.interleaved_wall_times(steps, device, 1 if warm else s.warmup, s.steps,
-                                               pipelined=s.pipelined)
+                                               rounds=s.rounds, pipelined=s.pipelined)
         for variant, step in steps.items():
             result = {**timed[variant], **warm.get(variant, {})}
             if device.type == "cuda":
@@ -446,7 +447,7 @@ def passes(s: Settings) -> list[tuple[str, tuple[str, ...]]]:
 def settings_from(args: argparse.Namespace) -> Settings:
     loss = {"loss_autocast": not args.loss_no_autocast, "cudnn_benchmark": not args.no_cudnn_benchmark,
             "interleave": not args.no_interleave, "vendor_off_gpu": args.vendor_off_gpu,
-            "top_kernels": args.top_kernels, "aa": args.aa}
+            "top_kernels": args.top_kernels, "aa": args.aa, "rounds": args.rounds}
     if args.smoke:
         return Settings(device="cpu", dtype="float32", batch=1, video_batch=1, steps=args.steps or 2,
                         warmup=1, compiled_warmup=2, modes=MODES if args.smoke_compile else ("eager",),
@@ -465,6 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", help=f"comma-separated subset of: {', '.join(m.name for m in MODELS)}")
     parser.add_argument("--steps", type=int, help="timed steps per measurement (default 10; smoke 2)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="alternating rounds the timed steps of the variants are split into (default 5)")
     parser.add_argument("--no-compile", action="store_true", help="eager only (same as --modes eager)")
     parser.add_argument("--modes", default="eager,compiled",
                         help="eager, compiled or both; 'numerics' alone: the numerics, no timing")
