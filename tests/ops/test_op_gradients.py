@@ -83,6 +83,17 @@ def test_gemm_gradients_in_the_linear_form(a_shape):
     y = ops.gemm(a, weight.t(), bias)
     ref = ra @ rweight.t() + rbias
     assert y.shape == ref.shape and _rel(y, ref) < TOL
-    for name, g, r in zip(("da", "dweight", "dbias"), _grads(y, (a, weight, bias), 3),
-                          _grads(ref, (ra, rweight, rbias), 3)):
+    grads = _grads(y, (a, weight, bias), 3)
+    for name, g, r in zip(("da", "dweight", "dbias"), grads, _grads(ref, (ra, rweight, rbias), 3)):
         assert g.shape == r.shape and _rel(g, r) < TOL, name
+    # in the weight's own layout: AccumulateGrad copied a transposed gradient into it on every step (one
+    # copy per Linear per step, e.g. EfficientNet-B0's classifier under torch.compile, stop 49)
+    assert grads[1].stride() == weight.stride()
+
+
+def test_gemm_gradient_of_a_row_major_b_stays_row_major():
+    (a, b), _ = _leaves(torch.randn(5, 7), torch.randn(7, 4))
+    grad = torch.randn(5, 4)
+    (db,) = torch.autograd.grad(ops.gemm(a, b, None), (b,), grad)
+    assert db.stride() == b.stride()
+    assert _rel(db, a.detach().double().t() @ grad.double()) < TOL

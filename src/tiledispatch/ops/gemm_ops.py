@@ -74,6 +74,11 @@ def _gemm_backward(ctx: Any, grad: torch.Tensor) -> tuple:
     return (*gemm_grads(a, b, bias, grad, ctx.needs_input_grad), None)
 
 
+def _column_major(t: torch.Tensor) -> bool:
+    """Whether a 2-D tensor is the transpose of a row-major one (and not row-major itself)."""
+    return t.stride(0) == 1 and t.stride(1) != 1
+
+
 def gemm_grads(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, grad: torch.Tensor,
                needs: Sequence[bool]) -> tuple:
     """(da, db, dbias) of out = a @ b + bias through the op (differentiable again), None where `needs` (a, b,
@@ -82,9 +87,12 @@ def gemm_grads(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, grad
     if needs[0]:
         da = _sum_to(gemm(grad, b.mT, None, "none"), a)
     if needs[1]:
-        if b.dim() == 2 and a.dim() == 3:      # one (K, N) weight for the whole batch: one long-K product
-            k, n = a.shape[-1], grad.shape[-1]
-            db = gemm(a.reshape(-1, k).mT, grad.reshape(-1, n), None, "none")
+        if b.dim() == 2:      # one (K, N) weight for the whole batch: one long-K product
+            a2, g2 = a.reshape(-1, a.shape[-1]), grad.reshape(-1, grad.shape[-1])
+            # in b's layout: a column-major b (a Linear's weight.T) gets its gradient as (grad^T a)^T, so
+            # the weight's gradient comes out row-major like the weight and autograd keeps it as it is
+            # (a gradient in another layout than its parameter costs a copy per step)
+            db = gemm(g2.mT, a2, None, "none").mT if _column_major(b) else gemm(a2.mT, g2, None, "none")
         else:
             db = gemm(a.mT, grad, None, "none")
     if bias is not None and needs[2]:
