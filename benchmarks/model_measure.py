@@ -120,13 +120,17 @@ def _spread(samples: list[float]) -> dict[str, float]:
             "wall_p80_ms": ordered[int(0.8 * (len(ordered) - 1))]}
 
 
+PIPELINED_ROUND_STEPS = 10   # a round's closing sync adds one step's latency, shared over this many steps
+
+
 def interleaved_wall_times(fns: dict[str, Callable[[], object]], device: Any, warmup: int, steps: int,
                            rounds: int = 5, pipelined: bool = True) -> dict[str, dict[str, Any]]:
     """wall_times of several variants measured in alternation: each first called alone and warmed up, then
     `rounds` rounds of ceil(steps / rounds) synchronized steps of each variant in turn, so that a drift of the
     host's speed (10-30% between runs on the GPU hosts) hits every variant alike. wall_ms is the median of
-    all steps. With `pipelined`, as many rounds again of back-to-back steps of each variant in turn:
-    pipelined_ms is the median of the rounds' mean step times (pipelined_rounds_ms holds them)."""
+    all steps. With `pipelined`, as many rounds again of back-to-back steps of each variant in turn (at least
+    PIPELINED_ROUND_STEPS per round): pipelined_ms is the median of the rounds' mean step times
+    (pipelined_rounds_ms holds them)."""
     results: dict[str, dict[str, Any]] = {}
     for name, fn in fns.items():
         results[name] = {"first_call_s": first_and_warm(fn, device, warmup)}
@@ -143,7 +147,7 @@ def interleaved_wall_times(fns: dict[str, Callable[[], object]], device: Any, wa
         for result in results.values():
             result["pipelined_ms"] = None
         return results
-    for name, back in _pipelined_rounds(fns, device, rounds, per_round).items():
+    for name, back in _pipelined_rounds(fns, device, rounds, max(per_round, PIPELINED_ROUND_STEPS)).items():
         results[name].update(back)
     return results
 
