@@ -512,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.top_kernels < 1:
         parser.error(f"--top-kernels {args.top_kernels}: give a count >= 1")
+    if args.rounds < 1 or (args.steps is not None and args.rounds > args.steps):
+        parser.error(f"--rounds {args.rounds}: give 1 to --steps rounds")
     if any(p not in PHASES for p in args.phases.split(",")):
         parser.error(f"--phases {args.phases!r}: choose from {', '.join(PHASES)}")
     if args.modes != "numerics" and any(m not in MODES for m in args.modes.split(",")):

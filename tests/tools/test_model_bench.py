@@ -172,6 +172,17 @@ def test_top_kernels_option(bench, capsys):
     assert models.Settings().top_kernels == 8 and not models.Settings().aa
 
 
+@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--rounds", "11", "--steps", "10"]])
+def test_rounds_option_refuses_what_it_cannot_split(bench, capsys, argv):
+    """--rounds N splits the timed steps into N alternating rounds: 1 to --steps, not silently clamped."""
+    models = bench["models"]
+    with pytest.raises(SystemExit):
+        models.main([*argv, "--smoke"])
+    assert "--rounds" in capsys.readouterr().err
+    args = models.build_parser().parse_args(["--rounds", "10", "--steps", "40"])
+    assert models.settings_from(args).rounds == 10 and models.Settings().rounds == 5
+
+
 def test_video_models_come_from_torchvision_models_video(bench, monkeypatch):
     """torchvision's video nets live in torchvision.models.video (there is no torchvision.video)."""
     import types
