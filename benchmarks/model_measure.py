@@ -154,21 +154,20 @@ def interleaved_wall_times(fns: dict[str, Callable[[], object]], device: Any, wa
 
 def _pipelined_rounds(fns: dict[str, Callable[[], object]], device: Any, rounds: int, per_round: int
                       ) -> dict[str, dict[str, Any]]:
-    """`rounds` rounds of `per_round` back-to-back steps of each variant in turn: the median round mean, the
-    round means, and the per-step change of _counters over all of a variant's rounds."""
-    means: dict[str, list[float]] = {name: [] for name in fns}
-    counted: dict[str, dict[str, float]] = {name: {} for name in fns}
+    """`rounds` rounds of `per_round` back-to-back steps of each variant in turn (_counted_back_to_back):
+    the median round mean, the round means, and the per-step counter changes averaged over the rounds."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            before = _counters(device)
-            means[name].append(_back_to_back_ms(fn, device, per_round))
-            after = _counters(device)
-            for key in after:
-                counted[name][key] = counted[name].get(key, 0) + after[key] - before[key]
-    steps = rounds * per_round
-    return {name: {"pipelined_ms": statistics.median(means[name]), "pipelined_rounds_ms": means[name],
-                   "per_step_counters": {k: v / steps for k, v in counted[name].items()}}
-            for name in fns}
+            runs[name].append(_counted_back_to_back(fn, device, per_round))
+    out = {}
+    for name, results in runs.items():
+        means = [r["pipelined_ms"] for r in results]
+        counters = {k: statistics.fmean(r["per_step_counters"][k] for r in results)
+                    for k in results[0]["per_step_counters"]}
+        out[name] = {"pipelined_ms": statistics.median(means), "pipelined_rounds_ms": means,
+                     "per_step_counters": counters}
+    return out
 
 
 def gpu_time(fn: Callable[[], object], device: Any, steps: int, top: int = 8) -> dict[str, Any]:

@@ -41,7 +41,7 @@ def speedups(row: dict[str, Any]) -> dict[str, Any]:
         for variant in ("stock", "converted"):
             out[phase][f"{variant}_compiled_vs_eager"] = _ratio(get(f"{variant}_eager", "wall_ms"),
                                                                 get(f"{variant}_compiled", "wall_ms"))
-        for mode in ("eager", "compiled"):   # A/A: stock / a second stock copy (1.00 but for noise)
+        for mode in MODES:   # A/A: stock / a second stock copy (1.00 but for noise)
             if f"{AA}_{mode}" in runs:
                 for what, field in fields:
                     out[phase][f"{mode}_aa_{what}"] = _ratio(get(f"stock_{mode}", field),

@@ -22,8 +22,8 @@ import contextlib
 import copy
 import re
 import sys
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch

@@ -40,7 +40,6 @@ def test_vendor_off_is_undone(bench, monkeypatch) -> None:
 
 
 def test_option_reaches_the_settings(bench) -> None:
-
     ns = bench["models"].build_parser().parse_args(["--smoke", "--phases", "infer", "--no-numerics",
                                                     "--vendor-off-gpu"])
     assert bench["models"].settings_from(ns).vendor_off_gpu is True
