@@ -3,7 +3,9 @@ torch.compile(mode="reduce-overhead") the converted ConvNeXt-nano inference step
 synchronized step than stock at equal kernel time (BENCHMARKS.md). Per variant this times synchronized steps
 split into the host part (until the call returns) and the wait for the device, back-to-back steps, and
 profiles a few steps with CPU and CUDA activity: the top host-side ops by self CPU time, graph launches and
-kernels per step, and the GPU's busy time within the span of each step's kernels.
+kernels per step, and the GPU's busy time within the span of each step's kernels; Dynamo's cache lookups per
+step, the cache entries on the model's forward with the time of one guard check each, and (--guards-dir)
+the guards themselves.
 
 Usage (GPU):  python tools/probe_compiled_step.py convnext_nano resnet50 [--phase infer,train] [--out F.json]
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
 import sys
 import time
@@ -66,13 +69,39 @@ def profile(step: Any, steps: int, top: int) -> dict[str, Any]:
                      key=lambda e: e.time_range.start)
     busy = sum(e.time_range.elapsed_us() for e in kernels) / 1e3 / steps
     span = (kernels[-1].time_range.end - kernels[0].time_range.start) / 1e3 / steps if kernels else 0.0
+    lookups = [e for e in events if "Cache Lookup" in e.name]
     return {"host_top_ms": dict(sorted(host.items(), key=lambda kv: -kv[1])[:top]),
+            "cache_lookups_per_step": len(lookups) / steps,
+            "cache_lookup_ms_per_step": sum(e.cpu_time_total for e in lookups) / 1e3 / steps,
             "graph_launches_per_step": sum("cudaGraphLaunch" in e.name for e in events) / steps,
             "kernels_per_step": len(kernels) / steps, "gpu_busy_ms": busy,
             "gpu_span_ms_per_step": span}
 
 
-def probe(name: str, phase: str, steps: int, top: int) -> dict[str, Any]:
+def cache_entries(model: Any, x: Any, repeats: int = 2000) -> dict[str, Any]:
+    """Dynamo's cache entries on the model's forward code, and the time of one guard check of each against
+    the step's own locals (self, x): the part of "TorchDynamo Cache Lookup" that the guards cost."""
+    import torch
+
+    entries = torch._dynamo.eval_frame._debug_get_cache_entry_list(type(model).forward.__code__)
+    found: list[dict[str, Any]] = []
+    for entry in entries:
+        local = {"self": model, "x": x}
+        row: dict[str, Any] = {"compile_id": str(entry.compile_id), "guards_text_lines":
+                               len(str(entry.guard_manager).splitlines())}
+        try:
+            start = time.perf_counter()
+            for _ in range(repeats):
+                ok = entry.guard_manager.check(local)
+            row.update(check_us=(time.perf_counter() - start) * 1e6 / repeats, passes=bool(ok))
+        except (RuntimeError, TypeError, KeyError, AttributeError) as err:   # report, the probe goes on
+            row["check_error"] = f"{type(err).__name__}: {err}"
+        found.append(row)
+    return {"forward_entries": found,
+            "dynamo_counters": {k: dict(v) for k, v in torch._dynamo.utils.counters.items()}}
+
+
+def probe(name: str, phase: str, steps: int, top: int, guards_dir: Path | None) -> dict[str, Any]:
     import torch
 
     spec = next(m for m in bench.MODELS if m.name == name)
@@ -85,15 +114,31 @@ def probe(name: str, phase: str, steps: int, top: int) -> dict[str, Any]:
         model.train() if phase == "train" else model.eval()
         runner = torch.compile(model, mode="reduce-overhead")
         step = bench.make_step(phase, runner, model, x, labels, True)
+        handler = _guard_log(guards_dir / f"{name}_{phase}_{variant}.txt") if guards_dir else None
         for _ in range(WARMUP):
             step()
         torch.cuda.synchronize()
-        result[variant] = {**split_times(step, steps), **profile(step, 5, top)}
+        if handler is not None:
+            logging.getLogger("torch._dynamo.guards").removeHandler(handler)
+            handler.close()
+        result[variant] = {**split_times(step, steps), **profile(step, 5, top), **cache_entries(model, x)}
         print(f"{name} {phase} {variant}: " + ", ".join(f"{k} {v:.3f}" for k, v in result[variant].items()
                                                          if isinstance(v, float)), flush=True)
         del runner, model
         bench._reset_compiled()
+        torch._dynamo.utils.counters.clear()
     return result
+
+
+def _guard_log(path: Path) -> logging.Handler:
+    """Write the guards Dynamo installs (torch's "guards" log artifact) to path."""
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch._logging.set_logs(guards=True)
+    handler = logging.FileHandler(path, mode="w")
+    logging.getLogger("torch._dynamo.guards").addHandler(handler)
+    return handler
 
 
 def main() -> None:
@@ -103,11 +148,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--top", type=int, default=15, help="host ops listed per variant")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--guards-dir", type=Path, help="write each variant's guards here")
     args = parser.parse_args()
     import torch
 
     torch.backends.cudnn.benchmark = True
-    results = [probe(name, phase, args.steps, args.top)
+    results = [probe(name, phase, args.steps, args.top, args.guards_dir)
                for name in args.models for phase in args.phase.split(",")]
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
