@@ -96,7 +96,9 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
             return
         stride, dilation = list(self.stride), list(self.dilation)
         padding = conv_padding(self.padding, tuple(self.kernel_size), stride, dilation)
-        self._td_geometry = (stride, padding, dilation, self.groups)
+        # immutable: Dynamo skips the guards of a module whose attributes are all immutable and unchanged
+        # (dict tags); one list here made it check every guard of every converted module on each step
+        self._td_geometry = (tuple(stride), tuple(padding), tuple(dilation), self.groups)
         bias_dims = (0, *range(2, len(self.kernel_size) + 2))
         self._td_eager = (eager.td_geometry(*self._td_geometry), self._td_geometry, bias_dims)
         self._td_plans: dict[tuple, LayerPlan] = {}   # by input signature (eager.LayerPlan)
