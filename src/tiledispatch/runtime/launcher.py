@@ -175,7 +175,11 @@ _NULL_ALLOCATOR: Any = None
 
 def ensure_scratch_allocator() -> None:
     """Install SCRATCH as this thread's (this context's) Triton allocator unless one is already set there.
-    The allocator is a ContextVar, so each thread gets it on its first launch of a scratch-using kernel."""
+    The allocator is a ContextVar, so each thread gets it on its first launch of a scratch-using kernel.
+    Our launches do not use this where Triton's allocator variable is known: they set SCRATCH for the
+    launch alone and restore the caller's allocator, so that neither an allocator set by torch.compile or the
+    user changes where our kernels' scratch lives (a CUDA graph relies on SCRATCH keeping it), nor do we
+    change the allocator of the process's other Triton kernels."""
     var = _ALLOCATOR_VAR
     if var is not None:
         current = var.get()
@@ -337,10 +341,18 @@ class _CudaEntry:
         if self.raw is not None:
             self.raw(self.gx, self.gy, self.gz, stream, list(self.pick(dyn + self.consts)))
             return
-        if self.scratch:
+        args = (self.gx, self.gy, self.gz, stream, self.function, self.packed, None, None, None,
+                *_described(self.pick(dyn + self.consts), self.descs, descriptors.HostDescriptor))
+        if self.scratch and _ALLOCATOR_VAR is not None:   # SCRATCH for this launch only
+            token = _ALLOCATOR_VAR.set(SCRATCH)            # (see ensure_scratch_allocator)
+            try:
+                self.run(*args)
+            finally:
+                _ALLOCATOR_VAR.reset(token)
+            return
+        if self.scratch:   # a Triton whose allocator variable is unknown: the process-wide allocator
             ensure_scratch_allocator()
-        args = _described(self.pick(dyn + self.consts), self.descs, descriptors.HostDescriptor)
-        self.run(self.gx, self.gy, self.gz, stream, self.function, self.packed, None, None, None, *args)
+        self.run(*args)
 
 
 class _InterpretedEntry:
