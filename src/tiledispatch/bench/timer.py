@@ -64,7 +64,17 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def flushed_event_samples(fn: Callable[[], object], count: int, flush, device) -> list[float]:
+class HostPace:
+    """The host seconds per sample of one callable, as last measured by flushed_event_samples: carried from
+    one chunk of samples to the next, so that each chunk's sleep covers the callable's host time from its
+    first sample on."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+
+def flushed_event_samples(fn: Callable[[], object], count: int, flush, device,
+                          pace: HostPace | None = None) -> list[float]:
     """Milliseconds of `count` calls of fn on a CUDA device, each between two CUDA events, with `flush` (a
     buffer larger than L2) zeroed before it outside the events; one synchronization at the end.
 
@@ -72,22 +82,24 @@ def flushed_event_samples(fn: Callable[[], object], count: int, flush, device) -
     kernel as long as the host took per sample so far (times AHEAD_MARGIN), so no call's enqueue lands between
     its events. Without it a launch path slower on the host than a flush plus the call on the device measured
     its host time: on the H200, padded 777x1234x555 bf16 plans (50-130 us of host time per call, 17-24 us on
-    the device) sampled 23-150 us."""
+    the device) sampled 23-150 us. `pace` carries the host time per sample across calls (SweepTimer's chunks
+    of 5): started from the first guess on every chunk, a call with 300 us of host time timed at 20-160 us
+    against 6 us alone (stop 50, H200 GPU lane)."""
     import torch
 
+    pace = pace or HostPace(AHEAD_FIRST_GUESS_S)
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
               for _ in range(count)]
-    host_s = AHEAD_FIRST_GUESS_S
     for first in range(0, count, AHEAD_SAMPLES):
         run = events[first:first + AHEAD_SAMPLES]
-        torch.cuda._sleep(int(host_s * len(run) * AHEAD_MARGIN * SLEEP_CYCLES_PER_S))
+        torch.cuda._sleep(int(pace.seconds * len(run) * AHEAD_MARGIN * SLEEP_CYCLES_PER_S))
         began = time.perf_counter()
         for start, end in run:
             flush.zero_()
             start.record()
             fn()
             end.record()
-        host_s = (time.perf_counter() - began) / len(run)
+        pace.seconds = (time.perf_counter() - began) / len(run)
     torch.cuda.synchronize(device)
     return [start.elapsed_time(end) for start, end in events]
 
@@ -120,14 +132,15 @@ class SweepTimer:
 
             self._flush = torch.empty(flush_mb * 2**20, dtype=torch.int8, device=device)
 
-    def _chunk(self, fn: Callable[[], object], count: int) -> list[float]:
+    def _chunk(self, fn: Callable[[], object], count: int, pace: HostPace) -> list[float]:
         if self._flush is None:
             return wall_ms(fn, count)
-        return flushed_event_samples(fn, count, self._flush, self.device)
+        return flushed_event_samples(fn, count, self._flush, self.device, pace)
 
     def measure(self, fn: Callable[[], object]) -> Samples:
         rule = self.rule
-        warm = self._chunk(fn, rule.warmup)
+        pace = HostPace(AHEAD_FIRST_GUESS_S)   # fn's host time per sample, learned by the warm-up
+        warm = self._chunk(fn, rule.warmup, pace)
         estimate = statistics.median(warm) if warm else None
         samples: list[float] = []
         stable = False
@@ -136,7 +149,7 @@ class SweepTimer:
             count = rule.chunk if estimate is None else max(1, min(rule.chunk,
                                                                    math.ceil(left / max(estimate, 1e-4))))
             before = statistics.median(samples) if samples else None
-            samples += self._chunk(fn, count)
+            samples += self._chunk(fn, count, pace)
             estimate = statistics.median(samples)
             if (len(samples) >= rule.min_samples and before is not None
                     and abs(estimate - before) <= rule.rtol * estimate):
