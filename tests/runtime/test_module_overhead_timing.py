@@ -1,0 +1,48 @@
+"""benchmarks/module_overhead.host_us on the CPU with a fake CUDA: the variants alternate trial by trial,
+and each loop is queued behind a sleep twice as long as that variant's previous loop."""
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+
+import torch
+
+from tiledispatch.bench.timer import SLEEP_CYCLES_PER_S
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("module_overhead_under_test",
+                                                  ROOT / "benchmarks" / "module_overhead.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_variants_alternate_behind_sleeps_that_cover_their_loops(monkeypatch):
+    events: list[tuple[str, float]] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "_sleep",
+                        lambda cycles: events.append(("sleep", cycles / SLEEP_CYCLES_PER_S)))
+
+    def busy(name: str, seconds: float):
+        def call() -> None:
+            if not events or events[-1][0] != name:
+                events.append((name, 0.0))
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                pass
+        return call
+
+    us = _load().host_us({"torch": busy("torch", 20e-6), "converted": busy("converted", 60e-6)}, 10, 4)
+    order = [name for name, _ in events if name != "sleep"]
+    assert order == ["torch", "converted", "converted", "torch", "torch", "converted", "converted", "torch"]
+    assert 20 <= us["torch"] < us["converted"] and us["converted"] >= 60
+    sleeps = {name: [] for name in ("torch", "converted")}
+    for (kind, seconds), (name, _) in zip(events[0::2], events[1::2]):
+        assert kind == "sleep"
+        sleeps[name].append(seconds)
+    assert all(s >= 2 * 10 * 60e-6 for s in sleeps["converted"][1:])   # twice its previous loop
+    assert all(s >= 2 * 10 * 20e-6 for s in sleeps["torch"][1:])
