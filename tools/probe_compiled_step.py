@@ -12,11 +12,13 @@ Usage (GPU):  python tools/probe_compiled_step.py convnext_nano resnet50 [--phas
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -114,13 +116,10 @@ def probe(name: str, phase: str, steps: int, top: int, guards_dir: Path | None) 
         model.train() if phase == "train" else model.eval()
         runner = torch.compile(model, mode="reduce-overhead")
         step = bench.make_step(phase, runner, model, x, labels, True)
-        handler = _guard_log(guards_dir / f"{name}_{phase}_{variant}.txt") if guards_dir else None
-        for _ in range(WARMUP):
-            step()
-        torch.cuda.synchronize()
-        if handler is not None:
-            logging.getLogger("torch._dynamo.guards").removeHandler(handler)
-            handler.close()
+        with _guards_logged(guards_dir / f"{name}_{phase}_{variant}.txt" if guards_dir else None):
+            for _ in range(WARMUP):
+                step()
+            torch.cuda.synchronize()
         result[variant] = {**split_times(step, steps), **profile(step, 5, top), **cache_entries(model, x)}
         print(f"{name} {phase} {variant}: " + ", ".join(f"{k} {v:.3f}" for k, v in result[variant].items()
                                                          if isinstance(v, float)), flush=True)
@@ -130,15 +129,26 @@ def probe(name: str, phase: str, steps: int, top: int, guards_dir: Path | None) 
     return result
 
 
-def _guard_log(path: Path) -> logging.Handler:
-    """Write the guards Dynamo installs (torch's "guards" log artifact) to path."""
+@contextlib.contextmanager
+def _guards_logged(path: Path | None) -> Iterator[None]:
+    """Inside: the guards Dynamo installs (torch's "guards" log artifact) are written to path (nothing when
+    path is None); on leaving, torch's log settings are reset, so later compiles log no guards."""
+    if path is None:
+        yield
+        return
     import torch
 
     path.parent.mkdir(parents=True, exist_ok=True)
     torch._logging.set_logs(guards=True)
     handler = logging.FileHandler(path, mode="w")
-    logging.getLogger("torch._dynamo.guards").addHandler(handler)
-    return handler
+    logger = logging.getLogger("torch._dynamo.guards")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+        torch._logging.set_logs()
 
 
 def main() -> None:
