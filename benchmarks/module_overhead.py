@@ -26,6 +26,7 @@ from protocol import environment, gpu_slug
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT_US = 3.0
+PER_CALL_TRIALS = 7   # trials of per_call_us (loop + sync); --trials counts host_us's
 TOLERANCE = 2e-2
 # (name, module constructor, per-sample input shape, batch)
 LAYERS = (
@@ -123,7 +124,7 @@ def measure(layer: tuple, opts: argparse.Namespace) -> list[dict[str, Any]]:
         for name, fn in fns.items():
             fn()   # first call: selection (and measuring) on ours, cuDNN's heuristics on torch
         row["host_us"] = host_us(fns, opts.issue_calls, opts.trials)
-        row["per_call_us"] = {n: per_call_us(f, opts.calls, 7, torch.cuda.synchronize)
+        row["per_call_us"] = {n: per_call_us(f, opts.calls, PER_CALL_TRIALS, torch.cuda.synchronize)
                               for n, f in fns.items()}
         row["extra_us"] = row["host_us"]["converted"] - row["host_us"]["torch"]
         row["layer_plans"] = [plan.summary() for plan in getattr(ours, "_td_plans", {}).values()]
