@@ -6,6 +6,10 @@ channels-last) are timed: `host_us` is the host time per call of a short loop qu
 (the device neither drains the queue nor lets it fill), the two variants alternating trial by trial;
 `per_call_us` the loop plus a final sync (dispatch_overhead.py). Issue 35's limit: converted host_us <=
 torch's + 3 us on every row. Outputs are checked against the torch module first.
+The converted copy is made with `convert(..., step_check=False)`: a model's StepCheck is a forward pre-hook
+on its first converted layer, paid once per step rather than per layer call, so a third copy with the check
+measures that cost apart (`step_check_us`: its host time minus the unchecked copy's; here every call is a
+step).
 
 Usage (GPU):  python benchmarks/module_overhead.py [--calls 1000] [--issue-calls 32] [--trials 31]
                   [--out PATH]
@@ -41,11 +45,11 @@ LAYERS = (
 )
 
 
-def build(layer: tuple) -> tuple[Any, Any, Any]:
-    """(torch module, converted copy, input) in bf16, channels-last where the input has spatial dims."""
+def build(layer: tuple) -> tuple[Any, Any, Any, Any]:
+    """(torch module, converted copy, converted copy with the step check, input) in bf16, channels-last where
+    the input has spatial dims."""
     import torch
 
-    import tiledispatch.nn as tdnn
 
     _, (cls, args, kwargs), sample, batch = layer
     torch.manual_seed(0)
@@ -57,11 +61,20 @@ def build(layer: tuple) -> tuple[Any, Any, Any]:
     elif x.dim() == 5:
         stock = stock.to(memory_format=torch.channels_last_3d)
         x = x.contiguous(memory_format=torch.channels_last_3d)
-    ours = copy.deepcopy(stock)
-    report = tdnn.convert(ours)
+    ours, checked = converted_copies(stock, layer[0])
+    return stock, ours, checked, x
+
+
+def converted_copies(stock: Any, name: str) -> tuple[Any, Any]:
+    """Two converted copies of `stock`: without the step check (the per-call path) and with it."""
+    import tiledispatch.nn as tdnn
+
+    ours, checked = copy.deepcopy(stock), copy.deepcopy(stock)
+    report = tdnn.convert(ours, step_check=False)
+    tdnn.convert(checked)
     if report.left:
-        raise RuntimeError(f"{layer[0]}: convert left a layer on torch: {report.left}")
-    return stock, ours, x
+        raise RuntimeError(f"{name}: convert left a layer on torch: {report.left}")
+    return ours, checked
 
 
 def calls(module: Any, x: Any, grad: Any, phase: str) -> Any:
@@ -112,14 +125,15 @@ def host_us(fns: dict[str, Any], calls: int, trials: int) -> dict[str, float]:
 def measure(layer: tuple, opts: argparse.Namespace) -> list[dict[str, Any]]:
     import torch
 
-    stock, ours, x = build(layer)
+    stock, ours, checked, x = build(layer)
     with torch.no_grad():
         ref, got = stock(x), ours(x)
     err = float((got.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-30))
     grad = torch.randn_like(ref)
     rows = []
     for phase in ("infer", "train"):
-        fns = {"torch": calls(stock, x, grad, phase), "converted": calls(ours, x, grad, phase)}
+        fns = {"torch": calls(stock, x, grad, phase), "converted": calls(ours, x, grad, phase),
+               "converted_step_check": calls(checked, x, grad, phase)}
         row: dict[str, Any] = {"layer": layer[0], "phase": phase, "rel_err": err, "valid": err < TOLERANCE}
         for name, fn in fns.items():
             fn()   # first call: selection (and measuring) on ours, cuDNN's heuristics on torch
@@ -127,11 +141,13 @@ def measure(layer: tuple, opts: argparse.Namespace) -> list[dict[str, Any]]:
         row["per_call_us"] = {n: per_call_us(f, opts.calls, PER_CALL_TRIALS, torch.cuda.synchronize)
                               for n, f in fns.items()}
         row["extra_us"] = row["host_us"]["converted"] - row["host_us"]["torch"]
+        row["step_check_us"] = row["host_us"]["converted_step_check"] - row["host_us"]["converted"]
         row["layer_plans"] = [plan.summary() for plan in getattr(ours, "_td_plans", {}).values()]
         row["pass"] = row["valid"] and row["extra_us"] <= LIMIT_US
         rows.append(row)
         print(f"{layer[0]:36s} {phase:5s} host us torch {row['host_us']['torch']:7.2f} converted "
-              f"{row['host_us']['converted']:7.2f} (+{row['extra_us']:.2f})  per call torch "
+              f"{row['host_us']['converted']:7.2f} ({row['extra_us']:+.2f}; step check "
+              f"{row['step_check_us']:+.2f})  per call torch "
               f"{row['per_call_us']['torch']:8.2f} converted {row['per_call_us']['converted']:8.2f}",
               flush=True)
     return rows

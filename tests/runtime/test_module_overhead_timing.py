@@ -46,3 +46,17 @@ def test_variants_alternate_behind_sleeps_that_cover_their_loops(monkeypatch):
         sleeps[name].append(seconds)
     assert all(s >= 2 * 10 * 60e-6 for s in sleeps["converted"][1:])   # twice its previous loop
     assert all(s >= 2 * 10 * 20e-6 for s in sleeps["torch"][1:])
+
+
+def test_the_per_call_copy_carries_no_step_check_and_the_other_does():
+    from tiledispatch.nn.step_check import StepCheck
+
+    stock = torch.nn.Conv2d(8, 8, 3, padding=1)
+    ours, checked = _load().converted_copies(stock, "conv")
+
+    def hooks(module):
+        return [h for h in module._forward_pre_hooks.values() if isinstance(h, StepCheck)]
+
+    assert hooks(ours) == [] and len(hooks(checked)) == 1
+    assert type(ours) is type(checked) is not torch.nn.Conv2d
+    assert ours.weight is not stock.weight and checked.weight is not ours.weight
