@@ -50,7 +50,6 @@ def build(layer: tuple) -> tuple[Any, Any, Any, Any]:
     the input has spatial dims."""
     import torch
 
-
     _, (cls, args, kwargs), sample, batch = layer
     torch.manual_seed(0)
     stock = getattr(torch.nn, cls)(*args, **kwargs).cuda().to(torch.bfloat16)
