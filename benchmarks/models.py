@@ -54,7 +54,8 @@ class Settings:
     video_batch: int = 8
     steps: int = 10
     rounds: int = 5              # alternating rounds the steps are split into (--rounds)
-    warmup: int = 45             # eager: layer plans settle (~13 steps), then the step check (2*ROUNDS*BLOCK)
+    warmup: int = 70             # eager: layer plans settle (~13 steps), then the step check
+                                 # (2 * (WARMUP + ROUNDS) * BLOCK = 48 steps, nn/step_check.py)
     compiled_warmup: int = 5     # compile, cudagraph-tree warm-up run, recording, replays
     profile_steps: int = 3
     top_kernels: int = 8         # kernels per variant kept in the JSON, by time (--top-kernels)

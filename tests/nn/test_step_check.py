@@ -9,7 +9,9 @@ import torch
 
 import tiledispatch.nn as tdnn
 from tiledispatch.nn import step_check
-from tiledispatch.nn.step_check import BLOCK, ROUNDS, StepCheck
+from tiledispatch.nn.step_check import BLOCK, ROUNDS, WARMUP, WINS, StepCheck
+
+CHECK_STEPS = 2 * (WARMUP + ROUNDS) * BLOCK   # the blocks of a check, warm-up included
 
 
 class Clock:
@@ -62,7 +64,7 @@ def _steps(model: torch.nn.Module, n: int) -> None:
                                                      (1.0, 1.0, "torch")])
 def test_the_faster_arm_wins_and_a_tie_goes_to_torch(clock, td_s, torch_s, verdict):
     model, check = _model(clock, td_s, torch_s)
-    _steps(model, 3 + 2 * ROUNDS * BLOCK + 1)
+    _steps(model, 3 + CHECK_STEPS + 1)
     (state,) = check.summary().values()
     assert state["phase"] == "done" and state["verdict"] == verdict, state
     ms = state["block_ms"]
@@ -72,14 +74,60 @@ def test_the_faster_arm_wins_and_a_tie_goes_to_torch(clock, td_s, torch_s, verdi
     assert (type(model[0]).__name__, type(model[2]).__name__) == (expected, expected)
 
 
+def test_the_warm_up_round_is_not_counted(clock):
+    # torch's layers pay 10x on their first block (cuDNN's heuristics on first calls): counted, that block
+    # would not move a median of 5, so it shows in the warm-up times only and in neither median
+    model, check = _model(clock, 1.5, 1.0)
+    calls = {"torch": 0}
+    torch_cls = check.modules[0][1]
+    forward = torch_cls.forward
+
+    def first_calls_slow(self, x):
+        calls["torch"] += 1
+        if calls["torch"] <= 2 * BLOCK:
+            clock.now += 9.0
+        return forward(self, x)
+
+    torch_cls.forward = first_calls_slow
+    _steps(model, 3 + CHECK_STEPS + 1)
+    (state,) = check.summary().values()
+    assert state["verdict"] == "torch" and state["block_ms"]["torch"] == pytest.approx(1e3 * BLOCK * 2 * 1.0)
+    assert state["warmup_ms"] == [pytest.approx(1e3 * BLOCK * 2 * 1.5), pytest.approx(1e3 * BLOCK * 2 * 10.0)]
+
+
+def test_a_median_win_needs_enough_won_rounds(clock):
+    # the converted layers' blocks: fast in WINS - 1 rounds (a majority), slow in the rest; their median is
+    # below torch's but they win fewer than WINS rounds: torch keeps the mode
+    model, check = _model(clock, 0.0, 1.0)
+    td_cls = type(model[0])
+    forward = td_cls.forward
+    trial_of = check.trials
+
+    def td_forward(self, x):
+        trial = trial_of.get("train/grad")
+        counted = len(trial.blocks) // 2 if trial is not None and len(trial.warmup) >= 2 * WARMUP else 0
+        clock.now += 0.5 if counted < WINS - 1 else 1.5
+        return forward(self, x)
+
+    td_cls.forward = td_forward
+    _steps(model, 3 + CHECK_STEPS + 1)
+    (state,) = check.summary().values()
+    assert state["wins"] == WINS - 1 > ROUNDS // 2
+    assert state["block_ms"]["tiledispatch"] < 0.99 * state["block_ms"]["torch"]
+    assert state["verdict"] == "torch"
+
+
 def test_blocks_alternate_arms_and_run_both_classes(clock):
     model, check = _model(clock, 2.0, 1.0)
     seen = []
     model.register_forward_pre_hook(lambda m, a: seen.append(type(m[0]).__name__))
-    _steps(model, 3 + 2 * ROUNDS * BLOCK + 1)
-    blocks = [seen[2 + i * BLOCK:2 + (i + 1) * BLOCK] for i in range(2 * ROUNDS)]   # step 3 begins them
-    assert [set(b) for b in blocks] == [{"TdLinear"}, {"TorchLinear"}] * ROUNDS
-    assert [arm for arm, _ in check.trials["train/grad"].blocks] == ["tiledispatch", "torch"] * ROUNDS
+    _steps(model, 3 + CHECK_STEPS + 1)
+    rounds = WARMUP + ROUNDS
+    blocks = [seen[2 + i * BLOCK:2 + (i + 1) * BLOCK] for i in range(2 * rounds)]   # step 3 begins them
+    assert [set(b) for b in blocks] == [{"TdLinear"}, {"TorchLinear"}] * rounds
+    trial = check.trials["train/grad"]
+    assert [arm for arm, _ in trial.warmup] == ["tiledispatch", "torch"] * WARMUP
+    assert [arm for arm, _ in trial.blocks] == ["tiledispatch", "torch"] * ROUNDS
 
 
 def test_learning_lasts_while_the_layer_plans_change(clock):
@@ -100,13 +148,12 @@ def test_learning_lasts_while_the_layer_plans_change(clock):
         model(torch.randn(3, 4))
     trial = check.trials["train/grad"]
     assert trial.phase == "blocks"   # from step 8 on (the first that learned nothing): steps 8-11 a block
-    assert len(trial.blocks) == 1 and trial.steps == 1
+    assert len(trial.warmup) == 1 and not trial.blocks and trial.steps == 1
 
 
 def test_modes_are_checked_apart_and_each_runs_its_verdict(clock):
     model, check = _model(clock, 2.0, 1.0)
-    n = 3 + 2 * ROUNDS * BLOCK + 1
-    _steps(model, n)                        # train/grad -> torch
+    _steps(model, 3 + CHECK_STEPS + 1)      # train/grad -> torch
     model.eval()
     with torch.no_grad():
         assert type(model[0]).__name__ == "TorchLinear"
@@ -127,8 +174,8 @@ def test_a_block_that_another_mode_interrupts_starts_again(clock):
     model.train()
     _steps(model, 1)
     trial = check.trials["train/grad"]
-    assert trial.restarts == 1 and trial.steps == 1 and not trial.blocks
-    _steps(model, 2 * ROUNDS * BLOCK)
+    assert trial.restarts == 1 and trial.steps == 1 and not trial.blocks and not trial.warmup
+    _steps(model, CHECK_STEPS)
     assert trial.phase == "done" and trial.verdict == "torch"
     assert all(s == pytest.approx(BLOCK * 2 * (2.0 if a == "tiledispatch" else 1.0)) for a, s in trial.blocks)
 
@@ -177,3 +224,10 @@ def test_a_linear_swapped_back_by_the_hook_of_its_own_call_still_runs():
     report.step_check._use("torch")
     assert type(layer) is torch.nn.Linear
     torch.testing.assert_close(bound(x), torch.nn.functional.linear(x, layer.weight, layer.bias))
+
+
+def test_the_models_benchmark_warms_up_past_the_check(load_script):
+    """benchmarks/models.py times eager steps after its warm-up: the check (with ~16 steps of layer plans
+    learning first) must be done by then, or the timed steps would run the check's torch blocks."""
+    models = load_script("benchmarks/models.py")
+    assert models.Settings().warmup >= 16 + CHECK_STEPS + 1

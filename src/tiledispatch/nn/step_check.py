@@ -4,8 +4,12 @@ Layer plans decide per layer from per-layer host and GPU times; a step's wall ti
 host and the GPU overlap across layers, which no per-layer sum sees. So once a mode's layer plans have settled
 (grad mode and train/eval), the check runs the next steps in alternating blocks: the converted layers, then
 the same modules swapped back to their torch classes (stock torch exactly), and compares the blocks' wall
-times (device synchronized at each block boundary). The mode keeps the converted layers only where their
-median block is below MARGIN of torch's; otherwise its layers stay torch's classes, as before convert.
+times (device synchronized at each block boundary). The first round (a block per arm) warms each arm up and
+is not counted: the first calls of torch's layers in the check can pay for cuDNN's heuristics, whose cost
+once made a converted ResNet-50 keep its layers on a 17% margin that its later steps did not show (H200,
+eager inference). The mode keeps the converted layers only where their median block is below MARGIN of
+torch's and they won at least WINS of the ROUNDS paired rounds (one block per arm each); otherwise its layers
+stay torch's classes, as before convert.
 A step is one call of the first converted layer (whose forward pre-hook the check is: once per step in a
 model that calls each layer once); a block that another mode's steps interrupt starts again (a mode whose
 blocks keep being interrupted stays on the converted layers, unchecked).
@@ -22,7 +26,9 @@ import torch
 
 LEARN_STEPS = 40      # at most this many steps for the layer plans to settle before the blocks start
 BLOCK = 4             # steps per block
-ROUNDS = 3            # blocks per arm
+WARMUP = 1            # rounds (a block per arm) run first and not counted
+ROUNDS = 5            # counted blocks per arm
+WINS = 4              # counted rounds the converted layers must win (besides the median margin)
 MARGIN = 0.99         # the converted layers are kept below this fraction of torch's block time
 MAX_RESTARTS = 8      # blocks restarted by steps of another mode before a mode is left unchecked
 ARMS = ("tiledispatch", "torch")
@@ -31,11 +37,12 @@ ARMS = ("tiledispatch", "torch")
 @dataclasses.dataclass
 class Trial:
     """One mode's check: `phase` is 'learn', 'blocks' or 'done'; `blocks` holds (arm, seconds) per block;
-    `verdict` is the arm the mode runs once done."""
+    `verdict` is the arm the mode runs once done; `warmup` holds the uncounted first blocks."""
 
     phase: str = "learn"
     steps: int = 0
     blocks: list[tuple[str, float]] = dataclasses.field(default_factory=list)
+    warmup: list[tuple[str, float]] = dataclasses.field(default_factory=list)
     block_start: float = 0.0
     verdict: str = "tiledispatch"
     learning: tuple = ()      # what the layer plans had learned at the last step (a change: still learning)
@@ -45,6 +52,14 @@ class Trial:
     def medians(self) -> dict[str, float]:
         return {arm: statistics.median(s for a, s in self.blocks if a == arm)
                 for arm in ARMS if any(a == arm for a, _ in self.blocks)}
+
+    def wins(self) -> int:
+        """Counted rounds in which the converted layers' block was the faster of the pair."""
+        return sum(td < torch_s for (_, td), (_, torch_s) in zip(self.blocks[0::2], self.blocks[1::2]))
+
+    def started(self) -> int:
+        """Blocks finished so far, counted or not (their count decides whose turn is next)."""
+        return len(self.warmup) + len(self.blocks)
 
 
 def _mode(layer: torch.nn.Module) -> str:
@@ -93,19 +108,20 @@ class StepCheck:
 
     def _start_block(self, trial: Trial) -> None:
         """This step is the first of a block on the arm whose turn it is."""
-        self._use(ARMS[len(trial.blocks) % 2])
+        self._use(ARMS[trial.started() % 2])
         trial.steps, trial.block_start = 1, self._now()
 
     def _end_block(self, trial: Trial) -> None:
         """Record the block that ends here; after the last one settle the mode, else start the next."""
         now = self._now()
-        trial.blocks.append((self.arm, now - trial.block_start))
+        counted = trial.blocks if len(trial.warmup) >= 2 * WARMUP else trial.warmup
+        counted.append((self.arm, now - trial.block_start))
         if len(trial.blocks) < 2 * ROUNDS:
-            self._use(ARMS[len(trial.blocks) % 2])
+            self._use(ARMS[trial.started() % 2])
             trial.steps, trial.block_start = 1, now
             return
         medians = trial.medians()
-        keep = medians["tiledispatch"] < MARGIN * medians["torch"]
+        keep = medians["tiledispatch"] < MARGIN * medians["torch"] and trial.wins() >= WINS
         trial.phase, trial.verdict = "done", "tiledispatch" if keep else "torch"
         self._use(trial.verdict)
 
@@ -134,5 +150,7 @@ class StepCheck:
         """Per mode: phase, verdict and the block medians (ms) measured so far."""
         return {mode: {"phase": t.phase, "verdict": t.verdict if t.phase == "done" else None,
                        "block_ms": {arm: 1e3 * s for arm, s in t.medians().items()},
+                       "wins": t.wins(), "rounds": len(t.blocks) // 2,
+                       "warmup_ms": [round(1e3 * s, 3) for _, s in t.warmup],
                        **({"note": t.note} if t.note else {})}
                 for mode, t in self.trials.items()}
