@@ -23,7 +23,7 @@ def main() -> None:
     opts = parser.parse_args()
     import torch
 
-    stock, ours, x = mo.build(mo.LAYERS[opts.layer])
+    stock, ours, _, x = mo.build(mo.LAYERS[opts.layer])   # the copy without the step check
     grad = torch.randn_like(stock(x))
     for name, module in (("stock", stock), ("converted", ours)):
         step = mo.calls(module, x, grad, "train")
