@@ -72,6 +72,20 @@ def first_and_warm(fn: Callable[[], object], device: Any, warmup: int) -> float:
     return first_s
 
 
+def run_until(fn: Callable[[], object], device: Any, done: Callable[[], bool], limit: int) -> dict[str, Any]:
+    """Calls of fn (at least one) until done() holds or `limit` calls ran: {'steps', 'done'}. The models
+    benchmark steps a converted eager model until its StepCheck has decided (stop 51, H200: X3D-M's check
+    still ran its torch blocks in the timed steps after 70 warm-up steps)."""
+    steps = 0
+    while steps < max(1, limit):
+        fn()
+        steps += 1
+        if done():
+            break
+    _sync(device)
+    return {"steps": steps, "done": done()}
+
+
 def _step_ms(fn: Callable[[], object], device: Any) -> float:
     """Wall milliseconds of one synchronized call."""
     start = time.perf_counter()

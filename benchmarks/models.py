@@ -44,6 +44,7 @@ VARIANTS, MODES = report.VARIANTS, report.MODES
 PHASES = ("train", "infer")
 LAYER_LIMIT = 1e-2   # per-layer rel. err. of y / dx / dw vs fp32 (issue 35's acceptance for bf16)
 SKIPPED = "time budget (--budget-s) spent"
+CHECK_LIMIT = 400    # eager: converted steps at most, before timing, for its StepCheck to decide
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,6 +205,10 @@ def _measure_phase(row: dict, phase: str, models: dict, runners: dict, x: Any, l
                 first_s = measure.first_and_warm(steps[variant], device, s.compiled_warmup)
                 warm[variant] = {"first_call_s": first_s,
                                  **{k: v - before[k] for k, v in _compile_counts().items()}}
+        check = report.step_check if mode == "eager" and report is not None else None
+        if check is not None and "converted" in steps:   # timed steps run what the check decided
+            settled = measure.run_until(steps["converted"], device, check.settled, CHECK_LIMIT)
+            row.setdefault("check_steps", {})[phase] = settled
         timed = measure.interleaved_wall_times(steps, device, 1 if warm else s.warmup, s.steps,
                                                rounds=s.rounds, pipelined=s.pipelined)
         for variant, step in steps.items():

@@ -117,6 +117,19 @@ def test_a_median_win_needs_enough_won_rounds(clock):
     assert state["verdict"] == "torch"
 
 
+def test_settled_once_every_seen_mode_has_its_verdict(clock):
+    model, check = _model(clock, 2.0, 1.0)
+    assert not check.settled()                 # no step yet
+    _steps(model, 2 + CHECK_STEPS)
+    assert not check.settled()                 # the last block ends at the next step's hook
+    _steps(model, 1)
+    assert check.settled()
+    model.eval()
+    with torch.no_grad():
+        model(torch.randn(3, 4))               # a new mode starts learning
+    assert not check.settled()
+
+
 def test_blocks_alternate_arms_and_run_both_classes(clock):
     model, check = _model(clock, 2.0, 1.0)
     seen = []

@@ -316,9 +316,13 @@ def test_compiled_variants_are_warmed_apart_then_timed_in_alternation(bench):
 
 
 @pytest.mark.usefixtures("small_defaults")
-def test_no_interleave_times_one_variant_alone(bench):
+def test_no_interleave_times_one_variant_alone(bench, monkeypatch):
     """--no-interleave measures each variant in a pass of its own (measure_variants with one variant): the
-    row gets that variant's result only, timed alone. Smoke model, eager, CPU."""
+    row gets that variant's result only, timed alone. Smoke model, eager, CPU (a short step check)."""
+    from tiledispatch.nn import step_check
+
+    for name, value in (("BLOCK", 1), ("ROUNDS", 1), ("WINS", 1)):
+        monkeypatch.setattr(step_check, name, value)
     models = bench["models"]
     s = models.Settings(device="cpu", dtype="float32", batch=1, steps=2, warmup=1, modes=("eager",),
                         pipelined=False, phases=("infer",), numerics=False, smoke=True, interleave=False)
@@ -331,6 +335,22 @@ def test_no_interleave_times_one_variant_alone(bench):
     assert "error" not in slot["converted_eager"], slot["converted_eager"].get("error")
     assert slot["converted_eager"]["interleaved"] == ["converted"] and slot["converted_eager"]["wall_ms"] > 0
     assert row["layers"]["taken"] > 0
+    # the timed steps ran what the step check decided: it was stepped to its verdict first
+    assert row["check_steps"]["infer"]["done"] and row["check_steps"]["infer"]["steps"] > 1
+    assert row["step_check"]["infer"]["eval/no_grad"]["phase"] == "done"
+
+
+def test_run_until_calls_at_least_once_and_stops_at_done_or_the_limit(bench):
+    run_until = bench["model_measure"].run_until
+    calls = []
+    assert run_until(lambda: calls.append(1), torch.device("cpu"), lambda: len(calls) >= 3, 10) == {
+        "steps": 3, "done": True}
+    calls.clear()
+    assert run_until(lambda: calls.append(1), torch.device("cpu"), lambda: True, 10) == {"steps": 1,
+                                                                                         "done": True}
+    calls.clear()
+    assert run_until(lambda: calls.append(1), torch.device("cpu"), lambda: False, 4) == {"steps": 4,
+                                                                                         "done": False}
 
 
 def test_results_name_the_cost_models_that_ranked_their_plans(bench, tmp_path, monkeypatch):

@@ -146,6 +146,10 @@ class StepCheck:
             module.__class__ = td_cls if arm == "tiledispatch" else torch_cls
         self.arm = arm
 
+    def settled(self) -> bool:
+        """Whether every mode seen so far has its verdict (False before the first step)."""
+        return bool(self.trials) and all(t.phase == "done" for t in self.trials.values())
+
     def summary(self) -> dict[str, dict[str, Any]]:
         """Per mode: phase, verdict and the block medians (ms) measured so far."""
         return {mode: {"phase": t.phase, "verdict": t.verdict if t.phase == "done" else None,
