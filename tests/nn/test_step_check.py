@@ -9,7 +9,7 @@ import torch
 
 import tiledispatch.nn as tdnn
 from tiledispatch.nn import step_check
-from tiledispatch.nn.step_check import BLOCK, ROUNDS, WARMUP, WINS, StepCheck
+from tiledispatch.nn.step_check import ATTR, BLOCK, ROUNDS, WARMUP, WINS, StepCheck, run_step_check
 
 CHECK_STEPS = 2 * (WARMUP + ROUNDS) * BLOCK   # the blocks of a check, warm-up included
 
@@ -211,17 +211,30 @@ def test_convert_attaches_one_check_to_the_first_layer_and_a_second_convert_repl
     report = tdnn.convert(model)
     assert report.step_check is not None
     assert [cls for _, cls in report.step_check.modules] == [torch.nn.Conv2d, torch.nn.Linear]
-    assert not model._forward_pre_hooks and list(model[0]._forward_pre_hooks.values()) == [report.step_check]
+    assert not model._forward_pre_hooks and list(model[0]._forward_pre_hooks.values()) == [run_step_check]
+    assert getattr(model[0], ATTR) is report.step_check and not hasattr(model[2], ATTR)
     again = tdnn.convert(model)
     assert len(model[0]._forward_pre_hooks) == 1 and again.step_check is not report.step_check
+    assert getattr(model[0], ATTR) is again.step_check
     copy_ = copy.deepcopy(model)                          # a deep copy's check is its own, and replaced alike
-    (hook,) = copy_[0]._forward_pre_hooks.values()
-    assert hook.modules[0][0] is copy_[0]
+    check = getattr(copy_[0], ATTR)
+    assert check is not again.step_check and check.modules[0][0] is copy_[0]
     tdnn.convert(copy_)
-    (replaced,) = copy_[0]._forward_pre_hooks.values()
-    assert replaced is not hook
+    assert list(copy_[0]._forward_pre_hooks.values()) == [run_step_check]
+    assert getattr(copy_[0], ATTR) is not check
     assert tdnn.convert(torch.nn.Sequential(torch.nn.ReLU())).step_check is None
-    assert tdnn.convert(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)), step_check=False).step_check is None
+    unchecked = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3))
+    assert tdnn.convert(unchecked, step_check=False).step_check is None
+    assert not unchecked[0]._forward_pre_hooks and not hasattr(unchecked[0], ATTR)
+
+
+def test_the_hook_runs_the_check_its_layer_holds(clock):
+    model, check = _model(clock, 2.0, 1.0)
+    model._forward_pre_hooks.clear()
+    setattr(model[0], ATTR, check)
+    model[0].register_forward_pre_hook(run_step_check)
+    _steps(model, 3 + CHECK_STEPS + 1)
+    assert check.settled() and check.summary()["train/grad"]["verdict"] == "torch"
 
 
 def test_a_linear_swapped_back_by_the_hook_of_its_own_call_still_runs():

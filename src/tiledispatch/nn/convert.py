@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import torch
 
 from tiledispatch.nn.modules import SWAPS, conv_reason, dtype_reason
-from tiledispatch.nn.step_check import StepCheck
+from tiledispatch.nn.step_check import ATTR, StepCheck, run_step_check
 
 _SERVED = frozenset(SWAPS.values())
 _TORCH_OF = {td_cls: torch_cls for torch_cls, td_cls in SWAPS.items()}
@@ -133,20 +133,24 @@ def _torch_class(module: torch.nn.Module) -> type:
 
 
 def _attach_check(model: torch.nn.Module, report: ConvertReport) -> None:
-    """Register a StepCheck of every converted layer as the forward pre-hook of the first of them (replacing
-    an earlier convert's). Not on `model` itself: torch.compile runs a root module's hooks outside the traced
-    frame, so a root hook became a compiled frame of its own, with its own guards, on every compiled step
-    (torch 2.11); a submodule's hooks are traced into the model's frame, where the check returns at once."""
+    """Give the first converted layer a StepCheck of every converted layer and the forward pre-hook that runs
+    it (replacing an earlier convert's). Not on `model` itself: torch.compile runs a root module's hooks
+    outside the traced frame, so a root hook became a compiled frame of its own, with its own guards, on
+    every compiled step (torch 2.11); a submodule's hooks are traced into the model's frame, where the hook
+    returns at once."""
     for module in model.modules():   # an earlier convert's (or a deep copy's)
         for key, hook in list(module._forward_pre_hooks.items()):
-            if isinstance(hook, StepCheck):
+            if hook is run_step_check:
                 del module._forward_pre_hooks[key]
+        module.__dict__.pop(ATTR, None)
     taken = {layer.name for layer in report.taken}
     modules = [(m, _torch_class(m)) for name, m in model.named_modules() if name in taken]
     if not modules:
         return
     report.step_check = StepCheck(modules)
-    modules[0][0].register_forward_pre_hook(report.step_check)
+    first = modules[0][0]
+    first.__dict__[ATTR] = report.step_check
+    first.register_forward_pre_hook(run_step_check)
 
 
 def convert(model: torch.nn.Module, *, exclude: Iterable[str] = (), step_check: bool = True) -> ConvertReport:

@@ -62,13 +62,29 @@ class Trial:
         return len(self.warmup) + len(self.blocks)
 
 
+ATTR = "_td_step_check"   # the attribute of the first converted layer holding its model's StepCheck
+
+
+def run_step_check(layer: torch.nn.Module, args: Any) -> None:
+    """The forward pre-hook convert registers on the first converted layer: runs the StepCheck the layer
+    holds (ATTR). A plain function rather than the check object itself, so that a compiled model guards on
+    nothing mutable here: with the object as the hook, Dynamo could not skip the guards on the path from the
+    model to that layer (recursive dict tags, torch 2.11)."""
+    if torch.compiler.is_compiling():
+        return
+    check = layer.__dict__.get(ATTR)
+    if check is not None:
+        check(layer, args)
+
+
 def _mode(layer: torch.nn.Module) -> str:
     return f"{'train' if layer.training else 'eval'}/{'grad' if torch.is_grad_enabled() else 'no_grad'}"
 
 
 class StepCheck:
-    """Attached to the first converted layer as a forward pre-hook (convert(model, step_check=True)); its
-    train/eval flag and the grad mode make the step's mode."""
+    """Held by the first converted layer (ATTR) and run by its forward pre-hook run_step_check
+    (convert(model, step_check=True)); that layer's train/eval flag and the grad mode make the step's
+    mode."""
 
     def __init__(self, modules: Sequence[tuple[torch.nn.Module, type]]) -> None:
         self.modules = list(modules)          # (converted module, the torch class it swaps back to)
