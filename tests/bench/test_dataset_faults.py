@@ -83,12 +83,13 @@ def test_compact_and_drop_move_the_damaged_part_aside(damaged):
 
 def test_resume_remeasures_the_pairs_of_a_damaged_part(tmp_path):
     out = tmp_path / "d"
-    run_sweep(spec(out, problems=entries()[:2], configs=NAMES[:1]))    # flush_rows=1: one part per row
+    one = {"problems": entries()[:2], "configs": NAMES[:1], "cpu_workers": 1}   # 2 pairs: one worker
+    run_sweep(spec(out, **one))    # flush_rows=1: one part per row
     parts = Dataset(out).parts()
     assert len(parts) == 2
     truncate(parts[0])
     said: list[str] = []
-    report = run_sweep(spec(out, problems=entries()[:2], configs=NAMES[:1], resume=True), said.append)
+    report = run_sweep(spec(out, resume=True, **one), said.append)
     assert (report.resumed, report.measured) == (1, 1) and report.damaged_parts == [str(parts[0])]
     assert sum(parts[0].name in line for line in said) == 1
     assert (out / CORRUPT / parts[0].name).exists()

@@ -64,7 +64,7 @@ def test_sweep_records_every_pair_once_with_timings(tmp_path):
 
 @pytest.mark.slow
 def test_schema_columns_hold_problem_and_config_fields(tmp_path):
-    run_sweep(spec(tmp_path / "d", problems=entries(SHAPES[:1]), configs=NAMES[:1]))
+    run_sweep(spec(tmp_path / "d", problems=entries(SHAPES[:1]), configs=NAMES[:1], cpu_workers=1))   # 1 pair
     row = load_frame(tmp_path / "d").iloc[0]
     problem = td.GemmProblem(33, 40, 24, dtype="fp16")
     assert (row.op, row.direction, row["dtype"], row.problem) == ("gemm", "none", "fp16", problem.signature())
@@ -82,7 +82,8 @@ def test_planted_crash_and_hang_cost_one_row_each(tmp_path, monkeypatch):
     monkeypatch.setenv("TD_TEST_HANG_KERNEL", NAMES[1])
     monkeypatch.syspath_prepend(str(HERE))
     problems = entries(SHAPES[:2])
-    report = run_sweep(spec(tmp_path / "d", problems=problems, timeout_s=8.0, cpu_workers=1,
+    # each hang costs the timeout; an ok pair (3 timed runs of a 64x64x64 GEMM) takes well under 0.5 s here
+    report = run_sweep(spec(tmp_path / "d", problems=problems, timeout_s=4.0, cpu_workers=1,
                             worker_setup="faults:plant"))
     df = load_frame(tmp_path / "d")
     assert len(df) == 6 and len(set(pairs(df))) == 6
@@ -105,13 +106,14 @@ def test_slow_kernel_loading_is_not_a_hang(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_resume_needs_the_flag_and_matching_kind(tmp_path):
-    run_sweep(spec(tmp_path / "d", problems=entries(SHAPES[:1]), configs=NAMES[:1]))
+    one = {"configs": NAMES[:1], "cpu_workers": 1}   # 1-2 pairs: one worker
+    run_sweep(spec(tmp_path / "d", problems=entries(SHAPES[:1]), **one))
     with pytest.raises(BadInput, match="--resume"):
-        run_sweep(spec(tmp_path / "d", problems=entries(SHAPES[:1]), configs=NAMES[:1]))
+        run_sweep(spec(tmp_path / "d", problems=entries(SHAPES[:1]), **one))
     bf16 = (CorpusEntry("x", td.GemmProblem(33, 40, 24, dtype="bf16")),)
     with pytest.raises(BadInput, match="dtype"):
-        run_sweep(spec(tmp_path / "d", problems=bf16, configs=NAMES[:1], resume=True))
-    again = run_sweep(spec(tmp_path / "d", problems=entries(SHAPES[:2]), configs=NAMES[:1], resume=True))
+        run_sweep(spec(tmp_path / "d", problems=bf16, resume=True, **one))
+    again = run_sweep(spec(tmp_path / "d", problems=entries(SHAPES[:2]), resume=True, **one))
     assert (again.resumed, again.measured) == (1, 1) and len(load_frame(tmp_path / "d")) == 2
 
 

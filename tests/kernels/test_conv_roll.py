@@ -42,7 +42,9 @@ GEOMETRY = {
     ("bwd_data", 3): {"spatial": (3, 5, 4), "filter": (3, 1, 3), "padding": ((1, 1), (0, 0), (1, 2))},
 }
 # 1 SM: several written rows per program (fwd 2-D a8: 7 rows in chunks of 3, the last one 2 rows past the
-# height); 132: one row per program
+# height); 132: one row per program. Every case runs on 1 SM; on 132 the align-8 ones (fp16, bias and
+# activation, vector loads, a half-masked channel tile): the row plan does not depend on dtype or
+# alignment, and the align-1 ones (fp32, odd channels) run their rows in chunks on 1 SM.
 SMS = (1, 132)
 
 
@@ -62,16 +64,23 @@ CASES = [(f"{key}-{nd}d-a{fields['align']}", *_case(key, nd, fields))
          for fields in (A8, A1)]
 
 
-@pytest.fixture(scope="module", params=SMS, ids=[f"sms{s}" for s in SMS])
-def registry(request, build_registry):
-    return build_registry(list(dict.fromkeys(cfg for _, cfg, _ in CASES)), sms=request.param)
+RUNS = [(sms, *case) for sms in SMS for case in CASES if sms == 1 or case[1].align == 8]
 
 
-@pytest.mark.parametrize("cfg, problem", [case[1:] for case in CASES], ids=[case[0] for case in CASES])
+@pytest.fixture(scope="module")
+def registries(build_registry):
+    """Per SM count, a registry of every case's instance (compiled once: the second is served from the
+    cache)."""
+    configs = list(dict.fromkeys(cfg for _, cfg, _ in CASES))
+    return {sms: build_registry(configs, sms=sms) for sms in SMS}
+
+
+@pytest.mark.parametrize("sms, cfg, problem", [(sms, cfg, problem) for sms, _, cfg, problem in RUNS],
+                         ids=[f"sms{sms}-{name}" for sms, name, _, _ in RUNS])
 @pytest.mark.slow
-def test_matches_reference(registry, cfg, problem):
+def test_matches_reference(registries, sms, cfg, problem):
     assert conv_problem_mismatch(cfg, problem) is None
-    _, _, result = run_and_validate(registry.get(cfg.name), problem)
+    _, _, result = run_and_validate(registries[sms].get(cfg.name), problem)
     assert result["passed"], result
 
 
