@@ -9,7 +9,9 @@ torch's + 3 us on every row. Outputs are checked against the torch module first.
 The converted copy is made with `convert(..., step_check=False)`: a model's StepCheck is a forward pre-hook
 on its first converted layer, paid once per step rather than per layer call, so a third copy with the check
 measures that cost apart (`step_check_us`: its host time minus the unchecked copy's; here every call is a
-step).
+step). A second copy of the torch module runs in the same alternation (`aa_us`: its host time minus the
+first's), so each row carries the protocol's own noise next to `extra_us`; `paired_*_us` are the medians of
+the per-trial differences (each trial's loops ran back to back, so host drift cancels in them).
 
 Usage (GPU):  python benchmarks/module_overhead.py [--calls 1000] [--issue-calls 32] [--trials 31]
                   [--out PATH]
@@ -94,11 +96,25 @@ def calls(module: Any, x: Any, grad: Any, phase: str) -> Any:
 
 
 def host_us(fns: dict[str, Any], calls: int, trials: int) -> dict[str, float]:
-    """Median host microseconds per call of each function: per trial a loop of `calls` calls, queued behind a
-    sleep kernel twice as long as that function's previous loop took, the functions alternating (their order
-    reversed every other trial) so that drift of the host touches all alike. Stop 49's loops of 200 calls
-    without the sleep moved train rows by 20-40 us between runs: a step's launches outran the queue."""
+    """Median host microseconds per call of each function (host_samples)."""
     import statistics
+
+    return {name: statistics.median(values) for name, values in host_samples(fns, calls, trials).items()}
+
+
+def paired_us(samples: dict[str, list[float]], name: str, base: str) -> float:
+    """Median over trials of `name`'s host µs per call minus `base`'s in the same trial."""
+    import statistics
+
+    return statistics.median(a - b for a, b in zip(samples[name], samples[base]))
+
+
+def host_samples(fns: dict[str, Any], calls: int, trials: int) -> dict[str, list[float]]:
+    """Host microseconds per call of each function, one per trial: per trial a loop of `calls` calls, queued
+    behind a sleep kernel twice as long as that function's previous loop took, the functions alternating
+    (their order reversed every other trial) so that drift of the host touches all alike. Stop 49's loops of
+    200 calls without the sleep moved train rows by 20-40 us between runs: a step's launches outran the
+    queue."""
     import time
 
     import torch
@@ -118,13 +134,16 @@ def host_us(fns: dict[str, Any], calls: int, trials: int) -> dict[str, float]:
             last[name] = time.perf_counter() - start
             samples[name].append(last[name] / calls * 1e6)
     torch.cuda.synchronize()
-    return {name: statistics.median(values) for name, values in samples.items()}
+    return samples
 
 
 def measure(layer: tuple, opts: argparse.Namespace) -> list[dict[str, Any]]:
+    import statistics
+
     import torch
 
     stock, ours, checked, x = build(layer)
+    again = copy.deepcopy(stock)
     with torch.no_grad():
         ref, got = stock(x), ours(x)
     err = float((got.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-30))
@@ -132,21 +151,27 @@ def measure(layer: tuple, opts: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     for phase in ("infer", "train"):
         fns = {"torch": calls(stock, x, grad, phase), "converted": calls(ours, x, grad, phase),
-               "converted_step_check": calls(checked, x, grad, phase)}
+               "converted_step_check": calls(checked, x, grad, phase),
+               "torch_again": calls(again, x, grad, phase)}
         row: dict[str, Any] = {"layer": layer[0], "phase": phase, "rel_err": err, "valid": err < TOLERANCE}
         for name, fn in fns.items():
             fn()   # first call: selection (and measuring) on ours, cuDNN's heuristics on torch
-        row["host_us"] = host_us(fns, opts.issue_calls, opts.trials)
+        samples = host_samples(fns, opts.issue_calls, opts.trials)
+        row["host_us"] = {name: statistics.median(values) for name, values in samples.items()}
+        row["paired_extra_us"] = paired_us(samples, "converted", "torch")
+        row["paired_aa_us"] = paired_us(samples, "torch_again", "torch")
         row["per_call_us"] = {n: per_call_us(f, opts.calls, PER_CALL_TRIALS, torch.cuda.synchronize)
                               for n, f in fns.items()}
         row["extra_us"] = row["host_us"]["converted"] - row["host_us"]["torch"]
         row["step_check_us"] = row["host_us"]["converted_step_check"] - row["host_us"]["converted"]
+        row["aa_us"] = row["host_us"]["torch_again"] - row["host_us"]["torch"]
         row["layer_plans"] = [plan.summary() for plan in getattr(ours, "_td_plans", {}).values()]
         row["pass"] = row["valid"] and row["extra_us"] <= LIMIT_US
         rows.append(row)
         print(f"{layer[0]:36s} {phase:5s} host us torch {row['host_us']['torch']:7.2f} converted "
               f"{row['host_us']['converted']:7.2f} ({row['extra_us']:+.2f}; step check "
-              f"{row['step_check_us']:+.2f})  per call torch "
+              f"{row['step_check_us']:+.2f}; A/A {row['aa_us']:+.2f}; paired {row['paired_extra_us']:+.2f}"
+              f" / A/A {row['paired_aa_us']:+.2f})  per call torch "
               f"{row['per_call_us']['torch']:8.2f} converted {row['per_call_us']['converted']:8.2f}",
               flush=True)
     return rows

@@ -2,6 +2,7 @@
 and each loop is queued behind a sleep twice as long as that variant's previous loop."""
 from __future__ import annotations
 
+import copy
 import importlib.util
 import time
 from pathlib import Path
@@ -57,3 +58,32 @@ def test_the_per_call_copy_carries_no_step_check_and_the_other_does():
     assert list(checked._forward_pre_hooks.values()) == [run_step_check] and hasattr(checked, ATTR)
     assert type(ours) is type(checked) is not torch.nn.Conv2d
     assert ours.weight is not stock.weight and checked.weight is not ours.weight
+
+
+def test_paired_difference_takes_the_median_of_per_trial_differences():
+    samples = {"torch": [10.0, 30.0, 12.0, 50.0, 11.0], "converted": [12.0, 31.0, 15.0, 52.0, 20.0]}
+    # per trial: +2, +1, +3, +2, +9 -> median +2 (the medians of each list differ by 20 - 12 = 8)
+    assert _load().paired_us(samples, "converted", "torch") == 2.0
+
+
+def test_every_row_times_a_second_torch_copy_in_the_same_alternation(monkeypatch):
+    module = _load()
+    seen: list[list[str]] = []
+
+    def fake_samples(fns, calls, trials):
+        seen.append(list(fns))
+        return {name: [float(i + 1)] * 3 for i, name in enumerate(fns)}
+
+    monkeypatch.setattr(module, "host_samples", fake_samples)
+    monkeypatch.setattr(module, "per_call_us", lambda fn, calls, trials, sync: 1.0)
+    stock = torch.nn.Conv2d(8, 8, 3, padding=1)
+    # torch copies stand in for the converted ones: the interpreter is not what this test is about
+    ours, checked = copy.deepcopy(stock), copy.deepcopy(stock)
+    monkeypatch.setattr(module, "build", lambda layer: (stock, ours, checked, torch.randn(1, 8, 6, 6)))
+    opts = type("Opts", (), {"issue_calls": 2, "trials": 3, "calls": 2})()
+    rows = module.measure(("conv", None, None, None), opts)
+    assert [r["phase"] for r in rows] == ["infer", "train"]
+    assert all(names == ["torch", "converted", "converted_step_check", "torch_again"] for names in seen)
+    for row in rows:
+        assert row["aa_us"] == row["paired_aa_us"] == 3.0     # torch_again (4) - torch (1)
+        assert row["extra_us"] == row["paired_extra_us"] == 1.0
