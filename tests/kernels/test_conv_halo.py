@@ -79,9 +79,10 @@ SLOW_BWD = [
     ("5x5-fp16-13x11-w2", *_case(_dgrad({**A8, "block_k": 5, "block_n": 8, "num_warps": 2}),
                                  spatial=(13, 11), filter=(5, 5), padding=2)),
 ]
-# bwd_weight: stride 1 (its one entry); launch plans for WGRAD_SMS SMs, so that the 7x7 case's programs take
-# 2 row chunks of 4 row blocks (block_m 2) of its 13 dy rows, the last block cut (test_wgrad_row_chunks)
-WGRAD_SMS = 2
+# Launch plans for SMS SMs: the fwd and bwd_data plans do not depend on the SM count; bwd_weight's do, so
+# that the 7x7 case's programs take 2 row chunks of 4 row blocks (block_m 2) of its 13 dy rows, the last block
+# cut (test_wgrad_row_chunks)
+SMS = 2
 FAST_WGRAD = [
     ("7x7-fp16-13x11", *_case(_wgrad({**A8, "block_m": 2}), spatial=(13, 11), filter=(7, 7), padding=3)),
     ("5x5-fp32-14x14", *_case(_wgrad({**A1, "block_k": 5}), n=1, spatial=(14, 14), filter=(5, 5), padding=2)),
@@ -97,23 +98,21 @@ SLOW_WGRAD = [
     ("5x5-fp16-13x11-w2-s2", *_case(_wgrad({**A8, "block_k": 5, "block_n": 8, "num_warps": 2,
                                             "num_stages": 2}), spatial=(13, 11), filter=(5, 5), padding=2)),
 ]
-ALL = FAST + SLOW + FAST_BWD + SLOW_BWD
+
+
+def _cases_configs(items) -> list[ConvConfig]:
+    """The instances of the selected cases among `items`."""
+    params = [getattr(getattr(item, "callspec", None), "params", {}) for item in items]
+    return list(dict.fromkeys(p["cfg"] for p in params if "cfg" in p))
 
 
 @pytest.fixture(scope="module")
-def registry(build_registry):
-    return build_registry(list(dict.fromkeys(cfg for _, cfg, _ in ALL)), sms=132)
-
-
-@pytest.fixture(scope="module")
-def wgrad_registry(build_registry):
-    """bwd_weight's registry (its launch plans for WGRAD_SMS SMs): the default lane's cases only."""
-    return build_registry(list(dict.fromkeys(cfg for _, cfg, _ in FAST_WGRAD)), sms=WGRAD_SMS)
-
-
-@pytest.fixture(scope="module")
-def wgrad_registry_more(build_registry):
-    return build_registry(list(dict.fromkeys(cfg for _, cfg, _ in SLOW_WGRAD)), sms=WGRAD_SMS)
+def registry(request, build_registry):
+    """The instances of the session's selected cases (every direction), compiled in one pool; launch plans for
+    SMS SMs."""
+    module = request.module
+    return build_registry(_cases_configs([item for item in request.session.items if item.module is module]),
+                          sms=SMS)
 
 
 def _check(registry, cfg, problem):
@@ -163,22 +162,22 @@ def test_bwd_data_matches_reference_more_shapes(registry, cfg, problem):
 
 
 @pytest.mark.parametrize("cfg, problem", [c[1:] for c in FAST_WGRAD], ids=[c[0] for c in FAST_WGRAD])
-def test_bwd_weight_matches_reference(wgrad_registry, cfg, problem):
-    _check_against_torch(wgrad_registry, cfg, problem)
+def test_bwd_weight_matches_reference(registry, cfg, problem):
+    _check_against_torch(registry, cfg, problem)
 
 
 def test_wgrad_row_chunks():
     """The fast 7x7 case walks several row blocks per program over several row chunks (not one block each)."""
     _, cfg, problem = FAST_WGRAD[0]
-    plan = conv_halo.launch_plan(cfg, problem, WGRAD_SMS)
+    plan = conv_halo.launch_plan(cfg, problem, SMS)
     # 13 rows: 7 blocks of 2 in 2 chunks of 4 blocks; splits = 2 images x 2 chunks x 2 strips of 8 columns
     assert dict(plan.scalars) == {"ROWS": 8, "SPLIT": 2 * 2 * 2}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cfg, problem", [c[1:] for c in SLOW_WGRAD], ids=[c[0] for c in SLOW_WGRAD])
-def test_bwd_weight_matches_reference_more_shapes(wgrad_registry_more, cfg, problem):
-    _check_against_torch(wgrad_registry_more, cfg, problem)
+def test_bwd_weight_matches_reference_more_shapes(registry, cfg, problem):
+    _check_against_torch(registry, cfg, problem)
 
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
