@@ -141,19 +141,23 @@ def interleaved_wall_times(fns: dict[str, Callable[[], object]], device: Any, wa
                            rounds: int = 5, pipelined: bool = True) -> dict[str, dict[str, Any]]:
     """wall_times of several variants measured in alternation: each first called alone and warmed up, then
     `rounds` rounds of ceil(steps / rounds) synchronized steps of each variant in turn, so that a drift of the
-    host's speed (10-30% between runs on the GPU hosts) hits every variant alike. wall_ms is the median of
-    all steps. With `pipelined`, as many rounds again of back-to-back steps of each variant in turn (at least
-    PIPELINED_ROUND_STEPS per round): pipelined_ms is the median of the rounds' mean step times
-    (pipelined_rounds_ms holds them)."""
+    host's speed (10-30% between runs on the GPU hosts) hits every variant alike. Each round starts the turn
+    one variant later (round_order), so no variant always follows the same one, and each variant's turn
+    starts with one untimed step (the first step after another model's steps runs on caches that model
+    filled; a training loop never switches). wall_ms is the median of all timed steps. With `pipelined`, as
+    many rounds again of back-to-back steps of each variant in turn (at least PIPELINED_ROUND_STEPS per
+    round): pipelined_ms is the median of the rounds' mean step times (pipelined_rounds_ms holds them)."""
     results: dict[str, dict[str, Any]] = {}
     for name, fn in fns.items():
         results[name] = {"first_call_s": first_and_warm(fn, device, warmup)}
     rounds = max(1, min(rounds, steps))
     per_round = -(-steps // rounds)
     samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            samples[name] += [_step_ms(fn, device) for _ in range(per_round)]
+    for index in range(rounds):
+        for name in round_order(list(fns), index):
+            fns[name]()
+            _sync(device)
+            samples[name] += [_step_ms(fns[name], device) for _ in range(per_round)]
     for name in fns:
         results[name].update({**_spread(samples[name]), "steps": len(samples[name]), "rounds": rounds,
                               "interleaved": list(fns)})
@@ -166,14 +170,21 @@ def interleaved_wall_times(fns: dict[str, Callable[[], object]], device: Any, wa
     return results
 
 
+def round_order(names: list[str], index: int) -> list[str]:
+    """The variants' turn order in round `index`: the list rotated by `index`, so each variant leads a round
+    in turn and none always runs right after the same other one."""
+    shift = index % len(names)
+    return names[shift:] + names[:shift]
+
+
 def _pipelined_rounds(fns: dict[str, Callable[[], object]], device: Any, rounds: int, per_round: int
                       ) -> dict[str, dict[str, Any]]:
     """`rounds` rounds of `per_round` back-to-back steps of each variant in turn (_counted_back_to_back):
     the median round mean, the round means, and the per-step counter changes averaged over the rounds."""
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            runs[name].append(_counted_back_to_back(fn, device, per_round))
+    for index in range(rounds):
+        for name in round_order(list(fns), index):
+            runs[name].append(_counted_back_to_back(fns[name], device, per_round))
     out = {}
     for name, results in runs.items():
         means = [r["pipelined_ms"] for r in results]

@@ -285,17 +285,55 @@ def test_pipelined_steps_report_the_counters_a_step_can_hide_in(bench):
 
 def test_back_to_back_steps_are_timed_in_alternating_rounds_too(bench):
     """Back-to-back steps run in rounds of each variant in turn, like the synchronized ones (a host drift
-    hits both), and pipelined_ms is the median of the rounds' means."""
+    hits both), each round starting one variant later, and pipelined_ms is the median of the rounds'
+    means."""
     order: list[str] = []
     steps = {"a": lambda: order.append("a"), "b": lambda: order.append("b")}
     result = bench["model_measure"].interleaved_wall_times(steps, torch.device("cpu"), warmup=1, steps=6,
                                                            rounds=3)
-    back = order[2 + 2 * 6:]   # after the warm-ups and the synchronized rounds
+    back = order[2 + 2 * (1 + 2) * 3:]   # after the first calls and the synchronized rounds
     per_round = bench["model_measure"].PIPELINED_ROUND_STEPS   # more than the 2 synchronized steps a round
-    assert back == (["a"] * per_round + ["b"] * per_round) * 3
+    a, b = ["a"] * per_round, ["b"] * per_round
+    assert back == a + b + b + a + a + b
     for r in result.values():
         assert len(r["pipelined_rounds_ms"]) == 3
         assert r["pipelined_ms"] == sorted(r["pipelined_rounds_ms"])[1]
+
+
+def test_synchronized_rounds_rotate_the_order_and_settle_each_turn_untimed(bench):
+    """Each round starts one variant later, and each turn's first step is untimed: a variant's timed steps
+    never include the first step after another model's, and no variant always follows the same one."""
+    measure = bench["model_measure"]
+    order: list[str] = []
+    clock = {"t": 0.0}
+
+    def step(name: str, ms: float):
+        def run() -> None:
+            order.append(name)
+            # the first step after another variant's turn is ten times slower
+            clock["t"] += ms * (10 if len(order) > 1 and order[-2] != name else 1)
+        return run
+
+    steps = {"a": step("a", 1.0), "b": step("b", 1.0), "c": step("c", 1.0)}
+    real = measure._step_ms
+
+    def fake_step_ms(fn, device):
+        before = clock["t"]
+        fn()
+        return clock["t"] - before
+
+    measure._step_ms = fake_step_ms
+    try:
+        result = measure.interleaved_wall_times(steps, torch.device("cpu"), warmup=1, steps=6, rounds=3,
+                                                pipelined=False)
+    finally:
+        measure._step_ms = real
+    timed = order[3:]   # after each variant's first call (warmup=1: no more warm-up calls)
+    turn = 1 + 2             # one untimed step, then 6 / 3 timed ones
+    leads = [timed[i * 3 * turn] for i in range(3)]
+    assert leads == ["a", "b", "c"]
+    for r in result.values():
+        assert r["steps"] == 6 and r["wall_ms"] == 1.0   # no timed step paid for the switch
 
 
 @pytest.mark.slow
