@@ -5,7 +5,8 @@ time in cudaGraphLaunch against 1.92 ms stock, with fewer kernels per step (H100
 probe_compiled_step_h100_stop52.json). This captures N calls of one op (td.conv* directions of a depthwise
 and a dense layer, and torch's conv2d / convolution_backward of the same layers) into a graph, times
 graph.replay()'s host part, and lists the graph's node types, so the cost per node of each kind of launch
-shows apart from everything else in a step.
+shows apart from everything else in a step; two trivial Triton kernels with 2 and 50 arguments
+(probe_graph_kernels.py) tell whether the size of a node's parameter block matters.
 
 Usage (GPU):  python tools/probe_graph_launch.py [--calls 200] [--out F.json]
 """
@@ -15,8 +16,10 @@ import argparse
 import collections
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 # (name, channels, groups, kernel, size, batch)
@@ -120,6 +123,25 @@ def probe(spec: tuple, calls: int) -> list[dict[str, Any]]:
     return rows
 
 
+def synthetic_rows(calls: int) -> list[dict[str, Any]]:
+    """Graphs of a trivial Triton kernel with 2 arguments and with 50: whether the host cost of a replay
+    grows with a node's parameter block (td's conv kernels take dozens of shape and stride scalars)."""
+    import torch
+
+    from probe_graph_kernels import few_args, many_args
+
+    x = torch.zeros(1024, device="cuda")
+    scalars = list(range(3, 51))   # not 1: Triton specializes arguments equal to 1 into constants
+    ops = {"triton, 2 args": lambda: few_args[(1,)](x, 1024, BLOCK=128),
+           "triton, 50 args": lambda: many_args[(1,)](x, 1024, *scalars, BLOCK=128)}
+    rows = []
+    for op, fn in ops.items():
+        row = {"layer": "synthetic", "op": op, **replay_us(fn, calls)}
+        print(json.dumps(row))
+        rows.append(row)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
@@ -127,7 +149,8 @@ def main() -> None:
     opts = parser.parse_args()
     import torch
 
-    rows = [row for spec in LAYERS for row in probe(spec, opts.calls)]
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    rows = synthetic_rows(opts.calls) + [row for spec in LAYERS for row in probe(spec, opts.calls)]
     if opts.out:
         with open(opts.out, "w") as f:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "calls": opts.calls,
