@@ -10,6 +10,10 @@
 - `build_registry(configs)`: a Registry of the given configs, built (max_workers=2). In a session with
   default-lane tests, the first call compiles every config of the CPU lane's suites at once (one worker pool),
   later calls are served from the cache.
+- `prebuild`: one compile worker beside the tests, started with the session: it compiles, in test order, the
+  universe, the small default kernels and the instances that modules declare through a module-level
+  `prebuild_registries(items, load_script)`, on the core that a test running the interpreter leaves idle;
+  `build_registry` (and a module building otherwise) claims its share before it builds (see Prebuild).
 - `small_defaults`: td.gemm / td.conv* (and the modules and ops on them) run on small default registries, one
   small kernel per key of SMALL_DEFAULT_KEYS (tiledispatch.testing.small_defaults), instead of building the
   essential presets (20-35 s per key on 2 cores); for tests of what runs on the defaults, not of the selection
@@ -31,6 +35,7 @@ import pytest
 import torch
 
 import tiledispatch as td
+from tiledispatch.configs.vendor import VENDOR_FAMILY
 from tiledispatch.testing import small_defaults as small
 
 _TEMP_KEY = pytest.StashKey[tuple]()
@@ -118,34 +123,178 @@ def fixed_seed():
     torch.manual_seed(20240611)
 
 
+class Prebuild:
+    """Compile tasks handed one at a time to one spawned worker (build.pool's worker set-up), in the order of
+    the modules that declared them. Nothing the tests check changes: a test still builds its registries, which
+    find these instances in the session cache (a failed compile leaves no entry: the test's build compiles it
+    again and reports it)."""
+
+    def __init__(self, tasks: dict[str, list]) -> None:
+        import collections
+        import threading
+
+        self.lock = threading.Lock()
+        self.queue = collections.deque((module, task) for module, group in tasks.items() for task in group)
+        self.running = None   # (module, kernel name, future) of the task the worker has
+        self.executor = None
+        if not self.queue:
+            return
+        from concurrent.futures import ProcessPoolExecutor
+        import multiprocessing
+
+        from tiledispatch.build import cache, pool
+
+        root = Path(self.queue[0][1].cache_root)
+        cache.ensure_root(root)
+        self.executor = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                            initializer=pool._init_worker,
+                                            initargs=(str(root / ".triton"), os.getpid()))
+        self._next()
+
+    def _next(self, _done=None) -> None:
+        from tiledispatch.build import cache
+        from tiledispatch.build.compile import run_task
+
+        with self.lock:
+            self.running = None
+            while self.queue and cache.read_entry(self.queue[0][1].entry) is not None:   # built meanwhile
+                self.queue.popleft()
+            if not self.queue or self.executor is None:
+                return
+            module, task = self.queue.popleft()
+            try:
+                future = self.executor.submit(run_task, task)
+            except RuntimeError:   # shut down
+                return
+            self.running = (module, task.name, future)
+        future.add_done_callback(self._next)
+
+    def claim(self, module: str) -> None:
+        """Before `module` builds: its instances not started yet are left to the module's own build (two
+        workers); the one compiling now is waited for."""
+        self._claim(lambda m, name: m == module)
+
+    def claim_kernels(self, names) -> None:
+        """claim for a build of these kernels, whichever module declared them."""
+        names = set(names)
+        self._claim(lambda m, name: name in names)
+
+    def _claim(self, mine) -> None:
+        with self.lock:
+            self.queue = type(self.queue)(entry for entry in self.queue if not mine(entry[0], entry[1].name))
+            running = self.running
+        if running is not None and mine(running[0], running[1]):
+            running[2].exception()   # waits; a failure is the test's build's to report
+
+    def close(self) -> None:
+        with self.lock:
+            self.queue.clear()
+            executor, self.executor = self.executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+
+UNIVERSE, SMALL = "conftest:universe", "conftest:small"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prebuild(isolated_cache, load_script, request):
+    """The session's Prebuild, in the order of the selected tests' first uses: the universe and the small
+    default registries (when the session builds them), and per module that defines `prebuild_registries(items,
+    load_script)` (its selected items -> registries, or lists of configs for sm_90, whose kernels it will
+    build) those kernels."""
+    items = request.session.items
+    tasks: dict[str, list] = {}
+    seen: set[tuple[str, str]] = set()
+
+    def declare(key: str, registries) -> None:
+        tasks[key] = group = []
+        for registry in registries:
+            if not isinstance(registry, td.Registry):   # a list of configs
+                registry = _sm90(registry)
+            for kernel in registry.kernels:
+                if kernel.config.family == VENDOR_FAMILY:
+                    continue
+                task = registry._task(kernel)
+                if (task.name, task.fingerprint) not in seen:
+                    seen.add((task.name, task.fingerprint))
+                    group.append(task)
+
+    with_universe = _universe_wanted(items)
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if with_universe and "universe" in fixtures and UNIVERSE not in tasks:
+            declare(UNIVERSE, [_universe_registry()])
+        if "small_registries" in fixtures and SMALL not in tasks:
+            declare(SMALL, [_small_universe()])
+        module = getattr(item, "module", None)
+        if module is None or module.__name__ in tasks:
+            continue
+        hook = getattr(module, "prebuild_registries", None)
+        mine = [other for other in items if getattr(other, "module", None) is module]
+        try:
+            declared = hook(mine, load_script) if callable(hook) else []
+        except Exception:   # e.g. a script it loads is broken: the module's own tests say so, not the session
+            declared = []
+        declare(module.__name__, declared)
+    background = Prebuild(tasks)
+    yield background
+    background.close()
+
+
+def _universe_wanted(items) -> bool:
+    """A session whose users of `universe` are all slow tests leaves it empty (see universe)."""
+    users = [item for item in items if "universe" in getattr(item, "fixturenames", ())]
+    return bool(users) and not all(item.get_closest_marker("slow") for item in users)
+
+
+def _small_universe() -> td.Registry:
+    """The kernels small.registries(SMALL_DEFAULT_KEYS) builds, in one registry."""
+    registry = td.Registry()
+    for key in dict.fromkeys(SMALL_DEFAULT_KEYS):
+        registry.add(small.config(key))
+    return registry
+
+
+def _sm90(configs) -> td.Registry:
+    registry = td.Registry("sm_90")
+    for cfg in configs:
+        registry.add(cfg)
+    return registry
+
+
+def _universe_registry() -> td.Registry:
+    from tiledispatch.testing import suites
+
+    return _sm90(suites.all_configs())
+
+
 @pytest.fixture(scope="session")
-def universe(isolated_cache, request):
+def universe(isolated_cache, prebuild, request):
     """Every config the CPU lane's suites need, compiled once for sm_90 into the session cache (one pool),
     where a default-lane test uses them. A session whose users of it are all slow tests (the slow lane needs
     a handful of the ~84 configs) leaves it empty: `build_registry` then compiles what each test asks for."""
-    from tiledispatch.testing import suites
-
-    registry = td.Registry("sm_90")
-    users = [item for item in request.session.items if "universe" in getattr(item, "fixturenames", ())]
-    if users and all(item.get_closest_marker("slow") for item in users):
-        return registry
-    for cfg in suites.all_configs():
-        registry.add(cfg)
+    if not _universe_wanted(request.session.items):
+        return td.Registry("sm_90")
+    prebuild.claim(UNIVERSE)
+    registry = _universe_registry()
     report = registry.build(max_workers=2)
     assert not report.failed, report.failed
     return registry
 
 
 @pytest.fixture(scope="session")
-def build_registry(universe):
+def build_registry(universe, prebuild):
     """Factory: a built sm_90 Registry holding exactly `configs` (served from the session cache); `sms`: the
-    SM count its launch plans assume (default: the reference GPU's)."""
+    SM count its launch plans assume (default: the reference GPU's); the session's prebuild worker's share
+    of them is claimed first."""
 
     def make(configs, sms=None, **kwargs) -> td.Registry:
         arch = td.get_arch("sm_90")
         registry = td.Registry(arch.with_device(sms, arch.reference_gpu) if sms else arch, **kwargs)
         for cfg in configs:
             registry.add(cfg)
+        prebuild.claim_kernels([kernel.name for kernel in registry.kernels])
         report = registry.build(max_workers=2)
         assert not report.failed, report.failed
         return registry
@@ -170,8 +319,9 @@ SMALL_DEFAULT_KEYS = (
 
 
 @pytest.fixture(scope="session")
-def small_registries(isolated_cache):
+def small_registries(isolated_cache, prebuild):
     """The small registry of every key of SMALL_DEFAULT_KEYS, compiled once for the session (one pool)."""
+    prebuild.claim(SMALL)
     return small.registries(SMALL_DEFAULT_KEYS)
 
 

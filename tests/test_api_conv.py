@@ -14,6 +14,27 @@ from tiledispatch.testing.reference import make_conv_args, validate_conv
 from tiledispatch.testing.conv_fuzz import call_api, random_problem
 
 pytestmark = pytest.mark.slow
+# The essential presets (and epilogues) that the cases below build first: bwd_data 1-D, bwd_weight 3-D,
+# fwd 1-D with bias and relu (fwd 2-D: tests/bundle builds it first)
+PREBUILT = (("conv_bwd_data_fp16_1d_essential", ("none", False)),
+            ("conv_bwd_weight_fp16_3d_essential", ("none", False)),
+            ("conv_fwd_fp16_1d_essential", ("relu", True)))
+
+
+def prebuild_registries(items, load_script):
+    """(tests/conftest.py) The default registries of PREBUILT as td.conv* build them, on the session's
+    prebuild worker."""
+    out = []
+    for preset, epilogue in PREBUILT if items else ():
+        registry = td.Registry()
+        registry.add_preset(preset, epilogue)
+        out.append(registry)
+    return out
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _prebuilt(prebuild):
+    prebuild.claim(__name__)
 
 
 def _check(problem):

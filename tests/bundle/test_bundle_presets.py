@@ -10,11 +10,23 @@ import sys
 
 import pytest
 
+import tiledispatch as td
 from tiledispatch.bundle.export import export_bundle
 from tiledispatch.presets import load_preset
 
 pytestmark = pytest.mark.slow
 PRESETS = ("gemm_fp16_rcr_essential", "conv_fwd_fp16_2d_essential")
+
+
+def prebuild_registries(items, load_script):
+    """(tests/conftest.py) The kernels of PRESETS, which the export builds, on the session's prebuild
+    worker."""
+    out = []
+    for name in PRESETS if items else ():
+        registry = td.Registry("sm_90")
+        registry.add_preset(name)
+        out.append(registry)
+    return out
 
 FRESH_PROCESS = """
 import json, torch, tiledispatch as td
@@ -37,7 +49,8 @@ print(json.dumps({"compiled": compilations(), "stats": current().stats(),
 """
 
 
-def test_a_fresh_process_runs_td_gemm_and_td_conv_from_the_bundle_compiling_nothing(tmp_path):
+def test_a_fresh_process_runs_td_gemm_and_td_conv_from_the_bundle_compiling_nothing(tmp_path, prebuild):
+    prebuild.claim(__name__)
     report = export_bundle(tmp_path / "bundle", PRESETS, arch="sm_90", max_workers=2)
     kernels = sum(len(load_preset(name)) for name in PRESETS)
     assert report.kernels == kernels   # fp16 convs are ranked by the bf16 conv model (cost_model.STAND_IN)

@@ -122,6 +122,11 @@ def recommended() -> list[ConvConfig]:
             for d, tiles in RECOMMENDED_TILES.items() for ndim in (1, 2, 3) for bm, bn, w in tiles[ndim - 1:ndim]]
 
 
+def prebuild_registries(items, load_script):
+    """(tests/conftest.py) The instances of `registry`, when a selected test uses it."""
+    return [[cfg for _, cfg, _ in NUMERIC]] if any("registry" in item.fixturenames for item in items) else []
+
+
 @pytest.fixture(scope="module")
 def registry(build_registry):
     return build_registry([cfg for _, cfg, _ in NUMERIC])

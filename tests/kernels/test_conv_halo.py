@@ -291,14 +291,28 @@ def test_resources():
     assert conv_halo.resources(dataclasses.replace(cfg, num_stages=1)).shared_memory == 0
 
 
-@pytest.mark.slow
-def test_7x7_instances_compile_for_sm90(load_script):
-    """The bf16 instances of tools/probe_halo7.py (every direction), compiled for sm_90 without a GPU."""
+def _halo7_registry(load_script) -> td.Registry:
+    """The bf16 instances of tools/probe_halo7.py, every direction, for sm_90."""
     probe = load_script("tools/probe_halo7.py")
     reg = td.Registry("sm_90")
-    configs = [cfg for d in probe.HALO7_DIRECTIONS for cfg in probe.halo7_configs(reg.arch, direction=d)]
-    assert {cfg.direction for cfg in configs} == {"fwd", "bwd_data", "bwd_weight"}
-    for cfg in configs:
+    for cfg in [cfg for d in probe.HALO7_DIRECTIONS for cfg in probe.halo7_configs(reg.arch, direction=d)]:
         reg.add(cfg)
+    return reg
+
+
+def prebuild_registries(items, load_script):
+    """(tests/conftest.py) The selected cases' instances, and the 7x7 instances (54 compiles) when
+    test_7x7_instances_compile_for_sm90 runs."""
+    wanted = any(item.name == "test_7x7_instances_compile_for_sm90" for item in items)
+    return [_cases_configs(items), *([_halo7_registry(load_script)] if wanted else [])]
+
+
+@pytest.mark.slow
+def test_7x7_instances_compile_for_sm90(load_script, prebuild):
+    """The bf16 instances of tools/probe_halo7.py (every direction), compiled for sm_90 without a GPU (those
+    that the session's prebuild worker has not compiled yet)."""
+    prebuild.claim(__name__)
+    reg = _halo7_registry(load_script)
+    assert {kernel.config.direction for kernel in reg.kernels} == {"fwd", "bwd_data", "bwd_weight"}
     report = reg.build(max_workers=2)
     assert not report.failed, report.failed

@@ -108,6 +108,11 @@ CASES = [
 ]
 
 
+def prebuild_registries(items, load_script):
+    """(tests/conftest.py) The instances of `registry`, when a selected test uses it."""
+    return [[case[1] for case in CASES]] if any("registry" in item.fixturenames for item in items) else []
+
+
 @pytest.fixture(scope="module")
 def registry(build_registry):
     return build_registry(list({c[1].name: c[1] for c in CASES}.values()))

@@ -67,6 +67,11 @@ CASES = [(f"{key}-{nd}d-a{fields['align']}", *_case(key, nd, fields))
 RUNS = [(sms, *case) for sms in SMS for case in CASES if sms == 1 or case[1].align == 8]
 
 
+def prebuild_registries(items, load_script):
+    """(tests/conftest.py) The instances of `registries`, when a selected test uses it."""
+    return [[cfg for _, cfg, _ in CASES]] if any("registries" in item.fixturenames for item in items) else []
+
+
 @pytest.fixture(scope="module")
 def registries(build_registry):
     """Per SM count, a registry of every case's instance (compiled once: the second is served from the

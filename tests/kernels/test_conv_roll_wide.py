@@ -3,7 +3,8 @@ weights loaded per source row from the repack): the interpreter vs the float64 r
 depthwise layers, the rules that bound it, and an sm_90 compile of a 7x7 instance per direction.
 
 The interpreter cases' instances and the 7x7 bf16 instances compile in one worker pool (the module's `built`
-fixture), the two ~40 s fwd 2-D compiles first: each 7x7 roll compile takes 7-40 s on a CI core."""
+fixture; the session's prebuild worker takes them first), the two ~40 s fwd 2-D compiles first: each 7x7 roll
+compile takes 7-40 s on a CI core."""
 from __future__ import annotations
 
 import dataclasses
@@ -72,15 +73,28 @@ def wide_bf16() -> list[ConvConfig]:
     return out
 
 
-@pytest.fixture(scope="module")
-def built():
-    """(registry, build report) of the cases' instances and wide_bf16(), compiled in one pool for sm_90."""
+def _registry() -> td.Registry:
+    """The cases' instances and wide_bf16() for sm_90, the 2-D fwd 7x7 instances (~40 s each, the others
+    5-8 s) first: a pool runs them side by side."""
     arch = td.get_arch("sm_90")
     registry = td.Registry(arch.with_device(SMS, arch.reference_gpu))
     configs = list(dict.fromkeys([*(cfg for _, cfg, _ in CASES), *wide_bf16()]))
-    # the 2-D fwd 7x7 instances (~40 s each, the others 5-8 s) first: the pool runs them side by side
     for cfg in sorted(configs, key=lambda c: not (c.direction == "fwd" and c.ndim == 2 and c.block_k == 7)):
         registry.add(cfg)
+    return registry
+
+
+def prebuild_registries(items, load_script):
+    """(tests/conftest.py) The instances of `built`, when a selected test uses it."""
+    return [_registry()] if any("built" in item.fixturenames for item in items) else []
+
+
+@pytest.fixture(scope="module")
+def built(prebuild):
+    """(registry, build report) of the cases' instances and wide_bf16(), compiled in one pool for sm_90 (what
+    the session's prebuild worker has not compiled yet)."""
+    prebuild.claim(__name__)
+    registry = _registry()
     return registry, registry.build(max_workers=2)
 
 

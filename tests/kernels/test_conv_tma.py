@@ -81,6 +81,11 @@ def _cases():
 CASES = _cases()
 
 
+def prebuild_registries(items, load_script):
+    """(tests/conftest.py) The instances of `registry`, when a selected test uses it."""
+    return [[cfg for _, cfg, _ in CASES]] if any("registry" in item.fixturenames for item in items) else []
+
+
 @pytest.fixture(scope="module")
 def registry(build_registry):
     return build_registry([cfg for _, cfg, _ in CASES])
