@@ -202,7 +202,8 @@ def prebuild(isolated_cache, load_script, request):
     """The session's Prebuild, in the order of the selected tests' first uses: the universe and the small
     default registries (when the session builds them), and per module that defines `prebuild_registries(items,
     load_script)` (its selected items -> registries, or lists of configs for sm_90, whose kernels it will
-    build) those kernels."""
+    build) those kernels; modules with PREBUILD_FIRST set (single compiles longer than a module's own pool
+    would take for the rest) ahead of the others."""
     items = request.session.items
     tasks: dict[str, list] = {}
     seen: set[tuple[str, str]] = set()
@@ -220,6 +221,7 @@ def prebuild(isolated_cache, load_script, request):
                     seen.add((task.name, task.fingerprint))
                     group.append(task)
 
+    modules = {}
     with_universe = _universe_wanted(items)
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
@@ -237,7 +239,9 @@ def prebuild(isolated_cache, load_script, request):
         except Exception:   # e.g. a script it loads is broken: the module's own tests say so, not the session
             declared = []
         declare(module.__name__, declared)
-    background = Prebuild(tasks)
+        modules[module.__name__] = module
+    first = [key for key in tasks if getattr(modules.get(key), "PREBUILD_FIRST", False)]
+    background = Prebuild({key: tasks[key] for key in [*first, *(key for key in tasks if key not in first)]})
     yield background
     background.close()
 

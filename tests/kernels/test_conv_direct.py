@@ -123,8 +123,11 @@ def recommended() -> list[ConvConfig]:
 
 
 def prebuild_registries(items, load_script):
-    """(tests/conftest.py) The instances of `registry`, when a selected test uses it."""
-    return [[cfg for _, cfg, _ in NUMERIC]] if any("registry" in item.fixturenames for item in items) else []
+    """(tests/conftest.py) The instances of `registry` and of the sm_90 compile test, when selected."""
+    out = [[cfg for _, cfg, _ in NUMERIC]] if any("registry" in item.fixturenames for item in items) else []
+    if any(item.name == "test_recommended_instances_compile_for_sm90" for item in items):
+        out.append(recommended())
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -141,11 +144,12 @@ def test_matches_reference(registry, cfg, problem):
 
 
 @pytest.mark.slow
-def test_recommended_instances_compile_for_sm90():
+def test_recommended_instances_compile_for_sm90(prebuild):
     reg = td.Registry("sm_90")
     for cfg in recommended():
         assert conv_config_errors(cfg, reg.arch) == [], cfg.name
         reg.add(cfg)
+    prebuild.claim_kernels([kernel.name for kernel in reg.kernels])
     report = reg.build(max_workers=2)
     assert not report.failed, report.failed
 

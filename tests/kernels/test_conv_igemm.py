@@ -143,8 +143,11 @@ RECOMMENDED = [
 
 
 def prebuild_registries(items, load_script):
-    """(tests/conftest.py) The instances of `registry`, when a selected test uses it."""
-    return [[cfg for _, cfg, _ in NUMERIC]] if any("registry" in item.fixturenames for item in items) else []
+    """(tests/conftest.py) The instances of `registry` and of the sm_90 compile test, when selected."""
+    out = [[cfg for _, cfg, _ in NUMERIC]] if any("registry" in item.fixturenames for item in items) else []
+    if any(item.name == "test_recommended_instances_compile_for_sm90" for item in items):
+        out.append(list(RECOMMENDED))
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -225,11 +228,12 @@ def test_split_count_fills_the_gpu_and_respects_split_k():
 
 
 @pytest.mark.slow
-def test_recommended_instances_compile_for_sm90():
+def test_recommended_instances_compile_for_sm90(prebuild):
     reg = td.Registry("sm_90")
     for cfg in RECOMMENDED:
         assert conv_config_errors(cfg, reg.arch) == [], cfg.name
         reg.add(cfg)
+    prebuild.claim_kernels([kernel.name for kernel in reg.kernels])
     report = reg.build(max_workers=2)
     assert not report.failed, report.failed
 

@@ -108,9 +108,24 @@ CASES = [
 ]
 
 
+def _first_candidates() -> list[ConvConfig]:
+    """The first bf16 candidate of each align, per ndim and direction."""
+    out = []
+    for ndim in (1, 2, 3):
+        for direction in conv_im2col.DIRECTIONS:
+            first = {}
+            for cfg in conv_im2col.candidate_configs("bf16", ndim, direction):
+                first.setdefault(cfg.align, cfg)
+            out.extend(first.values())
+    return out
+
+
 def prebuild_registries(items, load_script):
-    """(tests/conftest.py) The instances of `registry`, when a selected test uses it."""
-    return [[case[1] for case in CASES]] if any("registry" in item.fixturenames for item in items) else []
+    """(tests/conftest.py) The instances of `registry` and of the sm_90 compile test, when selected."""
+    out = [[case[1] for case in CASES]] if any("registry" in item.fixturenames for item in items) else []
+    if any(item.name == "test_candidates_compile_for_sm90" for item in items):
+        out.append(_first_candidates())
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -212,14 +227,10 @@ def test_weight_with_gaps_raises_bad_input(registry):
 
 
 @pytest.mark.slow
-def test_candidates_compile_for_sm90(build_registry):
+def test_candidates_compile_for_sm90(build_registry, prebuild):
     reg = td.Registry("sm_90")
-    for ndim in (1, 2, 3):
-        for direction in conv_im2col.DIRECTIONS:
-            first = {}   # the first candidate of each align
-            for cfg in conv_im2col.candidate_configs("bf16", ndim, direction):
-                first.setdefault(cfg.align, cfg)
-            for cfg in first.values():
-                reg.add(cfg)
+    for cfg in _first_candidates():
+        reg.add(cfg)
+    prebuild.claim_kernels([kernel.name for kernel in reg.kernels])
     report = reg.build()
     assert not report.failed, report.failed

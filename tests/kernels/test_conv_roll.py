@@ -67,9 +67,20 @@ CASES = [(f"{key}-{nd}d-a{fields['align']}", *_case(key, nd, fields))
 RUNS = [(sms, *case) for sms in SMS for case in CASES if sms == 1 or case[1].align == 8]
 
 
+def _bf16_instances() -> list[ConvConfig]:
+    """A bf16 instance per direction and ndim (2-D, 3-D) at tiles a preset would use."""
+    return [ConvConfig(family="direct", kloop="roll", direction=direction, ndim=ndim, dtype="bf16",
+                       block_m=bm, block_n=bn, block_k=3, num_warps=warps, num_stages=1, align=8)
+            for direction in ("fwd", "bwd_data", "bwd_weight")
+            for ndim, (bm, bn, warps) in ((2, (64, 32, 8)), (3, (32, 64, 8)))]
+
+
 def prebuild_registries(items, load_script):
-    """(tests/conftest.py) The instances of `registries`, when a selected test uses it."""
-    return [[cfg for _, cfg, _ in CASES]] if any("registries" in item.fixturenames for item in items) else []
+    """(tests/conftest.py) The instances of `registries` and of the sm_90 compile test, when selected."""
+    out = [[cfg for _, cfg, _ in CASES]] if any("registries" in item.fixturenames for item in items) else []
+    if any(item.name == "test_bf16_instances_compile_for_sm90" for item in items):
+        out.append(_bf16_instances())
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -193,13 +204,11 @@ def test_wgrad_splits_are_the_row_strips(sms):
 
 
 @pytest.mark.slow
-def test_bf16_instances_compile_for_sm90():
+def test_bf16_instances_compile_for_sm90(prebuild):
     reg = td.Registry("sm_90")
-    for direction in ("fwd", "bwd_data", "bwd_weight"):
-        for ndim, (bm, bn, warps) in ((2, (64, 32, 8)), (3, (32, 64, 8))):
-            cfg = ConvConfig(family="direct", kloop="roll", direction=direction, ndim=ndim, dtype="bf16",
-                             block_m=bm, block_n=bn, block_k=3, num_warps=warps, num_stages=1, align=8)
-            assert conv_config_errors(cfg, reg.arch) == [], cfg.name
-            reg.add(cfg)
+    for cfg in _bf16_instances():
+        assert conv_config_errors(cfg, reg.arch) == [], cfg.name
+        reg.add(cfg)
+    prebuild.claim_kernels([kernel.name for kernel in reg.kernels])
     report = reg.build(max_workers=2)
     assert not report.failed, report.failed

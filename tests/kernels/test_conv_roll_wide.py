@@ -84,6 +84,11 @@ def _registry() -> td.Registry:
     return registry
 
 
+# The session's prebuild worker takes this module's instances before the others' (tests/conftest.py): its two
+# ~40 s compiles are the longest of the slow lane, and one worker runs them as fast as a pool would
+PREBUILD_FIRST = True
+
+
 def prebuild_registries(items, load_script):
     """(tests/conftest.py) The instances of `built`, when a selected test uses it."""
     return [_registry()] if any("built" in item.fixturenames for item in items) else []

@@ -81,9 +81,22 @@ def _cases():
 CASES = _cases()
 
 
+def _bf16_instances() -> list[ConvConfig]:
+    """bf16 instances of every direction and ndim (bwd_weight: kloop taprow)."""
+    out = [ConvConfig(family="tma", direction=direction, ndim=ndim, dtype="bf16", block_m=bm, block_n=128,
+                      block_k=64, num_warps=8, num_stages=3, align=8)
+           for direction in ("fwd", "bwd_data") for ndim, bm in ((2, 128), (3, 128), (1, 64))]
+    return out + [ConvConfig(family="tma", direction="bwd_weight", ndim=ndim, dtype="bf16", block_m=64,
+                             block_n=64, block_k=64, num_warps=4, num_stages=3, kloop="taprow", align=8)
+                  for ndim in (1, 2, 3)]
+
+
 def prebuild_registries(items, load_script):
-    """(tests/conftest.py) The instances of `registry`, when a selected test uses it."""
-    return [[cfg for _, cfg, _ in CASES]] if any("registry" in item.fixturenames for item in items) else []
+    """(tests/conftest.py) The instances of `registry` and of the sm_90 compile test, when selected."""
+    out = [[cfg for _, cfg, _ in CASES]] if any("registry" in item.fixturenames for item in items) else []
+    if any(item.name == "test_instances_compile_for_sm90" for item in items):
+        out.append(_bf16_instances())
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -154,19 +167,12 @@ def test_wgrad_rules_and_grid():
 
 
 @pytest.mark.slow
-def test_instances_compile_for_sm90():
+def test_instances_compile_for_sm90(prebuild):
     reg = td.Registry("sm_90")
-    for direction in ("fwd", "bwd_data"):
-        for ndim, bm in ((2, 128), (3, 128), (1, 64)):
-            cfg = ConvConfig(family="tma", direction=direction, ndim=ndim, dtype="bf16", block_m=bm, block_n=128,
-                             block_k=64, num_warps=8, num_stages=3, align=8)
-            assert conv_config_errors(cfg, ARCH) == [], cfg.name
-            reg.add(cfg)
-    for ndim in (1, 2, 3):
-        cfg = ConvConfig(family="tma", direction="bwd_weight", ndim=ndim, dtype="bf16", block_m=64, block_n=64,
-                         block_k=64, num_warps=4, num_stages=3, kloop="taprow", align=8)
+    for cfg in _bf16_instances():
         assert conv_config_errors(cfg, ARCH) == [], cfg.name
         reg.add(cfg)
+    prebuild.claim_kernels([kernel.name for kernel in reg.kernels])
     report = reg.build(max_workers=2)
     assert not report.failed, report.failed
 

@@ -108,9 +108,17 @@ CASES = [
 ]
 
 
+def _built_candidates() -> list[ConvConfig]:
+    candidates = conv_wgrad.candidate_configs("bf16", 2)
+    return [candidates[i] for i in BUILT_CANDIDATES]
+
+
 def prebuild_registries(items, load_script):
-    """(tests/conftest.py) The instances of `registry`, when a selected test uses it."""
-    return [[case[1] for case in CASES]] if any("registry" in item.fixturenames for item in items) else []
+    """(tests/conftest.py) The instances of `registry` and of the sm_90 compile test, when selected."""
+    out = [[case[1] for case in CASES]] if any("registry" in item.fixturenames for item in items) else []
+    if any(item.name == "test_candidates_compile_for_sm90" for item in items):
+        out.append(_built_candidates())
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -208,11 +216,11 @@ BUILT_CANDIDATES = (0, 4, 5, 8, 9)
 
 
 @pytest.mark.slow
-def test_candidates_compile_for_sm90():
+def test_candidates_compile_for_sm90(prebuild):
     reg = td.Registry("sm_90")
-    candidates = conv_wgrad.candidate_configs("bf16", 2)
-    for i in BUILT_CANDIDATES:
-        reg.add(candidates[i])
+    for cfg in _built_candidates():
+        reg.add(cfg)
+    prebuild.claim_kernels([kernel.name for kernel in reg.kernels])
     report = reg.build(max_workers=2)
     assert not report.failed, report.failed
     arch = reg.arch
