@@ -95,13 +95,6 @@ def calls(module: Any, x: Any, grad: Any, phase: str) -> Any:
     return train
 
 
-def host_us(fns: dict[str, Any], calls: int, trials: int) -> dict[str, float]:
-    """Median host microseconds per call of each function (host_samples)."""
-    import statistics
-
-    return {name: statistics.median(values) for name, values in host_samples(fns, calls, trials).items()}
-
-
 def paired_us(samples: dict[str, list[float]], name: str, base: str) -> float:
     """Median over trials of `name`'s host µs per call minus `base`'s in the same trial."""
     import statistics
