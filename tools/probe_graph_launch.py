@@ -86,6 +86,7 @@ def probe(spec: tuple, calls: int) -> list[dict[str, Any]]:
     import torch.nn.functional as F
 
     import tiledispatch as td
+    from tiledispatch.dispatch import entry
     from tiledispatch.errors import TileDispatchError
 
     name, c, groups, k, size, n = spec
@@ -107,8 +108,6 @@ def probe(spec: tuple, calls: int) -> list[dict[str, Any]]:
     for op, fn in ops.items():
         row = {"layer": name, "op": op}
         try:
-            from tiledispatch.dispatch import entry
-
             if op.startswith("td"):
                 direction = op.split()[1]
                 args = {"fwd": (x, w, w.shape), "bwd_data": (dy, w, x.shape), "bwd_weight": (x, dy, w.shape)}
