@@ -47,6 +47,26 @@ def node_types(graph: Any) -> dict[str, Any]:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
+def time_replay(graph: Any, repeats: int = 15) -> dict[str, Any]:
+    """Medians of the host time of graph.replay() alone (the device synchronized before each) and of its GPU
+    time (CUDA events around it)."""
+    import torch
+
+    host, gpu = [], []
+    for _ in range(repeats):
+        start_evt, end_evt = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start_evt.record()
+        start = time.perf_counter()
+        graph.replay()
+        host.append((time.perf_counter() - start) * 1e6)
+        end_evt.record()
+        torch.cuda.synchronize()
+        gpu.append(start_evt.elapsed_time(end_evt) * 1e3)
+    return {"replay_host_us": round(statistics.median(host), 1),
+            "replay_gpu_us": round(statistics.median(gpu), 1)}
+
+
 def replay_us(fn: Callable[[], object], calls: int) -> dict[str, Any]:
     import torch
 
@@ -62,19 +82,7 @@ def replay_us(fn: Callable[[], object], calls: int) -> dict[str, Any]:
             fn()
     graph.replay()
     torch.cuda.synchronize()
-    host, gpu = [], []
-    for _ in range(15):
-        start_evt, end_evt = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start_evt.record()
-        start = time.perf_counter()
-        graph.replay()
-        host.append((time.perf_counter() - start) * 1e6)
-        end_evt.record()
-        torch.cuda.synchronize()
-        gpu.append(start_evt.elapsed_time(end_evt) * 1e3)
-    row = {"replay_host_us": round(statistics.median(host), 1),
-           "replay_gpu_us": round(statistics.median(gpu), 1)}
+    row = time_replay(graph)
     row.update(node_types(graph))
     if "nodes" in row and row["nodes"]:
         row["host_us_per_node"] = round(row["replay_host_us"] / row["nodes"], 2)

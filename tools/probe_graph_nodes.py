@@ -1,0 +1,248 @@
+"""GPU: what the CUDA graphs of a compiled training step hold, stock vs converted, and their launch cost.
+
+Under torch.compile(mode="reduce-overhead") a converted EfficientNet-B0 training step spent 4.25 ms of host
+time in cudaGraphLaunch against 1.92 ms stock with fewer kernels, 1.58 against 0.87 ms in AccumulateGrad,
+and ran an `aten::_foreach_copy_` stock does not (H100, stop 52, probe_compiled_step_h100_stop52.json). Per
+variant this compiles the model, keeps the graphs cudagraph trees record (keep_graph), and reports per graph:
+its nodes by type, its kernel nodes by origin (td, Inductor, vendor) with their parameter bytes, grid and
+launch attributes, and the host time of one replay alone; the inputs each graph copies per replay; and per
+parameter whether AccumulateGrad stole the gradient the backward graph wrote or cloned it (and why: strides).
+
+Usage (GPU):  python tools/probe_graph_nodes.py [efficientnet_b0 ...] [--out F.json]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import models as bench  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from probe_graph_launch import time_replay  # noqa: E402
+
+WARMUP = 12
+TD_PREFIXES = ("conv_", "gemm_", "pad_copy", "copy_")   # td's generated entry names
+
+
+def keep_graphs() -> None:
+    """Make every torch.cuda.CUDAGraph keep its cudaGraph_t after capture (instantiated on first replay), so
+    that the nodes of the graphs cudagraph trees record can be listed."""
+    import torch
+
+    base = torch.cuda.CUDAGraph
+    if getattr(base, "_td_kept", False):
+        return
+
+    class Kept(base):   # type: ignore[misc,valid-type]
+        _td_kept = True
+
+        def __new__(cls, keep_graph: bool = True) -> Any:
+            return super().__new__(cls, True)
+
+    torch.cuda.CUDAGraph = Kept   # type: ignore[misc]
+
+
+def _driver() -> Any:
+    from cuda.bindings import driver
+    return driver
+
+
+def _origin(name: str) -> str:
+    if name.startswith("triton_"):
+        return "inductor"
+    if name.startswith(TD_PREFIXES):
+        return "td"
+    return "vendor/other"
+
+
+def _param_bytes(drv: Any, func: Any) -> int | None:
+    """Size of a kernel's parameter block (offset + size of its last parameter), or None if unreadable."""
+    end, index = 0, 0
+    while index < 512:
+        err, offset, size = drv.cuFuncGetParamInfo(func, index)
+        if err != drv.CUresult.CUDA_SUCCESS:
+            break
+        end, index = max(end, offset + size), index + 1
+    return end if index else None
+
+
+def census(graph: Any) -> dict[str, Any]:
+    """Nodes of a kept CUDAGraph by type, and its kernel nodes by origin (count, parameter bytes, CTAs)."""
+    try:
+        drv = _driver()
+        g = drv.CUgraph(init_value=graph.raw_cuda_graph())
+        err, _, count = drv.cuGraphGetNodes(g, 0)
+        err, nodes, count = drv.cuGraphGetNodes(g, count)
+        types: collections.Counter = collections.Counter()
+        kernels: dict[str, dict[str, Any]] = {}
+        names: collections.Counter = collections.Counter()
+        for node in nodes:
+            err, kind = drv.cuGraphNodeGetType(node)
+            kind_name = str(kind).rsplit(".", 1)[-1]
+            types[kind_name] += 1
+            if "KERNEL" not in kind_name:
+                continue
+            err, params = drv.cuGraphKernelNodeGetParams(node)
+            func = params.func
+            err, raw = drv.cuFuncGetName(func)
+            if err != drv.CUresult.CUDA_SUCCESS:   # a library kernel (CUkernel) rather than a CUfunction
+                err, raw = drv.cuKernelGetName(params.kern)
+            ok = err == drv.CUresult.CUDA_SUCCESS
+            name = (raw.decode() if isinstance(raw, bytes) else str(raw)) if ok else f"? ({err})"
+            origin = _origin(name)
+            row = kernels.setdefault(origin, {"nodes": 0, "param_bytes": [], "ctas": [], "smem": []})
+            row["nodes"] += 1
+            row["param_bytes"].append(_param_bytes(drv, func))
+            row["ctas"].append(params.gridDimX * params.gridDimY * params.gridDimZ)
+            row["smem"].append(params.sharedMemBytes)
+            names[f"{origin}:{name[:60]}"] += 1
+        for row in kernels.values():
+            pb = [b for b in row["param_bytes"] if b is not None]
+            row["param_bytes"] = {"median": statistics.median(pb) if pb else None,
+                                  "max": max(pb, default=None), "sum": sum(pb)}
+            row["ctas"] = {"median": statistics.median(row["ctas"]), "max": max(row["ctas"])}
+            row["smem"] = {"median": statistics.median(row["smem"]), "max": max(row["smem"])}
+        return {"nodes": int(count), "types": dict(types), "kernels": kernels,
+                "top_names": dict(names.most_common(25))}
+    except (ImportError, AttributeError, TypeError, RuntimeError, ValueError) as exc:   # report, go on
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def tree_nodes() -> list[Any]:
+    """Every recorded CUDAGraphNode of device 0's cudagraph tree, roots first."""
+    from torch._inductor import cudagraph_trees
+
+    manager = cudagraph_trees.get_manager(0, create_if_none_exists=False)
+    if manager is None:
+        return []
+    out, stack = [], [n for nodes in manager.roots.values() for n in nodes]
+    while stack:
+        node = stack.pop(0)
+        out.append(node)
+        stack.extend(c for children in node.children.values() for c in children)
+    return out
+
+
+class CopyLog:
+    """Records, per cudagraph node, the inputs _copy_inputs_and_remove_from_src copies into static buffers
+    (CUDAGraphNode's method wrapped once per process; `seen` cleared per variant)."""
+
+    seen: dict[int, list[tuple]] = {}
+    _installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        from torch._inductor import cudagraph_trees
+
+        cls.seen.clear()
+        if cls._installed:
+            return
+        node_cls = cudagraph_trees.CUDAGraphNode
+        original = node_cls._copy_inputs_and_remove_from_src
+
+        def wrapped(node: Any, dsts: list, srcs: list) -> None:
+            if id(node) not in cls.seen:
+                cls.seen[id(node)] = [(tuple(srcs[i].shape), tuple(srcs[i].stride()), str(srcs[i].dtype))
+                                      for i in node.non_static_input_idx if hasattr(srcs[i], "shape")]
+            original(node, dsts, srcs)
+
+        node_cls._copy_inputs_and_remove_from_src = wrapped
+        cls._installed = True
+
+
+def steals(model: Any, nodes: list[Any]) -> dict[str, Any]:
+    """After a step: which parameters' .grad alias an output of a recorded graph (stolen by AccumulateGrad)
+    and which were cloned, with the strides of the clones' parameters and gradients."""
+    outputs = set()
+    for node in nodes:
+        for ref in getattr(node, "outputs_weakrefs", []) or []:
+            if ref is not None and ref() is not None:
+                outputs.add(ref.data_ptr())
+    stolen, cloned = 0, []
+    for name, p in model.named_parameters():
+        if p.grad is None:
+            continue
+        if p.grad.untyped_storage().data_ptr() in outputs:
+            stolen += 1
+        else:
+            cloned.append({"param": name, "shape": list(p.shape), "param_stride": list(p.stride()),
+                           "grad_stride": list(p.grad.stride())})
+    return {"stolen": stolen, "cloned": len(cloned), "cloned_params": cloned[:40]}
+
+
+def probe(name: str) -> dict[str, Any]:
+    import torch
+
+    spec = next(m for m in bench.MODELS if m.name == name)
+    s = bench.Settings(phases=("train",), modes=("compiled",))
+    base, _ = bench.build(spec)
+    result: dict[str, Any] = {"model": name}
+    for variant in bench.VARIANTS:
+        start = time.perf_counter()
+        model, _ = bench._prepare(base, variant, torch.device("cuda"), torch.bfloat16, spec.video)
+        x, labels = bench._inputs(spec, s, torch.device("cuda"), torch.bfloat16, bench._num_classes(base))
+        model.train()
+        runner = torch.compile(model, mode="reduce-overhead")
+        step = bench.make_step("train", runner, model, x, labels, True)
+        CopyLog.install()
+        for _ in range(WARMUP):
+            step()
+        torch.cuda.synchronize()
+        nodes = tree_nodes()
+        row: dict[str, Any] = {"first_s": round(time.perf_counter() - start, 1), "graphs": []}
+        step()
+        torch.cuda.synchronize()
+        row["grads"] = steals(model, nodes)
+        for node in nodes:
+            graph = getattr(node, "graph", None)
+            if graph is None:
+                continue
+            entry = {"copied_inputs": CopyLog.seen.get(id(node)), **census(graph), **time_replay(graph)}
+            if entry.get("nodes"):
+                entry["host_us_per_node"] = round(entry["replay_host_us"] / entry["nodes"], 2)
+            row["graphs"].append(entry)
+        times = []
+        for _ in range(20):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            step()
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - t0) * 1e3)
+        row["sync_step_ms"] = round(statistics.median(times), 3)
+        result[variant] = row
+        print(json.dumps({variant: {k: v for k, v in row.items() if k != "graphs"}})[:3000], flush=True)
+        for g in row["graphs"]:
+            print(json.dumps({k: g.get(k) for k in ("nodes", "types", "replay_host_us", "host_us_per_node",
+                                                    "copied_inputs", "error")})[:1500], flush=True)
+            print("   kernels:", json.dumps(g.get("kernels"))[:1500], flush=True)
+        del runner, model, step
+        bench._reset_compiled()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("models", nargs="*", default=["efficientnet_b0"])
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    import torch
+
+    torch.backends.cudnn.benchmark = True
+    keep_graphs()
+    results = []
+    for name in args.models:
+        results.append(probe(name))
+        if args.out:   # after each model: an interrupted run keeps what it measured
+            args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                            "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
