@@ -102,8 +102,13 @@ def test_dynamic_shapes_trace_once():
 
 
 def _assert_compiled_matches(reference: nn.Module, model: nn.Module, x: torch.Tensor) -> None:
-    """torch.compile(model, fullgraph=True)'s output and gradients (input, parameters) match reference's."""
+    """torch.compile(model, fullgraph=True)'s output and gradients (input, parameters) match reference's,
+    and every parameter keeps the gradient tensor the compiled backward wrote (AccumulateGrad steals it
+    only when its strides match the parameter's; a clone costs a copy per parameter and step)."""
     compiled = torch.compile(model, fullgraph=True)
+    written: dict[str, int] = {}
+    for name, p in model.named_parameters():
+        p.register_hook(lambda g, name=name: written.__setitem__(name, g.data_ptr()))
     xr, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
     yr, yc = reference(xr), compiled(xc)
     assert torch.allclose(yc, yr, rtol=1e-4, atol=1e-5)
@@ -113,6 +118,8 @@ def _assert_compiled_matches(reference: nn.Module, model: nn.Module, x: torch.Te
     assert torch.allclose(xc.grad, xr.grad, rtol=1e-4, atol=1e-5)
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         assert torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-5), name
+    cloned = [name for name, p in model.named_parameters() if p.grad.data_ptr() != written[name]]
+    assert not cloned, f"AccumulateGrad cloned the gradients of {cloned}"
 
 
 def test_inductor_fullgraph_matches_eager_forward_and_backward():
