@@ -200,6 +200,39 @@ class _Sub(torch.Tensor):
     pass
 
 
+def _small_model(converted: bool) -> torch.nn.Module:
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 5 * 6, 3))
+    if converted:
+        tdnn.convert(model, step_check=False)
+    return model
+
+
+def test_torch_func_transforms_run_torchs_layers_and_say_so(monkeypatch):
+    """torch.func.grad and vmap over a converted model give stock's results: the custom ops have no
+    functorch rules (grad raised "must override the setup_context staticmethod" from torch.library's
+    autograd Function), so under a transform the modules run torch's layers, with one warning."""
+    from tiledispatch.nn import eager
+
+    monkeypatch.setattr(eager, "_warned_transform", False)
+    stock, model = _small_model(False), _small_model(True)
+    x = torch.randn(2, 3, 5, 6)
+
+    def loss(m: torch.nn.Module, params: dict) -> torch.Tensor:
+        return torch.func.functional_call(m, params, (x,)).square().sum()
+
+    params = {k: v.detach() for k, v in stock.named_parameters()}
+    with pytest.warns(UserWarning, match="torch.func transform") as seen:
+        got = torch.func.grad(lambda p: loss(model, p))(params)
+        batched = torch.func.vmap(lambda xi: model(xi.unsqueeze(0)))(x)
+    assert len([w for w in seen if "torch.func transform" in str(w.message)]) == 1
+    want = torch.func.grad(lambda p: loss(stock, p))(params)
+    for name in want:
+        torch.testing.assert_close(got[name], want[name])
+    torch.testing.assert_close(batched.squeeze(1), stock(x))
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("small_defaults")
 @pytest.mark.parametrize("cls, args, x_shape, torch_node", [

@@ -3,11 +3,13 @@
 A custom-op call with autograd goes op -> autograd kernel -> Function -> redispatch -> kernel, several Python
 frames of torch's each way; in plain eager code the modules skip that and call the td.* hot paths from a
 Function, so a converted layer's host time stays near torch's own. Whatever transforms tensors (torch.compile
-and export, dispatch and torch-function modes, functorch, tensor subclasses) takes the custom ops, whose fake
-kernels and autograd formulas torch reads; so does a backward that builds a graph (create_graph=True).
+and export, dispatch and torch-function modes, tensor subclasses) takes the custom ops, whose fake kernels and
+autograd formulas torch reads; so does a backward that builds a graph (create_graph=True). torch.func
+transforms run torch's own layers (`transformed`).
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +26,26 @@ _Parameter = torch.nn.Parameter
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._is_torch_function_mode_enabled
 _functorch_level = torch._C._functorch.peek_interpreter_stack
+
+
+def transformed() -> bool:
+    """Whether a torch.func transform (grad, vjp, jacrev, jvp, vmap, ...) is active. The custom ops have no
+    functorch rules (torch.library's autograd registration builds a Function without setup_context, which
+    grad transforms refuse), so the modules run torch's own layers under a transform."""
+    return _functorch_level() is not None
+
+
+_warned_transform = False
+
+
+def warn_transformed() -> None:
+    """Say once per process that torch.func transforms run torch's layers instead of the converted ones."""
+    global _warned_transform
+    if not _warned_transform:
+        _warned_transform = True
+        warnings.warn("tiledispatch.nn: under a torch.func transform (grad, vmap, jacrev, ...) converted "
+                      "layers run torch's own conv / linear: the tiledispatch ops have no functorch rules",
+                      UserWarning, stacklevel=2)
 
 
 def plain(*tensors: torch.Tensor | None) -> bool:

@@ -3,10 +3,10 @@
 Subclasses of torch.nn.ConvNd / Linear: same constructor, parameters, buffers and state_dict (a torch
 checkpoint loads unchanged, and theirs loads into torch's). What tiledispatch cannot serve stays on torch: a
 module whose configuration td has no op for keeps `td_reason` (e.g. padding_mode='reflect') and runs torch's
-forward, as does a call with an unserved dtype (float64, ...) or an empty batch. Conv weights are kept
-channels-last (the layout the kernels read, so no per-call copy); inputs in another layout are copied
-channels-last inside the op, and outputs are channels-last. Under autocast the operands are cast to the
-autocast dtype, as torch does.
+forward, as does a call with an unserved dtype (float64, ...), an empty batch, or a call under a torch.func
+transform (grad, vmap, ...; warned once). Conv weights are kept channels-last (the layout the kernels read,
+so no per-call copy); inputs in another layout are copied channels-last inside the op, and outputs are
+channels-last. Under autocast the operands are cast to the autocast dtype, as torch does.
 """
 from __future__ import annotations
 
@@ -114,6 +114,9 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
         if self.td_reason is not None:
             # torch.nn.Conv1d/2d/3d's, next in the method order of the concrete classes
             return super()._conv_forward(input, weight, bias)
+        if eager.transformed():   # torch.func: the ops have no functorch rules (eager.transformed)
+            eager.warn_transformed()
+            return super()._conv_forward(input, weight, bias)
         compiling, plan = _compiling(), None
         start = 0.0 if compiling else clock()
         if not compiling:   # a signature settled on torch's layer goes there first, without more checks
@@ -207,6 +210,9 @@ class Linear(torch.nn.Linear):
             if last is not None and input.shape == last[0] and _grad_enabled() is last[1]:
                 return _torch_linear(self, input)
         if self.td_reason is not None:
+            return _torch_linear(self, input)
+        if eager.transformed():   # torch.func: the ops have no functorch rules (eager.transformed)
+            eager.warn_transformed()
             return _torch_linear(self, input)
         compiling, plan = _compiling(), None
         start = 0.0 if compiling else clock()
