@@ -294,3 +294,44 @@ def test_a_call_like_the_last_one_settled_on_torch_skips_the_signature(cls, args
             mod(torch.randn((2, *x_shape[1:])))       # another shape
     with pytest.raises(AssertionError, match="signature built"):
         mod(x)                                        # grad mode on
+
+
+class _Checkpointed(torch.nn.Module):
+    """Two convs under torch.utils.checkpoint (the first converted layer, which carries the step check's
+    hook, among them), then a linear head outside it."""
+
+    def __init__(self, reentrant: bool) -> None:
+        super().__init__()
+        self.c1, self.c2 = torch.nn.Conv2d(4, 4, 3, padding=1), torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.head = torch.nn.Linear(4 * 6 * 6, 3)
+        self.reentrant = reentrant
+
+    def block(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c2(torch.relu(self.c1(x)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=self.reentrant)
+        return self.head(y.flatten(1))
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("small_defaults")
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_activation_checkpointing_trains_like_stock_while_the_plans_learn(reentrant):
+    """A non-reentrant checkpoint recomputes the forward inside the backward and needs it to save the same
+    tensors: while a layer plan learned, its calls alternated td's path and torch's layer, and step 3 raised
+    CheckpointError ("a different number of tensors was saved", 7 vs 5). Under saved-tensor hooks the
+    layers run torch's path, and the step check does not count a recomputation as a step."""
+    import copy
+
+    torch.manual_seed(2)
+    stock = _Checkpointed(reentrant)
+    model = copy.deepcopy(stock)
+    tdnn.convert(model)
+    x = torch.randn(2, 4, 6, 6, requires_grad=True)
+    for _ in range(16):
+        for m in (stock, model):
+            m.zero_grad(set_to_none=True)
+            m(x).square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), stock.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4, msg=name)

@@ -35,6 +35,17 @@ def transformed() -> bool:
     return _functorch_level() is not None
 
 
+_top_saved_hooks = torch._C._autograd._top_saved_tensors_default_hooks
+
+
+def saving_hooks() -> bool:
+    """Whether saved-tensor hooks are active (torch.utils.checkpoint, offloading such as save_on_cpu). A
+    non-reentrant checkpoint recomputes the forward inside the backward and requires it to save the same
+    tensors as the first time; a learning LayerPlan alternates td's path and torch's layer from call to
+    call, so under such hooks the modules run torch's layer and leave the plan as it is."""
+    return _top_saved_hooks(False) is not None
+
+
 _warned_transform = False
 
 

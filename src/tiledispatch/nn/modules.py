@@ -3,9 +3,10 @@
 Subclasses of torch.nn.ConvNd / Linear: same constructor, parameters, buffers and state_dict (a torch
 checkpoint loads unchanged, and theirs loads into torch's). What tiledispatch cannot serve stays on torch: a
 module whose configuration td has no op for keeps `td_reason` (e.g. padding_mode='reflect') and runs torch's
-forward, as does a call with an unserved dtype (float64, ...), an empty batch, or a call under a torch.func
-transform (grad, vmap, ...; warned once). Conv weights are kept channels-last (the layout the kernels read,
-so no per-call copy); inputs in another layout are copied channels-last inside the op, and outputs are
+forward, as does a call with an unserved dtype (float64, ...), an empty batch, a call under a torch.func
+transform (grad, vmap, ...; warned once), and in eager code a call under saved-tensor hooks (activation
+checkpointing, offloading: eager.saving_hooks). Conv weights are kept channels-last (the layout the kernels
+read, so no per-call copy); inputs in another layout are copied channels-last inside the op, and outputs are
 channels-last. Under autocast the operands are cast to the autocast dtype, as torch does.
 """
 from __future__ import annotations
@@ -120,6 +121,8 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
         compiling, plan = _compiling(), None
         start = 0.0 if compiling else clock()
         if not compiling:   # a signature settled on torch's layer goes there first, without more checks
+            if eager.saving_hooks():   # checkpointing: the recomputation must take the same path
+                return super()._conv_forward(input, weight, bias)
             key = eager.signature(input, weight, bias)
             plan = self._td_plans.get(key)
             if plan is not None and plan.stage != "td":
@@ -217,6 +220,8 @@ class Linear(torch.nn.Linear):
         compiling, plan = _compiling(), None
         start = 0.0 if compiling else clock()
         if not compiling:   # a signature settled on torch's layer goes there first, without more checks
+            if eager.saving_hooks():   # checkpointing: the recomputation must take the same path
+                return _torch_linear(self, input)
             key = eager.signature(input, self.weight, self.bias)
             plan = self._td_plans.get(key)
             if plan is not None and plan.stage != "td":

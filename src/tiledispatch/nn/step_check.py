@@ -70,8 +70,8 @@ def run_step_check(layer: torch.nn.Module, args: Any) -> None:
     holds (ATTR). A plain function rather than the check object itself, so that a compiled model guards on
     nothing mutable here: with the object as the hook, Dynamo could not skip the guards on the path from the
     model to that layer (recursive dict tags, torch 2.11)."""
-    if torch.compiler.is_compiling():
-        return
+    if torch.compiler.is_compiling() or torch._C._current_graph_task_id() != -1:
+        return   # compiling; or inside a backward: a checkpoint's recomputation, not a new step
     check = layer.__dict__.get(ATTR)
     if check is not None:
         check(layer, args)
