@@ -23,10 +23,11 @@ CONV_FAMILIES = ("igemm", "direct", "gemm", "tma")
 # source row loaded once per filter column into three rolling accumulators) or, depthwise 2-D (fwd; bwd_data
 # and bwd_weight at stride 1), slides a "halo" window along W in registers (kernels/conv_halo.py: each input
 # column loaded once per filter row and added into every output column it reaches, or, bwd_weight, paired
-# with the dy columns). Family gemm runs 1x1 convolutions
+# with the dy columns; "halofh", bwd_weight only: the filter rows in the tile, kernels/conv_halo_fh.py, each
+# dy row loaded once). Family gemm runs 1x1 convolutions
 # ("tap") or any filter through an explicit column workspace, "im2col" (kernels/conv_im2col.py: the copy then
 # the GEMM for fwd / bwd_weight, the GEMM then a col2im gather for bwd_data).
-KLOOPS = ("tap", "flat", "diag", "diagrow", "taprow", "roll", "halo", "im2col")
+KLOOPS = ("tap", "flat", "diag", "diagrow", "taprow", "roll", "halo", "halofh", "im2col")
 
 
 @dataclasses.dataclass(frozen=True)

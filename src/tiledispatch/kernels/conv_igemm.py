@@ -30,7 +30,8 @@ MIN_ITERS_PER_SPLIT = 2   # auto split: each split runs at least this many loop 
 DOT_BLOCKS = (16, 32, 64, 128, 256)
 GROUPS_PER_PROGRAM = (1, 2, 4, 8, 16, 32, 64)
 DIAG_GROUP_CHANNELS = (1, 2, 4, 8, 16, 32, 64)   # kloop 'diag': C/G == K/G it is built for (block_k)
-KLOOP_OWNERS = {"roll": "direct", "halo": "direct", "im2col": "gemm"}   # kloops of one other family only
+# kloops of one other family only
+KLOOP_OWNERS = {"roll": "direct", "halo": "direct", "halofh": "direct", "im2col": "gemm"}
 
 
 _ROLES = common.ROLES

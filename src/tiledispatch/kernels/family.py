@@ -35,6 +35,7 @@ _CONV: dict[str, dict[str | None, str]] = {
     "tma": {"fwd": "conv_tma", "bwd_data": "conv_tma", "bwd_weight": "conv_tma_wgrad"}}
 # a family's k-loop with a module of its own
 _CONV_KLOOPS = {("direct", "roll"): "conv_roll", ("direct", "halo"): "conv_halo",
+                ("direct", "halofh"): "conv_halo_fh",
                 ("gemm", "im2col"): "conv_im2col"}
 
 

@@ -6,8 +6,8 @@ import math
 
 from tiledispatch.arch.spec import ArchSpec
 from tiledispatch.configs.conv import ConvConfig
-from tiledispatch.kernels import (conv_halo, conv_igemm, conv_im2col, conv_roll, conv_tma, conv_tma_wgrad,
-                                  conv_wgrad)
+from tiledispatch.kernels import (conv_halo, conv_halo_fh, conv_igemm, conv_im2col, conv_roll, conv_tma,
+                                  conv_tma_wgrad, conv_wgrad)
 from tiledispatch.problems.conv import ConvProblem
 
 LAUNCH_US = 3.0
@@ -71,6 +71,8 @@ def direct_programs(cfg: ConvConfig, problem: ConvProblem, arch: ArchSpec) -> in
         return math.prod(conv_roll.grid(cfg, problem, arch.sm_count))
     if cfg.kloop == "halo":   # images x row blocks x 8-column strips x channel tiles
         return math.prod(conv_halo.grid(cfg, problem, arch.sm_count))
+    if cfg.kloop == "halofh":   # images x row chunks x column strips x channel tiles
+        return math.prod(conv_halo_fh.grid(cfg, problem, arch.sm_count))
     return math.ceil(problem.n * math.prod(problem.output) / cfg.block_m) * math.ceil(problem.k / cfg.block_n)
 
 

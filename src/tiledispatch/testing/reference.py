@@ -168,6 +168,23 @@ def validate_conv(out: Any, problem: ConvProblem, args: ConvArgs) -> dict[str, f
     return result
 
 
+def torch_grad_error(out: Any, problem: ConvProblem, args: ConvArgs) -> float | None:
+    """A 2-D backward result's max error relative to torch.nn.grad's own conv2d_input / conv2d_weight in
+    float64 (a second reference beside conv_reference), or None where torch cannot say: asymmetric padding
+    or another direction or rank."""
+    import torch
+
+    (pad_h, pad_h_right), (pad_w, pad_w_right) = problem.padding
+    if problem.ndim != 2 or (pad_h, pad_w) != (pad_h_right, pad_w_right) or problem.direction == "fwd":
+        return None
+    geometry = (problem.stride, (pad_h, pad_w), problem.dilation, problem.groups)
+    if problem.direction == "bwd_data":
+        ref = torch.nn.grad.conv2d_input(tuple(args.x.shape), args.w.double(), args.y.double(), *geometry)
+    else:
+        ref = torch.nn.grad.conv2d_weight(args.x.double(), tuple(out.shape), args.y.double(), *geometry)
+    return ((out.double() - ref).abs().max() / ref.abs().max()).item()
+
+
 def run_and_validate(kernel: Any, problem: ConvProblem, device: Any = "cpu", seed: int = 0
                      ) -> tuple[Any, ConvArgs, dict]:
     """Run a conv kernel on random inputs with a NaN-poisoned output; returns (out, args, validate_conv)."""
