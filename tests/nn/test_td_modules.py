@@ -215,7 +215,7 @@ def test_torch_func_transforms_run_torchs_layers_and_say_so(monkeypatch):
     autograd Function), so under a transform the modules run torch's layers, with one warning."""
     from tiledispatch.nn import eager
 
-    monkeypatch.setattr(eager, "_warned_transform", False)
+    monkeypatch.setattr(eager, "_warned", set(), raising=False)
     stock, model = _small_model(False), _small_model(True)
     x = torch.randn(2, 3, 5, 6)
 
@@ -294,6 +294,27 @@ def test_a_call_like_the_last_one_settled_on_torch_skips_the_signature(cls, args
             mod(torch.randn((2, *x_shape[1:])))       # another shape
     with pytest.raises(AssertionError, match="signature built"):
         mod(x)                                        # grad mode on
+
+
+def test_jit_trace_records_torchs_layers_and_jit_script_says_what_to_do(monkeypatch, tmp_path):
+    """torch.jit.trace of a converted model raised BadInputType (traced sizes are tensors, td's checks take
+    ints); it now records torch's own layers, so the traced module saves, loads and runs as stock's does.
+    torch.jit.script failed on an annotation deep in the dispatch; it now names the module and what to
+    do instead."""
+    from tiledispatch.errors import BadInputType
+    from tiledispatch.nn import eager
+
+    monkeypatch.setattr(eager, "_warned", set(), raising=False)
+    stock, model = _small_model(False).eval(), _small_model(True).eval()
+    x = torch.randn(2, 3, 5, 6)
+    with pytest.warns(UserWarning, match="torch.jit.trace"):
+        traced = torch.jit.trace(model, x, check_trace=False)   # the check would run the eager path too
+    path = tmp_path / "traced.pt"
+    torch.jit.save(traced, str(path))
+    torch.testing.assert_close(torch.jit.load(str(path))(x), stock(x))
+    assert not any("tiledispatch" in str(node.kind()) for node in traced.inlined_graph.nodes())
+    with pytest.raises(BadInputType, match="script the model before tdnn.convert"):
+        torch.jit.script(model)
 
 
 class _Checkpointed(torch.nn.Module):

@@ -5,7 +5,7 @@ frames of torch's each way; in plain eager code the modules skip that and call t
 Function, so a converted layer's host time stays near torch's own. Whatever transforms tensors (torch.compile
 and export, dispatch and torch-function modes, tensor subclasses) takes the custom ops, whose fake kernels and
 autograd formulas torch reads; so does a backward that builds a graph (create_graph=True). torch.func
-transforms run torch's own layers (`transformed`).
+transforms and torch.jit.trace run torch's own layers (`foreign`).
 """
 from __future__ import annotations
 
@@ -28,13 +28,6 @@ _function_modes = torch._C._is_torch_function_mode_enabled
 _functorch_level = torch._C._functorch.peek_interpreter_stack
 
 
-def transformed() -> bool:
-    """Whether a torch.func transform (grad, vjp, jacrev, jvp, vmap, ...) is active. The custom ops have no
-    functorch rules (torch.library's autograd registration builds a Function without setup_context, which
-    grad transforms refuse), so the modules run torch's own layers under a transform."""
-    return _functorch_level() is not None
-
-
 _top_saved_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
 
@@ -46,16 +39,32 @@ def saving_hooks() -> bool:
     return _top_saved_hooks(False) is not None
 
 
-_warned_transform = False
+_tracing_state = torch._C._get_tracing_state
 
 
-def warn_transformed() -> None:
-    """Say once per process that torch.func transforms run torch's layers instead of the converted ones."""
-    global _warned_transform
-    if not _warned_transform:
-        _warned_transform = True
-        warnings.warn("tiledispatch.nn: under a torch.func transform (grad, vmap, jacrev, ...) converted "
-                      "layers run torch's own conv / linear: the tiledispatch ops have no functorch rules",
+def foreign() -> str | None:
+    """What makes a call run torch's own layer instead of the ops, or None:
+    - a torch.func transform (grad, vjp, jacrev, jvp, vmap, ...): the custom ops have no functorch rules
+      (torch.library's autograd registration builds a Function without setup_context, which grad
+      transforms refuse);
+    - torch.jit.trace: a traced module records torch's aten convolution / linear, so it runs wherever
+      TorchScript does (the ops are Python, and traced sizes are tensors, which td's checks refuse)."""
+    if _functorch_level() is not None:
+        return ("a torch.func transform (grad, vmap, jacrev, ...): the tiledispatch ops have no functorch "
+                "rules")
+    if _tracing_state() is not None:
+        return "torch.jit.trace: the traced module records torch's aten ops, runnable wherever TorchScript is"
+    return None
+
+
+_warned: set[str] = set()
+
+
+def warn_foreign(why: str) -> None:
+    """Say once per process and reason that converted layers run torch's own conv / linear."""
+    if why not in _warned:
+        _warned.add(why)
+        warnings.warn(f"tiledispatch.nn: converted layers run torch's own conv / linear under {why}",
                       UserWarning, stacklevel=2)
 
 

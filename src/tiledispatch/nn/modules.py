@@ -4,10 +4,11 @@ Subclasses of torch.nn.ConvNd / Linear: same constructor, parameters, buffers an
 checkpoint loads unchanged, and theirs loads into torch's). What tiledispatch cannot serve stays on torch: a
 module whose configuration td has no op for keeps `td_reason` (e.g. padding_mode='reflect') and runs torch's
 forward, as does a call with an unserved dtype (float64, ...), an empty batch, a call under a torch.func
-transform (grad, vmap, ...; warned once), and in eager code a call under saved-tensor hooks (activation
-checkpointing, offloading: eager.saving_hooks). Conv weights are kept channels-last (the layout the kernels
-read, so no per-call copy); inputs in another layout are copied channels-last inside the op, and outputs are
-channels-last. Under autocast the operands are cast to the autocast dtype, as torch does.
+transform (grad, vmap, ...) or torch.jit.trace (warned once), and in eager code a call under saved-tensor
+hooks (activation checkpointing, offloading: eager.saving_hooks). torch.jit.script refuses them with a clear
+error. Conv weights are kept channels-last (the layout the kernels read, so no per-call copy); inputs in
+another layout are copied channels-last inside the op, and outputs are channels-last. Under autocast the
+operands are cast to the autocast dtype, as torch does.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 
 import torch
 
+from tiledispatch.errors import BadInputType
 from tiledispatch.nn import eager
 from tiledispatch.nn.layer_plan import LayerPlan, clock
 from tiledispatch.ops import DTYPES, conv_padding
@@ -115,8 +117,9 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
         if self.td_reason is not None:
             # torch.nn.Conv1d/2d/3d's, next in the method order of the concrete classes
             return super()._conv_forward(input, weight, bias)
-        if eager.transformed():   # torch.func: the ops have no functorch rules (eager.transformed)
-            eager.warn_transformed()
+        why = eager.foreign()   # torch.func, torch.jit.trace: torch's layer (eager.foreign)
+        if why is not None:
+            eager.warn_foreign(why)
             return super()._conv_forward(input, weight, bias)
         compiling, plan = _compiling(), None
         start = 0.0 if compiling else clock()
@@ -161,6 +164,9 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
     def extra_repr(self) -> str:
         where = "tiledispatch" if self.td_reason is None else f"torch: {self.td_reason}"
         return f"{super().extra_repr()}, runs on {where}"
+
+    def __prepare_scriptable__(self) -> torch.nn.Module:
+        raise _unscriptable(self)
 
 
 class Conv1d(_TdConv, torch.nn.Conv1d):
@@ -214,8 +220,9 @@ class Linear(torch.nn.Linear):
                 return _torch_linear(self, input)
         if self.td_reason is not None:
             return _torch_linear(self, input)
-        if eager.transformed():   # torch.func: the ops have no functorch rules (eager.transformed)
-            eager.warn_transformed()
+        why = eager.foreign()   # torch.func, torch.jit.trace: torch's layer (eager.foreign)
+        if why is not None:
+            eager.warn_foreign(why)
             return _torch_linear(self, input)
         compiling, plan = _compiling(), None
         start = 0.0 if compiling else clock()
@@ -252,6 +259,17 @@ class Linear(torch.nn.Linear):
     def extra_repr(self) -> str:
         where = "tiledispatch" if self.td_reason is None else f"torch: {self.td_reason}"
         return f"{super().extra_repr()}, runs on {where}"
+
+    def __prepare_scriptable__(self) -> torch.nn.Module:
+        raise _unscriptable(self)
+
+
+def _unscriptable(module: torch.nn.Module) -> BadInputType:
+    """torch.jit.script's error for a converted module (torch calls __prepare_scriptable__ on every module
+    before compiling; TorchScript cannot compile the modules' Python dispatch)."""
+    return BadInputType(f"torch.jit.script cannot compile the tiledispatch module {type(module).__name__}: "
+                        "script the model before tdnn.convert, or use torch.jit.trace (which records torch's "
+                        "own layers), torch.export or torch.compile", field="model")
 
 
 SWAPS: dict[type, type] = {torch.nn.Conv1d: Conv1d, torch.nn.Conv2d: Conv2d, torch.nn.Conv3d: Conv3d,
