@@ -1,26 +1,16 @@
 """Family `direct`, kloop 'halofh': depthwise 2-D bwd_weight (stride 1) with the filter rows in the tile
-(issue 38: the 7x7 layers, where kloop 'halo' bwd_weight trails cuDNN).
+(issue 38: the 7x7 layers, where kloop 'halo' bwd_weight, which walks the filter rows outermost and so loads
+each dy row once per filter row, trails cuDNN).
 
-kloop 'halo' bwd_weight (kernels/conv_halo.py) holds [dy rows, channels] accumulator tiles of one filter row
-and walks the filter rows outermost, so each dy row is loaded once per filter row (7 times at 7x7) and each
-filter row's tiles are column-summed before their store. Here the tile is [FH, BLOCK_N]: dim 0 is the filter
-row fh (FH, a power of two >= the filter height; rows past it masked), block_k accumulators acc_s of that
-shape, one per filter column s. A program owns one image, a chunk of ROWS dy rows, block_m consecutive dy
-columns (the strip) and BLOCK_N channels, and walks its dy rows one per trip: the strip's block_m dy vectors
-[BLOCK_N] of row oh, loaded once and broadcast over the filter rows, and each of the block_m + block_k - 1 x
-halo columns of the rows oh - pad_h + fh * dil_h (all filter rows at once: a masked [FH, BLOCK_N] load, zero
-fill is the padding), converted once and added into every acc_s whose dy column (c - s) is in the strip. An x
-row is read by FH consecutive trips (from L1 after the first). At the end acc_s's row fh is the program's
-partial sum of tap (fh, s): stored straight into its split of the fp32 workspace ws[SPLIT, taps, K] (no
-column sum), which conv_direct's reduce sums into dw.
-
-Config fields: block_m = dy columns per program (the strip: STRIPS; 7 and 14 cut the ConvNeXt widths 56 /
-28 / 14 / 7 into whole strips); block_n = channels; block_k = the window (filter columns unrolled, >= the
-filter width), whose next power of two is FH (7 -> 8, 5 -> 8, 3 -> 4); align: the channel vector width of the
-loads (at fewer elements per load than per thread, a thread holds several filter rows of the same channels,
-so the broadcast dy vectors take fewer registers); split_k = programs per SM the row plan aims for (0:
-conv_direct.PROGRAMS_PER_SM): fewer programs, fewer splits of the workspace. Not in any preset: the H200
-measurement (tools/probe_halo_wgrad.py) decides. Design notes: docs/design/conv_direct.md (issue 38).
+The tile is [FH, BLOCK_N]: dim 0 is the filter row (FH, a power of two >= block_k; rows past the filter
+masked), with block_k accumulators acc_s, one per filter column. A program owns one image, a chunk of ROWS dy
+rows, a strip of block_m dy columns and BLOCK_N channels, and walks its dy rows one per trip: each dy column
+loaded once and broadcast over the filter rows, each x halo column one masked [FH, BLOCK_N] load (zero fill is
+the padding), acc_s += dy_(c - s) * x_c. Row fh of acc_s is the program's partial sum of tap (fh, s), stored
+straight into its split of conv_direct's fp32 workspace, which conv_direct's reduce sums into dw.
+Fields: block_m the strip, block_n the channels, block_k the window, align the load vector width, split_k the
+programs per SM the row plan aims for (0: conv_direct.PROGRAMS_PER_SM). In no preset until the H200
+measurement (tools/probe_halo_wgrad.py) decides; design notes in docs/design/conv_direct.md.
 """
 from __future__ import annotations
 
