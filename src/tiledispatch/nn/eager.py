@@ -31,6 +31,10 @@ _functorch_level = torch._C._functorch.peek_interpreter_stack
 _top_saved_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
 
+HOOKS_REASON = ("saved-tensor hooks in eager code (torch.utils.checkpoint, offloading): a recomputation must "
+                "save what its forward saved")
+
+
 def saving_hooks() -> bool:
     """Whether saved-tensor hooks are active (torch.utils.checkpoint, offloading such as save_on_cpu). A
     non-reentrant checkpoint recomputes the forward inside the backward and requires it to save the same
@@ -140,7 +144,7 @@ class Conv(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,  # type: ignore[override]
                 geometry: tuple, plan: LayerPlan) -> torch.Tensor:
-        x = as_channels_last(x)
+        x, w = as_channels_last(x), as_channels_last(w)   # w: a weight re-laid after convert, e.g. .to(NCHW)
         ctx.geometry, ctx.plan = geometry, plan
         ctx.save_for_backward(x, w, bias)
         return conv(x, w, bias, geometry[0], plan)

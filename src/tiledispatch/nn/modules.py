@@ -4,11 +4,11 @@ Subclasses of torch.nn.ConvNd / Linear: same constructor, parameters, buffers an
 checkpoint loads unchanged, and theirs loads into torch's). What tiledispatch cannot serve stays on torch: a
 module whose configuration td has no op for keeps `td_reason` (e.g. padding_mode='reflect') and runs torch's
 forward, as does a call with an unserved dtype (float64, ...), an empty batch, a call under a torch.func
-transform (grad, vmap, ...) or torch.jit.trace (warned once), and in eager code a call under saved-tensor
-hooks (activation checkpointing, offloading: eager.saving_hooks). torch.jit.script refuses them with a clear
-error. Conv weights are kept channels-last (the layout the kernels read, so no per-call copy); inputs in
-another layout are copied channels-last inside the op, and outputs are channels-last. Under autocast the
-operands are cast to the autocast dtype, as torch does.
+transform (grad, vmap, ...) or torch.jit.trace, and in eager code a call under saved-tensor hooks
+(activation checkpointing, offloading: eager.saving_hooks), each warned once. torch.jit.script refuses them
+with a clear error. Conv weights are kept channels-last (the layout the kernels read, so no per-call copy);
+inputs and weights in another layout are copied channels-last per call, and outputs are channels-last. Under
+autocast the operands are cast to the autocast dtype, as torch does.
 """
 from __future__ import annotations
 
@@ -125,6 +125,7 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
         start = 0.0 if compiling else clock()
         if not compiling:   # a signature settled on torch's layer goes there first, without more checks
             if eager.saving_hooks():   # checkpointing: the recomputation must take the same path
+                eager.warn_foreign(eager.HOOKS_REASON)
                 return super()._conv_forward(input, weight, bias)
             key = eager.signature(input, weight, bias)
             plan = self._td_plans.get(key)
@@ -156,7 +157,7 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
         if _needs_grad(x, w, b):
             y = eager.Conv.apply(x, w, b, self._td_eager, plan)
         else:
-            y = eager.conv(as_channels_last(x), w, b, self._td_eager[0], plan)
+            y = eager.conv(as_channels_last(x), as_channels_last(w), b, self._td_eager[0], plan)
         if timing:
             plan.sample("td", "fwd", start)
         return y if batched else y.squeeze(0)
@@ -228,6 +229,7 @@ class Linear(torch.nn.Linear):
         start = 0.0 if compiling else clock()
         if not compiling:   # a signature settled on torch's layer goes there first, without more checks
             if eager.saving_hooks():   # checkpointing: the recomputation must take the same path
+                eager.warn_foreign(eager.HOOKS_REASON)
                 return _torch_linear(self, input)
             key = eager.signature(input, self.weight, self.bias)
             plan = self._td_plans.get(key)
