@@ -190,3 +190,28 @@ def test_squeeze_excitation_compiles_and_matches_stock():
     model = copy.deepcopy(stock)
     tdnn.convert(model)
     _assert_compiled_matches(stock, model, torch.randn(2, 3, 6, 5).to(memory_format=torch.channels_last))
+
+
+class _Checkpointed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(4, 4, 3, padding=1), nn.Conv2d(4, 4, 3, padding=1)
+        self.head = nn.Linear(4 * 6 * 6, 3)
+
+    def block(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c2(torch.relu(self.c1(x)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=False)
+        return self.head(y.flatten(1))
+
+
+def test_activation_checkpointing_compiles_in_one_graph_and_matches_stock():
+    """Under torch.compile a checkpointed converted block is traced into the checkpoint's higher-order op
+    with the ops inside; the eager-only checks (torch.func, tracing, saved-tensor hooks) stay out of the
+    trace (a warning issued inside it was a side effect Dynamo refused: 'HOP: Unsafe side effect')."""
+    torch.manual_seed(6)
+    stock = _Checkpointed()
+    model = copy.deepcopy(stock)
+    tdnn.convert(model)
+    _assert_compiled_matches(stock, model, torch.randn(2, 4, 6, 6))

@@ -28,36 +28,27 @@ _function_modes = torch._C._is_torch_function_mode_enabled
 _functorch_level = torch._C._functorch.peek_interpreter_stack
 
 
+_tracing_state = torch._C._get_tracing_state
 _top_saved_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
 
-HOOKS_REASON = ("saved-tensor hooks in eager code (torch.utils.checkpoint, offloading): a recomputation must "
-                "save what its forward saved")
-
-
-def saving_hooks() -> bool:
-    """Whether saved-tensor hooks are active (torch.utils.checkpoint, offloading such as save_on_cpu). A
-    non-reentrant checkpoint recomputes the forward inside the backward and requires it to save the same
-    tensors as the first time; a learning LayerPlan alternates td's path and torch's layer from call to
-    call, so under such hooks the modules run torch's layer and leave the plan as it is."""
-    return _top_saved_hooks(False) is not None
-
-
-_tracing_state = torch._C._get_tracing_state
-
-
 def foreign() -> str | None:
-    """What makes a call run torch's own layer instead of the ops, or None:
-    - a torch.func transform (grad, vjp, jacrev, jvp, vmap, ...): the custom ops have no functorch rules
-      (torch.library's autograd registration builds a Function without setup_context, which grad
-      transforms refuse);
-    - torch.jit.trace: a traced module records torch's aten convolution / linear, so it runs wherever
-      TorchScript does (the ops are Python, and traced sizes are tensors, which td's checks refuse)."""
+    """Outside torch.compile: what makes a call run torch's own layer instead of td's, or None.
+    - A torch.func transform (grad, vjp, jacrev, vmap, ...): the custom ops have no functorch rules
+      (torch.library's autograd registration builds a Function without setup_context).
+    - torch.jit.trace: the traced module then records torch's aten ops, which run wherever TorchScript does
+      (traced sizes are tensors, which td's checks refuse).
+    - Saved-tensor hooks (torch.utils.checkpoint, save_on_cpu): a non-reentrant checkpoint recomputes the
+      forward in the backward and needs it to save what the forward saved; a learning LayerPlan alternates
+      td's path and torch's layer from call to call (the plan is left as it is)."""
     if _functorch_level() is not None:
         return ("a torch.func transform (grad, vmap, jacrev, ...): the tiledispatch ops have no functorch "
                 "rules")
     if _tracing_state() is not None:
         return "torch.jit.trace: the traced module records torch's aten ops, runnable wherever TorchScript is"
+    if _top_saved_hooks(False) is not None:
+        return ("saved-tensor hooks in eager code (torch.utils.checkpoint, offloading): a recomputation must "
+                "save what its forward saved")
     return None
 
 

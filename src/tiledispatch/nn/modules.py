@@ -5,7 +5,7 @@ checkpoint loads unchanged, and theirs loads into torch's). What tiledispatch ca
 module whose configuration td has no op for keeps `td_reason` (e.g. padding_mode='reflect') and runs torch's
 forward, as does a call with an unserved dtype (float64, ...), an empty batch, a call under a torch.func
 transform (grad, vmap, ...) or torch.jit.trace, and in eager code a call under saved-tensor hooks
-(activation checkpointing, offloading: eager.saving_hooks), each warned once. torch.jit.script refuses them
+(activation checkpointing, offloading), each warned once (eager.foreign). torch.jit.script refuses them
 with a clear error. Conv weights are kept channels-last (the layout the kernels read, so no per-call copy);
 inputs and weights in another layout are copied channels-last per call, and outputs are channels-last. Under
 autocast the operands are cast to the autocast dtype, as torch does.
@@ -117,15 +117,12 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
         if self.td_reason is not None:
             # torch.nn.Conv1d/2d/3d's, next in the method order of the concrete classes
             return super()._conv_forward(input, weight, bias)
-        why = eager.foreign()   # torch.func, torch.jit.trace: torch's layer (eager.foreign)
-        if why is not None:
-            eager.warn_foreign(why)
-            return super()._conv_forward(input, weight, bias)
         compiling, plan = _compiling(), None
         start = 0.0 if compiling else clock()
         if not compiling:   # a signature settled on torch's layer goes there first, without more checks
-            if eager.saving_hooks():   # checkpointing: the recomputation must take the same path
-                eager.warn_foreign(eager.HOOKS_REASON)
+            why = eager.foreign()   # torch.func, jit.trace, checkpointing: torch's layer (eager.foreign)
+            if why is not None:
+                eager.warn_foreign(why)
                 return super()._conv_forward(input, weight, bias)
             key = eager.signature(input, weight, bias)
             plan = self._td_plans.get(key)
@@ -221,15 +218,12 @@ class Linear(torch.nn.Linear):
                 return _torch_linear(self, input)
         if self.td_reason is not None:
             return _torch_linear(self, input)
-        why = eager.foreign()   # torch.func, torch.jit.trace: torch's layer (eager.foreign)
-        if why is not None:
-            eager.warn_foreign(why)
-            return _torch_linear(self, input)
         compiling, plan = _compiling(), None
         start = 0.0 if compiling else clock()
         if not compiling:   # a signature settled on torch's layer goes there first, without more checks
-            if eager.saving_hooks():   # checkpointing: the recomputation must take the same path
-                eager.warn_foreign(eager.HOOKS_REASON)
+            why = eager.foreign()   # torch.func, jit.trace, checkpointing: torch's layer (eager.foreign)
+            if why is not None:
+                eager.warn_foreign(why)
                 return _torch_linear(self, input)
             key = eager.signature(input, self.weight, self.bias)
             plan = self._td_plans.get(key)
