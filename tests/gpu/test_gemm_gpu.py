@@ -212,3 +212,30 @@ def test_a_repeated_padded_signature_runs_its_bound_padded_launch(name):
     torch.cuda.synchronize()
     check = validate(out, fresh, "bf16")
     assert check["passed"], check
+
+
+@pytest.mark.parametrize("name", [
+    "gemm-tiled-rcr-fp16-fp16-fp32-64x64x32-w4-s3-g8-k1-e1-a1-relu-bnone-d0-c0",
+    "gemm-splitk-rrr-fp16-fp16-fp32-64x64x64-w4-s4-g8-k4-e1-a16-relu-bcol-d0-c0",
+    "gemm-tma_persistent-rcr-bf16-bf16-fp32-128x128x64-w4-s4-g8-k1-e1-a16-relu-bnone-d0-c0",
+    "gemm-streamk-rrr-fp16-fp16-fp32-128x128x64-w4-s4-g8-k1-e1-a16-relu-bcol-d0-c0"])
+def test_fused_relu_keeps_nan_and_inf_as_torch_does(name, device="cuda"):
+    """relu(NaN) is NaN in torch; tl.maximum(acc, 0) compiled to a max that returns the non-NaN operand
+    (FMNMX without .NAN), so a fused ReLU turned NaN outputs into zeros. Rows of A holding a NaN, an inf and
+    -inf (the products of that row -inf or NaN) must come out NaN / inf where the reference's do."""
+    from tiledispatch.testing.reference import reference
+
+    cfg = td.parse_name(name)
+    reg = td.Registry(td.detect() if device == "cuda" else "sm_90")
+    reg.add(cfg)
+    assert not reg.build().failed
+    problem = td.GemmProblem(64, 96, 128, 1, cfg.dtype, layout=cfg.layout, epilogue=cfg.epilogue)
+    args = make_args(problem, torch.device(device), seed=3)
+    args.a[0, 0], args.a[1, 0] = float("nan"), float("inf")
+    args.a[2, :] = -float("inf")
+    out = reg.get(cfg.name).launch(args, problem)
+    ref = reference(args)
+    for row in range(3):
+        assert torch.equal(torch.isnan(out[row]), torch.isnan(ref[row])), (name, row)
+        assert torch.equal(torch.isinf(out[row]), torch.isinf(ref[row])), (name, row)
+    assert torch.isnan(out[0]).any() and torch.isnan(out[2]).all()

@@ -168,7 +168,7 @@ def main_loop(cfg: GemmConfig, k_start: str, k_end: str) -> str:
 # gelu_tanh uses 0.5*(1 + tanh(y)) = 1/(1 + exp(-2y)); tanh(x) = 2/(1 + exp(-2x)) - 1.
 ACTIVATION_EXPR = {
     "none": "{x}",
-    "relu": "tl.maximum({x}, 0)",
+    "relu": "tl.maximum({x}, 0, propagate_nan=tl.PropagateNan.ALL)",   # relu(NaN) is NaN, as torch's
     "gelu": "0.5 * {x} * (1.0 + tl.erf({x} * 0.7071067811865476))",
     "gelu_tanh": "{x} / (1.0 + tl.exp(-1.5957691216057308 * ({x} + 0.044715 * {x} * {x} * {x})))",
     "silu": "{x} / (1.0 + tl.exp(-{x}))",

@@ -97,7 +97,9 @@ def _epilogue_lines(cfg: GemmConfig) -> str:
                   ("acc = acc + gl.expand_dims(gl.load(bias_ptr + cols, mask=cols < N, other=0.0)"
                   ".to(gl.float32), 0)")]
     if cfg.activation != "none":
-        lines.append("acc = " + common.ACTIVATION_EXPR[cfg.activation].format(x="acc").replace("tl.", "gl."))
+        expr = common.ACTIVATION_EXPR[cfg.activation].format(x="acc")
+        # Gluon's element-wise builtins; the NaN-propagation enum is triton.language's (gl has none)
+        lines.append("acc = " + expr.replace("tl.", "gl.").replace("gl.PropagateNan", "tl.PropagateNan"))
     return "".join(f"    {line}\n" for line in lines)
 
 

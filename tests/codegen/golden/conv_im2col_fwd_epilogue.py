@@ -224,5 +224,5 @@ def gemm_tma_kernel(
         acc = acc * alpha
         cols = off_n + tl.arange(0, BLOCK_N // 1)
         acc += tl.load(bias_ptr + pid_b.to(tl.int64) * stride_biasb + cols.to(tl.int64), mask=cols < N, other=0).to(tl.float32)[None, :]
-        acc = tl.maximum(acc, 0)
+        acc = tl.maximum(acc, 0, propagate_nan=tl.PropagateNan.ALL)
         out_desc.store([pid_b, off_m, off_n], acc.to(tl.bfloat16).reshape(1, BLOCK_M, BLOCK_N // 1))

@@ -119,6 +119,6 @@ def gemm_tiled_kernel(
     acc = acc * alpha
     acc += tl.load(bias_ptr + pid_b.to(tl.int64) * stride_biasb + rn64, mask=rn < N, other=0).to(tl.int32)[None, :]
     acc += tl.load(d0_ptr + pid_b.to(tl.int64) * stride_d0b + rm64[:, None] * stride_d0r + rn64[None, :] * stride_d0c, mask=mask, other=0).to(tl.int32)
-    acc = tl.maximum(acc, 0)
+    acc = tl.maximum(acc, 0, propagate_nan=tl.PropagateNan.ALL)
     o_ptrs = out_ptr + pid_b.to(tl.int64) * stride_ob + rm64[:, None] * stride_or + rn64[None, :] * stride_oc
     tl.store(o_ptrs, acc.to(tl.int32), mask=mask)

@@ -137,6 +137,6 @@ def gemm_splitk_partial_kernel(
         mask = (rm[:, None] < M) & (rn[None, :] < N)
         acc = acc * alpha
         acc += tl.load(bias_ptr + pid_b.to(tl.int64) * stride_biasb + rn64, mask=rn < N, other=0).to(tl.float32)[None, :]
-        acc = tl.maximum(acc, 0)
+        acc = tl.maximum(acc, 0, propagate_nan=tl.PropagateNan.ALL)
         o_ptrs = out_ptr + pid_b.to(tl.int64) * stride_ob + rm64[:, None] * stride_or + rn64[None, :] * stride_oc
         tl.store(o_ptrs, acc.to(tl.float16), mask=mask)

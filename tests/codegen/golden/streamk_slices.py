@@ -168,11 +168,11 @@ def gemm_streamk_kernel(
         acc_lo, acc_hi = acc.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
         cols = off_n + tl.arange(0, BLOCK_N // 2)
         acc_lo += tl.load(bias_ptr + pid_b.to(tl.int64) * stride_biasb + cols.to(tl.int64), mask=cols < N, other=0).to(tl.float32)[None, :]
-        acc_lo = tl.maximum(acc_lo, 0)
+        acc_lo = tl.maximum(acc_lo, 0, propagate_nan=tl.PropagateNan.ALL)
         out_desc.store([pid_b, off_m, off_n], acc_lo.to(tl.float16).reshape(1, BLOCK_M, BLOCK_N // 2))
         cols = off_n + BLOCK_N // 2 + tl.arange(0, BLOCK_N // 2)
         acc_hi += tl.load(bias_ptr + pid_b.to(tl.int64) * stride_biasb + cols.to(tl.int64), mask=cols < N, other=0).to(tl.float32)[None, :]
-        acc_hi = tl.maximum(acc_hi, 0)
+        acc_hi = tl.maximum(acc_hi, 0, propagate_nan=tl.PropagateNan.ALL)
         out_desc.store([pid_b, off_m, off_n + BLOCK_N // 2], acc_hi.to(tl.float16).reshape(1, BLOCK_M, BLOCK_N // 2))
     lane = pid // SK_GROUP
     member = pid % SK_GROUP
@@ -279,6 +279,6 @@ def gemm_streamk_fixup_kernel(
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     acc = acc * alpha
     acc += tl.load(bias_ptr + pid_b.to(tl.int64) * stride_biasb + rn64, mask=rn < N, other=0).to(tl.float32)[None, :]
-    acc = tl.maximum(acc, 0)
+    acc = tl.maximum(acc, 0, propagate_nan=tl.PropagateNan.ALL)
     o_ptrs = out_ptr + pid_b.to(tl.int64) * stride_ob + rm64[:, None] * stride_or + rn64[None, :] * stride_oc
     tl.store(o_ptrs, acc.to(tl.float16), mask=mask)

@@ -142,7 +142,7 @@ def _store_tile(acc, scale, bias_ptr, M, N, tile, num_pid_m, num_pid_n, out_desc
     acc = acc * scale
     cols = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, layout))
     acc = acc + gl.expand_dims(gl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(gl.float32), 0)
-    acc = gl.maximum(acc, 0)
+    acc = gl.maximum(acc, 0, propagate_nan=tl.PropagateNan.ALL)
     tma.store_wait(pendings=0)   # the previous tile's store has read the staging buffer
     out_smem.store(acc.to(out_desc.dtype))
     fence_async_shared()
