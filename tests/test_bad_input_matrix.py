@@ -214,6 +214,7 @@ CONV_ROWS = [
     Row("x-meta", conv(x=lambda: meta(x_())), BI, "x"),
     Row("both-meta", conv(x=lambda: meta(x_()), w=lambda: meta(w_())), BI, "x"),
     Row("x-2d", conv(x=lambda: torch.randn(8, 8).half()), BI, "x"),
+    Row("x-empty-batch", conv(x=lambda: torch.randn(0, 8, 6, 6).half()), BI, "x"),
     Row("x-6d", conv(x=lambda: torch.randn(1, 8, 2, 2, 2, 2).half()), BI, "x"),
     Row("w-rank", conv(w=lambda: torch.randn(8, 8, 3).half()), BI, "w"),
     Row("w-channels", conv(w=lambda: w_(c=4)), BI, "w"),

@@ -214,6 +214,9 @@ def _shape(value: Any, field: str) -> tuple[int, ...]:
     if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)):
         raise BadInputType(f"{field} must be a shape (a tuple of ints), got {type(value).__name__}",
                            field=field)
+    if all(type(v) is int for v in value) and min(value, default=1) <= 0:
+        raise BadInput(f"{field} has shape {tuple(value)}: an empty convolution; sizes must be positive "
+                       "(tiledispatch.nn's layers run torch's own layer on an empty batch)", field=field)
     return tuple(size(v, field) for v in value)
 
 
