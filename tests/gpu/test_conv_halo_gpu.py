@@ -35,3 +35,26 @@ def test_every_halo_instance(direction, dtype):
     print(f"halo {direction} {dtype}: {len(reg.kernels)} instances, {runs} runs, {len(failures)} failures")
     assert runs > 0
     assert not failures, "\n".join(failures[:20])
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_halofh_instances(dtype):
+    """kloop 'halofh' (kernels/conv_halo_fh.py, in no preset yet): tools/probe_halo_wgrad.py's instances at
+    block_k 7 and 3 against the fp32 reference on the same depthwise layers (stride-1 ones)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+    from probe_halo_wgrad import new_configs
+
+    arch = td.detect()
+    reg = td.Registry(arch)
+    for block_k in (7, 3):
+        for cfg in new_configs(arch, dtype, block_k):
+            reg.add(cfg)
+    report = reg.build()
+    assert not report.failed, report.failed
+    runs, failures = check_problems(reg.kernels, _depthwise("bwd_weight", dtype))
+    print(f"halofh {dtype}: {len(reg.kernels)} instances, {runs} runs, {len(failures)} failures")
+    assert runs > 0
+    assert not failures, "\n".join(failures[:20])
