@@ -13,7 +13,7 @@ from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.naming import parse_name
 from tiledispatch.kernels import conv_halo
 from tiledispatch.kernels.family import config_errors, family_module, problem_mismatch
-from tiledispatch.testing.reference import CONV_TOLERANCES, run_and_validate, torch_grad_error
+from tiledispatch.testing.reference import assert_case
 
 ARCH = td.get_arch("sm_90")
 # fp16 align 8 (24 channels: a half-masked second channel tile), fp32 align 1 (5 channels); 1 warp keeps the
@@ -116,18 +116,12 @@ def registry(request, build_registry):
 
 
 def _check(registry, cfg, problem):
-    assert config_errors(cfg, ARCH) == []
-    assert problem_mismatch(cfg, problem) is None
-    out, args, result = run_and_validate(registry.get(cfg.name), problem)
-    assert result["passed"], result
-    return out, args
+    return assert_case(registry, cfg, problem, ARCH)
 
 
 def _check_against_torch(registry, cfg, problem):
     """The reference of run_and_validate, and (symmetric padding) torch's own dgrad / wgrad in float64."""
-    out, args = _check(registry, cfg, problem)
-    err = torch_grad_error(out, problem, args)
-    assert err is None or err <= CONV_TOLERANCES[problem.dtype], err
+    return assert_case(registry, cfg, problem, ARCH, against_torch=True)
 
 
 @pytest.mark.parametrize("cfg, problem", [c[1:] for c in FAST], ids=[c[0] for c in FAST])

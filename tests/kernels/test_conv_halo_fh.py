@@ -12,7 +12,7 @@ from tiledispatch.configs.conv import ConvConfig
 from tiledispatch.configs.naming import parse_name
 from tiledispatch.kernels import conv_halo_fh
 from tiledispatch.kernels.family import config_errors, family_module, problem_mismatch
-from tiledispatch.testing.reference import CONV_TOLERANCES, run_and_validate, torch_grad_error
+from tiledispatch.testing.reference import assert_case
 
 ARCH = td.get_arch("sm_90")
 # fp16 align 8 (40 channels: a half-masked second channel tile of 32), fp32 align 1 (odd channel counts);
@@ -67,25 +67,14 @@ def registry(request, build_registry):
                           sms=SMS)
 
 
-def _check(registry, cfg, problem):
-    """run_and_validate's float64 reference, then (symmetric padding) torch's own wgrad in float64."""
-    assert config_errors(cfg, ARCH) == []
-    assert problem_mismatch(cfg, problem) is None
-    out, args, result = run_and_validate(registry.get(cfg.name), problem)
-    assert result["passed"], result
-    err = torch_grad_error(out, problem, args)
-    assert err is None or err <= CONV_TOLERANCES[problem.dtype], err
+CASES = ([pytest.param(*c[1:], id=c[0]) for c in FAST]
+         + [pytest.param(*c[1:], id=c[0], marks=pytest.mark.slow) for c in SLOW])
 
 
-@pytest.mark.parametrize("cfg, problem", [c[1:] for c in FAST], ids=[c[0] for c in FAST])
+@pytest.mark.parametrize("cfg, problem", CASES)
 def test_matches_reference(registry, cfg, problem):
-    _check(registry, cfg, problem)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("cfg, problem", [c[1:] for c in SLOW], ids=[c[0] for c in SLOW])
-def test_matches_reference_more_shapes(registry, cfg, problem):
-    _check(registry, cfg, problem)
+    """run_and_validate's float64 reference, then (symmetric padding) torch's own wgrad in float64."""
+    assert_case(registry, cfg, problem, ARCH, against_torch=True)
 
 
 def test_row_chunks():

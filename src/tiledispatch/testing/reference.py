@@ -185,6 +185,25 @@ def torch_grad_error(out: Any, problem: ConvProblem, args: ConvArgs) -> float | 
     return ((out.double() - ref).abs().max() / ref.abs().max()).item()
 
 
+def assert_case(registry: Any, cfg: Any, problem: ConvProblem, arch: Any,
+                against_torch: bool = False) -> tuple[Any, ConvArgs]:
+    """A kernel test's case: the instance is valid on arch and takes the problem, and its output (the
+    interpreter on the CPU) matches the float64 reference; against_torch: torch.nn.grad's dgrad / wgrad too
+    (symmetric padding). Returns (out, args); raises AssertionError naming what failed."""
+    from tiledispatch.kernels.family import config_errors, problem_mismatch
+
+    errors = config_errors(cfg, arch)
+    assert errors == [], errors
+    mismatch = problem_mismatch(cfg, problem)
+    assert mismatch is None, mismatch
+    out, args, result = run_and_validate(registry.get(cfg.name), problem)
+    assert result["passed"], result
+    if against_torch:
+        err = torch_grad_error(out, problem, args)
+        assert err is None or err <= CONV_TOLERANCES[problem.dtype], err
+    return out, args
+
+
 def run_and_validate(kernel: Any, problem: ConvProblem, device: Any = "cpu", seed: int = 0
                      ) -> tuple[Any, ConvArgs, dict]:
     """Run a conv kernel on random inputs with a NaN-poisoned output; returns (out, args, validate_conv)."""
