@@ -36,8 +36,13 @@ def keep_graphs() -> None:
     that the nodes of the graphs cudagraph trees record can be listed."""
     import torch
 
+    import inspect
+
     base = torch.cuda.CUDAGraph
     if getattr(base, "_td_kept", False):
+        return
+    if "keep_graph" not in inspect.signature(base.__new__).parameters:   # an older torch: no census
+        print("keep_graphs: this torch's CUDAGraph has no keep_graph; node census unavailable", flush=True)
         return
 
     class Kept(base):   # type: ignore[misc,valid-type]
@@ -145,13 +150,18 @@ class CopyLog:
         if cls._installed:
             return
         node_cls = cudagraph_trees.CUDAGraphNode
-        original = node_cls._copy_inputs_and_remove_from_src
+        original = getattr(node_cls, "_copy_inputs_and_remove_from_src", None)
+        if original is None:   # another torch: no log, the probe goes on
+            print("CopyLog: CUDAGraphNode._copy_inputs_and_remove_from_src not found", flush=True)
+            return
 
-        def wrapped(node: Any, dsts: list, srcs: list) -> None:
-            if id(node) not in cls.seen:
+        def wrapped(node: Any, *args: Any, **kwargs: Any) -> Any:
+            srcs = args[1] if len(args) > 1 else kwargs.get("srcs")
+            if id(node) not in cls.seen and isinstance(srcs, list):
                 cls.seen[id(node)] = [(tuple(srcs[i].shape), tuple(srcs[i].stride()), str(srcs[i].dtype))
-                                      for i in node.non_static_input_idx if hasattr(srcs[i], "shape")]
-            original(node, dsts, srcs)
+                                      for i in getattr(node, "non_static_input_idx", ())
+                                      if i < len(srcs) and hasattr(srcs[i], "shape")]
+            return original(node, *args, **kwargs)
 
         node_cls._copy_inputs_and_remove_from_src = wrapped
         cls._installed = True
@@ -178,53 +188,62 @@ def steals(model: Any, nodes: list[Any]) -> dict[str, Any]:
 
 
 def probe(name: str) -> dict[str, Any]:
-    import torch
-
     spec = next(m for m in bench.MODELS if m.name == name)
     s = bench.Settings(phases=("train",), modes=("compiled",))
     base, _ = bench.build(spec)
     result: dict[str, Any] = {"model": name}
     for variant in bench.VARIANTS:
-        start = time.perf_counter()
-        model, _ = bench._prepare(base, variant, torch.device("cuda"), torch.bfloat16, spec.video)
-        x, labels = bench._inputs(spec, s, torch.device("cuda"), torch.bfloat16, bench._num_classes(base))
-        model.train()
-        runner = torch.compile(model, mode="reduce-overhead")
-        step = bench.make_step("train", runner, model, x, labels, True)
-        CopyLog.install()
-        for _ in range(WARMUP):
-            step()
-        torch.cuda.synchronize()
-        nodes = tree_nodes()
-        row: dict[str, Any] = {"first_s": round(time.perf_counter() - start, 1), "graphs": []}
-        step()
-        torch.cuda.synchronize()
-        row["grads"] = steals(model, nodes)
-        for node in nodes:
-            graph = getattr(node, "graph", None)
-            if graph is None:
-                continue
-            entry = {"copied_inputs": CopyLog.seen.get(id(node)), **census(graph), **time_replay(graph)}
-            if entry.get("nodes"):
-                entry["host_us_per_node"] = round(entry["replay_host_us"] / entry["nodes"], 2)
-            row["graphs"].append(entry)
-        times = []
-        for _ in range(20):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            step()
-            torch.cuda.synchronize()
-            times.append((time.perf_counter() - t0) * 1e3)
-        row["sync_step_ms"] = round(statistics.median(times), 3)
-        result[variant] = row
-        print(json.dumps({variant: {k: v for k, v in row.items() if k != "graphs"}})[:3000], flush=True)
-        for g in row["graphs"]:
-            print(json.dumps({k: g.get(k) for k in ("nodes", "types", "replay_host_us", "host_us_per_node",
-                                                    "copied_inputs", "error")})[:1500], flush=True)
-            print("   kernels:", json.dumps(g.get("kernels"))[:1500], flush=True)
-        del runner, model, step
+        try:
+            result[variant] = probe_variant(spec, s, base, variant)
+        except Exception as exc:  # noqa: BLE001 - a failing variant is a result, recorded; the other runs
+            result[variant] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+            print(f"{name} {variant}: {result[variant]['error']}", flush=True)
         bench._reset_compiled()
     return result
+
+
+def probe_variant(spec: Any, s: Any, base: Any, variant: str) -> dict[str, Any]:
+    """One variant: compile, warm up, census the recorded graphs, check the gradients, time steps."""
+    import torch
+
+    start = time.perf_counter()
+    model, _ = bench._prepare(base, variant, torch.device("cuda"), torch.bfloat16, spec.video)
+    x, labels = bench._inputs(spec, s, torch.device("cuda"), torch.bfloat16, bench._num_classes(base))
+    model.train()
+    runner = torch.compile(model, mode="reduce-overhead")
+    step = bench.make_step("train", runner, model, x, labels, True)
+    CopyLog.install()
+    for _ in range(WARMUP):
+        step()
+    torch.cuda.synchronize()
+    nodes = tree_nodes()
+    row: dict[str, Any] = {"first_s": round(time.perf_counter() - start, 1), "graphs": []}
+    step()
+    torch.cuda.synchronize()
+    row["grads"] = steals(model, nodes)
+    for node in nodes:
+        graph = getattr(node, "graph", None)
+        if graph is None:
+            continue
+        entry = {"copied_inputs": CopyLog.seen.get(id(node)), **census(graph), **time_replay(graph)}
+        if entry.get("nodes"):
+            entry["host_us_per_node"] = round(entry["replay_host_us"] / entry["nodes"], 2)
+        row["graphs"].append(entry)
+    times = []
+    for _ in range(20):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    row["sync_step_ms"] = round(statistics.median(times), 3)
+    print(json.dumps({variant: {k: v for k, v in row.items() if k != "graphs"}})[:3000], flush=True)
+    for g in row["graphs"]:
+        print(json.dumps({k: g.get(k) for k in ("nodes", "types", "replay_host_us", "host_us_per_node",
+                                                "copied_inputs", "error")})[:1500], flush=True)
+        print("   kernels:", json.dumps(g.get("kernels"))[:1500], flush=True)
+    del runner, model, step
+    return row
 
 
 def main() -> None:
