@@ -26,8 +26,6 @@ _Parameter = torch.nn.Parameter
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._is_torch_function_mode_enabled
 _functorch_level = torch._C._functorch.peek_interpreter_stack
-
-
 _tracing_state = torch._C._get_tracing_state
 _top_saved_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
