@@ -322,6 +322,24 @@ def test_weights_re_laid_after_convert_still_run(grad):
         torch.testing.assert_close(model.weight.grad, stock.weight.grad, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("small_defaults")
+def test_batched_gradients_match_stock():
+    """jacobian(vectorize=True) and autograd.grad(is_grads_batched=True) run the backward under vmap: the
+    eager Functions' backward got a batched grad and td's kernels raised 'Cannot access data pointer of
+    Tensor that doesn't have storage'. Such a backward now goes through the ops."""
+    stock, model = _small_model(False), _small_model(True)
+    x = torch.randn(1, 3, 5, 6)
+    want = torch.autograd.functional.jacobian(stock, x, vectorize=True)
+    torch.testing.assert_close(torch.autograd.functional.jacobian(model, x, vectorize=True), want,
+                               rtol=1e-4, atol=1e-5)
+    xs, xm = x.clone().requires_grad_(), x.clone().requires_grad_()
+    seeds = torch.eye(3).view(3, 1, 3)
+    (got,) = torch.autograd.grad(model(xm), xm, seeds, is_grads_batched=True)
+    (ref,) = torch.autograd.grad(stock(xs), xs, seeds, is_grads_batched=True)
+    torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+
+
 def test_jit_trace_records_torchs_layers_and_jit_script_says_what_to_do(monkeypatch, tmp_path):
     """torch.jit.trace of a converted model raised BadInputType (traced sizes are tensors, td's checks take
     ints); it now records torch's own layers, so the traced module saves, loads and runs as stock's does.

@@ -28,6 +28,7 @@ _function_modes = torch._C._is_torch_function_mode_enabled
 _functorch_level = torch._C._functorch.peek_interpreter_stack
 _tracing_state = torch._C._get_tracing_state
 _top_saved_hooks = torch._C._autograd._top_saved_tensors_default_hooks
+_has_storage = torch._C._has_storage
 
 
 def foreign() -> str | None:
@@ -48,6 +49,14 @@ def foreign() -> str | None:
         return ("saved-tensor hooks in eager code (torch.utils.checkpoint, offloading): a recomputation must "
                 "save what its forward saved")
     return None
+
+
+def _batched_backward(grad: torch.Tensor) -> bool:
+    """Whether this backward's grad is batched: batched gradients (torch.autograd.grad with
+    is_grads_batched=True, jacobian(vectorize=True)) run the backward under vmap (torch's legacy one, or a
+    functorch transform), and a batched tensor has no storage the td.* kernels could read. The ops then
+    compute it (create_graph does the same): under vmap torch runs them once per batch entry."""
+    return _functorch_level() is not None or not _has_storage(grad)
 
 
 _warned: set[str] = set()
@@ -144,7 +153,7 @@ class Conv(torch.autograd.Function):
         start = clock() if plan.timing("td") else None
         x, w, bias = ctx.saved_tensors
         needs = ctx.needs_input_grad
-        if torch.is_grad_enabled():   # create_graph: a differentiable backward through the ops
+        if torch.is_grad_enabled() or _batched_backward(grad):   # through the ops (see _batched_backward)
             return (*conv_grads(x, w, bias, grad, ctx.geometry[1], needs), None, None)
         grad = as_channels_last(grad)
         if plan.vendor_backward:
@@ -198,7 +207,7 @@ class Linear(torch.autograd.Function):
         start = clock() if plan.timing("td") else None
         x, weight, bias = ctx.saved_tensors
         needs = ctx.needs_input_grad
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() or _batched_backward(grad):   # through the ops (see _batched_backward)
             dx, dw_t, db = gemm_grads(x, weight.t(), bias, grad, needs)
             return dx, None if dw_t is None else dw_t.t(), db, None
         grad = matrix(grad)
