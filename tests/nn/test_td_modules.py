@@ -322,6 +322,24 @@ def test_weights_re_laid_after_convert_still_run(grad):
         torch.testing.assert_close(model.weight.grad, stock.weight.grad, rtol=1e-4, atol=1e-4)
 
 
+def test_forward_mode_ad_runs_torchs_layers(monkeypatch):
+    """Under a forward-AD dual level a converted layer raised NotImplementedError (the eager Functions have
+    no jvp); it runs torch's layer (warned once) and its tangent is stock's."""
+    import torch.autograd.forward_ad as fwad
+
+    from tiledispatch.nn import eager
+
+    monkeypatch.setattr(eager, "_warned", set(), raising=False)
+    stock, model = _small_model(False), _small_model(True)
+    x, tangent = torch.randn(2, 3, 5, 6), torch.randn(2, 3, 5, 6)
+    tangents = []
+    with pytest.warns(UserWarning, match="forward-mode AD"):
+        for m in (stock, model):
+            with fwad.dual_level():
+                tangents.append(fwad.unpack_dual(m(fwad.make_dual(x, tangent))).tangent)
+    torch.testing.assert_close(tangents[1], tangents[0])
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("small_defaults")
 def test_batched_gradients_match_stock():

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 
 import tiledispatch as td
 from tiledispatch.dispatch import entry
@@ -39,7 +40,8 @@ def foreign() -> str | None:
       (traced sizes are tensors, which td's checks refuse).
     - Saved-tensor hooks (torch.utils.checkpoint, save_on_cpu): a non-reentrant checkpoint recomputes the
       forward in the backward and needs it to save what the forward saved; a learning LayerPlan alternates
-      td's path and torch's layer from call to call (the plan is left as it is)."""
+      td's path and torch's layer from call to call (the plan is left as it is).
+    - A forward-AD dual level (torch.autograd.forward_ad): the Functions here have no jvp."""
     if _functorch_level() is not None:
         return ("a torch.func transform (grad, vmap, jacrev, ...): the tiledispatch ops have no functorch "
                 "rules")
@@ -48,6 +50,8 @@ def foreign() -> str | None:
     if _top_saved_hooks(False) is not None:
         return ("saved-tensor hooks in eager code (torch.utils.checkpoint, offloading): a recomputation must "
                 "save what its forward saved")
+    if _forward_ad._current_level >= 0:
+        return "forward-mode AD (torch.autograd.forward_ad): the eager Functions have no jvp"
     return None
 
 
