@@ -4,8 +4,8 @@ A custom-op call with autograd goes op -> autograd kernel -> Function -> redispa
 frames of torch's each way; in plain eager code the modules skip that and call the td.* hot paths from a
 Function, so a converted layer's host time stays near torch's own. Whatever transforms tensors (torch.compile
 and export, dispatch and torch-function modes, tensor subclasses) takes the custom ops, whose fake kernels and
-autograd formulas torch reads; so does a backward that builds a graph (create_graph=True). torch.func
-transforms and torch.jit.trace run torch's own layers (`foreign`).
+autograd formulas torch reads; so does a backward that builds a graph (create_graph=True) or runs batched.
+torch.func transforms, torch.jit.trace, saved-tensor hooks and forward AD run torch's own layers (`foreign`).
 """
 from __future__ import annotations
 
