@@ -25,25 +25,72 @@ from typing import Any
 # (name, channels, groups, kernel, size, batch)
 LAYERS = (("dw3x3 128 28x28 n8", 128, 128, 3, 28, 8), ("1x1 128 28x28 n8", 128, 1, 1, 28, 8),
           ("3x3 64 56x56 n8", 64, 1, 3, 56, 8))
+TD_PREFIXES = ("conv_", "gemm_", "pad_copy", "copy_")   # td's generated entry names
 
 
-def node_types(graph: Any) -> dict[str, Any]:
-    """Node types of a kept torch.cuda.CUDAGraph (cuda-python), or why they could not be read."""
+def _driver() -> Any:
+    from cuda.bindings import driver
+    return driver
+
+
+def _origin(name: str) -> str:
+    if name.startswith("triton_"):
+        return "inductor"
+    if name.startswith(TD_PREFIXES):
+        return "td"
+    return "vendor/other"
+
+
+def _param_bytes(drv: Any, func: Any) -> int | None:
+    """Size of a kernel's parameter block (offset + size of its last parameter), or None if unreadable."""
+    end, index = 0, 0
+    while index < 512:
+        err, offset, size = drv.cuFuncGetParamInfo(func, index)
+        if err != drv.CUresult.CUDA_SUCCESS:
+            break
+        end, index = max(end, offset + size), index + 1
+    return end if index else None
+
+
+def census(graph: Any) -> dict[str, Any]:
+    """Nodes of a kept CUDAGraph by type, and its kernel nodes by origin (count, parameter bytes, CTAs)."""
     try:
-        handle = graph.raw_cuda_graph()
-        try:
-            from cuda.bindings import runtime as cudart
-        except ImportError:
-            from cuda import cudart   # type: ignore[no-redef]
-        g = cudart.cudaGraph_t(init_value=handle)
-        err, _, count = cudart.cudaGraphGetNodes(g, 0)
-        err, nodes, count = cudart.cudaGraphGetNodes(g, count)
-        kinds: collections.Counter = collections.Counter()
+        drv = _driver()
+        g = drv.CUgraph(init_value=graph.raw_cuda_graph())
+        err, _, count = drv.cuGraphGetNodes(g, 0)
+        err, nodes, count = drv.cuGraphGetNodes(g, count)
+        types: collections.Counter = collections.Counter()
+        kernels: dict[str, dict[str, Any]] = {}
+        names: collections.Counter = collections.Counter()
         for node in nodes:
-            err, kind = cudart.cudaGraphNodeGetType(node)
-            kinds[str(kind).rsplit(".", 1)[-1]] += 1
-        return {"nodes": int(count), "types": dict(kinds)}
-    except (ImportError, AttributeError, TypeError, RuntimeError) as exc:   # report what failed, go on
+            err, kind = drv.cuGraphNodeGetType(node)
+            kind_name = str(kind).rsplit(".", 1)[-1]
+            types[kind_name] += 1
+            if "KERNEL" not in kind_name:
+                continue
+            err, params = drv.cuGraphKernelNodeGetParams(node)
+            func = params.func
+            err, raw = drv.cuFuncGetName(func)
+            if err != drv.CUresult.CUDA_SUCCESS:   # a library kernel (CUkernel) rather than a CUfunction
+                err, raw = drv.cuKernelGetName(params.kern)
+            ok = err == drv.CUresult.CUDA_SUCCESS
+            name = (raw.decode() if isinstance(raw, bytes) else str(raw)) if ok else f"? ({err})"
+            origin = _origin(name)
+            row = kernels.setdefault(origin, {"nodes": 0, "param_bytes": [], "ctas": [], "smem": []})
+            row["nodes"] += 1
+            row["param_bytes"].append(_param_bytes(drv, func))
+            row["ctas"].append(params.gridDimX * params.gridDimY * params.gridDimZ)
+            row["smem"].append(params.sharedMemBytes)
+            names[f"{origin}:{name[:60]}"] += 1
+        for row in kernels.values():
+            pb = [b for b in row["param_bytes"] if b is not None]
+            row["param_bytes"] = {"median": statistics.median(pb) if pb else None,
+                                  "max": max(pb, default=None), "sum": sum(pb)}
+            row["ctas"] = {"median": statistics.median(row["ctas"]), "max": max(row["ctas"])}
+            row["smem"] = {"median": statistics.median(row["smem"]), "max": max(row["smem"])}
+        return {"nodes": int(count), "types": dict(types), "kernels": kernels,
+                "top_names": dict(names.most_common(25))}
+    except (ImportError, AttributeError, TypeError, RuntimeError, ValueError) as exc:   # report, go on
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
@@ -83,7 +130,7 @@ def replay_us(fn: Callable[[], object], calls: int) -> dict[str, Any]:
     graph.replay()
     torch.cuda.synchronize()
     row = time_replay(graph)
-    row.update(node_types(graph))
+    row.update(census(graph))
     if "nodes" in row and row["nodes"]:
         row["host_us_per_node"] = round(row["replay_host_us"] / row["nodes"], 2)
     return row

@@ -13,7 +13,6 @@ Usage (GPU):  python tools/probe_graph_nodes.py [efficientnet_b0 ...] [--out F.j
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import statistics
 import sys
@@ -25,12 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import models as bench  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from probe_graph_launch import time_replay  # noqa: E402
+from probe_graph_launch import census, time_replay  # noqa: E402
 
 WARMUP = 12
-TD_PREFIXES = ("conv_", "gemm_", "pad_copy", "copy_")   # td's generated entry names
-
-
 def keep_graphs() -> None:
     """Make every torch.cuda.CUDAGraph keep its cudaGraph_t after capture (instantiated on first replay), so
     that the nodes of the graphs cudagraph trees record can be listed."""
@@ -52,72 +48,6 @@ def keep_graphs() -> None:
             return super().__new__(cls, True)
 
     torch.cuda.CUDAGraph = Kept   # type: ignore[misc]
-
-
-def _driver() -> Any:
-    from cuda.bindings import driver
-    return driver
-
-
-def _origin(name: str) -> str:
-    if name.startswith("triton_"):
-        return "inductor"
-    if name.startswith(TD_PREFIXES):
-        return "td"
-    return "vendor/other"
-
-
-def _param_bytes(drv: Any, func: Any) -> int | None:
-    """Size of a kernel's parameter block (offset + size of its last parameter), or None if unreadable."""
-    end, index = 0, 0
-    while index < 512:
-        err, offset, size = drv.cuFuncGetParamInfo(func, index)
-        if err != drv.CUresult.CUDA_SUCCESS:
-            break
-        end, index = max(end, offset + size), index + 1
-    return end if index else None
-
-
-def census(graph: Any) -> dict[str, Any]:
-    """Nodes of a kept CUDAGraph by type, and its kernel nodes by origin (count, parameter bytes, CTAs)."""
-    try:
-        drv = _driver()
-        g = drv.CUgraph(init_value=graph.raw_cuda_graph())
-        err, _, count = drv.cuGraphGetNodes(g, 0)
-        err, nodes, count = drv.cuGraphGetNodes(g, count)
-        types: collections.Counter = collections.Counter()
-        kernels: dict[str, dict[str, Any]] = {}
-        names: collections.Counter = collections.Counter()
-        for node in nodes:
-            err, kind = drv.cuGraphNodeGetType(node)
-            kind_name = str(kind).rsplit(".", 1)[-1]
-            types[kind_name] += 1
-            if "KERNEL" not in kind_name:
-                continue
-            err, params = drv.cuGraphKernelNodeGetParams(node)
-            func = params.func
-            err, raw = drv.cuFuncGetName(func)
-            if err != drv.CUresult.CUDA_SUCCESS:   # a library kernel (CUkernel) rather than a CUfunction
-                err, raw = drv.cuKernelGetName(params.kern)
-            ok = err == drv.CUresult.CUDA_SUCCESS
-            name = (raw.decode() if isinstance(raw, bytes) else str(raw)) if ok else f"? ({err})"
-            origin = _origin(name)
-            row = kernels.setdefault(origin, {"nodes": 0, "param_bytes": [], "ctas": [], "smem": []})
-            row["nodes"] += 1
-            row["param_bytes"].append(_param_bytes(drv, func))
-            row["ctas"].append(params.gridDimX * params.gridDimY * params.gridDimZ)
-            row["smem"].append(params.sharedMemBytes)
-            names[f"{origin}:{name[:60]}"] += 1
-        for row in kernels.values():
-            pb = [b for b in row["param_bytes"] if b is not None]
-            row["param_bytes"] = {"median": statistics.median(pb) if pb else None,
-                                  "max": max(pb, default=None), "sum": sum(pb)}
-            row["ctas"] = {"median": statistics.median(row["ctas"]), "max": max(row["ctas"])}
-            row["smem"] = {"median": statistics.median(row["smem"]), "max": max(row["smem"])}
-        return {"nodes": int(count), "types": dict(types), "kernels": kernels,
-                "top_names": dict(names.most_common(25))}
-    except (ImportError, AttributeError, TypeError, RuntimeError, ValueError) as exc:   # report, go on
-        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def tree_nodes() -> list[Any]:
