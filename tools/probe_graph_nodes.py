@@ -47,6 +47,9 @@ def keep_graphs() -> None:
         def __new__(cls, keep_graph: bool = True) -> Any:
             return super().__new__(cls, True)
 
+        def __init__(self, keep_graph: bool = True) -> None:   # the C++ constructor reads the flag here
+            super().__init__(True)
+
     torch.cuda.CUDAGraph = Kept   # type: ignore[misc]
 
 
