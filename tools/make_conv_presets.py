@@ -92,6 +92,16 @@ HALO = [("direct", bm, bn, 7, 1, warps, stages, "halo", 8)
         for bm, bn, warps in ((4, 64, 4), (2, 64, 2), (8, 32, 4), (8, 64, 8), (1, 64, 1),
                               (8, 64, 4), (4, 64, 2), (4, 128, 4), (16, 32, 4))
         for stages in (1, 2)]
+# kloop 'halofh' (kernels/conv_halo_fh.py): 2-D depthwise bwd_weight with the filter rows in the tile, each dy
+# row loaded once; (block_m dy columns, block_n, warps, split_k (0: per problem), stages), block_k 7 and 5
+# (tools/probe_halo_wgrad.py measured the 7-wide ones against cuDNN on the depthwise7x7 suite, H200, stop 54)
+HALOFH = [("direct", bm, bn, bk, 1, warps, stages, "halofh", 8, split)
+          for bm, bn, warps, split, stages in (
+              (7, 64, 4, 0, 1), (7, 32, 2, 0, 1), (7, 32, 4, 0, 1), (7, 64, 8, 0, 1), (7, 32, 1, 0, 1),
+              (8, 64, 4, 0, 1), (8, 32, 4, 0, 1), (8, 64, 8, 0, 1), (14, 64, 4, 0, 1), (14, 32, 4, 0, 1),
+              (16, 32, 4, 0, 1), (7, 64, 4, 2, 1), (7, 32, 4, 2, 1), (7, 64, 8, 2, 1), (7, 64, 4, 4, 1),
+              (7, 64, 4, 0, 2), (8, 64, 4, 0, 2))
+          for bk in (7, 5)]
 # block_k: filter taps per program (one accumulator tile each). 3 measured best on most depthwise problems of
 # the H200 (session 9, 2-D and 3-D); the 9-tap rows reuse one dy tile for a whole 3x3 filter
 DIRECT_WGRAD = [
@@ -231,7 +241,11 @@ HALO_ESSENTIAL = {
     "bwd_data": frozenset({"direct-16x32x7-g1-w4-s1-halo-a8", "direct-8x64x7-g1-w4-s1-halo-a8",
                            "direct-1x64x7-g1-w1-s1-halo-a8"}),
     "bwd_weight": frozenset({"direct-8x32x7-g1-w4-s1-halo-a8", "direct-4x64x7-g1-w2-s1-halo-a8",
-                             "direct-2x64x7-g1-w2-s1-halo-a8", "direct-1x64x7-g1-w1-s1-halo-a8"}),
+                             "direct-2x64x7-g1-w2-s1-halo-a8", "direct-1x64x7-g1-w1-s1-halo-a8",
+                             # the halofh instances that won layers of the suite (probe_halo_wgrad_h200.json)
+                             "direct-16x32x7-g1-w4-s1-halofh-a8", "direct-7x32x7-g1-w2-s1-halofh-a8",
+                             "direct-7x32x7-g1-w4-s1-halofh-a8-k2", "direct-7x64x7-g1-w4-s1-halofh-a8-k2",
+                             "direct-8x64x7-g1-w4-s1-halofh-a8"}),
 }
 
 
@@ -251,7 +265,7 @@ DIRECT_STAGES = (1, 2, 3)
 def _with_direct_stages(rows: list[tuple]) -> list[tuple]:
     out = []
     for row in rows:
-        expand = row[0] == "direct" and row[7] != "halo"
+        expand = row[0] == "direct" and row[7] not in ("halo", "halofh")
         variants = [(*row[:6], s, *row[7:]) for s in DIRECT_STAGES] if expand else [row]
         out += [v for v in variants if v not in out]
     return out
@@ -260,7 +274,7 @@ def _with_direct_stages(rows: list[tuple]) -> list[tuple]:
 def rows_for(direction: str, stage_variants: bool = False) -> list[tuple]:
     """Every candidate row of a direction, split_k included (0 where the row leaves it out); stage_variants:
     each direct row in every DIRECT_STAGES."""
-    wgrad = _wgrad_igemm() + DIRECT_WGRAD + ROLL_WGRAD + GEMM_1X1_WGRAD + TMA_WGRAD
+    wgrad = _wgrad_igemm() + DIRECT_WGRAD + ROLL_WGRAD + GEMM_1X1_WGRAD + TMA_WGRAD + HALOFH
     rows = (wgrad if direction == "bwd_weight"
             else IGEMM + DIAG + DIRECT_SPATIAL + GEMM_1X1 + TMA) + _im2col(direction) + HALO
     rows = [row if len(row) == 10 else (*row, 0) for row in rows]
@@ -281,7 +295,7 @@ def configs(direction: str, dtype: str, ndim: int, essential_only: bool) -> list
     out = []
     for row in rows_for(direction, stage_variants=True):
         family, bm, bn, bk, gpp, warps, stages, kloop, align, split = row
-        fallback = row in listed and align != 8 and kloop not in ("roll", "im2col", "halo")
+        fallback = row in listed and align != 8 and kloop not in ("roll", "im2col", "halo", "halofh")
         if essential_only and not fallback and instance_key(row) not in chosen:
             continue
         if dtype == "fp32":

@@ -94,7 +94,6 @@ def main() -> int:
     parser.add_argument("--zoo", type=Path, default=ROOT / "benchmarks" / "zoo" / "unseen_zoo.json")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    from tiledispatch.ml.features import FEATURE_SPEC_VERSION
     from tiledispatch.ml.model import CostModel
     from tiledispatch.select import cost_model
 
@@ -109,7 +108,7 @@ def main() -> int:
                 continue
             model_key = cost_model.model_key(problems[rows[0]["problem"]])
             folder = Path(dirs.get(model_key, cost_model.model_dir("sm_90", model_key)))
-            model = CostModel.load(folder, arch="sm_90", spec_version=FEATURE_SPEC_VERSION)
+            model = CostModel.load(folder, arch="sm_90")
             summary = evaluate(rows, problems, model, args.check)
             summary["model"] = {"dir": str(folder), "kernel_kinds": model.meta["kernel_kinds"]}
             out["keys"][name] = summary

@@ -224,14 +224,17 @@ def test_the_default_registries_declare_the_space_where_a_model_serves_the_key(s
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
 def test_the_conv_space_of_a_7x7_depthwise_layer_ranks_the_halo_kernels(direction, tmp_path):
-    """The 2-D `_all` space holds the halo instances, they are valid plans of a ConvNeXt 7x7 depthwise layer
-    (nothing built), and the shipped model ranks every plan of that space: none is left unranked."""
+    """The 2-D `_all` space holds the halo (and for bwd_weight the halofh) instances, they are valid plans of a
+    ConvNeXt 7x7 depthwise layer (nothing built), and the shipped model ranks every plan of that space: none
+    is left unranked."""
     problem = td.ConvProblem(direction, 32, 384, 384, 384, (14, 14), (7, 7), 1, 3, 1, "bf16")
     registry = td.Registry(td.get_arch("sm_90"), cache_dir=tmp_path)
     registry.add_preset(f"conv_{direction}_bf16_2d_all", ("none", False), on_demand=True)
     plans = registry.space_plans(problem)
     halo = [p for p in plans if p.kernel.config.kloop == "halo"]
     assert len(halo) == 18
+    halofh = [p for p in plans if p.kernel.config.kloop == "halofh"]   # bwd_weight only; 7-wide windows
+    assert len(halofh) == (17 if direction == "bwd_weight" else 0)
     model, why = cost_model.shipped_model("sm_90", problem)
     assert model is not None, why
     ranking = selector.by_model_or_rules(plans, problem, registry.arch, model)

@@ -18,11 +18,11 @@ from tiledispatch.bench.dataset import load_frame
 from tiledispatch.bench.schema import problem_from_json
 from tiledispatch.errors import BadInput
 from tiledispatch.ml.features import (
-    FEATURE_SPEC_VERSION,
     feature_frame,
     feature_names,
     features_for,
     spec_dict,
+    spec_version,
 )
 from tiledispatch.ml.model import ModelMismatch, check_spec
 
@@ -39,17 +39,17 @@ def _ok_rows(op: str):
 @pytest.mark.parametrize("op", ["gemm", "conv"])
 def test_spec_round_trip(op):
     spec = spec_dict(op)
-    assert isinstance(spec["version"], int) and spec["version"] == FEATURE_SPEC_VERSION
+    version = spec_version(op)
+    assert isinstance(spec["version"], int) and spec["version"] == version
     again = json.loads(json.dumps(spec))
     assert again == spec and tuple(again["names"]) == feature_names(op)
     assert len(set(spec["names"])) == len(spec["names"])
-    check_spec({"op": op, "feature_spec": again}, FEATURE_SPEC_VERSION, "test")   # accepted
+    check_spec({"op": op, "feature_spec": again}, version, "test")   # accepted
+    check_spec({"op": op, "feature_spec": again}, None, "test")      # None: this tiledispatch's version
     with pytest.raises(ModelMismatch):
-        check_spec({"op": op, "feature_spec": {**again, "version": FEATURE_SPEC_VERSION + 1}},
-                   FEATURE_SPEC_VERSION, "test")
+        check_spec({"op": op, "feature_spec": {**again, "version": version + 1}}, None, "test")
     with pytest.raises(ModelMismatch):   # same version, other names: refused too
-        check_spec({"op": op, "feature_spec": {**again, "names": again["names"][::-1]}}, FEATURE_SPEC_VERSION,
-                   "test")
+        check_spec({"op": op, "feature_spec": {**again, "names": again["names"][::-1]}}, version, "test")
 
 
 def test_spec_of_an_unknown_op():
@@ -147,3 +147,19 @@ def test_every_conv_kernel_kind_has_features_of_its_own():
             for split in (0, 1)]
     tiled = names.index("gemm_tiled")
     assert [row[tiled] for row in np.asarray(features_for(pointwise, gemm, ARCH))] == [0, 1]
+
+
+def test_halofh_is_told_apart_from_halo():
+    """A bwd_weight halofh kernel and a halo kernel of the same tile were one feature row under conv spec 4
+    (no kloop_halofh), so a model could not rank the two kinds apart."""
+    from tiledispatch.configs.conv import ConvConfig
+
+    names = feature_names("conv")
+    depthwise = td.ConvProblem("bwd_weight", 8, 96, 96, 96, (28, 28), (7, 7), 1, 3, 1, "bf16")
+    direct = [ConvConfig(family="direct", direction="bwd_weight", ndim=2, dtype="bf16", block_m=8, block_n=64,
+                         block_k=7, num_warps=4, num_stages=1, kloop=kloop, align=8)
+              for kloop in ("tap", "halo", "halofh")]
+    rows = np.asarray(features_for(depthwise, direct, ARCH))
+    kinds = [names.index(n) for n in ("kloop_halo", "kloop_halofh")]
+    assert [tuple(row[kinds]) for row in rows] == [(0, 0), (1, 0), (0, 1)]
+    assert not np.array_equal(rows[1], rows[2])

@@ -17,7 +17,7 @@ from tiledispatch.bench.dataset import load_frame
 from tiledispatch.bench.schema import problem_from_json
 from tiledispatch.errors import BadInput, InvalidConfig
 from tiledispatch.ml import metrics
-from tiledispatch.ml.features import FEATURE_SPEC_VERSION, feature_frame
+from tiledispatch.ml.features import feature_frame, spec_version
 from tiledispatch.ml.model import CostModel, ModelMismatch
 from tiledispatch.ml.train import FOLD_METHOD, assign_folds, model_of, split_problems, train
 from tiledispatch.ml.validate import evaluate, validate
@@ -42,7 +42,7 @@ def test_train_report_and_metadata(models):
     assert report["cv"][report["kind"]]["mean"] == best["mean"]
     meta = json.loads((root / "gemm" / "meta.json").read_text())
     assert (meta["arch"], meta["op"], meta["direction"], meta["dtype"]) == ("sm_90", "gemm", "none", "bf16")
-    assert meta["feature_spec"]["version"] == FEATURE_SPEC_VERSION and meta["gpu"] == "NVIDIA H200"
+    assert meta["feature_spec"]["version"] == spec_version("gemm") and meta["gpu"] == "NVIDIA H200"
     assert set(meta["versions"]) == {"tiledispatch", "lightgbm", "triton"}
     parts = sorted((GEMM / "parts").glob("part-*.parquet"))
     digest = hashlib.sha256()
@@ -82,7 +82,7 @@ def test_model_scores_rank_candidates(models):
 
 def test_model_of_another_arch_or_spec_is_refused(models, tmp_path):
     root, _ = models
-    for kwargs in ({"arch": "sm_80"}, {"arch": "sm_90", "spec_version": FEATURE_SPEC_VERSION + 1}):
+    for kwargs in ({"arch": "sm_80"}, {"arch": "sm_90", "spec_version": spec_version("gemm") + 1}):
         with pytest.raises(ModelMismatch) as err:
             CostModel.load(root / "gemm", **kwargs)
         assert err.value.field == "model" and isinstance(err.value, InvalidConfig)
@@ -209,3 +209,22 @@ def test_the_model_records_how_its_folds_were_made(models):
     root, _ = models
     meta = json.loads((root / "conv" / "meta.json").read_text())
     assert meta["training"]["fold_method"] == FOLD_METHOD
+
+
+def test_the_tree_count_is_the_best_mean_over_every_fold(models):
+    """The rounds kept are the ROUND_GRID count whose mean top-1 efficiency over all folds is best (ties: the
+    fewer trees); before, early stopping on fold 0 alone chose them (201 trees for stop 54's bwd_weight
+    ranker, whose other folds kept gaining up to 500). The CV reported is that count's; the model has it."""
+    from tiledispatch.ml.train import ROUND_GRID
+
+    root, reports = models
+    for op, report in reports.items():
+        for cv in report["cv"].values():
+            means = {int(r): round(m, 6) for r, m in cv["mean_by_rounds"].items()}
+            assert sorted(means) == list(ROUND_GRID)
+            assert cv["rounds"] == min(r for r, m in means.items() if m == max(means.values()))
+            assert abs(cv["mean"] - means[cv["rounds"]]) < 1e-6
+        meta = json.loads((root / op / "meta.json").read_text())
+        assert meta["training"]["rounds"] == report["cv"][report["kind"]]["rounds"]
+        booster = CostModel.load(root / op).booster
+        assert booster.current_iteration() == meta["training"]["rounds"]

@@ -39,7 +39,6 @@ def _arch() -> dict[str, Any]:
 def _models() -> list[dict[str, Any]]:
     """The cost models shipped in the package (models/<arch>/<key>/meta.json), each with a line of its
     metadata and whether this version can use it."""
-    from tiledispatch.ml.features import FEATURE_SPEC_VERSION
     from tiledispatch.ml.model import META_FILE, check_spec, read_meta
     from tiledispatch.select.cost_model import models_root
 
@@ -48,7 +47,7 @@ def _models() -> list[dict[str, Any]]:
         row: dict[str, Any] = {"arch": folder.parent.name, "key": folder.name, "path": str(folder)}
         try:
             meta = read_meta(folder)
-            check_spec(meta, FEATURE_SPEC_VERSION, folder)
+            check_spec(meta, None, folder)
         except TileDispatchError as exc:
             rows.append({**row, "usable": False, "summary": f"not used: {exc}"})
             continue

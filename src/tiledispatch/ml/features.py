@@ -4,8 +4,8 @@ columns (the dataset schema of tiledispatch.bench.schema), never from kernel nam
 `feature_frame(df, arch)` computes them on dataset rows; `features_for(problem, configs, arch)` builds the
 same rows at run time through the sweep's own row builders (schema.problem_columns / config_columns) and the
 same code. Every feature is a float; one-hot columns stand for the categorical fields (family, k-loop). Bump
-FEATURE_SPEC_VERSION whenever a name, its meaning or its order changes: models trained on another version are
-refused.
+an op's FEATURE_SPEC_VERSIONS entry whenever one of its names, their meaning or order changes: models trained
+on another version are refused.
 """
 from __future__ import annotations
 
@@ -32,8 +32,9 @@ from tiledispatch.problems.conv import ConvProblem
 from tiledispatch.problems.gemm import GemmProblem
 
 # 2: kloop_diag, the block-diagonal tiled view, direct unroll; 3: conv family tma; 4: conv kloop_roll,
-# kloop_halo, kloop_im2col and gemm_tiled (every kernel kind a conv model knows is told apart by a feature)
-FEATURE_SPEC_VERSION = 4
+# kloop_halo, kloop_im2col and gemm_tiled (every kernel kind a conv model knows is told apart by a feature);
+# conv 5: kloop_halofh. Per op: a conv feature leaves the GEMM models' spec as it was
+FEATURE_SPEC_VERSIONS = {"gemm": 4, "conv": 5}
 OPS = ("gemm", "conv")
 MAX_OCCUPANCY = 16
 ARCH_FEATURES = ("sm_count", "smem_per_sm_kb", "peak_tflops", "hbm_gbps")
@@ -49,7 +50,7 @@ CONV_FEATURES = ("n", "c", "k", "groups", "c_per_group", "k_per_group", "ndim", 
                  "stride_prod", "dilation_max", "pad_sum", "log_in_px", "log_out_px", "depthwise", "gemm_m",
                  "gemm_n", "gemm_k", "log_gemm_m", "log_gemm_n", "log_gemm_k", "p_align",
                  "groups_per_program", "group_blocks", "waste_g", "kloop_flat", "kloop_diag", "kloop_roll",
-                 "kloop_halo", "kloop_im2col", "gemm_tiled", "unroll",
+                 "kloop_halo", "kloop_halofh", "kloop_im2col", "gemm_tiled", "unroll",
                  *(f"fam_{f}" for f in CONV_FAMILIES), *TILE_FEATURES, *ARCH_FEATURES)
 NAMES = {"gemm": GEMM_FEATURES, "conv": CONV_FEATURES}
 PROBLEM_FIELDS = {"gemm": GEMM_PROBLEM_FIELDS, "conv": CONV_PROBLEM_FIELDS}
@@ -63,9 +64,16 @@ def feature_names(op: str) -> tuple[str, ...]:
     return NAMES[op]
 
 
+def spec_version(op: str) -> int:
+    """This tiledispatch's feature spec version of `op`."""
+    if op not in FEATURE_SPEC_VERSIONS:
+        raise bad_choice(BadInput, "op", op, OPS)
+    return FEATURE_SPEC_VERSIONS[op]
+
+
 def spec_dict(op: str) -> dict[str, Any]:
     """The feature spec a model stores in its metadata (and is checked against when loaded)."""
-    return {"version": FEATURE_SPEC_VERSION, "op": op, "names": list(feature_names(op))}
+    return {"version": spec_version(op), "op": op, "names": list(feature_names(op))}
 
 
 # -- public API ---------------------------------------------------------------------------------------------
@@ -309,6 +317,7 @@ def _conv_view(cols: dict[str, Any], c: dict[str, Any], out: dict[str, Any]) -> 
                kloop_flat=flat.astype(np.float64), kloop_diag=diag.astype(np.float64),
                kloop_roll=(kloop == "roll").astype(np.float64),
                kloop_halo=(kloop == "halo").astype(np.float64),
+               kloop_halofh=(kloop == "halofh").astype(np.float64),
                kloop_im2col=(kloop == "im2col").astype(np.float64),
                gemm_tiled=(gemm & (np.asarray(c["split_k"]) == 1)).astype(np.float64),
                unroll=np.where(direct, bk, 1.0))

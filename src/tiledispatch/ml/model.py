@@ -23,7 +23,7 @@ from tiledispatch.arch.spec import ArchSpec, normalize_arch
 from tiledispatch.bench import schema
 from tiledispatch.errors import BadInput, InvalidConfig
 from tiledispatch.fsutil import atomic_write_text
-from tiledispatch.ml.features import FEATURE_SPEC_VERSION, feature_matrix, feature_names
+from tiledispatch.ml.features import feature_matrix, feature_names, spec_version
 
 FORMAT = "tiledispatch-cost-model"
 FORMAT_VERSION = 2   # 2: meta names the kernel kinds of the training data
@@ -135,9 +135,9 @@ class CostModel:
 
     @classmethod
     def load(cls, directory: str | Path, arch: ArchSpec | str | None = None,
-             spec_version: int = FEATURE_SPEC_VERSION) -> CostModel:
+             spec_version: int | None = None) -> CostModel:
         """The model in `directory`; ModelMismatch when it was trained for another arch (arch=None: any) or
-        another feature spec version than `spec_version` (default: this tiledispatch's)."""
+        another feature spec version than `spec_version` (default: this tiledispatch's for the model's op)."""
         import lightgbm as lgb
 
         meta = read_meta(directory)
@@ -178,14 +178,16 @@ def read_meta(directory: str | Path) -> dict[str, Any]:
     return meta
 
 
-def check_spec(meta: dict[str, Any], spec_version: int, where: Any) -> None:
-    """ModelMismatch unless the model's feature spec is version `spec_version` (and, for this tiledispatch's
-    version, has exactly its feature names)."""
+def check_spec(meta: dict[str, Any], version: int | None, where: Any) -> None:
+    """ModelMismatch unless the model's feature spec is version `version` (None: this tiledispatch's for the
+    model's op; that version must also name exactly its features)."""
     spec = meta.get("feature_spec") or {}
-    if spec.get("version") != spec_version:
-        raise ModelMismatch(f"the cost model in {where} uses feature spec version {spec.get('version')!r}; "
-                            f"expected {spec_version}: retrain it with this tiledispatch")
+    current = spec_version(meta["op"])
+    version = current if version is None else version
+    if spec.get("version") != version:
+        raise ModelMismatch(f"the cost model in {where} uses {meta['op']} feature spec version "
+                            f"{spec.get('version')!r}; expected {version}: retrain it with this tiledispatch")
     names = list(spec.get("names", []))
-    if spec_version == FEATURE_SPEC_VERSION and names != list(feature_names(meta["op"])):
-        raise ModelMismatch(f"the cost model in {where} names other features than spec version "
-                            f"{FEATURE_SPEC_VERSION}: retrain it with this tiledispatch")
+    if version == current and names != list(feature_names(meta["op"])):
+        raise ModelMismatch(f"the cost model in {where} names other features than {meta['op']} spec version "
+                            f"{current}: retrain it with this tiledispatch")

@@ -58,11 +58,10 @@ def _load(folder: Path, arch: str, key: str) -> tuple[Any, str]:
     """(model or None, why not) for a shipped model directory."""
     if not (folder / "meta.json").is_file():
         return None, f"no cost model for {arch} {key.replace('_', ' ')}"
-    from tiledispatch.ml.features import FEATURE_SPEC_VERSION
     from tiledispatch.ml.model import CostModel, ModelMismatch
 
     try:
-        return CostModel.load(folder, arch=arch, spec_version=FEATURE_SPEC_VERSION), ""
+        return CostModel.load(folder, arch=arch), ""
     except ModelMismatch as exc:
         return None, f"cost model {arch}/{key} refused: {exc}"
 
