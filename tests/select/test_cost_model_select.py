@@ -145,3 +145,23 @@ def test_serving_key_names_the_model_files_that_rank_a_key():
     assert cost_model.serving_key("sm_90", "conv_bwd_data_fp32") is None
     assert cost_model.serving_key("sm_90", "gemm_none_fp32") is None
     assert cost_model.serving_key("sm_90", "gemm_none_fp16") == "gemm_none_fp16"
+
+
+def test_the_bwd_weight_model_ranks_halofh_first_on_convnext_7x7_layers(tmp_path):
+    """kloop halofh won every 7x7 depthwise bwd_weight layer of the depthwise7x7 suite on an H200 (stop 54:
+    tune 1.13x, auto 1.08x of cuDNN). The shipped model knows the kind and ranks one of the essential
+    preset's halofh instances first on each ConvNeXt-T layer (nothing built); a model trained without it
+    left them unranked."""
+    import tiledispatch as td
+    from tiledispatch.problems import conv_suites
+    from tiledispatch.select import selector
+
+    for layer in conv_suites.convnext_tiny_dw_layers():
+        problem = conv_suites.with_direction(conv_suites.problem_of(layer, 32), "bwd_weight")
+        registry = td.Registry(td.get_arch("sm_90"), cache_dir=tmp_path)
+        registry.add_preset("conv_bwd_weight_bf16_2d_essential", ("none", False), on_demand=True)
+        plans = registry.space_plans(problem)
+        model, why = cost_model.shipped_model("sm_90", problem)
+        assert model is not None, why
+        ranking = selector.by_model_or_rules(plans, problem, registry.arch, model)
+        assert not ranking.unranked and ranking.ranked[0][0].kernel.config.kloop == "halofh", layer.name
