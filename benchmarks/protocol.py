@@ -177,10 +177,14 @@ def environment(device: Any) -> dict[str, Any]:
 
 
 def cost_model_digests() -> dict[str, str]:
-    """'arch/key' -> the first 12 hex digits of the sha256 of each packaged cost model's model.txt: which
-    models ranked the plans of a run (a result records them; the models change between commits)."""
-    from tiledispatch.bundle.manifest import sha256_of
+    """'arch/key' -> the first 12 hex digits of the sha256 of each packaged cost model's booster text (the
+    decompressed model.txt.gz, as earlier results hashed model.txt): which models ranked the plans of a run
+    (a result records them; the models change between commits)."""
+    import hashlib
+
+    from tiledispatch.ml.model import MODEL_FILE, model_text
     from tiledispatch.select.cost_model import models_root
 
-    return {f"{path.parent.parent.name}/{path.parent.name}": sha256_of(path)[:12]
-            for path in sorted(models_root().glob("*/*/model.txt"))}
+    return {f"{path.parent.parent.name}/{path.parent.name}":
+            hashlib.sha256(model_text(path.parent).encode()).hexdigest()[:12]
+            for path in sorted(models_root().glob(f"*/*/{MODEL_FILE}"))}

@@ -29,7 +29,7 @@ def model_dir(tmp_path_factory):
 def test_train_table(tmp_path):
     out = _ok(invoke("train", "--data", CONV, "--out", tmp_path / "conv", "--holdout", "0.25"))
     assert "ranker" in out and "regressor" in out and "17 problems held out" in out   # ceil(0.25 * 66)
-    assert (tmp_path / "conv" / "model.txt").exists() and (tmp_path / "conv" / "meta.json").exists()
+    assert (tmp_path / "conv" / "model.txt.gz").exists() and (tmp_path / "conv" / "meta.json").exists()
 
 
 def test_validate_json(model_dir):

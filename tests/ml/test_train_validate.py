@@ -18,7 +18,7 @@ from tiledispatch.bench.schema import problem_from_json
 from tiledispatch.errors import BadInput, InvalidConfig
 from tiledispatch.ml import metrics
 from tiledispatch.ml.features import feature_frame, spec_version
-from tiledispatch.ml.model import CostModel, ModelMismatch
+from tiledispatch.ml.model import CostModel, ModelMismatch, model_text
 from tiledispatch.ml.train import FOLD_METHOD, assign_folds, model_of, split_problems, train
 from tiledispatch.ml.validate import evaluate, validate
 
@@ -49,7 +49,7 @@ def test_train_report_and_metadata(models):
     for part in parts:
         digest.update(part.name.encode() + b"\0" + part.read_bytes())
     assert meta["data"]["hash"] == digest.hexdigest()
-    assert (root / "gemm" / "model.txt").read_text().startswith("tree")
+    assert model_text(root / "gemm").startswith("tree")   # LightGBM's text format, gzip-compressed
     assert reports["conv"]["kind"] == "ranker" and list(reports["conv"]["cv"]) == ["ranker"]
 
 
@@ -228,3 +228,23 @@ def test_the_tree_count_is_the_best_mean_over_every_fold(models):
         assert meta["training"]["rounds"] == report["cv"][report["kind"]]["rounds"]
         booster = CostModel.load(root / op).booster
         assert booster.current_iteration() == meta["training"]["rounds"]
+
+
+def test_the_booster_is_stored_compressed_and_old_formats_are_refused(models, tmp_path):
+    """Format 3 stores the booster gzip-compressed (the uncompressed models had pushed the repository past
+    the 64 MiB a device call carries); saving twice writes the same bytes, and a format-2 directory
+    (model.txt) is refused by name, not misread."""
+    root, _ = models
+    model = CostModel.load(root / "gemm")
+    first, second = model.save(tmp_path / "a"), model.save(tmp_path / "b")
+    assert (first / "model.txt.gz").read_bytes() == (second / "model.txt.gz").read_bytes()
+    assert model_text(first) == model.booster.model_to_string()
+    old = tmp_path / "old"
+    shutil.copytree(root / "gemm", old)
+    (old / "model.txt").write_text(model_text(old))
+    (old / "model.txt.gz").unlink()
+    meta = json.loads((old / "meta.json").read_text())
+    (old / "meta.json").write_text(json.dumps({**meta, "format_version": 2}))
+    with pytest.raises(ModelMismatch) as err:
+        CostModel.load(old)
+    assert "version 2" in str(err.value) and "version 3" in str(err.value)

@@ -25,7 +25,7 @@ def _pct(value: Any) -> str:
 
 def train_cmd(
     data: Annotated[Path, typer.Option("--data", help="dataset directory (tiledispatch sweep --out)")],
-    out: Annotated[Path, typer.Option("--out", help="model directory to write (model.txt + meta.json)")],
+    out: Annotated[Path, typer.Option("--out", help="model directory to write (model.txt.gz + meta.json)")],
     holdout: Annotated[float, typer.Option("--holdout", help="share of the problems held out from training "
                                                              "(split by problem)")] = 0.2,
     seed: Annotated[int, typer.Option("--seed", help="seed of the hold-out split")] = 0,

@@ -1,6 +1,6 @@
 """CostModel: a LightGBM booster for one (arch, op, direction, dtype) and the metadata that says what it is.
 
-    DIR/model.txt    the booster (LightGBM's text format)
+    DIR/model.txt.gz the booster (LightGBM's text format, gzip-compressed)
     DIR/meta.json    format, arch, op, direction, dtype, kind, feature spec, the kernel kinds of the data,
                      data hash, rows / problems trained on, the held-out problems, GPU, versions, creation
                      date, training report
@@ -14,6 +14,7 @@ it.
 """
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,13 +23,13 @@ from typing import Any
 from tiledispatch.arch.spec import ArchSpec, normalize_arch
 from tiledispatch.bench import schema
 from tiledispatch.errors import BadInput, InvalidConfig
-from tiledispatch.fsutil import atomic_write_text
+from tiledispatch.fsutil import atomic_write_bytes, atomic_write_text
 from tiledispatch.ml.features import feature_matrix, feature_names, spec_version
 
 FORMAT = "tiledispatch-cost-model"
-FORMAT_VERSION = 2   # 2: meta names the kernel kinds of the training data
+FORMAT_VERSION = 3   # 2: meta names the kernel kinds of the training data; 3: the booster gzip-compressed
 KINDS = ("regressor", "ranker")
-MODEL_FILE = "model.txt"
+MODEL_FILE = "model.txt.gz"   # LightGBM's text format, gzip-compressed (a quarter of the bytes)
 META_FILE = "meta.json"
 OFFSET_FEATURE = "roofline_log_us"   # what the regressor's target is relative to
 
@@ -126,10 +127,12 @@ class CostModel:
 
     # -- files --------------------------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
-        """Write model.txt and meta.json into `directory` (created; each file written atomically)."""
+        """Write MODEL_FILE and meta.json into `directory` (created; each file written atomically; the
+        compressed bytes depend on the booster alone)."""
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path / MODEL_FILE, self.booster.model_to_string())
+        text = self.booster.model_to_string().encode()
+        atomic_write_bytes(path / MODEL_FILE, gzip.compress(text, compresslevel=9, mtime=0))
         atomic_write_text(path / META_FILE, json.dumps(self.meta, indent=1, sort_keys=False, default=str))
         return path
 
@@ -146,16 +149,21 @@ class CostModel:
                                 f"{_arch_name(arch)}: retrain it on data of that arch")
         check_spec(meta, spec_version, directory)
         try:
-            booster = lgb.Booster(model_str=(Path(directory) / MODEL_FILE).read_text())
+            booster = lgb.Booster(model_str=model_text(directory))
         except FileNotFoundError:
             raise BadInput(f"{directory} has no {MODEL_FILE}", field="model") from None
-        except lgb.basic.LightGBMError as exc:
+        except (OSError, EOFError, UnicodeDecodeError, lgb.basic.LightGBMError) as exc:
             raise InvalidConfig(f"{directory}/{MODEL_FILE} is not a LightGBM model ({exc})",
                                 field="model") from exc
         if booster.num_feature() != len(meta["feature_spec"]["names"]):
             raise ModelMismatch(f"{directory}: the booster reads {booster.num_feature()} features, its spec "
                                 f"names {len(meta['feature_spec']['names'])}")
         return cls(booster, meta)
+
+
+def model_text(directory: str | Path) -> str:
+    """The booster of a model directory in LightGBM's text format (MODEL_FILE decompressed)."""
+    return gzip.decompress((Path(directory) / MODEL_FILE).read_bytes()).decode()
 
 
 def read_meta(directory: str | Path) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The `ml` strategy: LightGBM cost models shipped in the package, one per (arch, op, direction, dtype).
 
-    tiledispatch/models/<arch>/<op>_<direction>_<dtype>/{model.txt, meta.json}
+    tiledispatch/models/<arch>/<op>_<direction>_<dtype>/{model.txt.gz, meta.json}
 
 A model is used only when its arch and feature spec version match (ml.model.CostModel.load refuses
 others); without one, selection falls back to the rules and says so in the selection's notes. A key in
