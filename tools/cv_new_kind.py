@@ -20,22 +20,15 @@ from typing import Any
 
 def out_of_fold_picks(frame: Any, arch: str, problems: list[str], threads: int) -> Any:
     """Per problem, the measured time of the ranker's out-of-fold top-1 pick, at the tree count `train`
-    would choose (ml/train.cross_validate: the best mean over the folds)."""
+    would choose (ml/train.best_rounds)."""
     import numpy as np
     import pandas as pd
 
-    from tiledispatch.ml import metrics
-    from tiledispatch.ml.train import MAX_ROUNDS, ROUND_GRID, fit, predict, training_matrix
+    from tiledispatch.ml.train import best_rounds, fold_tables, training_matrix
 
     _, data, folds = training_matrix(frame, arch, problems)
-    tables: dict[int, list[Any]] = {rounds: [] for rounds in ROUND_GRID}
-    for i in range(int(folds.max()) + 1):
-        booster = fit("ranker", data.subset(folds != i), MAX_ROUNDS, threads)
-        valid = data.subset(folds == i)
-        for rounds in ROUND_GRID:
-            tables[rounds].append(metrics.per_problem(valid.problems, valid.times,
-                                                      predict("ranker", booster, valid, rounds)))
-    best = max(ROUND_GRID, key=lambda r: (round(float(np.mean([t["eff"].mean() for t in tables[r]])), 6), -r))
+    tables = fold_tables("ranker", data, folds, threads)
+    best, _ = best_rounds(tables)
     return pd.concat([t.set_index("problem")["pick_time"] for t in tables[best]]).astype(np.float64)
 
 

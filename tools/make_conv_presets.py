@@ -242,7 +242,7 @@ HALO_ESSENTIAL = {
                            "direct-1x64x7-g1-w1-s1-halo-a8"}),
     "bwd_weight": frozenset({"direct-8x32x7-g1-w4-s1-halo-a8", "direct-4x64x7-g1-w2-s1-halo-a8",
                              "direct-2x64x7-g1-w2-s1-halo-a8", "direct-1x64x7-g1-w1-s1-halo-a8",
-                             # the halofh instances that won layers of the suite (probe_halo_wgrad_h200.json)
+                             # the halofh instances that won layers of the suite (probe_halo_wgrad_h200_stop54.json)
                              "direct-16x32x7-g1-w4-s1-halofh-a8", "direct-7x32x7-g1-w2-s1-halofh-a8",
                              "direct-7x32x7-g1-w4-s1-halofh-a8-k2", "direct-7x64x7-g1-w4-s1-halofh-a8-k2",
                              "direct-8x64x7-g1-w4-s1-halofh-a8"}),

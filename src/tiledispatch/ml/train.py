@@ -141,17 +141,16 @@ class Matrix:
         return Matrix(self.x[mask], self.problems[mask], self.times[mask], self.offset)
 
 
-def _dataset(kind: str, data: Matrix, reference=None):
+def _dataset(kind: str, data: Matrix):
     """A LightGBM Dataset (ranker groups are contiguous: rows are sorted by problem)."""
     import lightgbm as lgb
     import numpy as np
 
     if kind == "regressor":
         target = np.log2(data.times * 1e3) - data.x[:, data.offset]
-        return lgb.Dataset(data.x, target, reference=reference, free_raw_data=False)
+        return lgb.Dataset(data.x, target, free_raw_data=False)
     _, counts = np.unique(data.problems, return_counts=True)
-    return lgb.Dataset(data.x, relevance(data.problems, data.times), group=counts, reference=reference,
-                       free_raw_data=False)
+    return lgb.Dataset(data.x, relevance(data.problems, data.times), group=counts, free_raw_data=False)
 
 
 def fit(kind: str, data: Matrix, rounds: int, threads: int):
@@ -169,23 +168,36 @@ def predict(kind: str, booster, data: Matrix, rounds: int | None = None):
     return raw + data.x[:, data.offset] if kind == "regressor" else -raw
 
 
-def cross_validate(kind: str, data: Matrix, folds, threads: int) -> dict[str, Any]:
-    """Grouped k-fold: per fold a booster of MAX_ROUNDS trees scored at each ROUND_GRID count; the count with
-    the best mean top-1 efficiency over the folds, and its mean / P10 / worst per fold and over the folds."""
-    import numpy as np
-
-    scored: dict[int, list[dict[str, Any]]] = {rounds: [] for rounds in ROUND_GRID}
+def fold_tables(kind: str, data: Matrix, folds, threads: int) -> dict[int, list[Any]]:
+    """Grouped k-fold: per ROUND_GRID count, each fold's metrics.per_problem table of its held-out problems,
+    scored by the first `count` trees of one MAX_ROUNDS booster per fold."""
+    tables: dict[int, list[Any]] = {rounds: [] for rounds in ROUND_GRID}
     for i in range(int(folds.max()) + 1):
         booster = fit(kind, data.subset(folds != i), MAX_ROUNDS, threads)
         valid = data.subset(folds == i)
         for rounds in ROUND_GRID:
-            table = metrics.per_problem(valid.problems, valid.times, predict(kind, booster, valid, rounds))
-            scored[rounds].append({"problems": len(table), "mean": float(table["eff"].mean()),
-                                   "p10": float(np.quantile(table["eff"], 0.1)),
-                                   "worst": float(table["eff"].min())})
-    means = {rounds: float(np.mean([r["mean"] for r in results])) for rounds, results in scored.items()}
-    best = max(ROUND_GRID, key=lambda rounds: (round(means[rounds], 6), -rounds))
-    results = scored[best]
+            tables[rounds].append(metrics.per_problem(valid.problems, valid.times,
+                                                      predict(kind, booster, valid, rounds)))
+    return tables
+
+
+def best_rounds(tables: dict[int, list[Any]]) -> tuple[int, dict[int, float]]:
+    """The count with the best mean top-1 efficiency over the folds (ties: fewer trees), and every count's."""
+    import numpy as np
+
+    means = {rounds: float(np.mean([t["eff"].mean() for t in folds])) for rounds, folds in tables.items()}
+    return max(means, key=lambda rounds: (round(means[rounds], 6), -rounds)), means
+
+
+def cross_validate(kind: str, data: Matrix, folds, threads: int) -> dict[str, Any]:
+    """fold_tables at the best_rounds count: its mean / P10 / worst top-1 efficiency per fold and over the
+    folds, and every count's mean."""
+    import numpy as np
+
+    tables = fold_tables(kind, data, folds, threads)
+    best, means = best_rounds(tables)
+    results = [{"problems": len(t), "mean": float(t["eff"].mean()), "p10": float(np.quantile(t["eff"], 0.1)),
+                "worst": float(t["eff"].min())} for t in tables[best]]
     return {"rounds": best, "folds": results,
             **{key: float(np.mean([r[key] for r in results])) for key in ("mean", "p10", "worst")},
             "mean_by_rounds": {str(rounds): means[rounds] for rounds in ROUND_GRID}}
