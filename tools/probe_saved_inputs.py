@@ -5,11 +5,11 @@ each replay, and each saved value is an input of the backward graph. The convert
 forward graph returned 31 more values than stock's on an H200 (tools/probe_step_split.py). This captures
 both variants' forward graphs with aot_autograd and Inductor's min-cut partitioner (fake tensors: nothing
 runs), counts their outputs by producer, and lists the graph inputs (parameters) that only the converted
-graph saves, with their shapes. --bias-in-op adds a third variant: converted, with the bias of each conv
-on a 1x1 input (squeeze-excitation) inside the op under compile (`bias_in_op`, a patch of this process
-only, for the experiment of docs/design/nn_compiled.md, Stop 54). Needs timm.
+graph saves, with their shapes. --bias-outside adds a third variant: converted, with the bias of each
+conv on a 1x1 input (squeeze-excitation) outside the op under compile, as before stop 55 (`bias_outside`;
+docs/design/nn_compiled.md, Stop 54). Needs timm.
 
-    python tools/probe_saved_inputs.py [efficientnet_b0] [--size 64] [--bias-in-op]
+    python tools/probe_saved_inputs.py [efficientnet_b0] [--size 64] [--bias-outside]
 """
 from __future__ import annotations
 
@@ -27,26 +27,17 @@ class Captured(Exception):
 
 
 @contextlib.contextmanager
-def bias_in_op() -> Iterator[None]:
-    """Within: a converted conv whose input is 1x1 (a squeeze-excitation conv) adds its bias inside the op
-    under compile, instead of outside it (nn/modules._compiled_bias)."""
-    import torch
-
+def bias_outside() -> Iterator[None]:
+    """Within: every converted conv adds its bias outside the op under compile, also on a 1x1 input
+    (squeeze-excitation), as before stop 55 (nn/modules._bias_outside); a patch of this process only."""
     from tiledispatch.nn import modules
 
-    original = modules._TdConv._conv_forward
-
-    def patched(self: Any, input: Any, weight: Any, bias: Any) -> Any:
-        if (torch.compiler.is_compiling() and bias is not None and self.td_reason is None
-                and input.dim() == len(self.kernel_size) + 2 and all(s == 1 for s in input.shape[2:])):
-            return modules._conv_op(input, weight, bias, *self._td_geometry, "none")
-        return original(self, input, weight, bias)
-
-    modules._TdConv._conv_forward = patched
+    original = modules._bias_outside
+    modules._bias_outside = lambda input, spatial: True
     try:
         yield
     finally:
-        modules._TdConv._conv_forward = original
+        modules._bias_outside = original
 
 
 def forward_graph(model: Any, x: Any) -> Any:
@@ -99,7 +90,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", nargs="?", default="efficientnet_b0")
     parser.add_argument("--size", type=int, default=64)
-    parser.add_argument("--bias-in-op", action="store_true", help="add the variant converted_bias_in_op")
+    parser.add_argument("--bias-outside", action="store_true", help="add the variant converted_bias_outside")
     args = parser.parse_args()
     import timm
     import torch
@@ -111,20 +102,20 @@ def main() -> None:
     base = base.to(memory_format=torch.channels_last).train()
     x = torch.randn(2, 3, args.size, args.size, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
     rows = {}
-    for variant in ("stock", "converted", "converted_bias_in_op")[:3 if args.bias_in_op else 2]:
+    for variant in ("stock", "converted", "converted_bias_outside")[:3 if args.bias_outside else 2]:
         model = copy.deepcopy(base)
         if variant != "stock":
             tdnn.convert(model)
-        with bias_in_op() if variant == "converted_bias_in_op" else contextlib.nullcontext():
+        with bias_outside() if variant == "converted_bias_outside" else contextlib.nullcontext():
             rows[variant] = outputs(forward_graph(model, x))
     stock, ours = rows["stock"], rows["converted"]
     only_ours = {name: shape for name, shape in ours["saved"].items() if name not in stock["saved"]}
     report = {"model": args.model, "size": args.size,
               **{v: {k: r[k] for k in ("inputs", "outputs", "by_producer")} for v, r in rows.items()},
               "saved_only_by_converted": only_ours}
-    if args.bias_in_op:
-        report["saved_only_by_converted_bias_in_op"] = {
-            name: shape for name, shape in rows["converted_bias_in_op"]["saved"].items()
+    if args.bias_outside:
+        report["saved_only_by_converted_bias_outside"] = {
+            name: shape for name, shape in rows["converted_bias_outside"]["saved"].items()
             if name not in stock["saved"]}
     print(json.dumps(report, indent=1))
 

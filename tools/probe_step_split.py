@@ -7,11 +7,11 @@ So the extra time is spent on the host between or around the graphs. Per variant
 once and times, per step, the host time of zero_grad + forward (the forward graph's launch), the loss, and
 backward (the backward graph's launch and AccumulateGrad), then the wait for the device; once with the steps
 as benchmarks/models.py runs them, once with a device synchronization before backward (if backward's host
-time then falls, the backward launch was waiting on queued device work, not computing). --bias-in-op adds
-the variant converted_bias_in_op: the squeeze-excitation convs' bias inside the op under compile
-(tools/probe_saved_inputs.bias_in_op; on the CPU it removes the 16 biases the converted graph saves).
+time then falls, the backward launch was waiting on queued device work, not computing). --bias-outside
+adds the variant converted_bias_outside: the squeeze-excitation convs' bias outside the op under compile,
+as before stop 55 (tools/probe_saved_inputs.bias_outside; on the CPU it adds 16 saved biases).
 
-Usage (GPU):  python tools/probe_step_split.py [efficientnet_b0 ...] [--steps N] [--bias-in-op] [--out F]
+Usage (GPU):  python tools/probe_step_split.py [efficientnet_b0 ...] [--steps N] [--bias-outside] [--out F]
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import models as bench  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probe_graph_nodes import tree_nodes  # noqa: E402
-from probe_saved_inputs import bias_in_op  # noqa: E402
+from probe_saved_inputs import bias_outside  # noqa: E402
 
 WARMUP = 15
 PARTS = ("forward", "loss", "backward", "wait")
@@ -79,7 +79,7 @@ def probe_variant(spec: Any, s: Any, base: Any, variant: str, steps: int) -> dic
     import torch
 
     start = time.perf_counter()
-    prepared = "converted" if variant == "converted_bias_in_op" else variant
+    prepared = "converted" if variant == "converted_bias_outside" else variant
     model, _ = bench._prepare(base, prepared, torch.device("cuda"), torch.bfloat16, spec.video)
     x, labels = bench._inputs(spec, s, torch.device("cuda"), torch.bfloat16, bench._num_classes(base))
     model.train()
@@ -100,7 +100,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="*", default=["efficientnet_b0"])
     parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--bias-in-op", action="store_true", help="add the variant converted_bias_in_op")
+    parser.add_argument("--bias-outside", action="store_true", help="add the variant converted_bias_outside")
     parser.add_argument("--only", default=None, help="comma list: time only these variants")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -112,11 +112,11 @@ def main() -> None:
         s = bench.Settings(phases=("train",), modes=("compiled",))
         base, _ = bench.build(spec)
         result: dict[str, Any] = {"model": name}
-        variants = (*bench.VARIANTS, *(("converted_bias_in_op",) if args.bias_in_op else ()))
+        variants = (*bench.VARIANTS, *(("converted_bias_outside",) if args.bias_outside else ()))
         if args.only:
             variants = tuple(v for v in variants if v in args.only.split(","))
         for variant in variants:
-            with bias_in_op() if variant == "converted_bias_in_op" else contextlib.nullcontext():
+            with bias_outside() if variant == "converted_bias_outside" else contextlib.nullcontext():
                 result[variant] = probe_variant(spec, s, base, variant, args.steps)
             bench._reset_compiled()
         results.append(result)

@@ -84,6 +84,14 @@ def _compiled_bias(y: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     return y + bias.view(-1, *[1] * (y.dim() - 2))
 
 
+def _bias_outside(input: torch.Tensor, spatial: int) -> bool:
+    """Whether a compiled conv adds its bias outside the op (_compiled_bias): not on an input of one pixel
+    per image (squeeze-excitation convs). There the fusion saves nothing, and the partitioner, recomputing
+    the add in the backward, saves the bias as one more forward output per conv (an EfficientNet-B0's 16
+    conv_reduce biases, tools/probe_saved_inputs.py), each costing host time per graph replay."""
+    return not all(s == 1 for s in input.shape[input.dim() - spatial:])
+
+
 class _TdConv(torch.nn.modules.conv._ConvNd):
     """The tiledispatch forward of Conv1d/2d/3d (ahead of torch's class in their method order)."""
 
@@ -142,7 +150,7 @@ class _TdConv(torch.nn.modules.conv._ConvNd):
             return super()._conv_forward(input, weight, bias)
         batched = dims == spatial + 2
         x, w, b = _autocast(input, input if batched else input.unsqueeze(0), weight, bias)
-        if compiling and b is not None:   # the bias add stays visible to Inductor (see _compiled_bias)
+        if compiling and b is not None and _bias_outside(x, spatial):   # visible to Inductor (_compiled_bias)
             y = _compiled_bias(_conv_op(x, w, None, *self._td_geometry, "none"), b)
             return y if batched else y.squeeze(0)
         if compiling or not eager.plain(x, w, b):
