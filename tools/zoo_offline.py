@@ -9,9 +9,10 @@ mean / median / P10 / worst of efficiency = fastest plan of ours / time of the p
   essential / essential_top5   the same over the essential preset alone (`auto` by default);
   rules   the rules' top-1.
 --check: the picks must equal the rows' `model_pick` (the ranking reproduces the GPU run), else exit 1.
+--worst N: also list per key the N problems of lowest top-1 efficiency, with the pick and the fastest plan.
 
     python tools/zoo_offline.py RESULTS.json [RESULTS.json ...] [--model KEY=DIR ...] [--check]
-        [--zoo benchmarks/zoo/unseen_zoo.json] [--out PATH]
+        [--worst N] [--zoo benchmarks/zoo/unseen_zoo.json] [--out PATH]
 """
 from __future__ import annotations
 
@@ -49,30 +50,42 @@ def registry_for(problem: Any) -> tuple[Any, set[str]]:
 def picks(problem: Any, times: dict[str, float], registry: Any, essential: set[str], model: Any
           ) -> dict[str, Any]:
     """The model's top-1 / 3 / 5 over the timed plans of `problem`, its top-1 / 5 over the essential ones,
-    and the rules' top-1."""
+    the rules' top-1, and the model's top-1 over the whole space when the run did not time it (a kernel
+    added to the space after the run: the pick over the timed plans is then not what `auto` would run)."""
     from tiledispatch.select.selector import by_model_or_rules, is_vendor
 
-    plans = [p for p in registry.space_plans(problem) if p.label in times and not is_vendor(p)]
+    space = [p for p in registry.space_plans(problem) if not is_vendor(p)]
+    plans = [p for p in space if p.label in times]
     ranked = [plan.label for plan, _ in by_model_or_rules(plans, problem, registry.arch, model).ranked]
+    untimed = [p for p in space if p.label not in times]
+    top = by_model_or_rules(space, problem, registry.arch, model).ranked[0][0].label if untimed else ranked[0]
     ess = by_model_or_rules([p for p in plans if p.kernel.name in essential], problem, registry.arch, model)
     ess_ranked = [plan.label for plan, _ in ess.ranked]
     rules = by_model_or_rules(plans, problem, registry.arch, None, "rules").ranked[0][0].label
     return {"pick": ranked[0], "top3": ranked[:3], "top5": ranked[:5], "rules": rules,
-            "essential": ess_ranked[:5]}
+            "essential": ess_ranked[:5], "untimed_top1": None if top in times else top}
 
 
-def evaluate(rows: list[dict[str, Any]], problems: dict[str, Any], model: Any, check: bool) -> dict[str, Any]:
+def evaluate(rows: list[dict[str, Any]], problems: dict[str, Any], model: Any, check: bool,
+             worst: int = 0) -> dict[str, Any]:
+    cases: list[dict[str, Any]] = []
     eff: dict[str, list[float]] = {"space": [], "space_top3": [], "space_top5": [], "rules": [],
                                    "essential": [], "essential_top5": []}
-    mismatches, registry, essential, key = 0, None, set(), None
+    mismatches, untimed, registry, essential, key = 0, 0, None, set(), None
     for row in rows:
         times = row["times"]
         problem = problems[row["problem"]]
         if registry is None or key != problem.signature().split(":")[:3]:
             (registry, essential), key = registry_for(problem), problem.signature().split(":")[:3]
         chosen = picks(problem, times, registry, essential, model)
-        best = min(ms for label, ms in times.items() if not label.startswith("vendor"))
+        fastest = min((ms, label) for label, ms in times.items() if not label.startswith("vendor"))
+        best = fastest[0]
         eff["space"].append(best / times[chosen["pick"]])
+        cases.append({"problem": row["problem"], "efficiency": round(eff["space"][-1], 4),
+                      "pick": chosen["pick"], "pick_ms": times[chosen["pick"]],
+                      "fastest": fastest[1], "fastest_ms": best,
+                      **({"untimed_top1": chosen["untimed_top1"]} if chosen["untimed_top1"] else {})})
+        untimed += chosen["untimed_top1"] is not None
         eff["space_top3"].append(best / min(times[label] for label in chosen["top3"]))
         eff["space_top5"].append(best / min(times[label] for label in chosen["top5"]))
         eff["rules"].append(best / times[chosen["rules"]])
@@ -81,7 +94,9 @@ def evaluate(rows: list[dict[str, Any]], problems: dict[str, Any], model: Any, c
             eff["essential_top5"].append(best / min(times[label] for label in chosen["essential"]))
         mismatches += check and chosen["pick"] != row["model_pick"]
     return {"problems": len(rows), "efficiency": {k: distribution(v) for k, v in eff.items()},
-            **({"picks_unlike_the_gpu_run": mismatches} if check else {})}
+            "untimed_top1": untimed,
+            **({"picks_unlike_the_gpu_run": mismatches} if check else {}),
+            **({"worst": sorted(cases, key=lambda c: c["efficiency"])[:worst]} if worst else {})}
 
 
 def main() -> int:
@@ -92,6 +107,7 @@ def main() -> int:
     parser.add_argument("--check", action="store_true",
                         help="the picks must equal the rows' model_pick (the model the run used)")
     parser.add_argument("--zoo", type=Path, default=ROOT / "benchmarks" / "zoo" / "unseen_zoo.json")
+    parser.add_argument("--worst", type=int, default=0, help="list the N worst top-1 picks per key")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     from tiledispatch.ml.model import CostModel
@@ -109,13 +125,14 @@ def main() -> int:
             model_key = cost_model.model_key(problems[rows[0]["problem"]])
             folder = Path(dirs.get(model_key, cost_model.model_dir("sm_90", model_key)))
             model = CostModel.load(folder, arch="sm_90")
-            summary = evaluate(rows, problems, model, args.check)
+            summary = evaluate(rows, problems, model, args.check, args.worst)
             summary["model"] = {"dir": str(folder), "kernel_kinds": model.meta["kernel_kinds"]}
             out["keys"][name] = summary
             failed |= bool(summary.get("picks_unlike_the_gpu_run"))
             print(name, json.dumps({k: {m: round(v, 3) for m, v in d.items()}
                                     for k, d in summary["efficiency"].items()}),
-                  summary.get("picks_unlike_the_gpu_run", ""), flush=True)
+                  f"untimed top-1 {summary['untimed_top1']}", summary.get("picks_unlike_the_gpu_run", ""),
+                  flush=True)
     if args.out is not None:
         args.out.write_text(json.dumps(out, indent=1) + "\n")
     return 1 if failed else 0

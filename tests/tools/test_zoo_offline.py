@@ -39,3 +39,24 @@ def test_efficiency_of_the_model_pick_and_the_check(tool):
     assert summary["picks_unlike_the_gpu_run"] == 0
     summary = tool.evaluate([row | {"model_pick": fastest}], problems, model, check=True)
     assert summary["picks_unlike_the_gpu_run"] == 1
+
+
+def test_untimed_top1_and_the_worst_list(tool):
+    """A run that did not time the model's top-1 over the space is counted (its pick over the timed plans is
+    not what `auto` runs), and --worst lists the lowest-efficiency problems with their picks."""
+    from tiledispatch.select import cost_model
+
+    problems = tool.zoo_problems(ZOO)
+    signature, problem = next((s, p) for s, p in problems.items() if s.startswith("conv:fwd:2d"))
+    registry, essential = tool.registry_for(problem)
+    labels = [p.label for p in registry.space_plans(problem) if not p.label.startswith("vendor")]
+    model, _ = cost_model.shipped_model("sm_90", problem)
+    top = tool.picks(problem, dict.fromkeys(labels, 1.0), registry, essential, model)["pick"]
+    times = {label: 1.0 for label in labels if label != top}   # the run lacks the top-1
+    row = {"problem": signature, "times": times, "model_pick": top}
+    summary = tool.evaluate([row], problems, model, check=False, worst=3)
+    assert summary["untimed_top1"] == 1
+    (case,) = summary["worst"]
+    assert case["untimed_top1"] == top and case["pick"] != top and case["efficiency"] == 1.0
+    summary = tool.evaluate([row | {"times": dict.fromkeys(labels, 1.0)}], problems, model, check=False)
+    assert summary["untimed_top1"] == 0 and "worst" not in summary
