@@ -55,7 +55,7 @@ def test_untimed_top1_and_the_worst_list(tool):
     times = {label: 1.0 for label in labels if label != top}   # the run lacks the top-1
     row = {"problem": signature, "times": times, "model_pick": top}
     summary = tool.evaluate([row], problems, model, check=False, worst=3)
-    assert summary["untimed_top1"] == 1
+    assert summary["untimed_top1"] == 1 and "space_where_top1_timed" not in summary   # no other problem
     (case,) = summary["worst"]
     assert case["untimed_top1"] == top and case["pick"] != top and case["efficiency"] == 1.0
     summary = tool.evaluate([row | {"times": dict.fromkeys(labels, 1.0)}], problems, model, check=False)
