@@ -210,6 +210,7 @@ def _forward_graph_outputs(model: nn.Module, x: torch.Tensor) -> int:
                                      bw_compiler=lambda g, _: g.forward,
                                      partition_fn=min_cut_rematerialization_partition)
 
+    torch._dynamo.reset()   # else a Sequential.forward compiled before at other shapes traces dynamic here
     torch.compile(model, backend=backend, fullgraph=True)(x.clone().requires_grad_()).sum().backward()
     torch._dynamo.reset()
     return counts[0]
