@@ -35,8 +35,10 @@ def out_of_fold_picks(frame: Any, arch: str, problems: list[str], threads: int) 
 def summary(old: Any, new: Any, best: Any) -> dict[str, Any]:
     import numpy as np
 
+    from tiledispatch.bench.analysis import geomean
+
     speed = old / new
-    return {"problems": int(len(speed)), "pick_speedup_geomean": float(np.exp(np.log(speed).mean())),
+    return {"problems": int(len(speed)), "pick_speedup_geomean": geomean(speed),
             "new_faster_3pct": float((speed > 1.03).mean()),
             "new_slower_3pct": float((speed < 1 / 1.03).mean()),
             "eff_old": float((best / old).mean()), "eff_new": float((best / new).mean()),
