@@ -93,7 +93,7 @@ def evaluate(rows: list[dict[str, Any]], problems: dict[str, Any], model: Any, c
             eff["essential"].append(best / times[chosen["essential"][0]])
             eff["essential_top5"].append(best / min(times[label] for label in chosen["essential"]))
         mismatches += check and chosen["pick"] != row["model_pick"]
-    timed_top1 = [c["efficiency"] for c in cases if "untimed_top1" not in c]
+    timed_top1 = [e for e, c in zip(eff["space"], cases) if "untimed_top1" not in c]   # unrounded
     return {"problems": len(rows), "efficiency": {k: distribution(v) for k, v in eff.items()},
             "untimed_top1": untimed,
             **({"space_where_top1_timed": distribution(timed_top1)} if untimed and timed_top1 else {}),
