@@ -48,7 +48,6 @@ TOLERANCE = {"fp16": 2e-3, "bf16": 1e-2}    # relative Frobenius error vs the fp
 MEMORY_BOUND_MAX_CPG = 16        # grouped convs with at most this many channels per group are memory-bound
 CANDIDATE_PROTOCOL = Protocol(warmup_ms=0.5, min_samples=5, min_total_ms=2.0, max_samples=30, screen_ratio=1.25,
                               screen_samples=2)
-MARK_BEGIN, MARK_END = "<!-- conv:begin -->", "<!-- conv:end -->"
 
 
 def memory_bound(case: Any) -> bool:
@@ -478,18 +477,18 @@ def write_result(result: dict[str, Any], rows: list, builds: dict, out: Path, st
     out.write_text(json.dumps(result, indent=1, default=str))
 
 
-def update_markdown(json_path: Path, md_path: Path = ROOT / "BENCHMARKS.md") -> None:
-    """Replace (or append) the conv section of BENCHMARKS.md, between the conv markers."""
+def update_markdown(json_path: Path, md_path: Path = ROOT / "BENCHMARKS.md",
+                    results: Path = ROOT / "benchmarks" / "results") -> None:
+    """Render the table block of this result in BENCHMARKS.md again (tables.py), or append one."""
     import tables
 
-    section = tables.conv_section(json_path)
+    try:
+        source = json_path.resolve().relative_to(results.resolve()).as_posix()
+    except ValueError:
+        print(f"{json_path} is not under {results}: BENCHMARKS.md left as it is")
+        return
     text = md_path.read_text() if md_path.exists() else "# Benchmarks\n"
-    if MARK_BEGIN in text and MARK_END in text:
-        head, rest = text.split(MARK_BEGIN, 1)
-        text = head + section + rest.split(MARK_END, 1)[1].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    md_path.write_text(text)
+    md_path.write_text(tables.put_block(text, source, results))
 
 
 def named_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,7 +1,20 @@
-"""Render BENCHMARKS.md from the result JSON files under benchmarks/results/."""
+"""Render the generated tables of BENCHMARKS.md from the result JSON files under benchmarks/results/.
+
+BENCHMARKS.md is written by hand around blocks that this script owns:
+
+    <!-- table: gemm_h200.json -->
+    ...the section rendered from benchmarks/results/gemm_h200.json...
+    <!-- /table -->
+
+A block's source is a result file (rendered by the renderer of its kind) or one of the folders `sweeps`
+and `ml`. `python benchmarks/tables.py` renders every block again and leaves the rest of the file as it is;
+`--check` only reports the blocks that are out of date (exit status 1).
+"""
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -211,7 +224,7 @@ def conv_section(path: Path) -> str:
     x category, then one table per direction."""
     data = json.loads(path.read_text())
     copy = (data.get("limits") or {}).get("hbm_copy_gbps")
-    lines = ["<!-- conv:begin -->", f"## Convolution: tiledispatch vs cuDNN ({path.name})", "",
+    lines = [f"## Convolution: tiledispatch vs cuDNN ({path.name})", "",
              (f"{_versions(data)}, "
               f"CUDA {data['cuda']}, {data['date']}; {data['dtype']}, suites {', '.join(data['suites'])}, "
               f"{data['seconds']:.0f} s."), f"Protocol: {data['protocol']}.",
@@ -248,7 +261,7 @@ def conv_section(path: Path) -> str:
                          f"{_us(r.get('auto_ms'))} | {_x(r.get('auto_ratio'))} | "
                          f"{_x(r.get('tune_tflops'), 1)} | {_x(r.get('tune_gbps'), 0)} | "
                          f"{_pct(r.get('tune_floor_pct'))} | {kernel} |")
-    return "\n".join(lines) + "\n<!-- conv:end -->\n"
+    return "\n".join(lines) + "\n"
 
 
 def sweep_throughput_section(path: Path) -> str:
@@ -320,8 +333,7 @@ def _vendor_median(strategies: dict) -> str:
     return f"{vendor['median']:.2f}" if vendor else "-"
 
 
-# Renderers by the JSON's "benchmark" field (files without one: by file-name prefix), in section order; the
-# GEMM sweeps and cost-model sections (folders) come before those in LAST.
+# Renderers by the JSON's "benchmark" field (files without one: by file-name prefix).
 RENDERERS: dict[str, Callable[[Path], str]] = {
     "gemm": gemm_section,
     "gemm_baseline": gemm_baseline_section,
@@ -333,13 +345,18 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "select_speed": select_speed_section,
     "models": model_report.models_section,
 }
-LAST = ("models",)
+FOLDERS: dict[str, Callable[[Path], str]] = {"sweeps": gemm_sweeps_section, "ml": ml_section}
+BLOCK = re.compile(r"^<!-- table: (?P<source>\S+) -->\n(?P<body>.*?)^<!-- /table -->$", re.S | re.M)
+
+
+class TablesError(ValueError):
+    """A block names a source that is missing or that no renderer takes."""
 
 
 def result_kind(path: Path) -> str | None:
-    """The benchmark a result file holds; None for files not to render (CPU smoke runs)."""
+    """The benchmark a result file holds; None for files with nothing to render (CPU smoke runs, lists)."""
     data = json.loads(path.read_text())
-    if data.get("mode") in ("smoke", "cpu"):
+    if not isinstance(data, dict) or data.get("mode") in ("smoke", "cpu"):
         return None
     if "benchmark" in data:
         return str(data["benchmark"])
@@ -349,31 +366,59 @@ def result_kind(path: Path) -> str | None:
     return "gemm" if path.name.startswith("gemm_") else path.stem
 
 
-def render(results: Path) -> tuple[str, dict[str, list[Path]]]:
-    """BENCHMARKS.md's text from the result files under `results`, and the files no renderer took (by
-    kind)."""
-    parts = ["# Benchmarks", "", "Numbers below are rendered by `python benchmarks/tables.py` from the "
-             "committed JSON in `benchmarks/results/`; every number was measured in one run against the "
-             "vendor library.", ""]
-    by_kind: dict[str, list[Path]] = {}
-    for path in sorted(results.glob("*.json")):
-        kind = result_kind(path)
-        if kind is not None:
-            by_kind.setdefault(kind, []).append(path)
-    def sections(kinds: list[str]) -> list[str]:
-        return [RENDERERS[kind](path) for kind in kinds for path in by_kind.pop(kind, [])]
-
-    parts += sections([kind for kind in RENDERERS if kind not in LAST])
-    parts += [gemm_sweeps_section(results / "sweeps"), ml_section(results / "ml"), *sections(list(LAST))]
-    return "\n".join(parts), by_kind
+def section(results: Path, source: str) -> str:
+    """The section one block shows: its source under `results` rendered."""
+    path = results / source
+    if source in FOLDERS:
+        return FOLDERS[source](path)
+    if not path.is_file():
+        raise TablesError(f"table source {source!r}: no such file under {results}")
+    kind = result_kind(path)
+    if kind not in RENDERERS:
+        raise TablesError(f"table source {source!r}: no renderer for its kind {kind!r} "
+                          f"(renderers: {', '.join(RENDERERS)}; folders: {', '.join(FOLDERS)})")
+    return RENDERERS[kind](path)
 
 
-def main() -> None:
-    text, left = render(ROOT / "benchmarks" / "results")
-    for kind, paths in left.items():
-        print(f"not rendered (no renderer for {kind!r}): {', '.join(p.name for p in paths)}", file=sys.stderr)
-    (ROOT / "BENCHMARKS.md").write_text(text)
+def render(text: str, results: Path) -> str:
+    """`text` with every table block rendered again from its source; everything outside the blocks kept."""
+    def fill(match: re.Match) -> str:
+        source = match["source"]
+        return f"<!-- table: {source} -->\n{section(results, source)}<!-- /table -->"
+    return BLOCK.sub(fill, text)
+
+
+def put_block(text: str, source: str, results: Path) -> str:
+    """`text` with the block of `source` rendered again, or appended at the end when it has none."""
+    if any(m["source"] == source for m in BLOCK.finditer(text)):
+        return BLOCK.sub(lambda m: m[0] if m["source"] != source else
+                         f"<!-- table: {source} -->\n{section(results, source)}<!-- /table -->", text)
+    return f"{text.rstrip()}\n\n<!-- table: {source} -->\n{section(results, source)}<!-- /table -->\n"
+
+
+def stale_blocks(text: str, results: Path) -> list[str]:
+    """The sources whose block in `text` differs from its rendering."""
+    return [m["source"] for m in BLOCK.finditer(text) if m["body"] != section(results, m["source"])]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="report out-of-date blocks, change nothing")
+    parser.add_argument("--file", type=Path, default=ROOT / "BENCHMARKS.md")
+    args = parser.parse_args(argv)
+    results = ROOT / "benchmarks" / "results"
+    text = args.file.read_text()
+    try:
+        stale = stale_blocks(text, results)
+        if not args.check:
+            args.file.write_text(render(text, results))
+    except TablesError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    verb = "out of date" if args.check else "rendered again"
+    print(f"{len(BLOCK.findall(text))} table blocks; {verb}: {', '.join(stale) or 'none'}")
+    return 1 if args.check and stale else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

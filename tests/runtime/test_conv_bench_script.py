@@ -66,14 +66,14 @@ def test_markdown_section_between_markers(conv, tmp_path: Path) -> None:
     path.write_text(json.dumps(result))
     md = tmp_path / "BENCHMARKS.md"
     md.write_text("# Benchmarks\n\n## GEMM\n\nkeep me\n")
-    conv.update_markdown(path, md)
+    conv.update_markdown(path, md, results=tmp_path)
     first = md.read_text()
-    assert "keep me" in first and first.count(conv.MARK_BEGIN) == 1 and "4.00" in first
-    conv.update_markdown(path, md)                                      # replaced in place, not appended again
+    assert "keep me" in first and first.count("<!-- table: conv_h200.json -->") == 1 and "4.00" in first
+    conv.update_markdown(path, md, results=tmp_path)                    # replaced in place, not appended again
     assert md.read_text() == first
     md.write_text(first + "\n## after\n")
-    conv.update_markdown(path, md)
-    assert md.read_text().endswith("## after\n") and md.read_text().count(conv.MARK_END) == 1
+    conv.update_markdown(path, md, results=tmp_path)
+    assert md.read_text().endswith("## after\n") and md.read_text().count("<!-- /table -->") == 1
 
 
 def test_ceiling_is_reported_beside_each_check(conv) -> None:

@@ -1,5 +1,6 @@
-"""benchmarks/tables.py: the model benchmark's results render into BENCHMARKS.md, and a dispatch-overhead run
-that lacks variants still renders."""
+"""benchmarks/tables.py: table blocks of BENCHMARKS.md render from their sources and nothing else changes, the
+committed BENCHMARKS.md is up to date with its JSON, the model benchmark's results render, and a
+dispatch-overhead run that lacks variants still renders."""
 from __future__ import annotations
 
 import importlib
@@ -33,13 +34,37 @@ def _models_result(path: Path, mode: str = "gpu") -> None:
 
 def test_models_results_render(tables, tmp_path):
     _models_result(tmp_path / "models_h200.json")
-    _models_result(tmp_path / "models_cpu_smoke.json", mode="smoke")
-    text, left = tables.render(tmp_path)
-    assert not left
+    text = tables.section(tmp_path, "models_h200.json")
     assert text.count("## Models: stock vs converted") == 1 and "(models_h200.json)" in text
     assert "Note: first run" in text and "| resnet50 | " in text and "54 / 0" in text
     assert "| resnet50 | stock_eager | 5.0 | 40% |" in text   # conv/GEMM share of the GPU time
     assert "Failed: RuntimeError: out of memory" in text
+
+
+def test_blocks_render_again_and_the_prose_stays(tables, tmp_path):
+    _models_result(tmp_path / "models_h200.json")
+    page = ("# Benchmarks\n\nWritten by hand.\n\n<!-- table: models_h200.json -->\nstale\n<!-- /table -->\n\n"
+            "More prose, | not a table |.\n")
+    assert tables.stale_blocks(page, tmp_path) == ["models_h200.json"]
+    text = tables.render(page, tmp_path)
+    assert text.startswith("# Benchmarks\n\nWritten by hand.\n\n<!-- table: models_h200.json -->\n## Models")
+    assert text.endswith("<!-- /table -->\n\nMore prose, | not a table |.\n") and "stale" not in text
+    assert tables.stale_blocks(text, tmp_path) == [] and tables.render(text, tmp_path) == text
+
+
+def test_a_block_without_a_renderable_source_names_it(tables, tmp_path):
+    _models_result(tmp_path / "models_cpu_smoke.json", mode="smoke")
+    for source in ("missing.json", "models_cpu_smoke.json"):
+        with pytest.raises(tables.TablesError, match=source):
+            tables.render(f"<!-- table: {source} -->\n<!-- /table -->\n", tmp_path)
+
+
+def test_committed_benchmarks_md_is_up_to_date_with_its_json(tables):
+    """Changing a result file that BENCHMARKS.md renders needs `python benchmarks/tables.py` in the same
+    change."""
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    assert len(tables.BLOCK.findall(text)) >= 10
+    assert tables.stale_blocks(text, ROOT / "benchmarks" / "results") == []
 
 
 def test_dispatch_overhead_renders_a_run_without_some_variants(tables, tmp_path):
