@@ -276,17 +276,36 @@ def test_resources():
     assert conv_halo.resources(dataclasses.replace(cfg, num_stages=1)).shared_memory == 0
 
 
+def _ends(configs: list) -> list:
+    """Per direction, the instances at each end of the tile's rows, channels and warps: the smallest with the
+    fewest pipeline stages, the largest with the most (15 of the 54 bf16 7x7 instances, every entry's code
+    path; compiling all 54 took two minutes of the slow lane on two cores)."""
+    picked: list = []
+    for direction in dict.fromkeys(cfg.direction for cfg in configs):
+        mine = [cfg for cfg in configs if cfg.direction == direction]
+        stages = [cfg.num_stages for cfg in mine]
+        for field in ("block_m", "block_n", "num_warps"):
+            values = [getattr(cfg, field) for cfg in mine]
+            for value, stage in ((min(values), min(stages)), (max(values), max(stages))):
+                cfg = next(c for c in mine if getattr(c, field) == value and c.num_stages == stage)
+                if cfg not in picked:
+                    picked.append(cfg)
+    return picked
+
+
 def _halo7_registry(load_script) -> td.Registry:
-    """The bf16 instances of tools/probe_halo7.py, every direction, for sm_90."""
+    """The bf16 instances of tools/probe_halo7.py at the ends of their tile space (_ends), every direction,
+    for sm_90."""
     probe = load_script("tools/probe_halo7.py")
     reg = td.Registry("sm_90")
-    for cfg in [cfg for d in probe.HALO7_DIRECTIONS for cfg in probe.halo7_configs(reg.arch, direction=d)]:
+    configs = [cfg for d in probe.HALO7_DIRECTIONS for cfg in probe.halo7_configs(reg.arch, direction=d)]
+    for cfg in _ends(configs):
         reg.add(cfg)
     return reg
 
 
 def prebuild_registries(items, load_script):
-    """(tests/conftest.py) The selected cases' instances, and the 7x7 instances (54 compiles) when
+    """(tests/conftest.py) The selected cases' instances, and the 7x7 instances (15 compiles) when
     test_7x7_instances_compile_for_sm90 runs."""
     wanted = any(item.name == "test_7x7_instances_compile_for_sm90" for item in items)
     return [_cases_configs(items), *([_halo7_registry(load_script)] if wanted else [])]
@@ -294,10 +313,11 @@ def prebuild_registries(items, load_script):
 
 @pytest.mark.slow
 def test_7x7_instances_compile_for_sm90(load_script, prebuild):
-    """The bf16 instances of tools/probe_halo7.py (every direction), compiled for sm_90 without a GPU (those
-    that the session's prebuild worker has not compiled yet)."""
+    """The bf16 instances of tools/probe_halo7.py at the ends of their tile space (every direction), compiled
+    for sm_90 without a GPU (those that the session's prebuild worker has not compiled yet)."""
     prebuild.claim(__name__)
     reg = _halo7_registry(load_script)
     assert {kernel.config.direction for kernel in reg.kernels} == {"fwd", "bwd_data", "bwd_weight"}
+    assert {kernel.config.num_warps for kernel in reg.kernels} == {1, 4, 8} and len(reg.kernels) == 15
     report = reg.build(max_workers=2)
     assert not report.failed, report.failed
