@@ -1,5 +1,5 @@
-"""tools/zoo_offline.py: ranking a zoo problem's timed plans offline gives the efficiencies of the picks, and
---check reports picks unlike the GPU run's."""
+"""tools/zoo_offline.py: ranking a zoo problem's timed plans offline (conv and GEMM) gives the efficiencies
+of the picks, and --check reports picks unlike the GPU run's."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,11 +14,12 @@ def tool(load_script):
     return load_script("tools/zoo_offline.py")
 
 
-def test_efficiency_of_the_model_pick_and_the_check(tool):
+@pytest.mark.parametrize("key", ["conv:fwd:2d", "gemm"])
+def test_efficiency_of_the_model_pick_and_the_check(tool, key):
     from tiledispatch.select import cost_model
 
     problems = tool.zoo_problems(ZOO)
-    signature, problem = next((s, p) for s, p in problems.items() if s.startswith("conv:fwd:2d"))
+    signature, problem = next((s, p) for s, p in problems.items() if s.startswith(key))
     registry, essential = tool.registry_for(problem)
     labels = [p.label for p in registry.space_plans(problem) if not p.label.startswith("vendor")]
     model, _ = cost_model.shipped_model("sm_90", problem)
