@@ -380,25 +380,34 @@ def section(results: Path, source: str) -> str:
     return RENDERERS[kind](path)
 
 
-def render(text: str, results: Path) -> str:
-    """`text` with every table block rendered again from its source; everything outside the blocks kept."""
+def _block(source: str, body: str) -> str:
+    return f"<!-- table: {source} -->\n{body}<!-- /table -->"
+
+
+def render(text: str, results: Path, only: str | None = None) -> str:
+    """`text` with every table block (or only the block of source `only`) rendered again from its source;
+    everything outside the blocks kept."""
     def fill(match: re.Match) -> str:
         source = match["source"]
-        return f"<!-- table: {source} -->\n{section(results, source)}<!-- /table -->"
+        return match[0] if only not in (None, source) else _block(source, section(results, source))
     return BLOCK.sub(fill, text)
 
 
 def put_block(text: str, source: str, results: Path) -> str:
     """`text` with the block of `source` rendered again, or appended at the end when it has none."""
     if any(m["source"] == source for m in BLOCK.finditer(text)):
-        return BLOCK.sub(lambda m: m[0] if m["source"] != source else
-                         f"<!-- table: {source} -->\n{section(results, source)}<!-- /table -->", text)
-    return f"{text.rstrip()}\n\n<!-- table: {source} -->\n{section(results, source)}<!-- /table -->\n"
+        return render(text, results, only=source)
+    return f"{text.rstrip()}\n\n{_block(source, section(results, source))}\n"
+
+
+def _changed(old: str, new: str) -> list[str]:
+    """The sources whose block body differs between `old` and its rendering `new` (same blocks, in order)."""
+    return [a["source"] for a, b in zip(BLOCK.finditer(old), BLOCK.finditer(new)) if a["body"] != b["body"]]
 
 
 def stale_blocks(text: str, results: Path) -> list[str]:
     """The sources whose block in `text` differs from its rendering."""
-    return [m["source"] for m in BLOCK.finditer(text) if m["body"] != section(results, m["source"])]
+    return _changed(text, render(text, results))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -409,12 +418,13 @@ def main(argv: list[str] | None = None) -> int:
     results = ROOT / "benchmarks" / "results"
     text = args.file.read_text()
     try:
-        stale = stale_blocks(text, results)
-        if not args.check:
-            args.file.write_text(render(text, results))
+        rendered = render(text, results)
     except TablesError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    stale = _changed(text, rendered)
+    if not args.check:
+        args.file.write_text(rendered)
     verb = "out of date" if args.check else "rendered again"
     print(f"{len(BLOCK.findall(text))} table blocks; {verb}: {', '.join(stale) or 'none'}")
     return 1 if args.check and stale else 0
