@@ -163,3 +163,38 @@ def test_halofh_is_told_apart_from_halo():
     kinds = [names.index(n) for n in ("kloop_halo", "kloop_halofh")]
     assert [tuple(row[kinds]) for row in rows] == [(0, 0), (1, 0), (0, 1)]
     assert not np.array_equal(rows[1], rows[2])
+
+
+@pytest.mark.parametrize("direction, spatial", [("fwd", (14, 14)), ("bwd_data", (13, 13)), ("fwd", (4, 14, 14))])
+def test_tma_tiles_are_the_kernels_pixel_boxes(direction, spatial):
+    """Family tma tiles one image's pixels into boxes (kernels/conv_tma.tiles). Up to conv spec 5 the
+    features counted flat rows: a 256-pixel tile on 14x14 images looked full where its 32x8 boxes are 38%
+    full, and the models picked it on such layers at 64% of the best plan's speed."""
+    from tiledispatch.configs.conv import ConvConfig
+    from tiledispatch.kernels import conv_tma
+
+    ndim = len(spatial)
+    problem = td.ConvProblem(direction, 64, 304, 304, 1, spatial, (3,) * ndim, 1, 1, 1, "bf16")
+    configs = [ConvConfig(family="tma", direction=direction, ndim=ndim, dtype="bf16", block_m=bm, block_n=128,
+                          block_k=64, num_warps=w, num_stages=3, kloop="tap", align=8)
+               for bm, w in ((256, 8), (128, 4))]
+    frame = features_for(problem, configs, ARCH)
+    for cfg, (_, row) in zip(configs, frame.iterrows()):
+        assert row["tiles_m"] == conv_tma.pixel_tiles(cfg, problem)
+        assert row["tiles_m"] * row["tiles_n"] == conv_tma.tiles(cfg, problem)
+        assert row["waste_m"] == pytest.approx(row["tiles_m"] * cfg.block_m / (64 * np.prod(spatial)))
+    assert (frame["waste_m"] > 1.3).all()   # flat rows: 12544 or 50176 pixels fill 256-pixel tiles exactly
+
+
+def test_tma_bwd_weight_steps_are_its_pixel_boxes():
+    """bwd_weight tma (kloop taprow) reduces over boxes of block_k pixels of one image
+    (kernels/conv_tma_wgrad.boxes), split into SPLITS ranges."""
+    from tiledispatch.configs.conv import ConvConfig
+    from tiledispatch.kernels import conv_tma_wgrad
+
+    problem = td.ConvProblem("bwd_weight", 8, 64, 64, 1, (14, 14), (3, 3), 1, 1, 1, "bf16")
+    cfg = ConvConfig(family="tma", direction="bwd_weight", ndim=2, dtype="bf16", block_m=64, block_n=64,
+                     block_k=64, num_warps=4, num_stages=3, kloop="taprow", align=8)
+    row = features_for(problem, [cfg], ARCH).iloc[0]
+    splits = row["splits"]
+    assert row["k_iters"] == np.ceil(conv_tma_wgrad.boxes(cfg, problem) / max(splits, 1))

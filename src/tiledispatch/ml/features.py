@@ -33,8 +33,9 @@ from tiledispatch.problems.gemm import GemmProblem
 
 # 2: kloop_diag, the block-diagonal tiled view, direct unroll; 3: conv family tma; 4: conv kloop_roll,
 # kloop_halo, kloop_im2col and gemm_tiled (every kernel kind a conv model knows is told apart by a feature);
-# conv 5: kloop_halofh. Per op: a conv feature leaves the GEMM models' spec as it was
-FEATURE_SPEC_VERSIONS = {"gemm": 4, "conv": 5}
+# conv 5: kloop_halofh; conv 6: family tma's tiles are its pixel boxes (tiles_m of fwd / bwd_data, k_iters of
+# bwd_weight), not flat pixel rows. Per op: a conv feature leaves the GEMM models' spec as it was
+FEATURE_SPEC_VERSIONS = {"gemm": 4, "conv": 6}
 OPS = ("gemm", "conv")
 MAX_OCCUPANCY = 16
 ARCH_FEATURES = ("sm_count", "smem_per_sm_kb", "peak_tflops", "hbm_gbps")
@@ -250,7 +251,7 @@ def _conv_problem(cols: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
     p = _num(cols, "p_")
     ndim = p["ndim"]
     def dims(name):
-        return [np.where(ndim > i, p[f"{name}_{i}"], 1.0) for i in range(3)]
+        return _extents(p, name)
     spatial, filt, stride = dims("spatial"), dims("filter"), dims("stride")
     taps, in_px, out_px = np.prod(filt, axis=0), np.prod(spatial, axis=0), np.prod(dims("out"), axis=0)
     direction = np.asarray(cols["p_direction"], dtype=object)
@@ -305,6 +306,12 @@ def _conv_view(cols: dict[str, Any], c: dict[str, Any], out: dict[str, Any]) -> 
     merged = np.where(igemm, gpp, 1.0)
     blocks = np.where(implicit & ~diag, _cdiv(p["groups"], gpp), 1.0)
     tiles_m, tiles_n = _cdiv(rows, bm), _cdiv(columns, bn)
+    tma = family == "tma"
+    if tma.any():   # its tiles are boxes of one image's pixels (kernels/conv_tma.box_of), not flat rows
+        extents = [np.where(dgrad, s, o) for s, o in zip(_extents(p, "spatial"), _extents(p, "out"))]
+        tiles_m = np.where(tma & ~wgrad, p["n"] * _box_count(p["ndim"], bm, extents, tma & ~wgrad), tiles_m)
+        boxes = p["n"] * _box_count(p["ndim"], bk, _extents(p, "out"), tma & wgrad)
+        k_iters = np.where(tma & wgrad, _cdiv(boxes, splits), k_iters)
     # diag: a [BM, BN] x [BN, BN] dot per tap against the block-diagonal weight (BN / BK times the
     # useful work)
     # bwd_weight diag: the [BN, BN] result tile holds BN / (C/G) times the useful pairs
@@ -327,6 +334,29 @@ def _conv_view(cols: dict[str, Any], c: dict[str, Any], out: dict[str, Any]) -> 
             "units": tiles_m * tiles_n * blocks * splits, "k_iters": k_iters,
             "smem": np.where(direct, 0.0, np.maximum(c["num_stages"], 1) * stage),
             "acc": bm * bn * merged, "flops": p["flops"], "bytes": p["min_bytes"]}
+
+
+def _extents(p: dict[str, Any], name: str) -> list[Any]:
+    """The three `name` extents of each row, outermost first (1 past the problem's ndim)."""
+    import numpy as np
+
+    return [np.where(p["ndim"] > i, p[f"{name}_{i}"], 1.0) for i in range(3)]
+
+
+def _box_count(ndim, pixels, extents: list[Any], mask) -> Any:
+    """Per row where `mask` holds: the tma boxes of `pixels` pixels (conv_tma.box_of) that cover one image
+    of `extents`; 1 elsewhere."""
+    import numpy as np
+
+    from tiledispatch.kernels.conv_tma import box_of
+
+    count = np.ones(len(ndim))
+    pairs = np.stack([ndim, pixels], axis=1)[mask]
+    for nd, px in {(int(a), int(b)) for a, b in pairs}:
+        rows = mask & (ndim == nd) & (pixels == px)
+        for extent, size in zip(extents, box_of(nd, px)):
+            count = np.where(rows, count * _cdiv(extent, max(size, 1)), count)
+    return count
 
 
 def _tile_features(view: dict[str, Any], c: dict[str, Any], out: dict[str, Any], arch: ArchSpec) -> None:
