@@ -9,7 +9,9 @@
 # work directory), so the resumed sweep measures them again. TD_PROBLEMS=PREFIX adds the problems of the files
 # PREFIX_<direction>.json to a conv dataset instead of random ones (e.g. benchmarks/zoo/train_real2d: real
 # layers of timm models, tools/train_corpus.py). TD_NDIMS="3" sweeps the conv presets of those ranks only
-# (default "2 3"; the 3-D corpus benchmarks/zoo/train_real3d needs no 2-D kernel built).
+# (default "2 3"; the 3-D corpus benchmarks/zoo/train_real3d needs no 2-D kernel built). Each sweep stops
+# TD_COMPACT_S seconds (default 90) before the budget runs out: compacting and packing a 57k-row sweep took
+# about 80 s on the H200 machine.
 set -u
 budget=$1; shift
 gpu=${TD_GPU_SLUG:-h200}
@@ -38,7 +40,7 @@ for name in "$@"; do
             python -m tiledispatch data drop "$work/$name" --family "$family" 2>&1 | tee -a "$log"
         done
     fi
-    left=$(( end - $(date +%s) ))
+    left=$(( end - $(date +%s) - ${TD_COMPACT_S:-90} ))
     if [ "$left" -lt 30 ]; then echo "no time left for $name" | tee -a "$log"; continue; fi
     echo "== $name (${left} s left)" | tee -a "$log"
     timeout -s INT "$left" python -m tiledispatch sweep "${args[@]}" "${random_problems[@]}" --vendor --resume \
