@@ -84,7 +84,8 @@ def main() -> None:
     report = {"data": str(args.data), "new": str(args.new), "new_problems": len(new), "holdout": args.holdout,
               "with_new": with_new, "without_new": without,
               "old_pick_speedup_geomean": geomean(speed),
-              "old_faster_3pct": float((speed > 1.03).mean()), "old_slower_3pct": float((speed < 1 / 1.03).mean())}
+              "old_faster_3pct": float((speed > 1.03).mean()),
+              "old_slower_3pct": float((speed < 1 / 1.03).mean())}
     print(json.dumps(report, indent=1))
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n")
