@@ -1,12 +1,13 @@
 """Do newly swept problems make the ranker pick better on the others? Same folds, with and without them (CPU).
 
-The cross-validated numbers of a model trained on a grown dataset are not comparable with the shipped
-model's: the folds hold other problems. This tool assigns the folds once, over every training problem of
-the grown dataset (as `tiledispatch train` does), and fits each fold's ranker twice: on the fold's training
-problems, and on the same minus the new ones (`--new`: the problems of a corpus file, by tag). Both score
-the same held-out problems, each at the tree count `train` would choose for it (ml/train.best_rounds over
-the scored old problems). Reported per side: mean / P10 / worst top-1 efficiency on the old problems, on
-the new ones, and the geomean speed-up of the picks on the old problems.
+The cross-validated numbers of a model trained on a grown dataset are not comparable with the shipped model's:
+the folds hold other problems. This tool assigns the folds once, over every training problem of the grown
+dataset (as `tiledispatch train` does), and fits each fold's ranker twice: on the fold's training problems,
+and on the same minus the new ones (`--new`: the problems of a corpus file, by tag). Both score the same
+held-out problems (ml/train.fold_tables), each at the tree count with the best mean top-1 efficiency over the
+old problems of every fold pooled (ml/train.best_rounds averages per fold instead). Reported per side: mean /
+P10 / worst top-1 efficiency on the old problems, on the new ones, and the geomean speed-up of the picks on
+the old problems.
 
     python tools/cv_new_data.py data/h200/conv_fwd_bf16 --new benchmarks/zoo/train_real2d_b_fwd.json
         [--holdout 0.02] [--threads 1] [--out F.json]
@@ -17,21 +18,6 @@ import argparse
 import json
 from pathlib import Path
 from typing import Any
-
-
-def fold_picks(data: Any, folds: Any, train_mask: Any, threads: int) -> dict[int, list[Any]]:
-    """Per ROUND_GRID count, each fold's per-problem table, fitting only on rows in `train_mask`."""
-    from tiledispatch.ml import metrics
-    from tiledispatch.ml.train import MAX_ROUNDS, ROUND_GRID, fit, predict
-
-    tables: dict[int, list[Any]] = {rounds: [] for rounds in ROUND_GRID}
-    for i in range(int(folds.max()) + 1):
-        booster = fit("ranker", data.subset((folds != i) & train_mask), MAX_ROUNDS, threads)
-        valid = data.subset(folds == i)
-        for rounds in ROUND_GRID:
-            tables[rounds].append(metrics.per_problem(valid.problems, valid.times,
-                                                      predict("ranker", booster, valid, rounds)))
-    return tables
 
 
 def side(tables: dict[int, list[Any]], new: set[str]) -> tuple[dict[str, Any], Any]:
@@ -66,7 +52,7 @@ def main() -> None:
 
     from tiledispatch.bench.analysis import geomean
     from tiledispatch.bench.dataset import Dataset
-    from tiledispatch.ml.train import data_arch, kernel_rows, split_problems, training_matrix
+    from tiledispatch.ml.train import data_arch, fold_tables, kernel_rows, split_problems, training_matrix
 
     frame = kernel_rows(Dataset(args.data).frame())
     arch = data_arch(frame)
@@ -77,8 +63,8 @@ def main() -> None:
     problems, _ = split_problems(frame["problem"].unique().tolist(), args.holdout, args.seed)
     _, data, folds = training_matrix(frame, arch, problems)
     is_new = np.isin(data.problems, list(new))
-    with_new, t_with = side(fold_picks(data, folds, np.ones(len(folds), bool), args.threads), new)
-    without, t_without = side(fold_picks(data, folds, ~is_new, args.threads), new)
+    with_new, t_with = side(fold_tables("ranker", data, folds, args.threads), new)
+    without, t_without = side(fold_tables("ranker", data, folds, args.threads, fit_mask=~is_new), new)
     old = t_with.index[~t_with.index.isin(list(new))]
     speed = t_without.loc[old, "pick_time"].to_numpy() / t_with.loc[old, "pick_time"].to_numpy()
     report = {"data": str(args.data), "new": str(args.new), "new_problems": len(new), "holdout": args.holdout,

@@ -250,10 +250,8 @@ def _conv_problem(cols: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
 
     p = _num(cols, "p_")
     ndim = p["ndim"]
-    def dims(name):
-        return _extents(p, name)
-    spatial, filt, stride = dims("spatial"), dims("filter"), dims("stride")
-    taps, in_px, out_px = np.prod(filt, axis=0), np.prod(spatial, axis=0), np.prod(dims("out"), axis=0)
+    spatial, filt, stride, output = (_extents(p, name) for name in ("spatial", "filter", "stride", "out"))
+    taps, in_px, out_px = np.prod(filt, axis=0), np.prod(spatial, axis=0), np.prod(output, axis=0)
     direction = np.asarray(cols["p_direction"], dtype=object)
     fwd, dgrad = direction == "fwd", direction == "bwd_data"
     cg, kg, nb = p["c_per_group"], p["k_per_group"], p["n"]
@@ -262,14 +260,15 @@ def _conv_problem(cols: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
     gk = np.where(fwd, cg * taps, np.where(dgrad, kg * taps, nb * out_px))
     out.update(n=nb, c=p["c"], k=p["k"], groups=p["groups"], c_per_group=cg, k_per_group=kg, ndim=ndim,
                taps=taps, filter_max=np.max(filt, axis=0), stride_prod=np.prod(stride, axis=0),
-               dilation_max=np.max(dims("dilation"), axis=0),
+               dilation_max=np.max(_extents(p, "dilation"), axis=0),
                pad_sum=sum(p[f"pad_{side}_{i}"] for side in ("left", "right") for i in range(3)),
                log_in_px=_log2(nb * in_px), log_out_px=_log2(nb * out_px),
                depthwise=((cg == 1) & (kg == 1)).astype(np.float64), gemm_m=gm, gemm_n=gn, gemm_k=gk,
                log_gemm_m=_log2(gm), log_gemm_n=_log2(gn), log_gemm_k=_log2(gk), p_align=p["align"])
     phase_px = np.prod([np.ceil(s / t) for s, t in zip(spatial, stride)], axis=0)
     return {"p": p, "fwd": fwd, "dgrad": dgrad, "wgrad": direction == "bwd_weight", "taps": taps,
-            "in_px": nb * in_px, "out_px": nb * out_px, "phase_px": nb * phase_px, "gm": gm, "gn": gn}
+            "in_px": nb * in_px, "out_px": nb * out_px, "phase_px": nb * phase_px, "gm": gm, "gn": gn,
+            "spatial": spatial, "output": output}
 
 
 def _conv_view(cols: dict[str, Any], c: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
@@ -308,9 +307,9 @@ def _conv_view(cols: dict[str, Any], c: dict[str, Any], out: dict[str, Any]) -> 
     tiles_m, tiles_n = _cdiv(rows, bm), _cdiv(columns, bn)
     tma = family == "tma"
     if tma.any():   # its tiles are boxes of one image's pixels (kernels/conv_tma.box_of), not flat rows
-        extents = [np.where(dgrad, s, o) for s, o in zip(_extents(p, "spatial"), _extents(p, "out"))]
+        extents = [np.where(dgrad, s, o) for s, o in zip(v["spatial"], v["output"])]
         tiles_m = np.where(tma & ~wgrad, p["n"] * _box_count(p["ndim"], bm, extents, tma & ~wgrad), tiles_m)
-        boxes = p["n"] * _box_count(p["ndim"], bk, _extents(p, "out"), tma & wgrad)
+        boxes = p["n"] * _box_count(p["ndim"], bk, v["output"], tma & wgrad)
         k_iters = np.where(tma & wgrad, _cdiv(boxes, splits), k_iters)
     # diag: a [BM, BN] x [BN, BN] dot per tap against the block-diagonal weight (BN / BK times the
     # useful work)

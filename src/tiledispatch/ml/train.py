@@ -168,12 +168,14 @@ def predict(kind: str, booster, data: Matrix, rounds: int | None = None):
     return raw + data.x[:, data.offset] if kind == "regressor" else -raw
 
 
-def fold_tables(kind: str, data: Matrix, folds, threads: int) -> dict[int, list[Any]]:
+def fold_tables(kind: str, data: Matrix, folds, threads: int, fit_mask=None) -> dict[int, list[Any]]:
     """Grouped k-fold: per ROUND_GRID count, each fold's metrics.per_problem table of its held-out problems,
-    scored by the first `count` trees of one MAX_ROUNDS booster per fold."""
+    scored by the first `count` trees of one MAX_ROUNDS booster per fold. `fit_mask` (rows): fit each fold's
+    booster on these of its training rows only (tools/cv_new_data.py); None: all of them."""
     tables: dict[int, list[Any]] = {rounds: [] for rounds in ROUND_GRID}
     for i in range(int(folds.max()) + 1):
-        booster = fit(kind, data.subset(folds != i), MAX_ROUNDS, threads)
+        train_rows = folds != i if fit_mask is None else (folds != i) & fit_mask
+        booster = fit(kind, data.subset(train_rows), MAX_ROUNDS, threads)
         valid = data.subset(folds == i)
         for rounds in ROUND_GRID:
             tables[rounds].append(metrics.per_problem(valid.problems, valid.times,
