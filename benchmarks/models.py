@@ -39,6 +39,8 @@ import model_report as report
 import model_vendor_off as vendor_off
 from protocol import environment, gpu_slug
 
+from tiledispatch import settings as td_settings
+
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS, MODES = report.VARIANTS, report.MODES
 PHASES = ("train", "infer")
@@ -401,7 +403,8 @@ def run(specs: list[ModelSpec], s: Settings, out: Path, argv: list[str], built: 
     env["cudnn"] = torch.backends.cudnn.version() if device.type == "cuda" else None
     torch.backends.cudnn.benchmark = s.cudnn_benchmark
     data = {"benchmark": "models", "mode": "smoke" if s.smoke else "gpu", **env, "argv": argv,
-            "settings": dataclasses.asdict(s), "prebuild": built, "models": []}
+            "settings": dataclasses.asdict(s),
+            "env": td_settings.snapshot(), "prebuild": built, "models": []}
     budget = Budget(s.budget_s)
     if s.loss_steps:
         print(f"[loss] {s.loss_model}: {s.loss_steps} steps, stock vs converted", flush=True)

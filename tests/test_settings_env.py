@@ -96,3 +96,12 @@ def test_measure_top_k_defaults_per_op_and_the_variable_overrides_both(monkeypat
     monkeypatch.setenv("TILEDISPATCH_MEASURE_TOP_K", "0")
     with pytest.raises(td.BadInput):
         settings.measure_top_k("conv")
+
+
+def test_snapshot_records_the_set_variables_only(monkeypatch):
+    for name in settings.ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TILEDISPATCH_RANK_SPACE", "1")
+    monkeypatch.setenv("TILEDISPATCH_MEASURE", "")          # empty counts as unset, as everywhere in settings
+    monkeypatch.setenv("TILEDISPATCH_UNKNOWN_THING", "x")   # not a setting of the project
+    assert settings.snapshot() == {"TILEDISPATCH_RANK_SPACE": "1"}

@@ -41,6 +41,11 @@ def _get(name: str) -> str | None:
     return value if value not in (None, "") else None
 
 
+def snapshot() -> dict[str, str]:
+    """The TILEDISPATCH_* variables that are set, as given: what a result file records of its run."""
+    return {name: value for name in ENV_VARS if (value := _get(name)) is not None}
+
+
 def cache_dir() -> Path:
     value = _get("TILEDISPATCH_CACHE_DIR")
     return Path(value).expanduser() if value else Path.home() / ".cache" / "tiledispatch"
