@@ -194,13 +194,13 @@ class KernelStore:
         with the unbuilt plans it picked. Failures are recorded in `failed` (and returned), never raised; an
         unusable cache raises CacheError."""
         todo = [k for k in kernels if not k.built]
-        report = self._build(todo, None, progress, "compiling {n} picked kernels on demand")
+        report = self._build(todo, None, progress, "compiling {n} picked kernels on demand", keep=True)
         for name in report.built + report.cached + report.from_bundle:
             self.compiled_on_demand[name] = report.seconds
         return report
 
     def _build(self, kernels: list[Kernel], max_workers: int | None, progress: bool | None,
-               what: str) -> BuildReport:
+               what: str, keep: bool = False) -> BuildReport:
         from tiledispatch.build.pool import run_tasks
 
         start = time.perf_counter()
@@ -242,7 +242,7 @@ class KernelStore:
                     self.failed[result.name] = result.reason
                 advance()
 
-            run_tasks(todo, max_workers or settings.max_workers(), done)
+            run_tasks(todo, max_workers or settings.max_workers(), done, keep=keep)
         self._version += 1
         report.seconds = time.perf_counter() - start
         return report

@@ -27,7 +27,8 @@ class StubBuilds:
         return [name for batch in self.batches for name in batch]
 
     def __call__(self, tasks: Sequence[CompileTask], max_workers: int,
-                 on_done: Callable[[CompileResult], None] | None = None) -> list[CompileResult]:
+                 on_done: Callable[[CompileResult], None] | None = None,
+                 keep: bool = False) -> list[CompileResult]:
         if self.error is not None:
             raise self.error
         if not tasks:
