@@ -41,7 +41,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json")
     opts = ap.parse_args()
-    rows = {"fresh": batches(False, opts.kernels, opts.workers), "kept": batches(True, opts.kernels, opts.workers)}
+    rows = {name: batches(keep, opts.kernels, opts.workers) for name, keep in (("fresh", False), ("kept", True))}
     for name, seconds in rows.items():
         print(f"{name}: per batch {seconds}, total {sum(seconds):.2f} s")
     if opts.json:
