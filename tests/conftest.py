@@ -5,7 +5,8 @@
 - the session's temporary files (pytest's tmp_path dirs, the build cache, Triton's cache, TMPDIR of the build
   workers) live in one private directory, removed when the session ends (unless --basetemp names one);
 - the whole session uses a private TILEDISPATCH_CACHE_DIR (and Triton cache), never ~/.cache; tests that need
-  a clean cache point TILEDISPATCH_CACHE_DIR at their own tmp_path with monkeypatch;
+  a clean cache point TILEDISPATCH_CACHE_DIR at their own tmp_path with monkeypatch; `--td-session-cache DIR`
+  keeps its compiled kernels in DIR for a later session;
 - a fixed torch seed per test;
 - `build_registry(configs)`: a Registry of the given configs, built (max_workers=2). In a session with
   default-lane tests, the first call compiles every config of the CPU lane's suites at once (one worker pool),
@@ -42,6 +43,12 @@ _TEMP_KEY = pytest.StashKey[tuple]()
 ISOLATED_ENV = ("TILEDISPATCH_TUNING_DB", "TILEDISPATCH_INTERPRET", "TILEDISPATCH_MAX_WORKERS", "TILEDISPATCH_ARCH",
                 "TILEDISPATCH_RANK_SPACE", "TILEDISPATCH_BUNDLE", "TILEDISPATCH_BUNDLE_STRICT",
                 "TILEDISPATCH_VENDOR", "TILEDISPATCH_VENDOR_MARGIN")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--td-session-cache", default=None, metavar="DIR",
+                     help="keep the session's build cache (and Triton's) in DIR and reuse it in later "
+                          "sessions (default: a private directory removed at the end)")
 
 
 @pytest.hookimpl(tryfirst=True)    # before pytest's tmpdir plugin reads --basetemp
@@ -106,9 +113,15 @@ def load_script():
 
 
 @pytest.fixture(scope="session", autouse=True)
-def isolated_cache(tmp_path_factory: pytest.TempPathFactory):
-    """Point the build cache, tuning DB and Triton's cache at a session tmp dir; clear env overrides."""
-    root = tmp_path_factory.mktemp("tiledispatch-cache")
+def isolated_cache(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config):
+    """Point the build cache, tuning DB and Triton's cache at a session tmp dir (or --td-session-cache);
+    clear env overrides."""
+    kept = pytestconfig.getoption("--td-session-cache")
+    root = Path(kept).resolve() if kept else tmp_path_factory.mktemp("tiledispatch-cache")
+    root.mkdir(parents=True, exist_ok=True)
+    for child in root.iterdir():   # a kept cache keeps compiled kernels only: no tuning DB, no other state
+        if not (child.name.startswith("sm_") or child.name in (".triton", ".triton-main")):
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TILEDISPATCH_CACHE_DIR", str(root))
         mp.setenv("TRITON_CACHE_DIR", str(root / ".triton-main"))
