@@ -120,8 +120,12 @@ def isolated_cache(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytes
     root = Path(kept).resolve() if kept else tmp_path_factory.mktemp("tiledispatch-cache")
     root.mkdir(parents=True, exist_ok=True)
     for child in root.iterdir():   # a kept cache keeps compiled kernels only: no tuning DB, no other state
-        if not (child.name.startswith("sm_") or child.name in (".triton", ".triton-main")):
-            shutil.rmtree(child) if child.is_dir() else child.unlink()
+        if child.name.startswith("sm_") or child.name in (".triton", ".triton-main"):
+            continue
+        if child.is_dir():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TILEDISPATCH_CACHE_DIR", str(root))
         mp.setenv("TRITON_CACHE_DIR", str(root / ".triton-main"))

@@ -68,12 +68,13 @@ def fit(x: list[list[float]], y: list[float], quantile: float | None = None) -> 
 
 def zoo_rows(paths: list[Path]) -> dict[str, list[tuple[str, float]]]:
     """Per conv zoo key, (signature, eff_vendor) of each timed problem; a later file replaces a key."""
+    from zoo_vendor_share import vendor_ratios   # tools/ is the script's directory
+
     rows: dict[str, list[tuple[str, float]]] = {}
     for path in paths:
         for key, result in json.loads(gzip.open(path).read())["results"].items():
             if key.startswith("conv_"):
-                rows[key] = [(r["problem"], float(r["eff_vendor"])) for r in result["rows"]
-                             if r.get("eff_vendor") not in (None, "None", "") and float(r["eff_vendor"]) > 0]
+                rows[key] = vendor_ratios(result)
     return rows
 
 

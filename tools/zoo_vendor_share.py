@@ -16,12 +16,17 @@ import math
 from pathlib import Path
 
 
+def vendor_ratios(result: dict) -> list[tuple[str, float]]:
+    """(problem signature, eff_vendor) of each row of one zoo key's result that timed the vendor's plan."""
+    return [(row.get("problem", ""), float(row["eff_vendor"])) for row in result["rows"]
+            if row.get("eff_vendor") not in (None, "None", "") and float(row["eff_vendor"]) > 0]
+
+
 def shares(path: Path) -> dict[str, dict]:
     data = json.loads(gzip.open(path).read())
     out = {}
     for key, result in data["results"].items():
-        ratios = [float(row["eff_vendor"]) for row in result["rows"]
-                  if row.get("eff_vendor") not in (None, "None", "") and float(row["eff_vendor"]) > 0]
+        ratios = [ratio for _, ratio in vendor_ratios(result)]
         if not ratios:
             continue
         out[key] = {"problems": len(ratios), "vendor_faster": sum(r > 1 for r in ratios),
