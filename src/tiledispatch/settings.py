@@ -125,8 +125,8 @@ def _switch(name: str, unset: str) -> bool | None:
 
 def rank_space() -> bool | None:
     """Whether `auto` ranks the full declared space and compiles its pick on demand (dispatch/space.py):
-    True / False when TILEDISPATCH_RANK_SPACE says so, None when unset (off)."""
-    return _switch("TILEDISPATCH_RANK_SPACE", "off")
+    True / False when TILEDISPATCH_RANK_SPACE says so, None when unset (on for CUDA registries)."""
+    return _switch("TILEDISPATCH_RANK_SPACE", "on for CUDA")
 
 
 def bundle_path() -> Path | None:

@@ -117,13 +117,19 @@ def test_the_setting_turns_the_space_off(stub, tmp_path, monkeypatch):
     assert [name for name, _ in chosen.ranking] == ORDER[-1:]
 
 
-def test_the_space_is_ranked_on_request_only(monkeypatch, tmp_path):
+def test_the_space_is_ranked_on_a_gpu_unless_turned_off(monkeypatch, tmp_path):
     registry = td.Registry("sm_90", cache_dir=tmp_path)
-    monkeypatch.setattr(registry, "default_device", lambda: torch.device("cuda", 0))
     monkeypatch.delenv("TILEDISPATCH_RANK_SPACE", raising=False)
-    assert not space.enabled(registry)                 # off by default, on a GPU too
+    monkeypatch.delenv("TILEDISPATCH_INTERPRET", raising=False)
+    monkeypatch.setattr(registry, "default_device", lambda: torch.device("cuda", 0))
+    assert space.enabled(registry)                     # on by default on a GPU
+    monkeypatch.setenv("TILEDISPATCH_RANK_SPACE", "0")
+    assert not space.enabled(registry)
+    monkeypatch.setattr(registry, "default_device", lambda: torch.device("cpu"))
     monkeypatch.setenv("TILEDISPATCH_RANK_SPACE", "1")
-    assert space.enabled(registry)
+    assert space.enabled(registry)                     # on request, under the interpreter too
+    monkeypatch.delenv("TILEDISPATCH_RANK_SPACE")
+    assert not space.enabled(registry)                 # off by default without a GPU
 
 
 def test_a_warm_repeat_builds_and_ranks_nothing(stub, tmp_path, monkeypatch):

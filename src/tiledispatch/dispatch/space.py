@@ -33,10 +33,13 @@ RUNNER_UP = 1      # plans compiled along with the pick (a warm fallback, and th
 
 
 def enabled(registry: KernelStore) -> bool:
-    """Whether `auto` ranks the registry's declared space: only where TILEDISPATCH_RANK_SPACE=1. Off by
-    default until measured on a GPU, where a converted model's first step would compile a pick per new layer
-    problem (docs/design/rank_space.md)."""
-    return settings.rank_space() is True
+    """Whether `auto` ranks the registry's declared space: as TILEDISPATCH_RANK_SPACE says, else on for a
+    CUDA registry and off under the interpreter (where compiling a pick per new problem costs minutes). The
+    first step of a converted model pays for its on-demand compiles once per cache (docs/design/rank_space.md)."""
+    setting = settings.rank_space()
+    if setting is not None:
+        return setting
+    return not settings.force_interpreter() and registry.default_device().type == "cuda"
 
 
 def declare_space(registry: KernelStore, preset: str, problem: GemmProblem | ConvProblem,
