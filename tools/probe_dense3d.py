@@ -7,56 +7,21 @@ benchmark protocol), and reports TF/s:
 - cuBLAS and each named GEMM instance on the layer's im2col GEMM (M = output pixels, N = K, K = C x taps),
   the same tensor-core work with 2-D boxes.
 If the twin runs at the GEMM's speed, shifting the boxes per tap is the cost; if not, the conv form (5-D
-boxes, the transposed dot, the masked epilogue) is. `--incremental` also times each conv instance with its
-tap and channel-chunk indices stepped as counters instead of divided out of the loop index each K step
-(`incremental_taps`: the steady loop of the 3-D fwd 256x128 instance goes from 179 to 102 SASS instructions
-for sm_90, IMAD 36 -> 6); the registry's kernels are unchanged.
+boxes, the transposed dot, the masked epilogue) is. Stop 60 measured the tap / chunk counters of the
+shipped loop this way (docs/design/conv_tma.md).
 
-    python tools/probe_dense3d.py --layer c3d/conv3b --conv NAME[,NAME] --gemm NAME[,NAME] [--incremental]
-        [--json PATH]
+    python tools/probe_dense3d.py --layer c3d/conv3b --conv NAME[,NAME] --gemm NAME[,NAME] [--json PATH]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DECOMPOSE = re.compile(r"(?P<ind> +)for it in range\(0, (?P<iters>[^)]*)\):\n"
-                       r"(?P=ind)    tap = it // n_chunks\n"
-                       r"(?P=ind)    kc = \(it - tap \* n_chunks\) \* BLOCK_K\n"
-                       r"(?P<dims>(?:(?P=ind)    (?:f_\w+ = tap(?: % flt_\w+)?|tap = tap // flt_\w+)\n)+)")
-DOT = "acc = tl.dot(wt, act, acc)\n"
-
-
-def incremental_taps(source: str) -> str:
-    """The rendered source of an unsplit fwd / bwd_data tma instance with the loop's tap and chunk indices
-    kept as counters (kc steps by BLOCK_K and wraps into the innermost filter index, which wraps into the
-    next); raises ValueError when the source is not of that form."""
-    match = DECOMPOSE.search(source)
-    if match is None or source.count(DOT) != 1:
-        raise ValueError("not the unsplit tma loop this probe rewrites")
-    ind, body = match["ind"], match["ind"] + "    "
-    dims = re.findall(r"(f_\w+) = tap", match["dims"])           # innermost first, as rendered
-    head = "".join(f"{ind}{name} = 0\n" for name in ["kc", *dims]) + f"{ind}kc_end = n_chunks * BLOCK_K\n"
-    head += f"{ind}for it in range(0, {match['iters']}):\n"
-    step = ["kc = kc + BLOCK_K", "wrap = kc >= kc_end", "kc = tl.where(wrap, 0, kc)"]
-    for i, name in enumerate(dims):
-        step.append(f"{name} = {name} + wrap.to(tl.int32)")
-        if i < len(dims) - 1:
-            step += [f"wrap = {name} >= flt_{name[2:]}", f"{name} = tl.where(wrap, 0, {name})"]
-    out = source[:match.start()] + head + source[match.end():]
-    at = out.index(DOT)
-    indent = out[out.rindex("\n", 0, at) + 1:at]
-    tail = "".join(f"{body}{line}\n" for line in step)
-    assert len(indent) == len(body) + 4     # the dot sits in the loop's else branch
-    return out[:at + len(DOT)] + tail + out[at + len(DOT):]
-
-
 def folded(problem: Any) -> Any:
     """The 1x1x1 convolution with the layer's reduction length and output extent (stride 1, no padding)."""
     import tiledispatch as td
@@ -107,7 +72,6 @@ def main() -> None:
     ap.add_argument("--layer", default="c3d/conv3b", help="model/layer of the conv suites")
     ap.add_argument("--conv", required=True, help="comma list of conv instance names (fwd, the layer's ndim)")
     ap.add_argument("--gemm", required=True, help="comma list of bf16 rcr GEMM instance names")
-    ap.add_argument("--incremental", action="store_true", help="also time the conv instances' counter form")
     ap.add_argument("--json")
     opts = ap.parse_args()
     import torch
@@ -119,16 +83,12 @@ def main() -> None:
 
     case = {f"{c.model}/{c.layer}": c for c in all_cases(SUITES + HARD_SUITES)}[opts.layer]
     problem = case.for_direction("fwd")
-    from tiledispatch.codegen.render import render_source
-
-    convs, counters, gemms = (td.Registry(td.detect()) for _ in range(3))
+    convs, gemms = (td.Registry(td.detect()) for _ in range(2))
     for name in opts.conv.split(","):
         convs.add(parse_name(name))
-        if opts.incremental:
-            counters.add(parse_name(name), source=incremental_taps(render_source(parse_name(name))))
     for name in opts.gemm.split(","):
         gemms.add(parse_name(name))
-    for registry in (convs, counters, gemms):
+    for registry in (convs, gemms):
         registry.build()
     m, n, k = im2col_shape(problem)
     gemm = gemm_profile("bf16_rcr", f"{m}x{n}x{k}", gemms)
@@ -136,9 +96,7 @@ def main() -> None:
     gemm["cublas_tflops"] = 2 * m * n * k / gemm["cublas_us"] / 1e6
     out = {"gpu": torch.cuda.get_device_name(), "layer": opts.layer, "layer_conv": conv_rows(problem, convs),
            "folded_conv": conv_rows(folded(problem), convs), "im2col_gemm": gemm}
-    if opts.incremental:
-        out["layer_conv_counters"] = conv_rows(problem, counters)
-    for name in [k for k in out if k.endswith(("_conv", "_counters"))]:
+    for name in [k for k in out if k.endswith("_conv")]:
         row = out[name]
         print(f"{name}: {row['problem']}  cuDNN {row['cudnn_us']:.1f} us ({row['cudnn_tflops']:.0f} TF/s)")
         for label, info in row["instances"].items():

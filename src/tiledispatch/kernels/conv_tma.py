@@ -232,16 +232,11 @@ def _loop(cfg: ConvConfig) -> str:
     n_iters = " * ".join(f"flt_{s}" for s in ds) + " * n_chunks"
     if is_split(cfg):   # the split's contiguous range of the iterations
         out += [f"    n_iters = {n_iters}", "    per_split = (n_iters + SPLITS - 1) // SPLITS",
-                "    it_lo = split * per_split", "    it_hi = tl.minimum(it_lo + per_split, n_iters)",
-                "    for it in range(it_lo, it_hi):"]
+                "    it_lo = split * per_split", "    it_hi = tl.minimum(it_lo + per_split, n_iters)"]
+        first, loop = "it_lo", "    for it in range(it_lo, it_hi):"
     else:
-        out.append(f"    for it in range(0, {n_iters}):")
-    out += [f"{ind}tap = it // n_chunks", f"{ind}kc = (it - tap * n_chunks) * BLOCK_K"]
-    for i, s in enumerate(reversed(ds)):   # innermost filter dim first
-        last = i == len(ds) - 1
-        out.append(f"{ind}f_{s} = tap" if last else f"{ind}f_{s} = tap % flt_{s}")
-        if not last:
-            out.append(f"{ind}tap = tap // flt_{s}")
+        first, loop = "0", f"    for it in range(0, {n_iters}):"
+    out += _first_taps(ds, first) + ["    kc_end = n_chunks * BLOCK_K", loop]
     # fwd: o - pad + tap; bwd_data: i + pad - tap
     sign, flip = ("-", "+") if cfg.direction == "fwd" else ("+", "-")
     a_at = ", ".join(["n", *(f"o0_{s} {sign} pad_{s} {flip} f_{s} * dil_{s}" for s in ds),
@@ -257,7 +252,33 @@ def _loop(cfg: ConvConfig) -> str:
     out += [f"{ind}if {DOT_F32}:",
             f"{ind}    acc += tl.dot(wt.to(tl.float32), act.to(tl.float32), input_precision=\"ieee\")",
             f"{ind}else:", f"{ind}    acc = tl.dot(wt, act, acc)"]
-    return "\n".join(out) + "\n"
+    return "\n".join(out + [ind + line for line in _next_taps(ds)]) + "\n"
+
+
+def _first_taps(ds: list[str], it: str) -> list[str]:
+    """The chunk offset kc and filter indices f_<s> of iteration `it` (taps outermost, chunks innermost)."""
+    if it == "0":
+        return ["    kc = 0", *(f"    f_{s} = 0" for s in ds)]
+    out = [f"    tap = {it} // n_chunks", f"    kc = ({it} - tap * n_chunks) * BLOCK_K"]
+    for i, s in enumerate(reversed(ds)):   # innermost filter dim first
+        last = i == len(ds) - 1
+        out.append(f"    f_{s} = tap" if last else f"    f_{s} = tap % flt_{s}")
+        if not last:
+            out.append(f"    tap = tap // flt_{s}")
+    return out
+
+
+def _next_taps(ds: list[str]) -> list[str]:
+    """Step kc and f_<s> to the next iteration as counters: kc wraps into the innermost filter index, which
+    wraps into the next. A division and a modulo a filter dim per K step cost more than the loads' address
+    math (SASS of the 3-D fwd loop: 179 -> 102 instructions; docs/design/conv_tma.md)."""
+    out = ["kc = kc + BLOCK_K", "wrap = kc >= kc_end", "kc = tl.where(wrap, 0, kc)"]
+    inner_first = list(reversed(ds))
+    for i, s in enumerate(inner_first):
+        out.append(f"f_{s} = f_{s} + wrap.to(tl.int32)")
+        if i < len(inner_first) - 1:
+            out += [f"wrap = f_{s} >= flt_{s}", f"f_{s} = tl.where(wrap, 0, f_{s})"]
+    return out
 
 
 def _store(cfg: ConvConfig) -> str:
