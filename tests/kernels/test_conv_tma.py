@@ -195,7 +195,8 @@ def test_the_loop_steps_taps_and_chunks_as_counters(direction, ndim, split):
 
     body = _loop_body(render_source(dataclasses.replace(_config(direction, ndim), split_k=split)))
     assert body and not [line for line in body if "//" in line or "%" in line]
-    assert sum("tl.where(wrap, 0," in line for line in body) == ndim   # kc and every filter dim but the outermost
+    # kc and every filter dim but the outermost wrap
+    assert sum("tl.where(wrap, 0," in line for line in body) == ndim
 
 
 @pytest.mark.parametrize("name", ["fwd-2d-dense", "bwd_data-3d-grouped8"])

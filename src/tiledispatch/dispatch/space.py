@@ -34,8 +34,8 @@ RUNNER_UP = 1      # plans compiled along with the pick (a warm fallback, and th
 
 def enabled(registry: KernelStore) -> bool:
     """Whether `auto` ranks the registry's declared space: as TILEDISPATCH_RANK_SPACE says, else on for a
-    CUDA registry and off under the interpreter (where compiling a pick per new problem costs minutes). The
-    first step of a converted model pays for its on-demand compiles once per cache (docs/design/rank_space.md)."""
+    CUDA registry and off under the interpreter (where compiling a pick per new problem costs minutes).
+    A converted model's first step pays for its on-demand compiles once per cache (rank_space.md)."""
     setting = settings.rank_space()
     if setting is not None:
         return setting
